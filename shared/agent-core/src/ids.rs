@@ -1,0 +1,164 @@
+//! Validated identifiers: every id that ends up in a storage key passes through here first.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+/// An identifier that failed validation; the message is safe to show a client.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+#[error("invalid {kind}: {reason}")]
+pub struct InvalidId {
+    pub kind: &'static str,
+    pub reason: &'static str,
+}
+
+/// Accepts 1..=max characters from a conservative alphabet, so an id can never
+/// carry a key separator (`/`, `#`), a traversal (`..`) or a control character.
+fn check(value: &str, kind: &'static str, max: usize, extra: &[char]) -> Result<(), InvalidId> {
+    if value.is_empty() {
+        return Err(InvalidId { kind, reason: "must not be empty" });
+    }
+    if value.len() > max {
+        return Err(InvalidId { kind, reason: "is too long" });
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_' || extra.contains(&c);
+    if !value.chars().all(allowed) {
+        return Err(InvalidId { kind, reason: "contains characters that are not allowed" });
+    }
+    if value.starts_with('.') {
+        return Err(InvalidId { kind, reason: "must not start with a dot" });
+    }
+    Ok(())
+}
+
+macro_rules! id_type {
+    ($(#[$meta:meta])* $name:ident, $kind:literal, $max:literal, $extra:expr) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn parse(value: impl Into<String>) -> Result<Self, InvalidId> {
+                let value = value.into();
+                check(&value, $kind, $max, $extra)?;
+                Ok(Self(value))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = InvalidId;
+            fn try_from(value: String) -> Result<Self, Self::Error> {
+                Self::parse(value)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+    };
+}
+
+id_type!(
+    /// The tenant: the JWT `sub` claim, or the trusted `user_id` of a queue record.
+    UserId, "user id", 128, &['.', '@', ':', '+', '=', '|']
+);
+id_type!(
+    /// A conversation of one user.
+    SessionId, "session id", 128, &['.']
+);
+id_type!(
+    /// A ticket whose files appear read-only under `/ticket`.
+    TicketId, "ticket id", 128, &['.']
+);
+
+/// A skill's address, `category/name`: two validated segments.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct SkillPath {
+    category: String,
+    name: String,
+}
+
+impl SkillPath {
+    pub fn parse(value: &str) -> Result<Self, InvalidId> {
+        let value = value.trim().trim_matches('/');
+        let (category, name) = value.split_once('/').ok_or(InvalidId {
+            kind: "skill path",
+            reason: "must be \"category/name\"",
+        })?;
+        Self::new(category, name)
+    }
+
+    pub fn new(category: &str, name: &str) -> Result<Self, InvalidId> {
+        check(category, "skill category", 96, &['.'])?;
+        check(name, "skill name", 96, &['.'])?;
+        Ok(Self { category: category.to_owned(), name: name.to_owned() })
+    }
+
+    pub fn category(&self) -> &str {
+        &self.category
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl TryFrom<String> for SkillPath {
+    type Error = InvalidId;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(&value)
+    }
+}
+
+impl From<SkillPath> for String {
+    fn from(value: SkillPath) -> String {
+        value.to_string()
+    }
+}
+
+impl fmt::Display for SkillPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.category, self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_separators_and_traversal() {
+        for bad in ["", "a/b", "a#b", "..", ".hidden", "a b", "a%2fb", "é"] {
+            assert!(UserId::parse(bad).is_err(), "{bad:?} should be rejected");
+            assert!(SessionId::parse(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert_eq!(UserId::parse("auth0|123").unwrap().as_str(), "auth0|123");
+        assert_eq!(UserId::parse("user-1@example.com").unwrap().as_str(), "user-1@example.com");
+        assert!(SessionId::parse("x".repeat(129)).is_err());
+    }
+
+    #[test]
+    fn skill_paths_have_two_clean_segments() {
+        let skill = SkillPath::parse("escrituras/compraventa").unwrap();
+        assert_eq!((skill.category(), skill.name()), ("escrituras", "compraventa"));
+        assert_eq!(skill.to_string(), "escrituras/compraventa");
+        for bad in ["compraventa", "a/b/c", "../b", "a/..", "a//b", ""] {
+            assert!(SkillPath::parse(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+}

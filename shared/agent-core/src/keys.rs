@@ -1,0 +1,34 @@
+//! The object-store key layout, in one place: every key is `{user_id}/...`, built from validated ids.
+
+use crate::ids::{SessionId, SkillPath, TicketId, UserId};
+
+/// Prefix of all of a tenant's skills: `{user}/skills/`.
+pub fn skills_prefix(user: &UserId) -> String {
+    format!("{user}/skills/")
+}
+
+/// The tenant's override of the base prompt template, found by the same listing as the skills.
+pub fn base_prompt_key(user: &UserId) -> String {
+    format!("{user}/skills/BASE_PROMPT.md")
+}
+
+/// Prefix of one skill's files: `{user}/skills/{category}/{name}/`.
+pub fn skill_prefix(user: &UserId, skill: &SkillPath) -> String {
+    format!("{user}/skills/{}/{}/", skill.category(), skill.name())
+}
+
+/// Prefix of a ticket's files: `{user}/tickets/{ticket}/`.
+pub fn ticket_prefix(user: &UserId, ticket: &TicketId) -> String {
+    format!("{user}/tickets/{ticket}/")
+}
+
+/// A workspace file's content, addressed by its SHA-256 so that writes are idempotent
+/// and a failed turn leaves only unreferenced blobs behind.
+pub fn workspace_blob_key(user: &UserId, session: &SessionId, sha256: &str) -> String {
+    format!("{user}/workspaces/{session}/blobs/{sha256}")
+}
+
+/// Where a session store may spill a turn too large for its database item.
+pub fn turn_spill_key(user: &UserId, session: &SessionId, turn: u64) -> String {
+    format!("{user}/sessions/{session}/turns/{turn:010}.json")
+}

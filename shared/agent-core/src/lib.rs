@@ -1,0 +1,19 @@
+//! The agent's core: skills, the two-state prompt, the virtual filesystem, tools and the
+//! bounded ReAct loop. It does no I/O of its own: storage and the model sit behind traits.
+
+pub mod agent;
+pub mod ids;
+pub mod keys;
+pub mod message;
+pub mod model;
+pub mod prompt;
+pub mod skills;
+pub mod store;
+pub mod tools;
+pub mod turn;
+pub mod vfs;
+
+pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};
+pub use message::{ChatRequest, ChatResponse, Message, StopReason, ToolCall, ToolSpec, Usage};
+pub use model::{ChatModel, ModelError};
+pub use store::{Object, ObjectMeta, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit, WorkspaceFile};

@@ -1,0 +1,104 @@
+//! Provider-neutral conversation types: what the loop sends to a model and gets back.
+
+use serde::{Deserialize, Serialize};
+
+/// One entry of a conversation's history. The system prompt is not part of it:
+/// it is rebuilt before every model call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Message {
+    User {
+        content: String,
+    },
+    Assistant {
+        #[serde(default)]
+        content: String,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<ToolCall>,
+    },
+    Tool {
+        tool_call_id: String,
+        name: String,
+        content: String,
+    },
+}
+
+impl Message {
+    pub fn user(content: impl Into<String>) -> Self {
+        Message::User { content: content.into() }
+    }
+
+    pub fn assistant(content: impl Into<String>) -> Self {
+        Message::Assistant { content: content.into(), tool_calls: Vec::new() }
+    }
+
+    /// Size of the message's text, a cheap proxy for its weight in a prompt.
+    pub fn text_len(&self) -> usize {
+        match self {
+            Message::User { content } => content.len(),
+            Message::Assistant { content, tool_calls } => {
+                content.len() + tool_calls.iter().map(|c| c.name.len() + c.arguments.to_string().len()).sum::<usize>()
+            }
+            Message::Tool { content, .. } => content.len(),
+        }
+    }
+}
+
+/// A tool invocation requested by the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    /// The arguments as the model sent them; a provider that receives a JSON string
+    /// that does not parse keeps it here as a JSON string so the tool can report it.
+    pub arguments: serde_json::Value,
+}
+
+/// A tool as offered to the model: its name, what it does, and a JSON Schema of its arguments.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// Token counts reported by the provider.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+impl Usage {
+    pub fn add(&mut self, other: Usage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
+}
+
+/// Everything one model call needs.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ChatRequest {
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+}
+
+/// Why the model stopped generating.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    EndTurn,
+    ToolUse,
+    MaxTokens,
+    Other,
+}
+
+/// The model's answer to one call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ChatResponse {
+    pub content: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    pub stop_reason: StopReason,
+}

@@ -1,0 +1,30 @@
+//! The model port: the loop talks to any provider through [`ChatModel`].
+
+use async_trait::async_trait;
+use thiserror::Error;
+
+use crate::message::{ChatRequest, ChatResponse};
+
+/// A provider failure after the provider's own retries; messages are safe to log,
+/// and never contain the API key.
+#[derive(Debug, Error)]
+pub enum ModelError {
+    /// The provider kept failing with a retryable status or connection error.
+    #[error("model provider unavailable after {attempts} attempts: {message}")]
+    Unavailable { attempts: u32, message: String },
+    /// The provider rejected the request (4xx other than 429).
+    #[error("model provider rejected the request (HTTP {status}): {message}")]
+    Rejected { status: u16, message: String },
+    /// The provider answered with something we could not understand.
+    #[error("model provider sent an invalid response: {0}")]
+    InvalidResponse(String),
+    /// Configuration problems such as a missing API key or replay file.
+    #[error("model provider misconfigured: {0}")]
+    Config(String),
+}
+
+/// A chat model with tool calling.
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError>;
+}

@@ -1,0 +1,1 @@
+//! Placeholder: moto_server on loopback.
