@@ -1,2 +1,76 @@
-//! Placeholder.
-fn main() {}
+//! `cargo xtask <task>`: the project's tasks in Rust instead of shell scripts.
+
+mod demo;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  demo    a demo conversation through the real HTTP handler over the embedded store
+          (replayed model replies; set LLM_PROVIDER/LLM_MODEL/LLM_API_KEY for a real model)
+  test    build the functions, then run every test (needs moto_server on PATH)
+  bench   the per-turn benchmark (CPU time, storage calls, cold start, peak RSS)
+  lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml";
+
+fn main() -> ExitCode {
+    let task = std::env::args().nth(1);
+    let result = match task.as_deref() {
+        Some("demo") => demo::run(&root()),
+        Some("test") => test(),
+        Some("bench") => bench(),
+        Some("lint") => lint(),
+        _ => {
+            eprintln!("{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root: xtask lives one level below it.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask is inside the workspace").to_path_buf()
+}
+
+fn run(program: &str, args: &[&str]) -> Result<(), String> {
+    eprintln!("$ {program} {}", args.join(" "));
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(root())
+        .status()
+        .map_err(|err| format!("could not start {program}: {err}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{program} {}` failed ({status})", args.join(" ")))
+    }
+}
+
+fn test() -> Result<(), String> {
+    if Command::new("moto_server").arg("--help").output().is_err() {
+        return Err("moto_server is not on PATH: pip install \"moto[server]\"".to_owned());
+    }
+    // The integration tests run the compiled functions, so build them first.
+    run("cargo", &["build", "--package", "http-turn", "--package", "queue-turn", "--package", "xtask"])?;
+    run("cargo", &["test", "--workspace"])
+}
+
+fn bench() -> Result<(), String> {
+    run("cargo", &["build", "--release", "--package", "http-turn", "--package", "queue-turn"])?;
+    run("cargo", &["run", "--release", "--package", "tests", "--bin", "turn-bench"])
+}
+
+fn lint() -> Result<(), String> {
+    run("cargo", &["fmt", "--all", "--check"])?;
+    run("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    run("cfn-lint", &["template.yaml"])
+}

@@ -1,1 +1,253 @@
-//! Placeholder.
+//! The HTTP API contract: routing, identity from the JWT, body validation, and the mapping of
+//! every failure to a precise status with a JSON error body safe to show a client.
+
+use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile, MAX_MESSAGE_BYTES};
+use agent_core::{ModelError, Session, SessionId, StoreError, TicketId, UserId};
+use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
+use aws_lambda_events::encodings::Body;
+use aws_lambda_events::http::{HeaderMap, HeaderValue, Method};
+use base64::Engine;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+/// Bodies larger than this are refused before parsing: the message limit plus room for JSON escaping.
+const MAX_BODY_BYTES: usize = 2 * MAX_MESSAGE_BYTES;
+
+/// A failure with its HTTP status, machine-readable code and client-safe message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into() }
+    }
+
+    fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "bad_request", message)
+    }
+
+    fn not_found(message: impl Into<String>) -> Self {
+        Self::new(404, "not_found", message)
+    }
+}
+
+impl From<TurnError> for ApiError {
+    fn from(err: TurnError) -> Self {
+        match err {
+            TurnError::InvalidInput(message) => ApiError::bad_request(message),
+            TurnError::Conflict => ApiError::new(
+                409,
+                "conflict",
+                "another turn of this session finished first; nothing was saved, send the message again",
+            ),
+            TurnError::Model(model) => {
+                tracing::error!(error = %model, "model provider failed");
+                let message = match model {
+                    ModelError::Unavailable { .. } => "the model provider is unavailable; nothing was saved, try again",
+                    ModelError::Rejected { .. } | ModelError::InvalidResponse(_) | ModelError::Config(_) => {
+                        "the model provider failed to answer; nothing was saved"
+                    }
+                };
+                ApiError::new(502, "model_provider_failed", message)
+            }
+            TurnError::Store(store) => {
+                tracing::error!(error = %store, "storage failed");
+                let message = match store {
+                    StoreError::Corrupt(_) => "the stored session could not be read",
+                    _ => "storage is unavailable; nothing was saved, try again",
+                };
+                ApiError::new(503, "storage_unavailable", message)
+            }
+            TurnError::Config(config) => {
+                tracing::error!(error = %config, "invalid tenant configuration");
+                ApiError::new(500, "configuration_error", config.to_string())
+            }
+        }
+    }
+}
+
+/// The body of `POST /sessions/{session_id}/turns`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TurnBody {
+    message: String,
+    #[serde(default)]
+    ticket_id: Option<String>,
+}
+
+/// Handles one API Gateway (HTTP API, payload 2.0) event. Never fails: every error becomes a response.
+pub async fn handle(
+    service: &TurnService,
+    event: ApiGatewayV2httpRequest,
+    deadline: Option<Instant>,
+) -> ApiGatewayV2httpResponse {
+    let request_id = event.request_context.request_id.clone().unwrap_or_default();
+    match route(service, &event, deadline).await {
+        Ok(body) => respond(200, &body),
+        Err(err) => {
+            tracing::info!(status = err.status, code = err.code, request_id, "request refused");
+            respond(err.status, &json!({"error": {"code": err.code, "message": err.message}}))
+        }
+    }
+}
+
+async fn route(
+    service: &TurnService,
+    event: &ApiGatewayV2httpRequest,
+    deadline: Option<Instant>,
+) -> Result<Value, ApiError> {
+    let method = event.request_context.http.method.clone();
+    let path = event.raw_path.as_deref().or(event.request_context.http.path.as_deref()).unwrap_or("/");
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    // Match from the end so a stage prefix (`/prod/sessions/...`) does not matter.
+    let route = match segments.as_slice() {
+        [.., "sessions", id, "turns"] if method == Method::POST => Route::PostTurn(id),
+        [.., "sessions", id] if method == Method::GET => Route::GetSession(id),
+        [.., "sessions", _, "turns"] | [.., "sessions", _] => {
+            return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on {path}")))
+        }
+        _ => return Err(ApiError::not_found(format!("no route for {method} {path}"))),
+    };
+    let user = authenticated_user(event)?;
+    match route {
+        Route::PostTurn(id) => {
+            let session = parse_session_id(event, id)?;
+            let body = parse_body(event)?;
+            let ticket = body
+                .ticket_id
+                .map(TicketId::parse)
+                .transpose()
+                .map_err(|err| ApiError::bad_request(format!("`ticket_id`: {err}")))?;
+            let request = TurnRequest {
+                user,
+                session,
+                message: body.message,
+                ticket,
+                profile: profile_from_claims(event),
+                deadline,
+                now: time::OffsetDateTime::now_utc(),
+            };
+            let reply = service.run_turn(request).await?;
+            Ok(json!({
+                "session_id": reply.session_id,
+                "reply": reply.reply,
+                "current_skill": reply.current_skill,
+                "steps": reply.steps,
+                "usage": reply.usage,
+                "ending": reply.ending,
+                "version": reply.version,
+            }))
+        }
+        Route::GetSession(id) => {
+            let session_id = parse_session_id(event, id)?;
+            let session = service
+                .session(&user, &session_id)
+                .await?
+                .ok_or_else(|| ApiError::not_found(format!("no session `{session_id}`")))?;
+            Ok(session_view(&session))
+        }
+    }
+}
+
+enum Route<'a> {
+    PostTurn(&'a str),
+    GetSession(&'a str),
+}
+
+/// The JWT `sub` verified by API Gateway's authorizer; the body is never consulted.
+fn authenticated_user(event: &ApiGatewayV2httpRequest) -> Result<UserId, ApiError> {
+    let unauthorized = |message: &str| ApiError::new(401, "unauthorized", message);
+    let sub = event
+        .request_context
+        .authorizer
+        .as_ref()
+        .and_then(|authorizer| authorizer.jwt.as_ref())
+        .and_then(|jwt| jwt.claims.get("sub"))
+        .filter(|sub| !sub.is_empty())
+        .ok_or_else(|| unauthorized("no authenticated user"))?;
+    UserId::parse(sub.as_str()).map_err(|_| unauthorized("the authenticated user id is not supported"))
+}
+
+fn profile_from_claims(event: &ApiGatewayV2httpRequest) -> UserProfile {
+    let claims = event.request_context.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).map(|jwt| &jwt.claims);
+    let claim = |name: &str| claims.and_then(|c| c.get(name)).filter(|v| !v.trim().is_empty()).cloned();
+    UserProfile { name: claim("name"), language: claim("locale"), description: claim("profile") }
+}
+
+fn parse_session_id(event: &ApiGatewayV2httpRequest, from_path: &str) -> Result<SessionId, ApiError> {
+    let raw = event.path_parameters.get("session_id").map(String::as_str).unwrap_or(from_path);
+    SessionId::parse(raw).map_err(|err| ApiError::bad_request(format!("`session_id`: {err}")))
+}
+
+fn parse_body(event: &ApiGatewayV2httpRequest) -> Result<TurnBody, ApiError> {
+    let raw = event.body.as_deref().unwrap_or("");
+    if raw.len() > 2 * MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    let bytes = if event.is_base64_encoded {
+        base64::engine::general_purpose::STANDARD
+            .decode(raw)
+            .map_err(|_| ApiError::bad_request("the body is not valid base64"))?
+    } else {
+        raw.as_bytes().to_vec()
+    };
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("the body is empty; send {\"message\": \"...\"}"));
+    }
+    let body: TurnBody = serde_json::from_slice(&bytes).map_err(|err| {
+        let message = if err.is_data() {
+            format!("invalid body: {err}")
+        } else {
+            format!("the body is not valid JSON: {err}")
+        };
+        ApiError::bad_request(message)
+    })?;
+    if body.message.len() > MAX_MESSAGE_BYTES {
+        return Err(too_large());
+    }
+    if body.message.trim().is_empty() {
+        return Err(ApiError::bad_request("`message` must not be empty"));
+    }
+    Ok(body)
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(413, "payload_too_large", format!("`message` must be at most {} KiB", MAX_MESSAGE_BYTES / 1024))
+}
+
+fn session_view(session: &Session) -> Value {
+    let workspace: Vec<Value> = session
+        .state
+        .workspace
+        .iter()
+        .map(|(path, file)| json!({"path": format!("/workspace/{path}"), "size": file.size}))
+        .collect();
+    json!({
+        "session_id": session.session_id,
+        "version": session.version,
+        "updated_at": session.updated_at,
+        "current_skill": session.state.current_skill,
+        "loaded_skills": session.state.loaded_skills,
+        "plan": session.state.plan,
+        "workspace": workspace,
+        "history": session.history,
+    })
+}
+
+fn respond(status: u16, body: &Value) -> ApiGatewayV2httpResponse {
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    let mut response = ApiGatewayV2httpResponse::default();
+    response.status_code = i64::from(status);
+    response.headers = headers;
+    response.body = Some(Body::Text(body.to_string()));
+    response
+}

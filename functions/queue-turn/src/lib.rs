@@ -1,1 +1,96 @@
-//! Placeholder.
+//! The queue contract: each SQS record is one turn; the response names exactly the records that
+//! failed or were malformed, so SQS retries them and finally moves them to the dead-letter queue.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile};
+use agent_core::{SessionId, TicketId, UserId};
+use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use serde::Deserialize;
+use tokio::time::Instant;
+
+/// A record is not started with less time than this left: it is reported failed and retried instead.
+const MIN_TIME_FOR_A_TURN: Duration = Duration::from_secs(10);
+
+/// The body of a queue record. The producer is trusted, so the user id comes from the body.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RecordBody {
+    user_id: String,
+    session_id: String,
+    message: String,
+    #[serde(default)]
+    ticket_id: Option<String>,
+}
+
+/// Why a record was not processed; logged, never returned to SQS (which only takes ids).
+#[derive(Debug, thiserror::Error)]
+enum RecordError {
+    #[error("malformed record: {0}")]
+    Malformed(String),
+    #[error("turn failed: {0}")]
+    Turn(TurnError),
+    /// An earlier record of the same message group failed: this one waits to keep the order.
+    #[error("held back behind an earlier failed record of the same session")]
+    BlockedByEarlierFailure,
+    #[error("too little time left in this invocation to run a turn")]
+    OutOfTime,
+}
+
+/// Processes the batch in order. Records of one message group (one session) stay in order: after
+/// a failure, the group's later records are reported failed without being run.
+pub async fn handle(service: &TurnService, event: SqsEvent, deadline: Option<Instant>) -> SqsBatchResponse {
+    let mut response = SqsBatchResponse::default();
+    let mut failed_groups: HashSet<String> = HashSet::new();
+    for record in event.records {
+        let id = record.message_id.clone().unwrap_or_default();
+        let group = record.attributes.get("MessageGroupId").cloned();
+        let outcome = if group.as_ref().is_some_and(|g| failed_groups.contains(g)) {
+            Err(RecordError::BlockedByEarlierFailure)
+        } else if deadline.is_some_and(|at| at.saturating_duration_since(Instant::now()) < MIN_TIME_FOR_A_TURN) {
+            Err(RecordError::OutOfTime)
+        } else {
+            process(service, &record, deadline).await
+        };
+        if let Err(err) = outcome {
+            tracing::warn!(message_id = %id, error = %err, "record failed; SQS will retry it");
+            if let Some(group) = group {
+                failed_groups.insert(group);
+            }
+            response.add_failure(id);
+        }
+    }
+    response
+}
+
+async fn process(service: &TurnService, record: &SqsMessage, deadline: Option<Instant>) -> Result<(), RecordError> {
+    let body = record.body.as_deref().ok_or_else(|| RecordError::Malformed("the record has no body".to_owned()))?;
+    let body: RecordBody =
+        serde_json::from_str(body).map_err(|err| RecordError::Malformed(format!("invalid body: {err}")))?;
+    let user = UserId::parse(body.user_id).map_err(|err| RecordError::Malformed(format!("`user_id`: {err}")))?;
+    let session =
+        SessionId::parse(body.session_id).map_err(|err| RecordError::Malformed(format!("`session_id`: {err}")))?;
+    let ticket = body
+        .ticket_id
+        .map(TicketId::parse)
+        .transpose()
+        .map_err(|err| RecordError::Malformed(format!("`ticket_id`: {err}")))?;
+    let request = TurnRequest {
+        user,
+        session,
+        message: body.message,
+        ticket,
+        profile: UserProfile::default(),
+        deadline,
+        now: time::OffsetDateTime::now_utc(),
+    };
+    let reply = service.run_turn(request).await.map_err(RecordError::Turn)?;
+    tracing::info!(
+        message_id = record.message_id.as_deref().unwrap_or(""),
+        session = %reply.session_id,
+        steps = reply.steps,
+        "record processed"
+    );
+    Ok(())
+}

@@ -1,1 +1,112 @@
-//! Placeholder.
+//! Builds the process-wide [`TurnService`] from the environment: storage adapters, the model
+//! provider and the agent's settings. The functions call this once at cold start.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use agent_core::prompt::SkillPromptMode;
+use agent_core::turn::{AgentConfig, TurnService};
+use thiserror::Error;
+
+/// A configuration problem found at start-up; the message names the variable.
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("{name} is invalid: {reason}")]
+    Invalid { name: &'static str, reason: String },
+    #[error("storage configuration: {0}")]
+    Storage(String),
+    #[error(transparent)]
+    Model(#[from] agent_core::ModelError),
+}
+
+/// Reads the agent settings (`MAX_STEPS`, `SKILL_PROMPT_MODE`, `DEADLINE_RESERVE_MS`,
+/// `DEFAULT_LANGUAGE`) through `lookup`, so tests need not touch the process environment.
+pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConfig, ConfigError> {
+    let mut config = AgentConfig::default();
+    if let Some(value) = lookup("MAX_STEPS") {
+        config.max_steps = match value.trim().parse::<u32>() {
+            Ok(steps) if (1..=200).contains(&steps) => steps,
+            _ => {
+                return Err(ConfigError::Invalid {
+                    name: "MAX_STEPS",
+                    reason: format!("expected a whole number from 1 to 200, got `{value}`"),
+                })
+            }
+        };
+    }
+    if let Some(value) = lookup("SKILL_PROMPT_MODE") {
+        config.prompt_mode = value
+            .parse::<SkillPromptMode>()
+            .map_err(|reason| ConfigError::Invalid { name: "SKILL_PROMPT_MODE", reason })?;
+    }
+    if let Some(value) = lookup("DEADLINE_RESERVE_MS") {
+        let millis = value.trim().parse::<u64>().map_err(|_| ConfigError::Invalid {
+            name: "DEADLINE_RESERVE_MS",
+            reason: format!("expected milliseconds, got `{value}`"),
+        })?;
+        config.deadline_reserve = Duration::from_millis(millis);
+    }
+    if let Some(value) = lookup("DEFAULT_LANGUAGE").filter(|v| !v.trim().is_empty()) {
+        config.default_language = value;
+    }
+    Ok(config)
+}
+
+fn env_lookup(name: &str) -> Option<String> {
+    std::env::var(name).ok()
+}
+
+/// The production wiring: S3 and DynamoDB (honouring `AWS_ENDPOINT_URL`), the provider named by
+/// `LLM_PROVIDER`, and the agent settings.
+pub async fn service_from_env() -> Result<Arc<TurnService>, ConfigError> {
+    let config = agent_config(env_lookup)?;
+    let llm_config = llm::LlmConfig::from_env()?;
+    let model = llm::build(&llm_config)?;
+    let stores = aws_store::AwsStores::from_env(None).await.map_err(|err| ConfigError::Storage(err.to_string()))?;
+    Ok(Arc::new(TurnService::new(stores.sessions, stores.objects, model, config)))
+}
+
+/// JSON logs when Lambda asks for them (`AWS_LAMBDA_LOG_FORMAT=JSON`), text otherwise; `RUST_LOG` filters.
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|format| format.eq_ignore_ascii_case("json"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
+    let result = if json {
+        builder.json().with_current_span(false).without_time().try_init()
+    } else {
+        builder.without_time().try_init()
+    };
+    // A second initialisation (tests) keeps the first subscriber.
+    let _ = result;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_and_validates_agent_settings() {
+        let config = agent_config(|name| match name {
+            "MAX_STEPS" => Some("3".into()),
+            "SKILL_PROMPT_MODE" => Some("inject".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!((config.max_steps, config.prompt_mode), (3, SkillPromptMode::Inject));
+        let err = agent_config(|name| (name == "MAX_STEPS").then(|| "zero".into())).unwrap_err();
+        assert!(err.to_string().contains("MAX_STEPS"));
+        let err = agent_config(|name| (name == "SKILL_PROMPT_MODE").then(|| "merge".into())).unwrap_err();
+        assert!(err.to_string().contains("SKILL_PROMPT_MODE"));
+    }
+}
+
+/// Converts Lambda's deadline (milliseconds since the Unix epoch) into a monotonic instant.
+pub fn deadline_from_epoch_millis(deadline_ms: u64) -> Option<tokio::time::Instant> {
+    if deadline_ms == 0 {
+        return None;
+    }
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64;
+    let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
+    Some(tokio::time::Instant::now() + remaining)
+}

@@ -1,1 +1,142 @@
-//! Placeholder.
+//! The bounded ReAct loop: call the model, run the tools it asks for, repeat until it answers,
+//! the step bound is hit, or the invocation's deadline draws near.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::time::Instant;
+
+use crate::message::{ChatRequest, Message, ToolCall, ToolSpec, Usage};
+use crate::model::{ChatModel, ModelError};
+
+/// Tool results longer than this are cut, so one huge file cannot swamp the context.
+pub const MAX_TOOL_RESULT_BYTES: usize = 64 * 1024;
+
+/// What a strategy provides to the loop: the prompt and tools for the next call, and tool execution.
+/// The prompt is asked for before every model call, so a tool that changes state (load_skill)
+/// takes effect on the very next call.
+#[async_trait]
+pub trait TurnEnv: Send {
+    fn system_prompt(&self) -> String;
+    fn tools(&self) -> Vec<ToolSpec>;
+    /// Runs one tool call; failures are returned as text for the model, never as an error.
+    async fn call_tool(&mut self, call: &ToolCall) -> String;
+}
+
+/// The loop's bounds.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Most model calls in one turn.
+    pub max_steps: u32,
+    /// When the invocation must have returned; `None` for no deadline.
+    pub deadline: Option<Instant>,
+    /// Time kept back before the deadline to persist the turn and answer.
+    pub reserve: Duration,
+}
+
+/// Why the loop stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Ending {
+    /// The model gave its final answer.
+    Answered,
+    /// `max_steps` model calls were made without a final answer.
+    StepLimit,
+    /// The deadline came too close to make another model call.
+    Deadline,
+}
+
+/// A finished loop: the reply, every message the turn added (starting with the user's), and counts.
+#[derive(Debug, Clone)]
+pub struct LoopOutcome {
+    pub reply: String,
+    pub messages: Vec<Message>,
+    pub steps: u32,
+    pub usage: Usage,
+    pub ending: Ending,
+}
+
+/// Runs one turn. Only a model failure is an error; tool failures are tool results, and hitting a
+/// bound ends the turn normally with a reply that says so.
+pub async fn run(
+    model: &dyn ChatModel,
+    env: &mut dyn TurnEnv,
+    history: &[Message],
+    user_message: Message,
+    limits: &Limits,
+) -> Result<LoopOutcome, ModelError> {
+    let mut conversation = Vec::with_capacity(history.len() + 8);
+    conversation.extend_from_slice(history);
+    let first_new = conversation.len();
+    conversation.push(user_message);
+    let mut usage = Usage::default();
+    let mut steps = 0;
+
+    let ending = loop {
+        if steps >= limits.max_steps {
+            break Ending::StepLimit;
+        }
+        let call_deadline = limits.deadline.map(|deadline| deadline.checked_sub(limits.reserve).unwrap_or(deadline));
+        if call_deadline.is_some_and(|at| at <= Instant::now()) {
+            break Ending::Deadline;
+        }
+        let request = ChatRequest { system: env.system_prompt(), messages: conversation.clone(), tools: env.tools() };
+        let response = match call_deadline {
+            Some(at) => match tokio::time::timeout_at(at, model.complete(&request)).await {
+                Ok(response) => response?,
+                Err(_) => break Ending::Deadline,
+            },
+            None => model.complete(&request).await?,
+        };
+        steps += 1;
+        usage.add(response.usage);
+        let calls = response.tool_calls;
+        conversation.push(Message::Assistant { content: response.content.clone(), tool_calls: calls.clone() });
+        if calls.is_empty() {
+            break Ending::Answered;
+        }
+        for call in &calls {
+            tracing::info!(tool = %call.name, step = steps, "tool call");
+            let mut content = env.call_tool(call).await;
+            truncate_tool_result(&mut content);
+            conversation.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content });
+        }
+    };
+
+    let reply = match ending {
+        Ending::Answered => match conversation.last() {
+            Some(Message::Assistant { content, .. }) => content.clone(),
+            _ => String::new(),
+        },
+        Ending::StepLimit => {
+            let notice = format!(
+                "I stopped after {steps} steps, the limit for one turn, before finishing. \
+                 Send another message and I will continue."
+            );
+            conversation.push(Message::assistant(notice.clone()));
+            notice
+        }
+        Ending::Deadline => {
+            let notice = "I ran out of time for this turn before finishing. \
+                          Send another message and I will continue."
+                .to_owned();
+            conversation.push(Message::assistant(notice.clone()));
+            notice
+        }
+    };
+    let messages = conversation.split_off(first_new);
+    Ok(LoopOutcome { reply, messages, steps, usage, ending })
+}
+
+fn truncate_tool_result(content: &mut String) {
+    if content.len() <= MAX_TOOL_RESULT_BYTES {
+        return;
+    }
+    let mut cut = MAX_TOOL_RESULT_BYTES;
+    while !content.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let total = content.len();
+    content.truncate(cut);
+    content.push_str(&format!("\n[truncated: showing {cut} of {total} bytes; read a smaller range]"));
+}

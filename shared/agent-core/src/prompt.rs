@@ -1,1 +1,240 @@
-//! Placeholder.
+//! The two-state system prompt: a validated base template with the skill listing, or the loaded SKILL.md.
+
+use std::str::FromStr;
+
+use thiserror::Error;
+
+use crate::skills::{Catalog, SkillDoc};
+
+/// Every placeholder a base template must use, and the only ones it may use.
+pub const PLACEHOLDERS: [&str; 7] =
+    ["date", "name", "language", "profile", "initial_context_title", "initial_context_description", "skill"];
+
+/// The built-in base prompt, used when the tenant has no `BASE_PROMPT.md`.
+pub const DEFAULT_TEMPLATE: &str = "\
+You are a careful assistant working for {name}. Today is {date}. Answer in {language}.
+
+## About the user
+{profile}
+
+## Context of this conversation
+{initial_context_title}
+{initial_context_description}
+
+## Files
+You have a virtual filesystem: /workspace is yours to read and write and is kept for this \
+conversation; /ticket (when present) holds the files of the ticket you are working on, read-only; \
+/skills appears once you load a skill and holds that skill's files. Use ls, read_file, write_file, \
+edit_file, glob and grep to work with them.
+
+## Skills
+Skills are expert instructions for specific tasks. When the user's request matches a skill, load it \
+with load_skill before you start; loaded skills are cleared after every answer, so load the skill \
+again in a later turn if you still need it.
+
+{skill}
+";
+
+/// A base template that cannot be used; the message names the problem precisely.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum TemplateError {
+    #[error("base prompt template uses an unknown placeholder {{{0}}}")]
+    UnknownPlaceholder(String),
+    #[error("base prompt template is missing the placeholder {{{0}}}")]
+    MissingPlaceholder(&'static str),
+    #[error("base prompt template has an unmatched brace at byte {0} (write {{{{ or }}}} for a literal brace)")]
+    UnmatchedBrace(usize),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Piece {
+    Text(String),
+    Slot(usize),
+}
+
+/// A parsed base template: literal text and placeholder slots.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromptTemplate {
+    pieces: Vec<Piece>,
+}
+
+impl PromptTemplate {
+    /// Parses `{placeholder}` slots and `{{`/`}}` escapes; every placeholder of [`PLACEHOLDERS`]
+    /// must appear and no other may.
+    pub fn parse(text: &str) -> Result<Self, TemplateError> {
+        let mut pieces = Vec::new();
+        let mut literal = String::new();
+        let mut seen = [false; PLACEHOLDERS.len()];
+        let bytes = text.as_bytes();
+        let mut i = 0;
+        while i < bytes.len() {
+            match bytes[i] {
+                b'{' if bytes.get(i + 1) == Some(&b'{') => {
+                    literal.push('{');
+                    i += 2;
+                }
+                b'}' if bytes.get(i + 1) == Some(&b'}') => {
+                    literal.push('}');
+                    i += 2;
+                }
+                b'{' => {
+                    let close = text[i + 1..].find('}').ok_or(TemplateError::UnmatchedBrace(i))? + i + 1;
+                    let name = &text[i + 1..close];
+                    if name.contains('{') {
+                        return Err(TemplateError::UnmatchedBrace(i));
+                    }
+                    let slot = PLACEHOLDERS
+                        .iter()
+                        .position(|p| *p == name)
+                        .ok_or_else(|| TemplateError::UnknownPlaceholder(name.to_owned()))?;
+                    seen[slot] = true;
+                    if !literal.is_empty() {
+                        pieces.push(Piece::Text(std::mem::take(&mut literal)));
+                    }
+                    pieces.push(Piece::Slot(slot));
+                    i = close + 1;
+                }
+                b'}' => return Err(TemplateError::UnmatchedBrace(i)),
+                _ => {
+                    let next = text[i..].find(['{', '}']).map_or(text.len(), |offset| i + offset);
+                    literal.push_str(&text[i..next]);
+                    i = next;
+                }
+            }
+        }
+        if !literal.is_empty() {
+            pieces.push(Piece::Text(literal));
+        }
+        if let Some(missing) = seen.iter().position(|seen| !seen) {
+            return Err(TemplateError::MissingPlaceholder(PLACEHOLDERS[missing]));
+        }
+        Ok(Self { pieces })
+    }
+
+    /// Fills the slots; values are inserted verbatim, so braces inside them are never re-read.
+    pub fn render(&self, vars: &PromptVars, skill: &str) -> String {
+        let values = [
+            vars.date.as_str(),
+            vars.name.as_str(),
+            vars.language.as_str(),
+            vars.profile.as_str(),
+            vars.initial_context_title.as_str(),
+            vars.initial_context_description.as_str(),
+            skill,
+        ];
+        let mut out = String::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Text(text) => out.push_str(text),
+                Piece::Slot(slot) => out.push_str(values[*slot]),
+            }
+        }
+        out
+    }
+}
+
+/// The per-turn values of the base template, apart from `{skill}`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PromptVars {
+    pub date: String,
+    pub name: String,
+    pub language: String,
+    pub profile: String,
+    pub initial_context_title: String,
+    pub initial_context_description: String,
+}
+
+/// How a loaded skill enters the prompt (`SKILL_PROMPT_MODE`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SkillPromptMode {
+    /// The whole SKILL.md replaces the system prompt (seed 000).
+    #[default]
+    Replace,
+    /// The SKILL.md fills `{skill}` of the base template (seed 001).
+    Inject,
+}
+
+impl FromStr for SkillPromptMode {
+    type Err = String;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "replace" => Ok(Self::Replace),
+            "inject" => Ok(Self::Inject),
+            other => Err(format!("SKILL_PROMPT_MODE must be `replace` or `inject`, not `{other}`")),
+        }
+    }
+}
+
+/// The system prompt for the next model call: state 1 (no skill: template + listing) or
+/// state 2 (a skill is current: its SKILL.md, replacing or injected per `mode`).
+pub fn system_prompt(
+    template: &PromptTemplate,
+    vars: &PromptVars,
+    catalog: &Catalog,
+    current_skill: Option<&SkillDoc>,
+    mode: SkillPromptMode,
+) -> String {
+    match (current_skill, mode) {
+        (None, _) => template.render(vars, &catalog.listing()),
+        (Some(skill), SkillPromptMode::Replace) => skill.content.clone(),
+        (Some(skill), SkillPromptMode::Inject) => {
+            let section = format!("Loaded skill: {}\n\n{}", skill.path, skill.content);
+            template.render(vars, &section)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars() -> PromptVars {
+        PromptVars {
+            date: "2026-11-22".into(),
+            name: "Ana".into(),
+            language: "Spanish".into(),
+            profile: "Notary".into(),
+            initial_context_title: "None".into(),
+            initial_context_description: "-".into(),
+        }
+    }
+
+    #[test]
+    fn default_template_is_valid() {
+        let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
+        let text = template.render(&vars(), "SKILLS HERE");
+        assert!(text.contains("working for Ana. Today is 2026-11-22. Answer in Spanish."));
+        assert!(text.trim_end().ends_with("SKILLS HERE"));
+    }
+
+    #[test]
+    fn rejects_unknown_and_missing_placeholders() {
+        let all = PLACEHOLDERS.iter().map(|p| format!("{{{p}}}")).collect::<String>();
+        assert!(PromptTemplate::parse(&all).is_ok());
+        assert_eq!(
+            PromptTemplate::parse(&format!("{all}{{usr}}")),
+            Err(TemplateError::UnknownPlaceholder("usr".into()))
+        );
+        assert_eq!(
+            PromptTemplate::parse(&all.replace("{profile}", "")),
+            Err(TemplateError::MissingPlaceholder("profile"))
+        );
+        for bad in [" }x", " {x", " {date", " {da{te}"] {
+            assert!(
+                matches!(PromptTemplate::parse(&(all.clone() + bad)), Err(TemplateError::UnmatchedBrace(_))),
+                "{bad:?} should be an unmatched brace"
+            );
+        }
+        assert!(PromptTemplate::parse(&(all.clone() + " {{literal}}")).is_ok());
+    }
+
+    #[test]
+    fn escapes_and_values_are_literal() {
+        let all = PLACEHOLDERS.iter().map(|p| format!("{{{p}}}")).collect::<String>();
+        let template = PromptTemplate::parse(&format!("{{{{json}}}} {all}")).unwrap();
+        let mut vars = vars();
+        vars.name = "{skill}".into();
+        let text = template.render(&vars, "S");
+        assert!(text.starts_with("{json} 2026-11-22{skill}Spanish"));
+    }
+}

@@ -1,1 +1,203 @@
-//! Placeholder.
+//! An embedded, in-process implementation of the storage ports, with the same semantics as the
+//! S3/DynamoDB adapters (atomic versioned commits, ETags), and counters of every call.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use agent_core::{
+    Message, Object, ObjectMeta, ObjectStore, Session, SessionId, SessionState, SessionStore, StoreError, TurnCommit,
+    UserId,
+};
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+/// How many calls each port received; read by the benchmark.
+#[derive(Debug, Default)]
+pub struct CallCounts {
+    pub object_lists: AtomicU64,
+    pub object_gets: AtomicU64,
+    pub object_puts: AtomicU64,
+    pub session_loads: AtomicU64,
+    pub session_commits: AtomicU64,
+}
+
+impl CallCounts {
+    /// All calls so far, summed over kinds.
+    pub fn total(&self) -> u64 {
+        [&self.object_lists, &self.object_gets, &self.object_puts, &self.session_loads, &self.session_commits]
+            .iter()
+            .map(|count| count.load(Ordering::Relaxed))
+            .sum()
+    }
+}
+
+fn bump(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Objects in memory, with content-derived ETags like S3's.
+#[derive(Debug, Default)]
+pub struct MemoryObjectStore {
+    objects: Mutex<BTreeMap<String, (Vec<u8>, String)>>,
+    pub calls: CallCounts,
+}
+
+impl MemoryObjectStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Copies every file under `dir` to `{prefix}{relative path}`; used to seed example skills.
+    pub fn upload_dir(&self, dir: &Path, prefix: &str) -> std::io::Result<usize> {
+        let mut count = 0;
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(current) = pending.pop() {
+            for entry in std::fs::read_dir(&current)? {
+                let path = entry?.path();
+                if path.is_dir() {
+                    pending.push(path);
+                    continue;
+                }
+                let relative = path.strip_prefix(dir).expect("walked from dir");
+                let key = format!("{prefix}{}", relative.to_string_lossy().replace('\\', "/"));
+                self.insert(&key, std::fs::read(&path)?);
+                count += 1;
+            }
+        }
+        Ok(count)
+    }
+
+    /// Writes an object without counting it as a call of the runtime.
+    pub fn insert(&self, key: &str, bytes: Vec<u8>) {
+        let etag = hex::encode(&Sha256::digest(&bytes)[..16]);
+        lock(&self.objects).insert(key.to_owned(), (bytes, etag));
+    }
+
+    /// Every key, for assertions.
+    pub fn keys(&self) -> Vec<String> {
+        lock(&self.objects).keys().cloned().collect()
+    }
+}
+
+#[async_trait]
+impl ObjectStore for MemoryObjectStore {
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        bump(&self.calls.object_lists);
+        let objects = lock(&self.objects);
+        Ok(objects
+            .range(prefix.to_owned()..)
+            .take_while(|(key, _)| key.starts_with(prefix))
+            .map(|(key, (bytes, etag))| ObjectMeta { key: key.clone(), etag: etag.clone(), size: bytes.len() as u64 })
+            .collect())
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
+        bump(&self.calls.object_gets);
+        Ok(lock(&self.objects).get(key).map(|(bytes, etag)| Object { bytes: bytes.clone(), etag: etag.clone() }))
+    }
+
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+        bump(&self.calls.object_puts);
+        self.insert(key, bytes);
+        Ok(())
+    }
+}
+
+#[derive(Debug, Clone)]
+struct StoredSession {
+    version: u64,
+    turns: Vec<Vec<Message>>,
+    state: SessionState,
+    updated_at: i64,
+}
+
+/// Sessions in memory; `commit` is atomic and versioned exactly like the DynamoDB adapter's.
+#[derive(Debug, Default)]
+pub struct MemorySessionStore {
+    sessions: Mutex<HashMap<(UserId, SessionId), StoredSession>>,
+    pub calls: CallCounts,
+}
+
+impl MemorySessionStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+#[async_trait]
+impl SessionStore for MemorySessionStore {
+    async fn load(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
+        bump(&self.calls.session_loads);
+        let sessions = lock(&self.sessions);
+        Ok(sessions.get(&(user.clone(), session.clone())).map(|stored| Session {
+            user_id: user.clone(),
+            session_id: session.clone(),
+            version: stored.version,
+            history: stored.turns.concat(),
+            state: stored.state.clone(),
+            updated_at: stored.updated_at,
+        }))
+    }
+
+    async fn commit(&self, user: &UserId, session: &SessionId, commit: &TurnCommit) -> Result<(), StoreError> {
+        bump(&self.calls.session_commits);
+        let mut sessions = lock(&self.sessions);
+        let key = (user.clone(), session.clone());
+        let current = sessions.get(&key).map_or(0, |stored| stored.version);
+        if current != commit.expected_version {
+            return Err(StoreError::Conflict);
+        }
+        let stored = sessions.entry(key).or_insert_with(|| StoredSession {
+            version: 0,
+            turns: Vec::new(),
+            state: SessionState::default(),
+            updated_at: 0,
+        });
+        stored.version += 1;
+        stored.turns.push(commit.new_messages.clone());
+        stored.state = commit.state.clone();
+        stored.updated_at = commit.now;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn commits_are_versioned() {
+        let store = MemorySessionStore::new();
+        let user = UserId::parse("u1").unwrap();
+        let session = SessionId::parse("s1").unwrap();
+        let commit = TurnCommit {
+            expected_version: 0,
+            new_messages: vec![Message::user("hi")],
+            state: SessionState::default(),
+            now: 1,
+        };
+        store.commit(&user, &session, &commit).await.unwrap();
+        assert!(matches!(store.commit(&user, &session, &commit).await, Err(StoreError::Conflict)));
+        let loaded = store.load(&user, &session).await.unwrap().unwrap();
+        assert_eq!((loaded.version, loaded.history.len()), (1, 1));
+        let other = UserId::parse("u2").unwrap();
+        assert!(store.load(&other, &session).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn lists_only_the_prefix() {
+        let store = MemoryObjectStore::new();
+        store.insert("u1/skills/a/b/SKILL.md", b"x".to_vec());
+        store.insert("u1/skillsX/a", b"y".to_vec());
+        store.insert("u10/skills/a/b/SKILL.md", b"z".to_vec());
+        let listed = store.list("u1/skills/").await.unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].key, "u1/skills/a/b/SKILL.md");
+    }
+}

@@ -1,0 +1,391 @@
+//! Anthropic Messages API provider, converting to and from core types.
+
+use agent_core::{
+    ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, Usage,
+};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::LlmConfig;
+use crate::retry::{http_client, send_with_retry, RetryPolicy};
+
+const PROVIDER: &str = "anthropic";
+const API_VERSION: &str = "2023-06-01";
+
+/// A chat model reached through `POST {base_url}/v1/messages`.
+pub struct AnthropicModel {
+    client: reqwest::Client,
+    endpoint: String,
+    model: String,
+    api_key: String,
+    max_tokens: u32,
+    retry: RetryPolicy,
+}
+
+impl AnthropicModel {
+    /// Fails with [`ModelError::Config`] when no API key is configured, since the API requires one.
+    pub fn new(config: &LlmConfig) -> Result<Self, ModelError> {
+        let api_key = config
+            .api_key
+            .clone()
+            .filter(|key| !key.is_empty())
+            .ok_or_else(|| {
+                ModelError::Config("an API key is required for provider anthropic".to_string())
+            })?;
+        Ok(AnthropicModel {
+            client: http_client(config.timeout)?,
+            endpoint: format!("{}/v1/messages", config.base_url.trim_end_matches('/')),
+            model: config.model.clone(),
+            api_key,
+            max_tokens: config.max_tokens,
+            retry: RetryPolicy::from_config(config),
+        })
+    }
+
+    /// The model identifier sent with each request.
+    pub fn model_name(&self) -> &str {
+        &self.model
+    }
+}
+
+#[async_trait]
+impl ChatModel for AnthropicModel {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let body = to_wire(&self.model, self.max_tokens, request);
+        let bytes = send_with_retry(&self.retry, PROVIDER, Some(&self.api_key), || {
+            self.client
+                .post(&self.endpoint)
+                .header("x-api-key", &self.api_key)
+                .header("anthropic-version", API_VERSION)
+                .json(&body)
+        })
+        .await?;
+        let wire: MessagesResponse = serde_json::from_slice(&bytes).map_err(|e| {
+            ModelError::InvalidResponse(format!("{PROVIDER}: could not parse the response: {e}"))
+        })?;
+        let response = from_wire(wire);
+        tracing::debug!(
+            provider = PROVIDER,
+            model = %self.model,
+            input_tokens = response.usage.input_tokens,
+            output_tokens = response.usage.output_tokens,
+            stop_reason = ?response.stop_reason,
+            tool_calls = response.tool_calls.len(),
+            "model call done"
+        );
+        Ok(response)
+    }
+}
+
+// ---- Request wire types ----
+
+#[derive(Serialize)]
+struct MessagesRequest<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    system: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: Role,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Role {
+    User,
+    Assistant,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text {
+        text: &'a str,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+fn to_wire<'a>(model: &'a str, max_tokens: u32, request: &'a ChatRequest) -> MessagesRequest<'a> {
+    let mut messages: Vec<WireMessage<'a>> = Vec::with_capacity(request.messages.len());
+    for message in &request.messages {
+        let (role, blocks) = match message {
+            Message::User { content } => (Role::User, text_block(content).into_iter().collect()),
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => {
+                let mut blocks: Vec<Block<'a>> = text_block(content).into_iter().collect();
+                blocks.extend(tool_calls.iter().map(|call| Block::ToolUse {
+                    id: &call.id,
+                    name: &call.name,
+                    input: tool_input(&call.arguments),
+                }));
+                (Role::Assistant, blocks)
+            }
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => (
+                Role::User,
+                vec![Block::ToolResult {
+                    tool_use_id: tool_call_id,
+                    content,
+                }],
+            ),
+        };
+        // The API rejects empty content, so a message with nothing to say is left out.
+        if blocks.is_empty() {
+            continue;
+        }
+        // Roles must alternate, so consecutive messages of one role (tool results above all) are merged.
+        match messages.last_mut() {
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => messages.push(WireMessage {
+                role,
+                content: blocks,
+            }),
+        }
+    }
+    // Within a user message the API wants tool results before any text; the sort is stable.
+    for message in messages.iter_mut().filter(|m| m.role == Role::User) {
+        message
+            .content
+            .sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
+    }
+    let tools = request
+        .tools
+        .iter()
+        .map(|tool| WireTool {
+            name: &tool.name,
+            description: &tool.description,
+            input_schema: &tool.parameters,
+        })
+        .collect();
+    MessagesRequest {
+        model,
+        max_tokens,
+        system: &request.system,
+        messages,
+        tools,
+    }
+}
+
+/// The API rejects empty text blocks.
+fn text_block(text: &str) -> Option<Block<'_>> {
+    (!text.is_empty()).then_some(Block::Text { text })
+}
+
+/// `tool_use.input` must be an object; arguments from elsewhere (such as an unparseable string
+/// another provider produced) are wrapped so the history stays valid and nothing is lost.
+fn tool_input(arguments: &Value) -> Value {
+    match arguments {
+        Value::Object(_) => arguments.clone(),
+        Value::Null => Value::Object(Default::default()),
+        other => serde_json::json!({ "raw_arguments": other }),
+    }
+}
+
+// ---- Response wire types ----
+
+#[derive(Deserialize)]
+struct MessagesResponse {
+    #[serde(default)]
+    content: Vec<ResponseBlock>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum ResponseBlock {
+    Text {
+        text: String,
+    },
+    ToolUse {
+        id: String,
+        name: String,
+        #[serde(default)]
+        input: Value,
+    },
+    /// Blocks the loop has no use for, such as `thinking`.
+    #[serde(other)]
+    Other,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    input_tokens: u64,
+    #[serde(default)]
+    output_tokens: u64,
+}
+
+fn from_wire(response: MessagesResponse) -> ChatResponse {
+    let mut content = String::new();
+    let mut tool_calls = Vec::new();
+    for block in response.content {
+        match block {
+            // Text split into several blocks (around citations, say) is one text, so no separator.
+            ResponseBlock::Text { text } => content.push_str(&text),
+            ResponseBlock::ToolUse { id, name, input } => tool_calls.push(ToolCall {
+                id,
+                name,
+                arguments: if input.is_null() {
+                    Value::Object(Default::default())
+                } else {
+                    input
+                },
+            }),
+            ResponseBlock::Other => {}
+        }
+    }
+    let stop_reason = match response.stop_reason.as_deref() {
+        Some("end_turn") | Some("stop_sequence") => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        _ => StopReason::Other,
+    };
+    let usage = response
+        .usage
+        .map(|u| Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+        })
+        .unwrap_or_default();
+    ChatResponse {
+        content,
+        tool_calls,
+        usage,
+        stop_reason,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_core::ToolCall;
+    use serde_json::json;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.to_string(),
+            name: "read".to_string(),
+            arguments: json!({"path": id}),
+        }
+    }
+
+    fn tool(id: &str) -> Message {
+        Message::Tool {
+            tool_call_id: id.to_string(),
+            name: "read".to_string(),
+            content: format!("result {id}"),
+        }
+    }
+
+    #[test]
+    fn consecutive_roles_are_merged_and_tool_results_come_first() {
+        let request = ChatRequest {
+            system: String::new(),
+            messages: vec![
+                Message::user("first"),
+                Message::user("second"),
+                Message::Assistant {
+                    content: String::new(),
+                    tool_calls: vec![call("a"), call("b")],
+                },
+                tool("a"),
+                tool("b"),
+                Message::user("and then"),
+                Message::assistant(""),
+                Message::assistant("done"),
+            ],
+            tools: vec![],
+        };
+        let body = serde_json::to_value(to_wire("m", 100, &request)).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "max_tokens": 100,
+                "messages": [
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "first"},
+                        {"type": "text", "text": "second"}
+                    ]},
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": "a", "name": "read", "input": {"path": "a"}},
+                        {"type": "tool_use", "id": "b", "name": "read", "input": {"path": "b"}}
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "a", "content": "result a"},
+                        {"type": "tool_result", "tool_use_id": "b", "content": "result b"},
+                        {"type": "text", "text": "and then"}
+                    ]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "done"}]}
+                ]
+            })
+        );
+    }
+
+    #[test]
+    fn non_object_arguments_are_wrapped() {
+        assert_eq!(
+            tool_input(&json!("{oops")),
+            json!({"raw_arguments": "{oops"})
+        );
+        assert_eq!(tool_input(&Value::Null), json!({}));
+        assert_eq!(tool_input(&json!({"a": 1})), json!({"a": 1}));
+    }
+
+    #[test]
+    fn unknown_blocks_are_ignored_and_text_is_joined() {
+        let wire: MessagesResponse = serde_json::from_value(json!({
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "x"},
+                {"type": "text", "text": "Hello, "},
+                {"type": "text", "text": "world"}
+            ],
+            "stop_reason": "stop_sequence"
+        }))
+        .unwrap();
+        let response = from_wire(wire);
+        assert_eq!(response.content, "Hello, world");
+        assert_eq!(response.stop_reason, StopReason::EndTurn);
+        assert_eq!(response.usage, Usage::default());
+    }
+
+    #[test]
+    fn missing_key_is_a_config_error() {
+        let config = LlmConfig::new(crate::ProviderKind::Anthropic, "http://127.0.0.1:1", "m");
+        assert!(matches!(
+            AnthropicModel::new(&config),
+            Err(ModelError::Config(_))
+        ));
+    }
+}

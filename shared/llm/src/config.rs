@@ -1,0 +1,399 @@
+//! Provider configuration: which model to call, where, and how patiently, read from the environment.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use agent_core::ModelError;
+
+/// Default endpoint of the OpenAI Chat Completions API.
+pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+/// Default endpoint of the Anthropic Messages API.
+pub const ANTHROPIC_DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+const DEFAULT_MAX_ATTEMPTS: u32 = 4;
+const DEFAULT_RETRY_BASE_DELAY: Duration = Duration::from_millis(500);
+const DEFAULT_MAX_TOKENS: u32 = 4096;
+
+/// Which wire protocol the model speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    /// OpenAI Chat Completions, also spoken by Ollama, vLLM and similar local servers.
+    OpenAi,
+    /// Anthropic Messages API.
+    Anthropic,
+    /// Recorded replies from a JSON Lines file; no network.
+    Replay,
+}
+
+impl ProviderKind {
+    /// The name used in `LLM_PROVIDER` and in logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "openai",
+            ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Replay => "replay",
+        }
+    }
+}
+
+impl fmt::Display for ProviderKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Everything needed to build a [`agent_core::ChatModel`].
+#[derive(Clone, PartialEq)]
+pub struct LlmConfig {
+    pub provider: ProviderKind,
+    /// Endpoint root without a trailing slash, e.g. `https://api.openai.com/v1`.
+    pub base_url: String,
+    pub model: String,
+    /// Secret; never logged, and redacted by the `Debug` impl.
+    pub api_key: Option<String>,
+    /// Limit for one HTTP attempt, connection and body included.
+    pub timeout: Duration,
+    /// Total number of HTTP attempts per call, the first one included.
+    pub max_attempts: u32,
+    /// Base of the exponential backoff between attempts.
+    pub retry_base_delay: Duration,
+    /// Output token limit sent with each request.
+    pub max_tokens: u32,
+    /// JSON Lines file of recorded replies, for [`ProviderKind::Replay`].
+    pub replay_file: Option<PathBuf>,
+    /// When set, every reply is appended to this JSON Lines file.
+    pub record_file: Option<PathBuf>,
+}
+
+impl fmt::Debug for LlmConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // The key must never reach logs, so only its presence is shown.
+        f.debug_struct("LlmConfig")
+            .field("provider", &self.provider)
+            .field("base_url", &self.base_url)
+            .field("model", &self.model)
+            .field("api_key", &self.api_key.as_ref().map(|_| "[redacted]"))
+            .field("timeout", &self.timeout)
+            .field("max_attempts", &self.max_attempts)
+            .field("retry_base_delay", &self.retry_base_delay)
+            .field("max_tokens", &self.max_tokens)
+            .field("replay_file", &self.replay_file)
+            .field("record_file", &self.record_file)
+            .finish()
+    }
+}
+
+impl LlmConfig {
+    /// A configuration with the default timeout, retry and token settings.
+    pub fn new(
+        provider: ProviderKind,
+        base_url: impl Into<String>,
+        model: impl Into<String>,
+    ) -> Self {
+        LlmConfig {
+            provider,
+            base_url: base_url.into().trim_end_matches('/').to_string(),
+            model: model.into(),
+            api_key: None,
+            timeout: DEFAULT_TIMEOUT,
+            max_attempts: DEFAULT_MAX_ATTEMPTS,
+            retry_base_delay: DEFAULT_RETRY_BASE_DELAY,
+            max_tokens: DEFAULT_MAX_TOKENS,
+            replay_file: None,
+            record_file: None,
+        }
+    }
+
+    /// A configuration that replays the given JSON Lines file.
+    pub fn replay(path: impl Into<PathBuf>) -> Self {
+        let mut config = LlmConfig::new(ProviderKind::Replay, "", "replay");
+        config.replay_file = Some(path.into());
+        config
+    }
+
+    /// Reads the configuration from the process environment (see [`LlmConfig::from_lookup`]).
+    pub fn from_env() -> Result<Self, ModelError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the configuration through `lookup`, so tests need not touch the process
+    /// environment. Empty values count as unset, because deployment tools often
+    /// define variables with empty values.
+    ///
+    /// Variables: `LLM_PROVIDER` (openai|anthropic|replay, default openai), `LLM_BASE_URL`,
+    /// `LLM_MODEL`, `LLM_API_KEY`, `LLM_TIMEOUT_SECS`, `LLM_MAX_ATTEMPTS`, `LLM_RETRY_BASE_MS`,
+    /// `LLM_MAX_TOKENS`, `LLM_REPLAY_FILE`, `LLM_RECORD_FILE`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
+        let get = |name: &str| {
+            lookup(name)
+                .map(|v| v.trim().to_string())
+                .filter(|v| !v.is_empty())
+        };
+
+        let provider = match get("LLM_PROVIDER")
+            .map(|v| v.to_ascii_lowercase())
+            .as_deref()
+        {
+            None | Some("openai") => ProviderKind::OpenAi,
+            Some("anthropic") => ProviderKind::Anthropic,
+            Some("replay") => ProviderKind::Replay,
+            Some(other) => {
+                return Err(config_error(format!(
+                    "LLM_PROVIDER must be one of openai, anthropic, replay; got {other:?}"
+                )))
+            }
+        };
+
+        let base_url = match (get("LLM_BASE_URL"), provider) {
+            (Some(url), _) => url,
+            (None, ProviderKind::OpenAi) => OPENAI_DEFAULT_BASE_URL.to_string(),
+            (None, ProviderKind::Anthropic) => ANTHROPIC_DEFAULT_BASE_URL.to_string(),
+            (None, ProviderKind::Replay) => String::new(),
+        };
+        if provider != ProviderKind::Replay
+            && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
+        {
+            return Err(config_error(format!(
+                "LLM_BASE_URL must start with http:// or https://; got {base_url:?}"
+            )));
+        }
+
+        let model = match (get("LLM_MODEL"), provider) {
+            (Some(model), _) => model,
+            (None, ProviderKind::Replay) => "replay".to_string(),
+            (None, _) => {
+                return Err(config_error(format!(
+                    "LLM_MODEL is required for provider {provider}"
+                )))
+            }
+        };
+
+        let api_key = get("LLM_API_KEY");
+        if provider == ProviderKind::Anthropic && api_key.is_none() {
+            return Err(config_error(
+                "LLM_API_KEY is required for provider anthropic".to_string(),
+            ));
+        }
+
+        let mut config = LlmConfig::new(provider, base_url, model);
+        config.api_key = api_key;
+        if let Some(secs) = parse_number(&get, "LLM_TIMEOUT_SECS", 1)? {
+            config.timeout = Duration::from_secs(secs);
+        }
+        if let Some(attempts) = parse_number(&get, "LLM_MAX_ATTEMPTS", 1)? {
+            config.max_attempts = u32::try_from(attempts)
+                .map_err(|_| config_error(format!("LLM_MAX_ATTEMPTS is too large: {attempts}")))?;
+        }
+        if let Some(ms) = parse_number(&get, "LLM_RETRY_BASE_MS", 0)? {
+            config.retry_base_delay = Duration::from_millis(ms);
+        }
+        if let Some(tokens) = parse_number(&get, "LLM_MAX_TOKENS", 1)? {
+            config.max_tokens = u32::try_from(tokens)
+                .map_err(|_| config_error(format!("LLM_MAX_TOKENS is too large: {tokens}")))?;
+        }
+        config.replay_file = get("LLM_REPLAY_FILE").map(PathBuf::from);
+        config.record_file = get("LLM_RECORD_FILE").map(PathBuf::from);
+        if provider == ProviderKind::Replay && config.replay_file.is_none() {
+            return Err(config_error(
+                "LLM_REPLAY_FILE is required for provider replay".to_string(),
+            ));
+        }
+        Ok(config)
+    }
+
+    /// A short label such as `openai:gpt-4o-mini`, for logs.
+    pub fn model_name(&self) -> String {
+        match (self.provider, &self.replay_file) {
+            (ProviderKind::Replay, Some(path)) => format!("replay:{}", path.display()),
+            _ => format!("{}:{}", self.provider, self.model),
+        }
+    }
+}
+
+fn config_error(message: String) -> ModelError {
+    ModelError::Config(message)
+}
+
+/// Parses an optional unsigned variable that must be at least `min`.
+fn parse_number(
+    get: &impl Fn(&str) -> Option<String>,
+    name: &str,
+    min: u64,
+) -> Result<Option<u64>, ModelError> {
+    let Some(raw) = get(name) else {
+        return Ok(None);
+    };
+    let value: u64 = raw.parse().map_err(|_| {
+        config_error(format!(
+            "{name} must be a non-negative integer; got {raw:?}"
+        ))
+    })?;
+    if value < min {
+        return Err(config_error(format!(
+            "{name} must be at least {min}; got {value}"
+        )));
+    }
+    Ok(Some(value))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    fn config_message(result: Result<LlmConfig, ModelError>) -> String {
+        match result {
+            Err(ModelError::Config(message)) => message,
+            other => panic!("expected a Config error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn openai_defaults() {
+        let config = LlmConfig::from_lookup(lookup(&[("LLM_MODEL", "gpt-4o-mini")])).unwrap();
+        assert_eq!(config.provider, ProviderKind::OpenAi);
+        assert_eq!(config.base_url, OPENAI_DEFAULT_BASE_URL);
+        assert_eq!(config.model, "gpt-4o-mini");
+        assert_eq!(config.api_key, None);
+        assert_eq!(config.timeout, Duration::from_secs(60));
+        assert_eq!(config.max_attempts, 4);
+        assert_eq!(config.retry_base_delay, Duration::from_millis(500));
+        assert_eq!(config.max_tokens, 4096);
+        assert_eq!(config.replay_file, None);
+        assert_eq!(config.record_file, None);
+        assert_eq!(config.model_name(), "openai:gpt-4o-mini");
+    }
+
+    #[test]
+    fn anthropic_with_overrides() {
+        let config = LlmConfig::from_lookup(lookup(&[
+            ("LLM_PROVIDER", "Anthropic"),
+            ("LLM_MODEL", "claude-sonnet-4-5"),
+            ("LLM_API_KEY", "sk-ant-secret"),
+            ("LLM_BASE_URL", "http://127.0.0.1:8080/"),
+            ("LLM_TIMEOUT_SECS", "5"),
+            ("LLM_MAX_ATTEMPTS", "2"),
+            ("LLM_RETRY_BASE_MS", "0"),
+            ("LLM_MAX_TOKENS", "1000"),
+            ("LLM_RECORD_FILE", "/tmp/rec.jsonl"),
+        ]))
+        .unwrap();
+        assert_eq!(config.provider, ProviderKind::Anthropic);
+        assert_eq!(config.base_url, "http://127.0.0.1:8080");
+        assert_eq!(config.api_key.as_deref(), Some("sk-ant-secret"));
+        assert_eq!(config.timeout, Duration::from_secs(5));
+        assert_eq!(config.max_attempts, 2);
+        assert_eq!(config.retry_base_delay, Duration::ZERO);
+        assert_eq!(config.max_tokens, 1000);
+        assert_eq!(config.record_file, Some(PathBuf::from("/tmp/rec.jsonl")));
+    }
+
+    #[test]
+    fn anthropic_default_url_and_required_key() {
+        let config = LlmConfig::from_lookup(lookup(&[
+            ("LLM_PROVIDER", "anthropic"),
+            ("LLM_MODEL", "m"),
+            ("LLM_API_KEY", "k"),
+        ]))
+        .unwrap();
+        assert_eq!(config.base_url, ANTHROPIC_DEFAULT_BASE_URL);
+
+        let message = config_message(LlmConfig::from_lookup(lookup(&[
+            ("LLM_PROVIDER", "anthropic"),
+            ("LLM_MODEL", "m"),
+        ])));
+        assert!(message.contains("LLM_API_KEY"), "{message}");
+    }
+
+    #[test]
+    fn replay_needs_only_a_file() {
+        let config = LlmConfig::from_lookup(lookup(&[
+            ("LLM_PROVIDER", "replay"),
+            ("LLM_REPLAY_FILE", "r.jsonl"),
+        ]))
+        .unwrap();
+        assert_eq!(config.provider, ProviderKind::Replay);
+        assert_eq!(config.replay_file, Some(PathBuf::from("r.jsonl")));
+        assert_eq!(config.model_name(), "replay:r.jsonl");
+
+        let message = config_message(LlmConfig::from_lookup(lookup(&[(
+            "LLM_PROVIDER",
+            "replay",
+        )])));
+        assert!(message.contains("LLM_REPLAY_FILE"), "{message}");
+    }
+
+    #[test]
+    fn invalid_values_are_config_errors() {
+        let cases: &[(&[(&str, &str)], &str)] = &[
+            (
+                &[("LLM_PROVIDER", "gemini"), ("LLM_MODEL", "m")],
+                "LLM_PROVIDER",
+            ),
+            (&[], "LLM_MODEL"),
+            (
+                &[("LLM_MODEL", "m"), ("LLM_BASE_URL", "localhost:11434")],
+                "LLM_BASE_URL",
+            ),
+            (
+                &[("LLM_MODEL", "m"), ("LLM_TIMEOUT_SECS", "soon")],
+                "LLM_TIMEOUT_SECS",
+            ),
+            (
+                &[("LLM_MODEL", "m"), ("LLM_TIMEOUT_SECS", "0")],
+                "LLM_TIMEOUT_SECS",
+            ),
+            (
+                &[("LLM_MODEL", "m"), ("LLM_MAX_ATTEMPTS", "0")],
+                "LLM_MAX_ATTEMPTS",
+            ),
+            (
+                &[("LLM_MODEL", "m"), ("LLM_MAX_ATTEMPTS", "-1")],
+                "LLM_MAX_ATTEMPTS",
+            ),
+            (
+                &[("LLM_MODEL", "m"), ("LLM_RETRY_BASE_MS", "1.5")],
+                "LLM_RETRY_BASE_MS",
+            ),
+            (
+                &[("LLM_MODEL", "m"), ("LLM_MAX_TOKENS", "99999999999")],
+                "LLM_MAX_TOKENS",
+            ),
+        ];
+        for (vars, needle) in cases {
+            let message = config_message(LlmConfig::from_lookup(lookup(vars)));
+            assert!(message.contains(needle), "{vars:?}: {message}");
+        }
+    }
+
+    #[test]
+    fn empty_values_count_as_unset() {
+        let config = LlmConfig::from_lookup(lookup(&[
+            ("LLM_MODEL", "m"),
+            ("LLM_API_KEY", ""),
+            ("LLM_PROVIDER", ""),
+        ]))
+        .unwrap();
+        assert_eq!(config.provider, ProviderKind::OpenAi);
+        assert_eq!(config.api_key, None);
+    }
+
+    #[test]
+    fn debug_redacts_the_key() {
+        let mut config = LlmConfig::new(ProviderKind::OpenAi, "http://x", "m");
+        config.api_key = Some("sk-very-secret".to_string());
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("sk-very-secret"), "{printed}");
+        assert!(printed.contains("[redacted]"), "{printed}");
+    }
+}

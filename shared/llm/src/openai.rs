@@ -1,0 +1,386 @@
+//! OpenAI-compatible Chat Completions provider (OpenAI, Ollama, vLLM, ...), converting to and from core types.
+
+use agent_core::{
+    ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, Usage,
+};
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::config::LlmConfig;
+use crate::retry::{http_client, send_with_retry, RetryPolicy};
+
+const PROVIDER: &str = "openai";
+
+/// A chat model reached through `POST {base_url}/chat/completions`.
+pub struct OpenAiModel {
+    client: reqwest::Client,
+    endpoint: String,
+    model: String,
+    api_key: Option<String>,
+    max_tokens: u32,
+    /// OpenAI's own API wants `max_completion_tokens` (newer models reject `max_tokens`),
+    /// while compatible servers generally only know `max_tokens`.
+    official_api: bool,
+    retry: RetryPolicy,
+}
+
+impl OpenAiModel {
+    pub fn new(config: &LlmConfig) -> Result<Self, ModelError> {
+        let base_url = config.base_url.trim_end_matches('/');
+        Ok(OpenAiModel {
+            client: http_client(config.timeout)?,
+            endpoint: format!("{base_url}/chat/completions"),
+            model: config.model.clone(),
+            api_key: config.api_key.clone(),
+            max_tokens: config.max_tokens,
+            official_api: base_url.starts_with("https://api.openai.com"),
+            retry: RetryPolicy::from_config(config),
+        })
+    }
+
+    /// The model identifier sent with each request.
+    pub fn model_name(&self) -> &str {
+        &self.model
+    }
+}
+
+#[async_trait]
+impl ChatModel for OpenAiModel {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let (max_tokens, max_completion_tokens) = if self.official_api {
+            (None, Some(self.max_tokens))
+        } else {
+            (Some(self.max_tokens), None)
+        };
+        let body = to_wire(&self.model, request, max_tokens, max_completion_tokens);
+        let bytes = send_with_retry(&self.retry, PROVIDER, self.api_key.as_deref(), || {
+            let builder = self.client.post(&self.endpoint).json(&body);
+            match &self.api_key {
+                Some(key) => builder.bearer_auth(key),
+                None => builder,
+            }
+        })
+        .await?;
+        let wire: CompletionResponse = serde_json::from_slice(&bytes).map_err(|e| {
+            ModelError::InvalidResponse(format!("{PROVIDER}: could not parse the response: {e}"))
+        })?;
+        let response = from_wire(wire)?;
+        tracing::debug!(
+            provider = PROVIDER,
+            model = %self.model,
+            input_tokens = response.usage.input_tokens,
+            output_tokens = response.usage.output_tokens,
+            stop_reason = ?response.stop_reason,
+            tool_calls = response.tool_calls.len(),
+            "model call done"
+        );
+        Ok(response)
+    }
+}
+
+// ---- Request wire types ----
+
+#[derive(Serialize)]
+struct CompletionRequest<'a> {
+    model: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+enum WireMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: &'a str,
+    },
+    Assistant {
+        /// Null rather than empty when the turn is only tool calls, as OpenAI itself sends it.
+        content: Option<&'a str>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<WireToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+#[derive(Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionCall<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunctionCall<'a> {
+    name: &'a str,
+    /// A JSON document encoded as a string, as the API requires.
+    arguments: String,
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+fn to_wire<'a>(
+    model: &'a str,
+    request: &'a ChatRequest,
+    max_tokens: Option<u32>,
+    max_completion_tokens: Option<u32>,
+) -> CompletionRequest<'a> {
+    let mut messages = Vec::with_capacity(request.messages.len() + 1);
+    if !request.system.is_empty() {
+        messages.push(WireMessage::System {
+            content: &request.system,
+        });
+    }
+    for message in &request.messages {
+        messages.push(match message {
+            Message::User { content } => WireMessage::User { content },
+            Message::Assistant {
+                content,
+                tool_calls,
+            } => WireMessage::Assistant {
+                content: if content.is_empty() && !tool_calls.is_empty() {
+                    None
+                } else {
+                    Some(content)
+                },
+                tool_calls: tool_calls
+                    .iter()
+                    .map(|call| WireToolCall {
+                        id: &call.id,
+                        kind: "function",
+                        function: WireFunctionCall {
+                            name: &call.name,
+                            arguments: encode_arguments(&call.arguments),
+                        },
+                    })
+                    .collect(),
+            },
+            Message::Tool {
+                tool_call_id,
+                content,
+                ..
+            } => WireMessage::Tool {
+                tool_call_id,
+                content,
+            },
+        });
+    }
+    let tools = request
+        .tools
+        .iter()
+        .map(|tool| WireTool {
+            kind: "function",
+            function: WireFunction {
+                name: &tool.name,
+                description: &tool.description,
+                parameters: &tool.parameters,
+            },
+        })
+        .collect();
+    CompletionRequest {
+        model,
+        messages,
+        tools,
+        max_tokens,
+        max_completion_tokens,
+    }
+}
+
+/// Arguments that arrived as an unparseable string are sent back verbatim, so the model
+/// sees exactly what it produced; everything else is encoded as JSON.
+fn encode_arguments(arguments: &Value) -> String {
+    match arguments {
+        Value::String(raw) => raw.clone(),
+        other => other.to_string(),
+    }
+}
+
+// ---- Response wire types ----
+
+#[derive(Deserialize)]
+struct CompletionResponse {
+    #[serde(default)]
+    choices: Vec<Choice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Deserialize)]
+struct Choice {
+    message: ResponseMessage,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ResponseMessage {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ResponseToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct ResponseToolCall {
+    #[serde(default)]
+    id: Option<String>,
+    function: ResponseFunction,
+}
+
+#[derive(Deserialize)]
+struct ResponseFunction {
+    name: String,
+    /// Normally a string; some compatible servers send an object instead.
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct WireUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+fn from_wire(response: CompletionResponse) -> Result<ChatResponse, ModelError> {
+    let choice = response.choices.into_iter().next().ok_or_else(|| {
+        ModelError::InvalidResponse(format!("{PROVIDER}: the response has no choices"))
+    })?;
+    let tool_calls = choice
+        .message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .map(|call| ToolCall {
+            id: call
+                .id
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(generate_call_id),
+            name: call.function.name,
+            arguments: decode_arguments(call.function.arguments),
+        })
+        .collect();
+    let stop_reason = match choice.finish_reason.as_deref() {
+        Some("stop") => StopReason::EndTurn,
+        Some("tool_calls") | Some("function_call") => StopReason::ToolUse,
+        Some("length") => StopReason::MaxTokens,
+        _ => StopReason::Other,
+    };
+    let usage = response
+        .usage
+        .map(|u| Usage {
+            input_tokens: u.prompt_tokens.unwrap_or(0),
+            output_tokens: u.completion_tokens.unwrap_or(0),
+        })
+        .unwrap_or_default();
+    Ok(ChatResponse {
+        content: choice.message.content.unwrap_or_default(),
+        tool_calls,
+        usage,
+        stop_reason,
+    })
+}
+
+/// Parses the arguments string; a string that is not JSON is kept as is so the tool can report it.
+fn decode_arguments(arguments: Option<Value>) -> Value {
+    match arguments {
+        None | Some(Value::Null) => Value::Object(Default::default()),
+        Some(Value::String(raw)) if raw.trim().is_empty() => Value::Object(Default::default()),
+        Some(Value::String(raw)) => serde_json::from_str(&raw).unwrap_or(Value::String(raw)),
+        Some(other) => other,
+    }
+}
+
+/// An id for a tool call the server sent without one; the loop needs ids to pair results.
+fn generate_call_id() -> String {
+    format!("call_{:016x}", rand::random::<u64>())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn arguments_decoding() {
+        assert_eq!(decode_arguments(Some(json!("{\"a\":1}"))), json!({"a": 1}));
+        assert_eq!(decode_arguments(Some(json!("{oops"))), json!("{oops"));
+        assert_eq!(decode_arguments(Some(json!({"a": 1}))), json!({"a": 1}));
+        assert_eq!(decode_arguments(Some(json!(""))), json!({}));
+        assert_eq!(decode_arguments(None), json!({}));
+    }
+
+    #[test]
+    fn preserved_raw_arguments_round_trip() {
+        assert_eq!(encode_arguments(&json!("{oops")), "{oops");
+        assert_eq!(encode_arguments(&json!({"a": [1, 2]})), r#"{"a":[1,2]}"#);
+    }
+
+    #[test]
+    fn missing_ids_are_generated_and_unique() {
+        let wire: CompletionResponse = serde_json::from_value(json!({
+            "choices": [{"message": {"content": null, "tool_calls": [
+                {"type": "function", "function": {"name": "a", "arguments": "{}"}},
+                {"id": "", "type": "function", "function": {"name": "b", "arguments": "{}"}}
+            ]}, "finish_reason": "tool_calls"}]
+        }))
+        .unwrap();
+        let response = from_wire(wire).unwrap();
+        assert_eq!(response.tool_calls.len(), 2);
+        assert!(response
+            .tool_calls
+            .iter()
+            .all(|c| c.id.starts_with("call_")));
+        assert_ne!(response.tool_calls[0].id, response.tool_calls[1].id);
+        assert_eq!(response.usage, Usage::default());
+        assert_eq!(response.content, "");
+    }
+
+    #[test]
+    fn no_choices_is_invalid() {
+        let wire: CompletionResponse = serde_json::from_value(json!({"choices": []})).unwrap();
+        assert!(matches!(
+            from_wire(wire),
+            Err(ModelError::InvalidResponse(_))
+        ));
+    }
+
+    #[test]
+    fn official_api_uses_max_completion_tokens() {
+        let request = ChatRequest {
+            system: String::new(),
+            messages: vec![Message::user("hi")],
+            tools: vec![],
+        };
+        let body = serde_json::to_value(to_wire("m", &request, None, Some(10))).unwrap();
+        assert_eq!(
+            body,
+            json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 10})
+        );
+    }
+}

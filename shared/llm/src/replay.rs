@@ -1,0 +1,206 @@
+//! Recorded model replies: replay them from a JSON Lines file, or record a live model's replies into one.
+//!
+//! The format is one [`ChatResponse`] in its serde JSON form per line, in call order; blank lines are
+//! skipped. A file written by [`RecordingModel`] can be served back by [`ReplayModel`].
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use agent_core::{ChatModel, ChatRequest, ChatResponse, ModelError};
+use async_trait::async_trait;
+use tokio::io::AsyncWriteExt;
+
+/// Serves recorded replies in order, ignoring the requests; for tests and offline runs.
+pub struct ReplayModel {
+    source: String,
+    replies: Vec<ChatResponse>,
+    cursor: Mutex<usize>,
+}
+
+impl ReplayModel {
+    /// Loads every reply up front, so a malformed file fails at startup rather than mid-conversation.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ModelError> {
+        let path = path.as_ref();
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            ModelError::Config(format!(
+                "could not read replay file {}: {e}",
+                path.display()
+            ))
+        })?;
+        Self::from_jsonl(path.display().to_string(), &text)
+    }
+
+    /// Parses replies from JSON Lines text; `source` names it in error messages.
+    pub fn from_jsonl(source: impl Into<String>, text: &str) -> Result<Self, ModelError> {
+        let source = source.into();
+        let mut replies = Vec::new();
+        for (index, line) in text.lines().enumerate() {
+            if line.trim().is_empty() {
+                continue;
+            }
+            let reply = serde_json::from_str(line).map_err(|e| {
+                ModelError::Config(format!(
+                    "replay file {source} line {}: not a chat response: {e}",
+                    index + 1
+                ))
+            })?;
+            replies.push(reply);
+        }
+        Ok(ReplayModel {
+            source,
+            replies,
+            cursor: Mutex::new(0),
+        })
+    }
+
+    /// Replies in the same order as they will be served.
+    pub fn from_replies(source: impl Into<String>, replies: Vec<ChatResponse>) -> Self {
+        ReplayModel {
+            source: source.into(),
+            replies,
+            cursor: Mutex::new(0),
+        }
+    }
+
+    /// How many replies have not been served yet.
+    pub fn remaining(&self) -> usize {
+        self.replies.len() - *self.lock_cursor()
+    }
+
+    fn lock_cursor(&self) -> std::sync::MutexGuard<'_, usize> {
+        // The cursor is a plain counter, so a panic elsewhere cannot leave it inconsistent.
+        self.cursor
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+#[async_trait]
+impl ChatModel for ReplayModel {
+    async fn complete(&self, _request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let mut cursor = self.lock_cursor();
+        let reply = self.replies.get(*cursor).cloned().ok_or_else(|| {
+            ModelError::Config(format!(
+                "replay file {} exhausted after {} replies",
+                self.source,
+                self.replies.len()
+            ))
+        })?;
+        *cursor += 1;
+        tracing::debug!(
+            provider = "replay",
+            reply = *cursor,
+            input_tokens = reply.usage.input_tokens,
+            output_tokens = reply.usage.output_tokens,
+            "model call done"
+        );
+        Ok(reply)
+    }
+}
+
+/// Wraps a model and appends each of its replies to a JSON Lines file that [`ReplayModel`] can serve.
+pub struct RecordingModel {
+    inner: Arc<dyn ChatModel>,
+    path: PathBuf,
+    /// Serialises appends so concurrent calls cannot interleave their lines.
+    write_lock: tokio::sync::Mutex<()>,
+}
+
+impl RecordingModel {
+    pub fn new(inner: Arc<dyn ChatModel>, path: impl Into<PathBuf>) -> Self {
+        RecordingModel {
+            inner,
+            path: path.into(),
+            write_lock: tokio::sync::Mutex::new(()),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    async fn append(&self, reply: &ChatResponse) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(reply)?;
+        line.push(b'\n');
+        let _guard = self.write_lock.lock().await;
+        let mut file = tokio::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)
+            .await?;
+        file.write_all(&line).await?;
+        file.flush().await
+    }
+}
+
+#[async_trait]
+impl ChatModel for RecordingModel {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let reply = self.inner.complete(request).await?;
+        // A recording with a hole would replay the wrong replies later, so a failed write fails the call.
+        self.append(&reply).await.map_err(|e| {
+            ModelError::Config(format!(
+                "could not append to record file {}: {e}",
+                self.path.display()
+            ))
+        })?;
+        Ok(reply)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use agent_core::{StopReason, Usage};
+
+    fn request() -> ChatRequest {
+        ChatRequest {
+            system: String::new(),
+            messages: vec![],
+            tools: vec![],
+        }
+    }
+
+    #[tokio::test]
+    async fn serves_in_order_then_reports_exhaustion() {
+        let text = concat!(
+            r#"{"content":"one","tool_calls":[],"usage":{"input_tokens":1,"output_tokens":2},"stop_reason":"end_turn"}"#,
+            "\n\n   \n",
+            r#"{"content":"two","tool_calls":[],"usage":{"input_tokens":3,"output_tokens":4},"stop_reason":"max_tokens"}"#,
+            "\n"
+        );
+        let model = ReplayModel::from_jsonl("mem", text).unwrap();
+        assert_eq!(model.remaining(), 2);
+        let first = model.complete(&request()).await.unwrap();
+        assert_eq!(first.content, "one");
+        assert_eq!(
+            first.usage,
+            Usage {
+                input_tokens: 1,
+                output_tokens: 2
+            }
+        );
+        let second = model.complete(&request()).await.unwrap();
+        assert_eq!(second.content, "two");
+        assert_eq!(second.stop_reason, StopReason::MaxTokens);
+        assert_eq!(model.remaining(), 0);
+        match model.complete(&request()).await {
+            Err(ModelError::Config(message)) => {
+                assert_eq!(message, "replay file mem exhausted after 2 replies")
+            }
+            other => panic!("expected exhaustion, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn malformed_line_is_named() {
+        let text = "\n{\"content\":\"\",\"tool_calls\":[],\"usage\":{\"input_tokens\":0,\"output_tokens\":0},\"stop_reason\":\"end_turn\"}\n// comment\n";
+        match ReplayModel::from_jsonl("mem", text) {
+            Err(ModelError::Config(message)) => assert!(message.contains("line 3"), "{message}"),
+            other => panic!(
+                "expected a Config error, got {:?}",
+                other.map(|m| m.remaining())
+            ),
+        }
+    }
+}

@@ -1,0 +1,891 @@
+//! Provider tests against a scripted HTTP server on 127.0.0.1: wire shapes, parsing, retries, errors and replay.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_core::{
+    ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, ToolSpec,
+    Usage,
+};
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use llm::{build, AnthropicModel, LlmConfig, OpenAiModel, ProviderKind};
+use serde_json::{json, Value};
+
+const KEY: &str = "sk-test-key-0123456789";
+
+// ---- The scripted server ----
+
+/// One scripted answer.
+struct Reply {
+    status: u16,
+    headers: Vec<(&'static str, String)>,
+    body: String,
+    delay: Duration,
+}
+
+fn ok(body: Value) -> Reply {
+    Reply {
+        status: 200,
+        headers: vec![],
+        body: body.to_string(),
+        delay: Duration::ZERO,
+    }
+}
+
+fn status(status: u16, body: Value) -> Reply {
+    Reply {
+        status,
+        headers: vec![],
+        body: body.to_string(),
+        delay: Duration::ZERO,
+    }
+}
+
+impl Reply {
+    fn header(mut self, name: &'static str, value: &str) -> Self {
+        self.headers.push((name, value.to_string()));
+        self
+    }
+
+    fn delayed(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+}
+
+/// A request as the server received it.
+struct Received {
+    path: String,
+    headers: HeaderMap,
+    body: Value,
+}
+
+#[derive(Default)]
+struct Script {
+    replies: VecDeque<Reply>,
+    received: Vec<Received>,
+}
+
+struct Server {
+    base: String,
+    script: Arc<Mutex<Script>>,
+}
+
+impl Server {
+    async fn start(replies: Vec<Reply>) -> Server {
+        let script = Arc::new(Mutex::new(Script {
+            replies: replies.into(),
+            received: Vec::new(),
+        }));
+        let app = axum::Router::new()
+            .fallback(answer)
+            .with_state(script.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        Server { base, script }
+    }
+
+    fn request_count(&self) -> usize {
+        self.script.lock().unwrap().received.len()
+    }
+
+    /// Returns (path, headers, body) of the `index`th request.
+    fn request(&self, index: usize) -> (String, HeaderMap, Value) {
+        let script = self.script.lock().unwrap();
+        let r = &script.received[index];
+        (r.path.clone(), r.headers.clone(), r.body.clone())
+    }
+
+    fn replies_left(&self) -> usize {
+        self.script.lock().unwrap().replies.len()
+    }
+}
+
+async fn answer(
+    State(script): State<Arc<Mutex<Script>>>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let reply = {
+        let mut script = script.lock().unwrap();
+        let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        script.received.push(Received {
+            path: uri.path().to_string(),
+            headers,
+            body,
+        });
+        script.replies.pop_front()
+    };
+    // A request the script did not expect is answered so that the client gives up at once.
+    let Some(reply) = reply else {
+        return (StatusCode::GONE, "script exhausted").into_response();
+    };
+    tokio::time::sleep(reply.delay).await;
+    let mut response = (StatusCode::from_u16(reply.status).unwrap(), reply.body).into_response();
+    response
+        .headers_mut()
+        .insert("content-type", "application/json".parse().unwrap());
+    for (name, value) in reply.headers {
+        response.headers_mut().insert(name, value.parse().unwrap());
+    }
+    response
+}
+
+// ---- Fixtures ----
+
+fn config(provider: ProviderKind, base_url: String) -> LlmConfig {
+    let mut config = LlmConfig::new(provider, base_url, "test-model");
+    config.api_key = Some(KEY.to_string());
+    config.max_attempts = 3;
+    config.retry_base_delay = Duration::from_millis(1);
+    config.max_tokens = 256;
+    config.timeout = Duration::from_secs(5);
+    config
+}
+
+fn openai(server: &Server) -> OpenAiModel {
+    OpenAiModel::new(&config(ProviderKind::OpenAi, format!("{}/v1", server.base))).unwrap()
+}
+
+fn anthropic(server: &Server) -> AnthropicModel {
+    AnthropicModel::new(&config(ProviderKind::Anthropic, server.base.clone())).unwrap()
+}
+
+fn read_tool() -> ToolSpec {
+    ToolSpec {
+        name: "read_file".to_string(),
+        description: "Read a file from the workspace.".to_string(),
+        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+    }
+}
+
+/// A conversation with every kind of message: system prompt, user, assistant text plus tool calls,
+/// and two tool results.
+fn full_request() -> ChatRequest {
+    ChatRequest {
+        system: "You are terse.".to_string(),
+        messages: vec![
+            Message::user("Summarise notes.md and todo.md"),
+            Message::Assistant {
+                content: "Reading both.".to_string(),
+                tool_calls: vec![
+                    ToolCall {
+                        id: "call_1".to_string(),
+                        name: "read_file".to_string(),
+                        arguments: json!({"path": "notes.md"}),
+                    },
+                    ToolCall {
+                        id: "call_2".to_string(),
+                        name: "read_file".to_string(),
+                        arguments: json!({"path": "todo.md"}),
+                    },
+                ],
+            },
+            Message::Tool {
+                tool_call_id: "call_1".to_string(),
+                name: "read_file".to_string(),
+                content: "# Notes".to_string(),
+            },
+            Message::Tool {
+                tool_call_id: "call_2".to_string(),
+                name: "read_file".to_string(),
+                content: "- [ ] ship".to_string(),
+            },
+        ],
+        tools: vec![read_tool()],
+    }
+}
+
+fn simple_request() -> ChatRequest {
+    ChatRequest {
+        system: String::new(),
+        messages: vec![Message::user("hi")],
+        tools: vec![],
+    }
+}
+
+fn openai_text(content: &str) -> Value {
+    json!({
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
+    })
+}
+
+fn anthropic_text(text: &str) -> Value {
+    json!({
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": "test-model",
+        "content": [{"type": "text", "text": text}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 20, "output_tokens": 7}
+    })
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).map(|v| v.to_str().unwrap())
+}
+
+/// A fresh path under Cargo's per-test temporary directory.
+fn temp_path(name: &str) -> PathBuf {
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("llm-{}-{n}-{name}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    path
+}
+
+// ---- OpenAI ----
+
+#[tokio::test]
+async fn openai_request_wire_shape_and_auth() {
+    let server = Server::start(vec![ok(openai_text("done"))]).await;
+    openai(&server).complete(&full_request()).await.unwrap();
+
+    assert_eq!(server.request_count(), 1);
+    let (path, headers, body) = server.request(0);
+    assert_eq!(path, "/v1/chat/completions");
+    assert_eq!(
+        header(&headers, "authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(header(&headers, "content-type"), Some("application/json"));
+    assert_eq!(
+        body,
+        json!({
+            "model": "test-model",
+            "max_tokens": 256,
+            "messages": [
+                {"role": "system", "content": "You are terse."},
+                {"role": "user", "content": "Summarise notes.md and todo.md"},
+                {"role": "assistant", "content": "Reading both.", "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"notes.md\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"todo.md\"}"}}
+                ]},
+                {"role": "tool", "tool_call_id": "call_1", "content": "# Notes"},
+                {"role": "tool", "tool_call_id": "call_2", "content": "- [ ] ship"}
+            ],
+            "tools": [{"type": "function", "function": {
+                "name": "read_file",
+                "description": "Read a file from the workspace.",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+            }}]
+        })
+    );
+}
+
+#[tokio::test]
+async fn openai_omits_empty_tools_system_and_missing_key() {
+    let server = Server::start(vec![ok(openai_text("hello"))]).await;
+    let mut config = config(ProviderKind::OpenAi, format!("{}/v1/", server.base));
+    config.api_key = None;
+    OpenAiModel::new(&config)
+        .unwrap()
+        .complete(&simple_request())
+        .await
+        .unwrap();
+
+    let (path, headers, body) = server.request(0);
+    assert_eq!(path, "/v1/chat/completions");
+    assert_eq!(header(&headers, "authorization"), None);
+    assert_eq!(
+        body,
+        json!({"model": "test-model", "max_tokens": 256, "messages": [{"role": "user", "content": "hi"}]})
+    );
+}
+
+#[tokio::test]
+async fn openai_parses_text_reply_and_usage() {
+    let server = Server::start(vec![ok(openai_text("Hello there."))]).await;
+    let response = openai(&server).complete(&simple_request()).await.unwrap();
+    assert_eq!(
+        response,
+        ChatResponse {
+            content: "Hello there.".to_string(),
+            tool_calls: vec![],
+            usage: Usage {
+                input_tokens: 12,
+                output_tokens: 5
+            },
+            stop_reason: StopReason::EndTurn,
+        }
+    );
+}
+
+#[tokio::test]
+async fn openai_parses_tool_calls_and_keeps_unparseable_arguments() {
+    let server = Server::start(vec![
+        ok(json!({
+            "choices": [{"index": 0, "finish_reason": "tool_calls", "message": {
+                "role": "assistant",
+                "content": null,
+                "tool_calls": [
+                    {"id": "call_a", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"a.md\"}"}},
+                    {"id": "call_b", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": \"b.md\""}},
+                    {"type": "function", "function": {"name": "list", "arguments": "{}"}}
+                ]
+            }}],
+            "usage": {"prompt_tokens": 40, "completion_tokens": 9}
+        })),
+        ok(json!({"choices": [{"message": {"content": "cut"}, "finish_reason": "length"}]})),
+    ])
+    .await;
+    let model = openai(&server);
+
+    let response = model.complete(&simple_request()).await.unwrap();
+    assert_eq!(response.content, "");
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    assert_eq!(
+        response.usage,
+        Usage {
+            input_tokens: 40,
+            output_tokens: 9
+        }
+    );
+    assert_eq!(response.tool_calls.len(), 3);
+    assert_eq!(
+        response.tool_calls[0],
+        ToolCall {
+            id: "call_a".to_string(),
+            name: "read_file".to_string(),
+            arguments: json!({"path": "a.md"})
+        }
+    );
+    assert_eq!(
+        response.tool_calls[1].arguments,
+        Value::String("{\"path\": \"b.md\"".to_string())
+    );
+    assert_eq!(response.tool_calls[2].name, "list");
+    assert!(
+        response.tool_calls[2].id.starts_with("call_"),
+        "generated id: {}",
+        response.tool_calls[2].id
+    );
+
+    // `length` means the output was cut off, and a missing usage counts as zero.
+    let truncated = model.complete(&simple_request()).await.unwrap();
+    assert_eq!(truncated.stop_reason, StopReason::MaxTokens);
+    assert_eq!(truncated.usage, Usage::default());
+}
+
+#[tokio::test]
+async fn openai_sends_preserved_raw_arguments_verbatim() {
+    let server = Server::start(vec![ok(openai_text("ok"))]).await;
+    let request = ChatRequest {
+        system: String::new(),
+        messages: vec![
+            Message::user("go"),
+            Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![ToolCall {
+                    id: "c".to_string(),
+                    name: "read_file".to_string(),
+                    arguments: Value::String("{\"path\": ".to_string()),
+                }],
+            },
+            Message::Tool {
+                tool_call_id: "c".to_string(),
+                name: "read_file".to_string(),
+                content: "bad arguments".to_string(),
+            },
+        ],
+        tools: vec![],
+    };
+    openai(&server).complete(&request).await.unwrap();
+    let (_, _, body) = server.request(0);
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "assistant", "content": null, "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": "}}
+        ]})
+    );
+}
+
+#[tokio::test]
+async fn openai_retries_429_with_retry_after_then_succeeds() {
+    let server = Server::start(vec![
+        status(429, json!({"error": {"message": "Rate limit reached"}})).header("retry-after", "0"),
+        ok(openai_text("after the wait")),
+    ])
+    .await;
+    let response = openai(&server).complete(&simple_request()).await.unwrap();
+    assert_eq!(response.content, "after the wait");
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
+async fn retry_after_seconds_are_honoured() {
+    // With a 1 ms backoff the only reason to wait a full second is the server's Retry-After.
+    let server = Server::start(vec![
+        status(503, json!({"error": {"message": "busy"}})).header("retry-after", "1"),
+        ok(openai_text("ok")),
+    ])
+    .await;
+    let started = Instant::now();
+    openai(&server).complete(&simple_request()).await.unwrap();
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "waited only {:?}",
+        started.elapsed()
+    );
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
+async fn openai_500s_exhaust_attempts() {
+    let server = Server::start(
+        (0..3)
+            .map(|_| status(500, json!({"error": {"message": "upstream exploded"}})))
+            .collect(),
+    )
+    .await;
+    match openai(&server).complete(&simple_request()).await {
+        Err(ModelError::Unavailable { attempts, message }) => {
+            assert_eq!(attempts, 3);
+            assert!(
+                message.contains("500") && message.contains("upstream exploded"),
+                "{message}"
+            );
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert_eq!(server.request_count(), 3);
+}
+
+#[tokio::test]
+async fn openai_400_is_rejected_at_once_without_leaking_the_key() {
+    let server = Server::start(vec![
+        status(400, json!({"error": {"message": format!("Invalid 'tools[0]' for key {KEY}"), "type": "invalid_request_error"}})),
+        ok(openai_text("never")),
+    ])
+    .await;
+    match openai(&server).complete(&full_request()).await {
+        Err(ModelError::Rejected { status, message }) => {
+            assert_eq!(status, 400);
+            assert!(
+                message.starts_with("Invalid 'tools[0]' for key"),
+                "{message}"
+            );
+            assert!(!message.contains(KEY), "{message}");
+        }
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    assert_eq!(server.request_count(), 1);
+    assert_eq!(server.replies_left(), 1);
+}
+
+#[tokio::test]
+async fn openai_invalid_body_is_invalid_response() {
+    let server = Server::start(vec![Reply {
+        status: 200,
+        headers: vec![],
+        body: "<html>".to_string(),
+        delay: Duration::ZERO,
+    }])
+    .await;
+    let result = openai(&server).complete(&simple_request()).await;
+    assert!(
+        matches!(result, Err(ModelError::InvalidResponse(_))),
+        "{result:?}"
+    );
+    assert_eq!(server.request_count(), 1);
+}
+
+#[tokio::test]
+async fn timeouts_are_retried() {
+    let server = Server::start(vec![
+        ok(openai_text("too late")).delayed(Duration::from_secs(3)),
+        ok(openai_text("in time")),
+    ])
+    .await;
+    let mut config = config(ProviderKind::OpenAi, format!("{}/v1", server.base));
+    config.timeout = Duration::from_millis(300);
+    let response = OpenAiModel::new(&config)
+        .unwrap()
+        .complete(&simple_request())
+        .await
+        .unwrap();
+    assert_eq!(response.content, "in time");
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
+async fn connection_errors_are_retried_then_unavailable() {
+    // Bind and drop a listener to get a port that nothing listens on.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut config = config(ProviderKind::OpenAi, format!("http://127.0.0.1:{port}/v1"));
+    config.max_attempts = 2;
+    match OpenAiModel::new(&config)
+        .unwrap()
+        .complete(&simple_request())
+        .await
+    {
+        Err(ModelError::Unavailable { attempts, message }) => {
+            assert_eq!(attempts, 2);
+            assert!(!message.contains(KEY), "{message}");
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+// ---- Anthropic ----
+
+#[tokio::test]
+async fn anthropic_request_wire_shape_and_headers() {
+    let server = Server::start(vec![ok(anthropic_text("done"))]).await;
+    anthropic(&server).complete(&full_request()).await.unwrap();
+
+    assert_eq!(server.request_count(), 1);
+    let (path, headers, body) = server.request(0);
+    assert_eq!(path, "/v1/messages");
+    assert_eq!(header(&headers, "x-api-key"), Some(KEY));
+    assert_eq!(header(&headers, "anthropic-version"), Some("2023-06-01"));
+    assert_eq!(header(&headers, "authorization"), None);
+    assert_eq!(header(&headers, "content-type"), Some("application/json"));
+    assert_eq!(
+        body,
+        json!({
+            "model": "test-model",
+            "max_tokens": 256,
+            "system": "You are terse.",
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Summarise notes.md and todo.md"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "Reading both."},
+                    {"type": "tool_use", "id": "call_1", "name": "read_file", "input": {"path": "notes.md"}},
+                    {"type": "tool_use", "id": "call_2", "name": "read_file", "input": {"path": "todo.md"}}
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "call_1", "content": "# Notes"},
+                    {"type": "tool_result", "tool_use_id": "call_2", "content": "- [ ] ship"}
+                ]}
+            ],
+            "tools": [{
+                "name": "read_file",
+                "description": "Read a file from the workspace.",
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+            }]
+        })
+    );
+}
+
+#[tokio::test]
+async fn anthropic_omits_empty_system_and_tools() {
+    let server = Server::start(vec![ok(anthropic_text("hello"))]).await;
+    anthropic(&server)
+        .complete(&simple_request())
+        .await
+        .unwrap();
+    let (_, _, body) = server.request(0);
+    assert_eq!(
+        body,
+        json!({"model": "test-model", "max_tokens": 256, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]})
+    );
+}
+
+#[tokio::test]
+async fn anthropic_parses_text_and_tool_use_replies() {
+    let server = Server::start(vec![
+        ok(anthropic_text("Hello there.")),
+        ok(json!({
+            "id": "msg_2",
+            "type": "message",
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.md"}},
+                {"type": "tool_use", "id": "toolu_2", "name": "list", "input": {}}
+            ],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 100, "output_tokens": 30, "cache_read_input_tokens": 0}
+        })),
+        ok(json!({"content": [{"type": "text", "text": "cut"}], "stop_reason": "max_tokens", "usage": {"input_tokens": 1, "output_tokens": 256}})),
+    ])
+    .await;
+    let model = anthropic(&server);
+
+    let text = model.complete(&simple_request()).await.unwrap();
+    assert_eq!(
+        text,
+        ChatResponse {
+            content: "Hello there.".to_string(),
+            tool_calls: vec![],
+            usage: Usage {
+                input_tokens: 20,
+                output_tokens: 7
+            },
+            stop_reason: StopReason::EndTurn,
+        }
+    );
+
+    let tools = model.complete(&simple_request()).await.unwrap();
+    assert_eq!(
+        tools,
+        ChatResponse {
+            content: "Let me look.".to_string(),
+            tool_calls: vec![
+                ToolCall {
+                    id: "toolu_1".to_string(),
+                    name: "read_file".to_string(),
+                    arguments: json!({"path": "a.md"})
+                },
+                ToolCall {
+                    id: "toolu_2".to_string(),
+                    name: "list".to_string(),
+                    arguments: json!({})
+                },
+            ],
+            usage: Usage {
+                input_tokens: 100,
+                output_tokens: 30
+            },
+            stop_reason: StopReason::ToolUse,
+        }
+    );
+
+    let truncated = model.complete(&simple_request()).await.unwrap();
+    assert_eq!(truncated.stop_reason, StopReason::MaxTokens);
+}
+
+#[tokio::test]
+async fn anthropic_keeps_unparseable_arguments_from_history() {
+    // Anthropic requires an object input, so a raw string (from an OpenAI-compatible model, say)
+    // travels wrapped rather than being dropped.
+    let server = Server::start(vec![ok(anthropic_text("ok"))]).await;
+    let request = ChatRequest {
+        system: String::new(),
+        messages: vec![
+            Message::user("go"),
+            Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![ToolCall {
+                    id: "c".to_string(),
+                    name: "read_file".to_string(),
+                    arguments: json!("{\"path\": "),
+                }],
+            },
+            Message::Tool {
+                tool_call_id: "c".to_string(),
+                name: "read_file".to_string(),
+                content: "bad arguments".to_string(),
+            },
+        ],
+        tools: vec![],
+    };
+    anthropic(&server).complete(&request).await.unwrap();
+    let (_, _, body) = server.request(0);
+    assert_eq!(
+        body["messages"][1],
+        json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "c", "name": "read_file", "input": {"raw_arguments": "{\"path\": "}}
+        ]})
+    );
+}
+
+#[tokio::test]
+async fn anthropic_retries_429_with_retry_after_then_succeeds() {
+    let server = Server::start(vec![
+        status(
+            429,
+            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}),
+        )
+        .header("retry-after", "0"),
+        ok(anthropic_text("after the wait")),
+    ])
+    .await;
+    let response = anthropic(&server)
+        .complete(&simple_request())
+        .await
+        .unwrap();
+    assert_eq!(response.content, "after the wait");
+    assert_eq!(server.request_count(), 2);
+    // Every attempt carries the credentials.
+    for index in 0..2 {
+        assert_eq!(header(&server.request(index).1, "x-api-key"), Some(KEY));
+    }
+}
+
+#[tokio::test]
+async fn anthropic_retry_after_http_date_in_the_past_means_now() {
+    let server = Server::start(vec![
+        status(529, json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
+            .header("retry-after", "Wed, 21 Oct 2015 07:28:00 GMT"),
+        ok(anthropic_text("fine")),
+    ])
+    .await;
+    let response = anthropic(&server)
+        .complete(&simple_request())
+        .await
+        .unwrap();
+    assert_eq!(response.content, "fine");
+    assert_eq!(server.request_count(), 2);
+}
+
+#[tokio::test]
+async fn anthropic_5xx_exhaust_attempts() {
+    let overloaded = || {
+        status(
+            529,
+            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
+        )
+    };
+    let server = Server::start(vec![overloaded(), overloaded(), overloaded()]).await;
+    match anthropic(&server).complete(&simple_request()).await {
+        Err(ModelError::Unavailable { attempts, message }) => {
+            assert_eq!(attempts, 3);
+            assert!(
+                message.contains("529") && message.contains("Overloaded"),
+                "{message}"
+            );
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert_eq!(server.request_count(), 3);
+}
+
+#[tokio::test]
+async fn anthropic_400_is_rejected_at_once() {
+    let server = Server::start(vec![
+        status(400, json!({"type": "error", "error": {"type": "invalid_request_error", "message": "messages: roles must alternate"}})),
+        ok(anthropic_text("never")),
+    ])
+    .await;
+    match anthropic(&server).complete(&full_request()).await {
+        Err(ModelError::Rejected { status, message }) => {
+            assert_eq!(status, 400);
+            assert_eq!(message, "messages: roles must alternate");
+        }
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    assert_eq!(server.request_count(), 1);
+}
+
+// ---- Record and replay ----
+
+#[tokio::test]
+async fn recorded_replies_replay_identically() {
+    let server = Server::start(vec![
+        ok(json!({
+            "choices": [{"finish_reason": "tool_calls", "message": {"content": "Looking.", "tool_calls": [
+                {"id": "call_x", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\":\"x.md\"}"}},
+                {"id": "call_y", "type": "function", "function": {"name": "read_file", "arguments": "not json"}}
+            ]}}],
+            "usage": {"prompt_tokens": 30, "completion_tokens": 8}
+        })),
+        ok(openai_text("All done.")),
+    ])
+    .await;
+    let record_file = temp_path("record.jsonl");
+    let mut live_config = config(ProviderKind::OpenAi, format!("{}/v1", server.base));
+    live_config.record_file = Some(record_file.clone());
+
+    let live = build(&live_config).unwrap();
+    let live_replies = vec![
+        live.complete(&full_request()).await.unwrap(),
+        live.complete(&simple_request()).await.unwrap(),
+    ];
+    assert_eq!(live_replies[0].tool_calls[1].arguments, json!("not json"));
+    assert_eq!(live_replies[1].content, "All done.");
+
+    let recorded = std::fs::read_to_string(&record_file).unwrap();
+    let lines: Vec<&str> = recorded.lines().collect();
+    assert_eq!(lines.len(), 2, "{recorded}");
+    assert_eq!(
+        serde_json::from_str::<ChatResponse>(lines[0]).unwrap(),
+        live_replies[0]
+    );
+
+    let replay = build(&LlmConfig::replay(&record_file)).unwrap();
+    let replayed = vec![
+        replay.complete(&simple_request()).await.unwrap(),
+        replay.complete(&simple_request()).await.unwrap(),
+    ];
+    assert_eq!(replayed, live_replies);
+    assert_eq!(
+        server.request_count(),
+        2,
+        "replay must not touch the network"
+    );
+
+    match replay.complete(&simple_request()).await {
+        Err(ModelError::Config(message)) => {
+            assert!(message.contains("exhausted after 2 replies"), "{message}");
+            assert!(
+                message.contains(&record_file.display().to_string()),
+                "{message}"
+            );
+        }
+        other => panic!("expected exhaustion, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn malformed_replay_file_names_the_line() {
+    let path = temp_path("malformed.jsonl");
+    let good = serde_json::to_string(&ChatResponse {
+        content: "fine".to_string(),
+        tool_calls: vec![],
+        usage: Usage::default(),
+        stop_reason: StopReason::EndTurn,
+    })
+    .unwrap();
+    std::fs::write(
+        &path,
+        format!("{good}\n\n{good}\n{{\"content\": \"no other fields\"}}\n"),
+    )
+    .unwrap();
+    match build(&LlmConfig::replay(&path)) {
+        Err(ModelError::Config(message)) => assert!(message.contains("line 4"), "{message}"),
+        Err(other) => panic!("expected a Config error, got {other:?}"),
+        Ok(_) => panic!("a malformed replay file must not load"),
+    }
+}
+
+#[tokio::test]
+async fn missing_replay_file_is_a_config_error() {
+    let path = temp_path("absent.jsonl");
+    assert!(matches!(
+        build(&LlmConfig::replay(&path)),
+        Err(ModelError::Config(_))
+    ));
+}
+
+#[tokio::test]
+async fn build_from_lookup_selects_the_provider() {
+    let server = Server::start(vec![ok(anthropic_text("via build"))]).await;
+    let base = server.base.clone();
+    let config = LlmConfig::from_lookup(move |name| match name {
+        "LLM_PROVIDER" => Some("anthropic".to_string()),
+        "LLM_BASE_URL" => Some(base.clone()),
+        "LLM_MODEL" => Some("claude-test".to_string()),
+        "LLM_API_KEY" => Some(KEY.to_string()),
+        "LLM_RETRY_BASE_MS" => Some("1".to_string()),
+        _ => None,
+    })
+    .unwrap();
+    let model = build(&config).unwrap();
+    assert_eq!(
+        model.complete(&simple_request()).await.unwrap().content,
+        "via build"
+    );
+    let (path, _, body) = server.request(0);
+    assert_eq!(path, "/v1/messages");
+    assert_eq!(body["model"], "claude-test");
+    assert_eq!(body["max_tokens"], 4096);
+}

@@ -1,0 +1,159 @@
+//! The demo: a short conversation through the real `http-turn` handler over the embedded store,
+//! printing for every model call the prompt state, the tool calls and their results.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use agent_core::turn::TurnService;
+use agent_core::{ChatModel, ChatRequest, ChatResponse, Message, ModelError};
+use async_trait::async_trait;
+use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
+use aws_lambda_events::encodings::Body;
+use local_store::{MemoryObjectStore, MemorySessionStore};
+use serde_json::{json, Value};
+
+const DEMO_USER: &str = "user-demo";
+const DEMO_MESSAGES: [&str; 3] = [
+    "Hola, ¿qué puedes hacer por mí?",
+    "Necesito preparar una escritura de compraventa de un piso en Madrid. Vende Ana García López, \
+     compra Luis Pérez Martín, precio 250.000 euros pagados por transferencia.",
+    "¿Qué borradores tengo guardados?",
+];
+
+pub fn run(root: &Path) -> Result<(), String> {
+    let runtime = tokio::runtime::Runtime::new().map_err(|err| err.to_string())?;
+    runtime.block_on(conversation(root))
+}
+
+async fn conversation(root: &Path) -> Result<(), String> {
+    let objects = Arc::new(MemoryObjectStore::new());
+    let uploaded = objects
+        .upload_dir(&root.join("examples/skills"), &format!("{DEMO_USER}/skills/"))
+        .map_err(|err| format!("could not read examples/skills: {err}"))?;
+    let sessions = Arc::new(MemorySessionStore::new());
+
+    let live = std::env::var("LLM_PROVIDER").is_ok_and(|provider| provider != "replay");
+    let model = if live {
+        llm::build(&llm::LlmConfig::from_env().map_err(|err| err.to_string())?).map_err(|err| err.to_string())?
+    } else {
+        let path = std::env::var("LLM_REPLAY_FILE")
+            .map(Into::into)
+            .unwrap_or_else(|_| root.join("examples/demo/replay.jsonl"));
+        Arc::new(llm::ReplayModel::from_file(&path).map_err(|err| err.to_string())?) as Arc<dyn ChatModel>
+    };
+    let config = agent_app::agent_config(|name| std::env::var(name).ok()).map_err(|err| err.to_string())?;
+    let service = TurnService::new(sessions, objects.clone(), Arc::new(Narrator::new(model)), config);
+
+    println!("Demo: {uploaded} files of examples/skills uploaded for tenant `{DEMO_USER}`; model: {}.", if live {
+        "live (LLM_PROVIDER)"
+    } else {
+        "replayed from examples/demo/replay.jsonl"
+    });
+    let template: Value = serde_json::from_str(
+        &std::fs::read_to_string(root.join("events/http-turn.json")).map_err(|err| err.to_string())?,
+    )
+    .map_err(|err| err.to_string())?;
+
+    for (turn, message) in DEMO_MESSAGES.iter().enumerate() {
+        println!("\n━━ Turn {} ━━\nuser: {message}", turn + 1);
+        let mut event = template.clone();
+        event["body"] = Value::String(json!({ "message": message }).to_string());
+        let response = invoke(&service, event).await?;
+        let body = &response["body"];
+        if response["statusCode"] != 200 {
+            return Err(format!("turn {} failed: {response}", turn + 1));
+        }
+        println!(
+            "assistant ({} model calls, ended in skill {}, {} tokens in / {} out):\n{}",
+            body["steps"],
+            body["current_skill"],
+            body["usage"]["input_tokens"],
+            body["usage"]["output_tokens"],
+            indent(body["reply"].as_str().unwrap_or(""))
+        );
+    }
+
+    let mut get = template.clone();
+    get["requestContext"]["http"]["method"] = json!("GET");
+    get["rawPath"] = json!("/sessions/demo-session");
+    get["routeKey"] = json!("GET /sessions/{session_id}");
+    get["body"] = Value::Null;
+    let session = invoke(&service, get).await?;
+    let body = &session["body"];
+    println!(
+        "\n━━ GET /sessions/demo-session ━━\nversion {}, {} messages in history, current_skill {}, workspace {}",
+        body["version"],
+        body["history"].as_array().map_or(0, Vec::len),
+        body["current_skill"],
+        body["workspace"]
+    );
+    Ok(())
+}
+
+async fn invoke(service: &TurnService, event: Value) -> Result<Value, String> {
+    let request: ApiGatewayV2httpRequest = serde_json::from_value(event).map_err(|err| err.to_string())?;
+    let response = http_turn::handle(service, request, None).await;
+    let body = match response.body {
+        Some(Body::Text(text)) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        _ => Value::Null,
+    };
+    Ok(json!({"statusCode": response.status_code, "body": body}))
+}
+
+fn indent(text: &str) -> String {
+    text.lines().map(|line| format!("  {line}")).collect::<Vec<_>>().join("\n")
+}
+
+fn preview(text: &str, max: usize) -> String {
+    let flat = text.replace('\n', " ⏎ ");
+    if flat.chars().count() <= max {
+        flat
+    } else {
+        format!("{}…", flat.chars().take(max).collect::<String>())
+    }
+}
+
+/// Wraps the model to narrate each call: which prompt state it was sent, the results of the
+/// tools run since the previous call, and what the model asked for.
+struct Narrator {
+    inner: Arc<dyn ChatModel>,
+    calls: AtomicUsize,
+}
+
+impl Narrator {
+    fn new(inner: Arc<dyn ChatModel>) -> Self {
+        Self { inner, calls: AtomicUsize::new(0) }
+    }
+}
+
+fn prompt_state(system: &str) -> String {
+    if let Some(rest) = system.strip_prefix("---") {
+        let name = rest.lines().find_map(|line| line.strip_prefix("name:")).unwrap_or("?").trim();
+        return format!("state 2: SKILL.md of `{name}` is the whole system prompt ({} chars)", system.len());
+    }
+    if let Some(start) = system.find("Loaded skill: ") {
+        let skill = system[start + 14..].lines().next().unwrap_or("?");
+        return format!("state 2: base prompt with SKILL.md of `{skill}` injected ({} chars)", system.len());
+    }
+    let listed = system.matches("\")): ").count();
+    format!("state 1: base prompt + listing of {listed} skills ({} chars)", system.len())
+}
+
+#[async_trait]
+impl ChatModel for Narrator {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let call = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
+        for message in request.messages.iter().rev().take_while(|m| matches!(m, Message::Tool { .. })).collect::<Vec<_>>().into_iter().rev() {
+            if let Message::Tool { name, content, .. } = message {
+                println!("    ← {name}: {}", preview(content, 110));
+            }
+        }
+        println!("  · model call {call}: {}", prompt_state(&request.system));
+        let response = self.inner.complete(request).await?;
+        for tool_call in &response.tool_calls {
+            println!("    → {}({})", tool_call.name, preview(&tool_call.arguments.to_string(), 100));
+        }
+        Ok(response)
+    }
+}
