@@ -1,3 +1,6 @@
 //! Support for the integration tests: real protocol peers started on loopback.
 
+pub mod lambda;
+pub mod model_server;
 pub mod moto;
+pub mod stack;

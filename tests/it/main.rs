@@ -1,3 +1,5 @@
 //! The one integration-test binary.
 
 mod aws_store;
+mod http;
+mod queue;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use thiserror::Error;
-use time::OffsetDateTime;
+pub use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use crate::agent::{self, Ending, Limits};

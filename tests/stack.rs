@@ -1,0 +1,182 @@
+//! One test's world: a bucket and a sessions table of its own in the shared moto_server, a
+//! scripted model server, and the compiled functions wired to them through their environment.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::{json, Value};
+
+use crate::lambda::Function;
+use crate::model_server::ModelServer;
+use crate::moto;
+
+/// The repository root.
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is inside the repo").to_path_buf()
+}
+
+/// A sample event from `events/`.
+pub fn sample_event(name: &str) -> Value {
+    let path = repo_root().join("events").join(name);
+    serde_json::from_str(&std::fs::read_to_string(&path).expect("sample event")).expect("sample event is JSON")
+}
+
+fn unique(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+pub struct Stack {
+    pub endpoint: String,
+    pub bucket: String,
+    pub table: String,
+    pub model: ModelServer,
+    pub s3: aws_sdk_s3::Client,
+    pub dynamodb: aws_sdk_dynamodb::Client,
+}
+
+impl Stack {
+    pub async fn new() -> Stack {
+        let endpoint = moto::moto().endpoint.clone();
+        let config = moto::sdk_config(&endpoint).await;
+        let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
+        let dynamodb = aws_sdk_dynamodb::Client::new(&config);
+        let bucket = unique("skills");
+        let table = unique("sessions");
+        moto::create_bucket(&s3, &bucket).await;
+        moto::create_sessions_table(&dynamodb, &table).await;
+        let model = ModelServer::start().await;
+        Stack { endpoint, bucket, table, model, s3, dynamodb }
+    }
+
+    /// The environment a deployed function would get, pointed at the local peers.
+    pub fn env(&self, extra: &[(&str, &str)]) -> Vec<(String, String)> {
+        let mut env: Vec<(String, String)> = [
+            ("SESSIONS_TABLE", self.table.as_str()),
+            ("SKILLS_BUCKET", self.bucket.as_str()),
+            ("AWS_ENDPOINT_URL", self.endpoint.as_str()),
+            ("AWS_ACCESS_KEY_ID", "test"),
+            ("AWS_SECRET_ACCESS_KEY", "test"),
+            ("AWS_REGION", "us-east-1"),
+            ("AWS_EC2_METADATA_DISABLED", "true"),
+            ("LLM_PROVIDER", "openai"),
+            ("LLM_BASE_URL", self.model.base_url.as_str()),
+            ("LLM_MODEL", "scripted-model"),
+            ("LLM_API_KEY", "sk-test-secret"),
+            ("LLM_MAX_ATTEMPTS", "2"),
+            ("LLM_RETRY_BASE_MS", "1"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        for (key, value) in extra {
+            env.retain(|(k, _)| k != key);
+            env.push((key.to_string(), value.to_string()));
+        }
+        env
+    }
+
+    pub async fn http(&self, extra: &[(&str, &str)]) -> Function {
+        Function::start("http-turn", &self.env(extra)).await
+    }
+
+    pub async fn queue(&self, extra: &[(&str, &str)]) -> Function {
+        Function::start("queue-turn", &self.env(extra)).await
+    }
+
+    pub async fn put(&self, key: &str, bytes: impl Into<Vec<u8>>) {
+        self.s3
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(bytes.into().into())
+            .send()
+            .await
+            .expect("put object");
+    }
+
+    /// Uploads `examples/skills` under `{user}/skills/`.
+    pub async fn upload_example_skills(&self, user: &str) {
+        let root = repo_root().join("examples/skills");
+        let mut pending = vec![root.clone()];
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else {
+                    let relative = path.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
+                    self.put(&format!("{user}/skills/{relative}"), std::fs::read(&path).unwrap()).await;
+                }
+            }
+        }
+    }
+
+    pub async fn object_keys(&self, prefix: &str) -> Vec<String> {
+        let listed = self.s3.list_objects_v2().bucket(&self.bucket).prefix(prefix).send().await.expect("list");
+        listed.contents().iter().filter_map(|o| o.key().map(str::to_owned)).collect()
+    }
+
+    /// The raw session meta item, as an operator would see it.
+    pub async fn session_item(&self, user: &str, session: &str) -> Option<HashMap<String, AttributeValue>> {
+        self.dynamodb
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(format!("{user}#{session}")))
+            .key("sk", AttributeValue::S("META".to_owned()))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("get item")
+            .item
+    }
+
+    /// Every item of the table, to prove that a refused request wrote nothing.
+    pub async fn item_count(&self) -> usize {
+        self.dynamodb.scan().table_name(&self.table).send().await.expect("scan").items().len()
+    }
+}
+
+/// An HTTP API event for `POST /sessions/{session}/turns` by `user` (no authorizer when `None`).
+pub fn turn_event(user: Option<&str>, session: &str, body: Value) -> Value {
+    let mut event = sample_event("http-turn.json");
+    event["rawPath"] = json!(format!("/sessions/{session}/turns"));
+    event["requestContext"]["http"]["path"] = json!(format!("/sessions/{session}/turns"));
+    event["pathParameters"] = json!({ "session_id": session });
+    event["body"] = match body {
+        Value::String(raw) => Value::String(raw),
+        other => Value::String(other.to_string()),
+    };
+    set_user(&mut event, user);
+    event
+}
+
+/// An HTTP API event for `GET /sessions/{session}` by `user`.
+pub fn get_event(user: Option<&str>, session: &str) -> Value {
+    let mut event = sample_event("http-get-session.json");
+    event["rawPath"] = json!(format!("/sessions/{session}"));
+    event["requestContext"]["http"]["path"] = json!(format!("/sessions/{session}"));
+    event["pathParameters"] = json!({ "session_id": session });
+    set_user(&mut event, user);
+    event
+}
+
+fn set_user(event: &mut Value, user: Option<&str>) {
+    match user {
+        Some(user) => event["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!(user),
+        None => {
+            if let Some(context) = event["requestContext"].as_object_mut() {
+                context.remove("authorizer");
+            }
+        }
+    }
+}
+
+/// The status and parsed JSON body of an HTTP function response.
+pub fn status_and_body(response: &Value) -> (u16, Value) {
+    let status = response["statusCode"].as_u64().expect("statusCode") as u16;
+    let body = response["body"].as_str().map(|b| serde_json::from_str(b).expect("JSON body")).unwrap_or(Value::Null);
+    (status, body)
+}
