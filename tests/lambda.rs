@@ -71,8 +71,11 @@ impl Function {
         let (events, receiver) = mpsc::unbounded_channel();
         let pending: Pending = Arc::default();
         let init_error = Arc::new(Mutex::new(None));
-        let state =
-            ApiState { next: Arc::new(AsyncMutex::new(receiver)), pending: pending.clone(), init_error: init_error.clone() };
+        let state = ApiState {
+            next: Arc::new(AsyncMutex::new(receiver)),
+            pending: pending.clone(),
+            init_error: init_error.clone(),
+        };
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next_invocation))
             .route("/2018-06-01/runtime/invocation/{id}/response", post(invocation_response))

@@ -1,1 +1,299 @@
-//! Placeholder: moto_server on loopback.
+//! moto_server on loopback: one per test process, shared by every test, killed with the process.
+
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use aws_config::{BehaviorVersion, SdkConfig};
+use aws_sdk_dynamodb::config::{Credentials, Region};
+use aws_sdk_dynamodb::types::{
+    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TimeToLiveSpecification,
+};
+use serde_norway::Value;
+
+/// How long moto_server may take to start answering; it imports a lot of Python on start.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// A running moto_server.
+#[derive(Debug)]
+pub struct Moto {
+    /// `http://127.0.0.1:PORT`.
+    pub endpoint: String,
+}
+
+/// The process-wide moto_server, started on first use.
+pub fn moto() -> &'static Moto {
+    static MOTO: OnceLock<Moto> = OnceLock::new();
+    MOTO.get_or_init(start)
+}
+
+/// A free port, found by letting the kernel pick one. Another process could take it before
+/// moto binds it; that shows up as moto exiting early, which `start` reports.
+fn free_port() -> u16 {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local address").port()
+}
+
+/// The last lines moto_server wrote to stderr, for failure messages.
+type Tail = Arc<Mutex<VecDeque<String>>>;
+
+const TAIL_LINES: usize = 50;
+
+fn tail_text(tail: &Tail) -> String {
+    let lines = tail.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if lines.is_empty() {
+        "(moto_server wrote nothing to stderr)".to_string()
+    } else {
+        lines.iter().cloned().collect::<Vec<_>>().join("\n")
+    }
+}
+
+fn start() -> Moto {
+    let port = free_port();
+    let tail: Tail = Arc::default();
+    let (started_tx, started_rx) = mpsc::channel::<Result<(), String>>();
+    let (exited_tx, exited_rx) = mpsc::channel::<String>();
+    let thread_tail = tail.clone();
+    // PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, so the child is
+    // spawned from a thread that lives as long as the process, parked in `wait`.
+    std::thread::Builder::new()
+        .name("moto_server".into())
+        .spawn(move || {
+            let parent = std::process::id() as libc::pid_t;
+            let mut command = Command::new("moto_server");
+            command
+                .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped());
+            // SAFETY: only async-signal-safe calls between fork and exec.
+            unsafe {
+                command.pre_exec(move || {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    // The parent may have died before prctl took effect.
+                    if libc::getppid() != parent {
+                        libc::_exit(1);
+                    }
+                    Ok(())
+                });
+            }
+            let mut child = match command.spawn() {
+                Ok(child) => child,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+                    let _ =
+                        started_tx
+                            .send(Err("moto_server is not on PATH; install it with `pip install \"moto[server]\"`"
+                                .to_string()));
+                    return;
+                }
+                Err(err) => {
+                    let _ = started_tx.send(Err(format!("could not start moto_server: {err}")));
+                    return;
+                }
+            };
+            // moto logs every request to stderr: it must be drained or moto blocks on a full pipe.
+            if let Some(stderr) = child.stderr.take() {
+                std::thread::spawn(move || {
+                    for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                        let mut lines = thread_tail.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+                        if lines.len() == TAIL_LINES {
+                            lines.pop_front();
+                        }
+                        lines.push_back(line);
+                    }
+                });
+            }
+            let _ = started_tx.send(Ok(()));
+            let status = child.wait().map(|s| s.to_string()).unwrap_or_else(|err| err.to_string());
+            let _ = exited_tx.send(status);
+        })
+        .expect("spawn the moto_server thread");
+
+    match started_rx.recv() {
+        Ok(Ok(())) => {}
+        Ok(Err(message)) => panic!("{message}"),
+        Err(_) => panic!("the moto_server thread ended before starting it"),
+    }
+
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        if let Ok(status) = exited_rx.try_recv() {
+            // Give the drain thread a moment to collect the last words.
+            std::thread::sleep(Duration::from_millis(200));
+            panic!("moto_server exited during start-up ({status}):\n{}", tail_text(&tail));
+        }
+        if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
+            break;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "moto_server did not answer on {address} within {STARTUP_TIMEOUT:?}. \
+                 Is it installed (`pip install \"moto[server]\"`)? Its stderr:\n{}",
+                tail_text(&tail)
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    Moto { endpoint: format!("http://{address}") }
+}
+
+/// An SDK configuration for moto: static test credentials, us-east-1, the given endpoint.
+pub async fn sdk_config(endpoint: &str) -> SdkConfig {
+    aws_config::defaults(BehaviorVersion::latest())
+        .region(Region::new("us-east-1"))
+        .credentials_provider(Credentials::new("testing", "testing", None, None, "moto-tests"))
+        .endpoint_url(endpoint)
+        .load()
+        .await
+}
+
+/// An endpoint in front of moto that forwards one request at a time.
+///
+/// moto_server is threaded but its DynamoDB transactions take no lock, so two truly concurrent
+/// conditional transactions can both pass their conditions. DynamoDB serialises transactions on
+/// the same items; this proxy restores that, so a race test checks the store's conditions
+/// rather than moto's thread safety. The proxy lives on the calling test's runtime.
+pub async fn serialized_endpoint(upstream: &str) -> String {
+    #[derive(Clone)]
+    struct Proxy {
+        upstream: String,
+        client: reqwest::Client,
+        turn: Arc<tokio::sync::Mutex<()>>,
+    }
+
+    async fn forward(
+        axum::extract::State(proxy): axum::extract::State<Proxy>,
+        request: axum::extract::Request,
+    ) -> axum::response::Response {
+        use axum::response::IntoResponse;
+        let (parts, body) = request.into_parts();
+        let body = axum::body::to_bytes(body, usize::MAX).await.expect("read the request body");
+        let path = parts.uri.path_and_query().map(|pq| pq.as_str()).unwrap_or("/");
+        let mut headers = parts.headers;
+        headers.remove(axum::http::header::HOST);
+        headers.remove(axum::http::header::CONTENT_LENGTH);
+        let _turn = proxy.turn.lock().await;
+        let response = proxy
+            .client
+            .request(parts.method, format!("{}{path}", proxy.upstream))
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .expect("forward to moto_server");
+        let status = response.status();
+        let mut headers = response.headers().clone();
+        for hop in
+            [axum::http::header::CONNECTION, axum::http::header::TRANSFER_ENCODING, axum::http::header::CONTENT_LENGTH]
+        {
+            headers.remove(hop);
+        }
+        let bytes = response.bytes().await.expect("read moto_server's response");
+        (status, headers, bytes).into_response()
+    }
+
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
+    let address = listener.local_addr().expect("proxy address");
+    let proxy = Proxy {
+        upstream: upstream.trim_end_matches('/').to_string(),
+        client: reqwest::Client::builder().no_proxy().build().expect("proxy client"),
+        turn: Arc::new(tokio::sync::Mutex::new(())),
+    };
+    let app = axum::Router::new().fallback(forward).with_state(proxy);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    format!("http://{address}")
+}
+
+/// A name no other test (or test process) uses, for buckets and tables in the shared moto.
+pub fn unique_name(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+pub async fn create_bucket(client: &aws_sdk_s3::Client, name: &str) {
+    client.create_bucket().bucket(name).send().await.unwrap_or_else(|err| panic!("create bucket {name}: {err:?}"));
+}
+
+/// The `SessionsTable` resource's properties in `template.yaml`. CloudFormation tags such as
+/// `!Ref` parse as tagged values, which the properties read here do not use.
+fn sessions_table_properties(template: &Path) -> Value {
+    let text = std::fs::read_to_string(template).unwrap_or_else(|err| panic!("read {}: {err}", template.display()));
+    let document: Value =
+        serde_norway::from_str(&text).unwrap_or_else(|err| panic!("parse {}: {err}", template.display()));
+    let resource = &document["Resources"]["SessionsTable"];
+    assert_eq!(resource["Type"].as_str(), Some("AWS::DynamoDB::Table"), "SessionsTable in {}", template.display());
+    resource["Properties"].clone()
+}
+
+fn string_at<'a>(value: &'a Value, field: &str) -> &'a str {
+    value[field].as_str().unwrap_or_else(|| panic!("template.yaml: SessionsTable field {field} is not a string"))
+}
+
+/// Creates a sessions table shaped exactly as `template.yaml` declares it, so the tests
+/// exercise the deployed key schema rather than a copy of it.
+pub async fn create_sessions_table(client: &aws_sdk_dynamodb::Client, table_name: &str) {
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let properties = sessions_table_properties(&template);
+
+    let definitions = properties["AttributeDefinitions"]
+        .as_sequence()
+        .expect("SessionsTable.AttributeDefinitions")
+        .iter()
+        .map(|definition| {
+            AttributeDefinition::builder()
+                .attribute_name(string_at(definition, "AttributeName"))
+                .attribute_type(ScalarAttributeType::from(string_at(definition, "AttributeType")))
+                .build()
+                .expect("attribute definition")
+        })
+        .collect::<Vec<_>>();
+    let key_schema = properties["KeySchema"]
+        .as_sequence()
+        .expect("SessionsTable.KeySchema")
+        .iter()
+        .map(|element| {
+            KeySchemaElement::builder()
+                .attribute_name(string_at(element, "AttributeName"))
+                .key_type(KeyType::from(string_at(element, "KeyType")))
+                .build()
+                .expect("key schema element")
+        })
+        .collect::<Vec<_>>();
+    let billing_mode = BillingMode::from(string_at(&properties, "BillingMode"));
+
+    client
+        .create_table()
+        .table_name(table_name)
+        .set_attribute_definitions(Some(definitions))
+        .set_key_schema(Some(key_schema))
+        .billing_mode(billing_mode)
+        .send()
+        .await
+        .unwrap_or_else(|err| panic!("create table {table_name}: {err:?}"));
+
+    let ttl = &properties["TimeToLiveSpecification"];
+    if ttl["Enabled"].as_bool() == Some(true) {
+        client
+            .update_time_to_live()
+            .table_name(table_name)
+            .time_to_live_specification(
+                TimeToLiveSpecification::builder()
+                    .attribute_name(string_at(ttl, "AttributeName"))
+                    .enabled(true)
+                    .build()
+                    .expect("ttl specification"),
+            )
+            .send()
+            .await
+            .unwrap_or_else(|err| panic!("enable TTL on {table_name}: {err:?}"));
+    }
+}

@@ -3,7 +3,6 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{json, Value};
@@ -23,11 +22,6 @@ pub fn sample_event(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&path).expect("sample event")).expect("sample event is JSON")
 }
 
-fn unique(prefix: &str) -> String {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
-}
-
 pub struct Stack {
     pub endpoint: String,
     pub bucket: String,
@@ -41,10 +35,11 @@ impl Stack {
     pub async fn new() -> Stack {
         let endpoint = moto::moto().endpoint.clone();
         let config = moto::sdk_config(&endpoint).await;
-        let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
+        let s3 =
+            aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
         let dynamodb = aws_sdk_dynamodb::Client::new(&config);
-        let bucket = unique("skills");
-        let table = unique("sessions");
+        let bucket = moto::unique_name("skills");
+        let table = moto::unique_name("sessions");
         moto::create_bucket(&s3, &bucket).await;
         moto::create_sessions_table(&dynamodb, &table).await;
         let model = ModelServer::start().await;
@@ -87,14 +82,7 @@ impl Stack {
     }
 
     pub async fn put(&self, key: &str, bytes: impl Into<Vec<u8>>) {
-        self.s3
-            .put_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .body(bytes.into().into())
-            .send()
-            .await
-            .expect("put object");
+        self.s3.put_object().bucket(&self.bucket).key(key).body(bytes.into().into()).send().await.expect("put object");
     }
 
     /// Uploads `examples/skills` under `{user}/skills/`.

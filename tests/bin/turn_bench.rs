@@ -8,8 +8,7 @@ use std::time::{Duration, Instant};
 
 use agent_core::turn::{AgentConfig, TurnRequest, TurnService, UserProfile};
 use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, Message, ModelError, SessionId, StopReason, ToolCall, Usage,
-    UserId,
+    ChatModel, ChatRequest, ChatResponse, Message, ModelError, SessionId, StopReason, ToolCall, Usage, UserId,
 };
 use async_trait::async_trait;
 use aws_store::{AwsStores, CallCounter, StoreSettings};
@@ -140,7 +139,10 @@ async fn aws_round_trips(stack: &Stack, skills: usize) -> (u64, u64, String) {
 
 fn peak_rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    status.lines().find_map(|line| line.strip_prefix("VmHWM:")).and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
 }
 
 fn main() {
@@ -149,7 +151,10 @@ fn main() {
         println!("# turn-bench ({} warm turns per figure)\n", WARM_TURNS);
         for skills in [10, 200] {
             let (cpu, _) = cpu_per_turn(skills).await;
-            println!("handler CPU per turn, embedded store, {skills:>3} skills, 3 model calls: {:>8.1} µs", cpu.as_secs_f64() * 1e6);
+            println!(
+                "handler CPU per turn, embedded store, {skills:>3} skills, 3 model calls: {:>8.1} µs",
+                cpu.as_secs_f64() * 1e6
+            );
         }
 
         if std::process::Command::new("moto_server").arg("--help").output().is_err() {
@@ -160,7 +165,9 @@ fn main() {
         println!();
         for skills in [10, 200] {
             let (cold, warm, detail) = aws_round_trips(&stack, skills).await;
-            println!("S3+DynamoDB requests per turn, {skills:>3} skills: cold cache {cold:>3}, warm {warm:>2}  {detail}");
+            println!(
+                "S3+DynamoDB requests per turn, {skills:>3} skills: cold cache {cold:>3}, warm {warm:>2}  {detail}"
+            );
         }
 
         // Cold start and peak RSS of the release binary, through the Lambda Runtime API.
@@ -176,9 +183,14 @@ fn main() {
         for turn in 0..20 {
             http.call(turn_event(Some("bench-user"), &format!("rss{turn}"), json!({"message": "hola"}))).await;
         }
-        println!("\ncold start (process spawn → first turn answered, 200 skills, moto on loopback): {:.0} ms", cold_start.as_secs_f64() * 1e3);
+        println!(
+            "\ncold start (process spawn → first turn answered, 200 skills, moto on loopback): {:.0} ms",
+            cold_start.as_secs_f64() * 1e3
+        );
         match http.pid().and_then(peak_rss_kib) {
-            Some(kib) => println!("peak RSS of http-turn after 21 turns with 200 skills: {:.1} MiB", kib as f64 / 1024.0),
+            Some(kib) => {
+                println!("peak RSS of http-turn after 21 turns with 200 skills: {:.1} MiB", kib as f64 / 1024.0)
+            }
             None => println!("peak RSS: /proc not readable"),
         }
     });

@@ -1,1 +1,498 @@
-//! Placeholder.
+//! The S3 and DynamoDB adapters against moto_server: pagination, conditional commits,
+//! spilling, expiry and tenant isolation, checked through the traits and the raw items.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use agent_core::keys;
+use agent_core::store::{
+    HistorySummary, ObjectStore, SessionState, SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit,
+    WorkspaceFile,
+};
+use agent_core::{Message, SessionId, SkillPath, ToolCall, UserId};
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_store::{AwsStores, CallCounter, CallCounts, StoreSettings, SPILL_THRESHOLD_BYTES};
+use serde_json::json;
+use tests::moto;
+
+type Item = HashMap<String, AttributeValue>;
+
+const TTL_DAYS: u32 = 30;
+
+/// A bucket and a sessions table of this test's own in the shared moto_server.
+struct World {
+    stores: AwsStores,
+    counter: CallCounter,
+    table: String,
+}
+
+async fn world() -> World {
+    world_at(&moto::moto().endpoint).await
+}
+
+async fn world_at(endpoint: &str) -> World {
+    let config = moto::sdk_config(endpoint).await;
+    let settings = StoreSettings {
+        sessions_table: moto::unique_name("sessions"),
+        skills_bucket: moto::unique_name("skills"),
+        session_ttl_days: TTL_DAYS,
+        s3_force_path_style: true,
+    };
+    let counter = CallCounter::new();
+    let stores = AwsStores::from_sdk_config(&config, &settings, Some(counter.clone()));
+    moto::create_bucket(stores.objects.client(), &settings.skills_bucket).await;
+    moto::create_sessions_table(stores.sessions.client(), &settings.sessions_table).await;
+    counter.reset();
+    World { stores, counter, table: settings.sessions_table }
+}
+
+impl World {
+    fn dynamodb(&self) -> &aws_sdk_dynamodb::Client {
+        self.stores.sessions.client()
+    }
+
+    /// Every item of a session's partition, in sort-key order, as an operator would see them.
+    async fn raw_items(&self, user: &str, session: &str) -> Vec<Item> {
+        let mut items = self
+            .dynamodb()
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("pk = :pk")
+            .expression_attribute_values(":pk", AttributeValue::S(format!("{user}#{session}")))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("query")
+            .items
+            .unwrap_or_default();
+        items.sort_by_key(|item| item["sk"].as_s().unwrap().clone());
+        items
+    }
+
+    async fn raw_item(&self, user: &str, session: &str, sk: &str) -> Option<Item> {
+        self.dynamodb()
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", AttributeValue::S(format!("{user}#{session}")))
+            .key("sk", AttributeValue::S(sk.to_string()))
+            .consistent_read(true)
+            .send()
+            .await
+            .expect("get item")
+            .item
+    }
+
+    async fn put_raw(&self, item: Item) {
+        self.dynamodb().put_item().table_name(&self.table).set_item(Some(item)).send().await.expect("put item");
+    }
+
+    async fn commit(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        expected_version: u64,
+        new_messages: Vec<Message>,
+        state: SessionState,
+        now: i64,
+    ) -> Result<(), StoreError> {
+        let commit = TurnCommit { expected_version, new_messages, state, now };
+        self.stores.sessions.commit(user, session, &commit).await
+    }
+}
+
+fn now() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+}
+
+fn ids(user: &str, session: &str) -> (UserId, SessionId) {
+    (UserId::parse(user).unwrap(), SessionId::parse(session).unwrap())
+}
+
+fn turn(question: &str, answer: &str) -> Vec<Message> {
+    vec![Message::user(question), Message::assistant(answer)]
+}
+
+fn s(value: &str) -> AttributeValue {
+    AttributeValue::S(value.to_string())
+}
+
+fn n(value: i64) -> AttributeValue {
+    AttributeValue::N(value.to_string())
+}
+
+fn skill(path: &str) -> SkillPath {
+    SkillPath::parse(path).unwrap()
+}
+
+#[tokio::test]
+async fn s3_list_follows_pagination_past_1000_keys() {
+    let world = world().await;
+    let objects = world.stores.objects.clone();
+    const KEYS: usize = 1003;
+
+    // Uploaded concurrently in bounded batches: moto handles a few dozen requests at once well.
+    let mut pending = tokio::task::JoinSet::new();
+    for i in 0..KEYS {
+        let objects = objects.clone();
+        pending.spawn(async move { objects.put(&format!("u1/skills/cat/k{i:04}.md"), vec![b'x'; i % 7]).await });
+        if pending.len() >= 32 {
+            pending.join_next().await.unwrap().unwrap().unwrap();
+        }
+    }
+    while let Some(result) = pending.join_next().await {
+        result.unwrap().unwrap();
+    }
+    objects.put("u1/tickets/t1/a.txt", b"other prefix".to_vec()).await.unwrap();
+    objects.put("u2/skills/cat/k0000.md", b"other tenant".to_vec()).await.unwrap();
+
+    world.counter.reset();
+    let listed = objects.list("u1/skills/").await.unwrap();
+    // The default page is 1000 keys, so 1003 keys take exactly two ListObjectsV2 calls.
+    assert_eq!(world.counter.operations().get("S3.ListObjectsV2"), Some(&2), "{:?}", world.counter.operations());
+    assert_eq!(listed.len(), KEYS);
+    for (i, meta) in listed.iter().enumerate() {
+        assert_eq!(meta.key, format!("u1/skills/cat/k{i:04}.md"));
+        assert_eq!(meta.size, (i % 7) as u64);
+        assert!(!meta.etag.is_empty() && !meta.etag.contains('"'), "{:?}", meta.etag);
+    }
+    assert_eq!(objects.list("u2/").await.unwrap().len(), 1);
+    assert!(objects.list("nobody/").await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn s3_get_of_a_missing_key_is_none_and_etags_are_stable() {
+    let world = world().await;
+    let objects = &world.stores.objects;
+    assert_eq!(objects.get("u1/skills/none/SKILL.md").await.unwrap(), None);
+
+    objects.put("u1/skills/a/SKILL.md", b"# A".to_vec()).await.unwrap();
+    let first = objects.get("u1/skills/a/SKILL.md").await.unwrap().expect("object");
+    assert_eq!(first.bytes, b"# A");
+    assert!(!first.etag.is_empty() && !first.etag.contains('"'), "{:?}", first.etag);
+    let listed = objects.list("u1/skills/a/").await.unwrap();
+    assert_eq!(listed[0].etag, first.etag, "list and get agree on the ETag");
+    assert_eq!(objects.get("u1/skills/a/SKILL.md").await.unwrap().unwrap().etag, first.etag);
+
+    // Same bytes, same ETag; new bytes, new ETag: what the skill cache keys on.
+    objects.put("u1/skills/a/SKILL.md", b"# A".to_vec()).await.unwrap();
+    assert_eq!(objects.get("u1/skills/a/SKILL.md").await.unwrap().unwrap().etag, first.etag);
+    objects.put("u1/skills/a/SKILL.md", b"# A, edited".to_vec()).await.unwrap();
+    let edited = objects.get("u1/skills/a/SKILL.md").await.unwrap().unwrap();
+    assert_ne!(edited.etag, first.etag);
+    assert_eq!(edited.bytes, b"# A, edited");
+}
+
+#[tokio::test]
+async fn a_new_session_loads_as_none() {
+    let world = world().await;
+    let (user, session) = ids("alice", "s1");
+    assert_eq!(world.stores.sessions.load(&user, &session).await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn commits_store_history_and_state_as_native_attributes() {
+    let world = world().await;
+    let (user, session) = ids("auth0|alice", "s1");
+    let first_now = now();
+    let plan = json!({"goal": "draft", "steps": [{"title": "read", "done": true, "n": 1}, {"title": "write", "done": false, "weight": 0.5}], "note": null});
+    let mut workspace = BTreeMap::new();
+    workspace.insert("notes/a.md".to_string(), WorkspaceFile { sha256: "ab".repeat(32), size: 12 });
+    let state = SessionState {
+        current_skill: None,
+        loaded_skills: vec![skill("escrituras/compraventa")],
+        plan: Some(plan.clone()),
+        workspace,
+        todos: vec![TodoItem { content: "read the deed".into(), status: TodoStatus::InProgress }],
+        summary: Some(HistorySummary { text: "earlier: greetings".into(), covers: 2 }),
+    };
+    let mut first_turn = turn("hola", "¿en qué puedo ayudar?");
+    first_turn.push(Message::Assistant {
+        content: String::new(),
+        tool_calls: vec![ToolCall { id: "c1".into(), name: "read".into(), arguments: json!({"path": "/skills"}) }],
+    });
+    first_turn.push(Message::Tool { tool_call_id: "c1".into(), name: "read".into(), content: "a/b".into() });
+    world.commit(&user, &session, 0, first_turn.clone(), state.clone(), first_now).await.unwrap();
+
+    let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
+    assert_eq!(loaded.version, 1);
+    assert_eq!(loaded.history, first_turn);
+    assert_eq!(loaded.state, state);
+    assert_eq!(loaded.updated_at, first_now);
+    assert_eq!((loaded.user_id, loaded.session_id), (user.clone(), session.clone()));
+
+    // What an operator sees: top-level, natively typed attributes.
+    let meta = world.raw_item("auth0|alice", "s1", "META").await.expect("meta item");
+    assert_eq!(meta["current_skill"], AttributeValue::Null(true));
+    assert_eq!(meta["user_id"], s("auth0|alice"));
+    assert_eq!(meta["session_id"], s("s1"));
+    assert_eq!(meta["version"], n(1));
+    assert_eq!(meta["loaded_skills"], AttributeValue::L(vec![s("escrituras/compraventa")]));
+    let plan_attr = meta["plan"].as_m().expect("plan is a native map");
+    assert_eq!(plan_attr["goal"], s("draft"));
+    let steps = plan_attr["steps"].as_l().expect("steps is a native list");
+    assert_eq!(steps[0].as_m().unwrap()["done"], AttributeValue::Bool(true));
+    assert_eq!(steps[0].as_m().unwrap()["n"], n(1));
+    assert_eq!(plan_attr["note"], AttributeValue::Null(true));
+    let file = meta["workspace"].as_m().unwrap()["notes/a.md"].as_m().expect("workspace entry is a map");
+    assert_eq!(file["sha256"], s(&"ab".repeat(32)));
+    assert_eq!(file["size"], n(12));
+    assert_eq!(meta["created_at"], n(first_now));
+    assert_eq!(meta["updated_at"], n(first_now));
+    assert_eq!(meta["expires_at"], n(first_now + i64::from(TTL_DAYS) * 86_400));
+    assert!(matches!(&meta["todos"], AttributeValue::L(todos) if todos.len() == 1), "{:?}", meta["todos"]);
+    assert!(matches!(&meta["summary"], AttributeValue::M(_)), "{:?}", meta["summary"]);
+    let turn_item = world.raw_item("auth0|alice", "s1", "TURN#0000000001").await.expect("turn item");
+    let stored: Vec<Message> = serde_json::from_str(turn_item["messages"].as_s().unwrap()).unwrap();
+    assert_eq!(stored, first_turn);
+    assert_eq!(turn_item["expires_at"], meta["expires_at"]);
+
+    // A second turn appends to the history and rewrites the state; created_at stays.
+    let second_now = first_now + 60;
+    let second_state = SessionState { current_skill: Some(skill("escrituras/compraventa")), ..SessionState::default() };
+    world.commit(&user, &session, 1, turn("y ahora", "hecho"), second_state.clone(), second_now).await.unwrap();
+    let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
+    assert_eq!(loaded.version, 2);
+    assert_eq!(loaded.history, [first_turn, turn("y ahora", "hecho")].concat());
+    assert_eq!(loaded.state, second_state);
+    assert_eq!(loaded.updated_at, second_now);
+    let meta = world.raw_item("auth0|alice", "s1", "META").await.unwrap();
+    assert_eq!(meta["current_skill"], s("escrituras/compraventa"));
+    assert_eq!(meta["plan"], AttributeValue::Null(true));
+    assert_eq!(meta["summary"], AttributeValue::Null(true));
+    assert_eq!(meta["created_at"], n(first_now));
+    assert_eq!(meta["updated_at"], n(second_now));
+    assert_eq!(meta["expires_at"], n(second_now + i64::from(TTL_DAYS) * 86_400));
+}
+
+#[tokio::test]
+async fn a_stale_commit_conflicts_and_changes_nothing() {
+    let world = world().await;
+    let (user, session) = ids("alice", "s1");
+    let t = now();
+    world.commit(&user, &session, 0, turn("1", "one"), SessionState::default(), t).await.unwrap();
+    world.commit(&user, &session, 1, turn("2", "two"), SessionState::default(), t + 1).await.unwrap();
+    let before_items = world.raw_items("alice", "s1").await;
+    let before = world.stores.sessions.load(&user, &session).await.unwrap();
+
+    let stale_state = SessionState { current_skill: Some(skill("a/b")), ..SessionState::default() };
+    for expected in [1, 0, 5] {
+        let result = world.commit(&user, &session, expected, turn("stale", "x"), stale_state.clone(), t + 2).await;
+        assert!(matches!(result, Err(StoreError::Conflict)), "expected_version {expected}: {result:?}");
+    }
+
+    assert_eq!(world.raw_items("alice", "s1").await, before_items, "a failed commit writes nothing");
+    assert_eq!(world.stores.sessions.load(&user, &session).await.unwrap(), before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_commits_from_one_version_have_exactly_one_winner() {
+    // Through a proxy that gives moto DynamoDB's serialisation of transactions (see its docs).
+    let world = world_at(&moto::serialized_endpoint(&moto::moto().endpoint).await).await;
+    let (user, session) = ids("alice", "race");
+    let sessions = world.stores.sessions.clone();
+    let mut expected_history = Vec::new();
+    for version in 0..8u64 {
+        let attempt = |who: &'static str| {
+            let (sessions, user, session) = (sessions.clone(), user.clone(), session.clone());
+            tokio::spawn(async move {
+                let commit = TurnCommit {
+                    expected_version: version,
+                    new_messages: turn(who, &format!("{who} at {version}")),
+                    state: SessionState::default(),
+                    now: now(),
+                };
+                (who, sessions.commit(&user, &session, &commit).await)
+            })
+        };
+        let (a, b) = (attempt("a"), attempt("b"));
+        let results = [a.await.unwrap(), b.await.unwrap()];
+        let winners: Vec<&str> = results.iter().filter(|(_, r)| r.is_ok()).map(|(who, _)| *who).collect();
+        assert_eq!(winners.len(), 1, "version {version}: {results:?}");
+        assert!(
+            results.iter().all(|(_, r)| matches!(r, Ok(()) | Err(StoreError::Conflict))),
+            "version {version}: {results:?}"
+        );
+        expected_history.extend(turn(winners[0], &format!("{} at {version}", winners[0])));
+        let loaded = sessions.load(&user, &session).await.unwrap().expect("session");
+        assert_eq!(loaded.version, version + 1);
+        assert_eq!(loaded.history, expected_history);
+    }
+}
+
+#[tokio::test]
+async fn a_turn_over_300_kb_spills_to_s3_and_loads_back_identically() {
+    let world = world().await;
+    let (user, session) = ids("alice", "big");
+    let t = now();
+    // Just under the threshold stays inline.
+    let small = turn("small", &"s".repeat(SPILL_THRESHOLD_BYTES - 200));
+    world.commit(&user, &session, 0, small.clone(), SessionState::default(), t).await.unwrap();
+    let inline = world.raw_item("alice", "big", "TURN#0000000001").await.unwrap();
+    assert!(inline.contains_key("messages") && !inline.contains_key("messages_ref"));
+
+    let big_text: String = (0..40_000).map(|i| format!("línea {i}\n")).collect();
+    assert!(big_text.len() > 400_000);
+    let big = vec![
+        Message::user("summarise"),
+        Message::Tool { tool_call_id: "c1".into(), name: "read".into(), content: big_text },
+        Message::assistant("done"),
+    ];
+    world.counter.reset();
+    world.commit(&user, &session, 1, big.clone(), SessionState::default(), t + 1).await.unwrap();
+    assert_eq!(world.counter.snapshot(), CallCounts { s3: 1, dynamodb: 1 }, "one PutObject, one transaction");
+
+    let spilled = world.raw_item("alice", "big", "TURN#0000000002").await.unwrap();
+    let key = keys::turn_spill_key(&user, &session, 2);
+    assert_eq!(spilled.get("messages_ref"), Some(&s(&key)));
+    assert!(!spilled.contains_key("messages"));
+    let object = world.stores.objects.get(&key).await.unwrap().expect("spilled object");
+    assert_eq!(serde_json::from_slice::<Vec<Message>>(&object.bytes).unwrap(), big);
+
+    let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
+    assert_eq!(loaded.version, 2);
+    assert_eq!(loaded.history, [small, big].concat());
+}
+
+#[tokio::test]
+async fn an_expired_session_loads_as_none_and_starts_afresh() {
+    let world = world().await;
+    let (user, session) = ids("alice", "old");
+    let long_ago = now() - 40 * 86_400;
+    let expired = long_ago + 30 * 86_400;
+    // Written by hand, as DynamoDB would still hold it before its TTL sweep (moto never sweeps).
+    world
+        .put_raw(HashMap::from([
+            ("pk".into(), s("alice#old")),
+            ("sk".into(), s("META")),
+            ("user_id".into(), s("alice")),
+            ("session_id".into(), s("old")),
+            ("version".into(), n(3)),
+            ("current_skill".into(), s("old/skill")),
+            ("loaded_skills".into(), AttributeValue::L(vec![s("old/skill")])),
+            ("plan".into(), AttributeValue::Null(true)),
+            ("workspace".into(), AttributeValue::M(HashMap::new())),
+            ("created_at".into(), n(long_ago)),
+            ("updated_at".into(), n(long_ago)),
+            ("expires_at".into(), n(expired)),
+        ]))
+        .await;
+    for turn_number in 1..=3 {
+        let messages = serde_json::to_string(&turn(&format!("old {turn_number}"), "old answer")).unwrap();
+        world
+            .put_raw(HashMap::from([
+                ("pk".into(), s("alice#old")),
+                ("sk".into(), s(&format!("TURN#{turn_number:010}"))),
+                ("messages".into(), s(&messages)),
+                ("created_at".into(), n(long_ago)),
+                ("expires_at".into(), n(expired)),
+            ]))
+            .await;
+    }
+
+    assert_eq!(world.stores.sessions.load(&user, &session).await.unwrap(), None);
+
+    let t = now();
+    world.commit(&user, &session, 0, turn("new", "fresh"), SessionState::default(), t).await.unwrap();
+    let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
+    assert_eq!(loaded.version, 1);
+    assert_eq!(loaded.history, turn("new", "fresh"), "the old turns 2 and 3 are not part of the new session");
+    assert_eq!(loaded.state, SessionState::default());
+    let meta = world.raw_item("alice", "old", "META").await.unwrap();
+    assert_eq!(meta["created_at"], n(t));
+
+    world.commit(&user, &session, 1, turn("again", "still fresh"), SessionState::default(), t + 1).await.unwrap();
+    let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
+    assert_eq!(loaded.history, [turn("new", "fresh"), turn("again", "still fresh")].concat());
+}
+
+#[tokio::test]
+async fn tenants_with_the_same_session_id_never_see_each_other() {
+    let world = world().await;
+    let (alice, shared) = ids("alice", "shared");
+    let (bob, _) = ids("bob", "shared");
+    let t = now();
+    let alice_state = SessionState { loaded_skills: vec![skill("alice/only")], ..SessionState::default() };
+    world.commit(&alice, &shared, 0, turn("alice asks", "for alice"), alice_state.clone(), t).await.unwrap();
+
+    assert_eq!(world.stores.sessions.load(&bob, &shared).await.unwrap(), None);
+    // Bob's first commit is not a conflict with Alice's session of the same id.
+    let bob_turn = vec![Message::user("bob asks"), Message::assistant("b".repeat(SPILL_THRESHOLD_BYTES + 1))];
+    world.commit(&bob, &shared, 0, bob_turn.clone(), SessionState::default(), t).await.unwrap();
+
+    let alice_session = world.stores.sessions.load(&alice, &shared).await.unwrap().unwrap();
+    let bob_session = world.stores.sessions.load(&bob, &shared).await.unwrap().unwrap();
+    assert_eq!(alice_session.history, turn("alice asks", "for alice"));
+    assert_eq!(alice_session.state, alice_state);
+    assert_eq!(bob_session.history, bob_turn);
+    assert_eq!(bob_session.state, SessionState::default());
+    // Bob's spilled turn lives under Bob's prefix only.
+    assert!(world.stores.objects.list("alice/").await.unwrap().is_empty());
+    assert_eq!(world.stores.objects.list("bob/").await.unwrap().len(), 1);
+
+    // Alice's conflict checks use her own version, whatever Bob does.
+    world.commit(&alice, &shared, 1, turn("alice again", "ok"), SessionState::default(), t + 1).await.unwrap();
+    assert_eq!(world.stores.sessions.load(&bob, &shared).await.unwrap().unwrap().version, 1);
+    assert!(matches!(
+        world.commit(&bob, &shared, 2, turn("bob", "no"), SessionState::default(), t + 2).await,
+        Err(StoreError::Conflict)
+    ));
+}
+
+#[tokio::test]
+async fn undecodable_or_incomplete_sessions_are_corrupt() {
+    let world = world().await;
+    let t = now();
+    let meta = |session: &str, version: i64| {
+        HashMap::from([
+            ("pk".to_string(), s(&format!("alice#{session}"))),
+            ("sk".to_string(), s("META")),
+            ("user_id".to_string(), s("alice")),
+            ("session_id".to_string(), s(session)),
+            ("version".to_string(), n(version)),
+            ("current_skill".to_string(), AttributeValue::Null(true)),
+            ("loaded_skills".to_string(), AttributeValue::L(vec![])),
+            ("plan".to_string(), AttributeValue::Null(true)),
+            ("workspace".to_string(), AttributeValue::M(HashMap::new())),
+            ("created_at".to_string(), n(t)),
+            ("updated_at".to_string(), n(t)),
+            ("expires_at".to_string(), n(t + 86_400)),
+        ])
+    };
+    // A turn whose JSON does not decode.
+    world.put_raw(meta("garbled", 1)).await;
+    world
+        .put_raw(HashMap::from([
+            ("pk".into(), s("alice#garbled")),
+            ("sk".into(), s("TURN#0000000001")),
+            ("messages".into(), s("{not json")),
+            ("created_at".into(), n(t)),
+            ("expires_at".into(), n(t + 86_400)),
+        ]))
+        .await;
+    // A version whose turn is missing.
+    world.put_raw(meta("holey", 1)).await;
+    // A state attribute of the wrong type.
+    let mut wrong = meta("wrong", 0);
+    wrong.insert("loaded_skills".into(), s("a/b"));
+    world.put_raw(wrong).await;
+
+    for session in ["garbled", "holey", "wrong"] {
+        let (user, session_id) = ids("alice", session);
+        let result = world.stores.sessions.load(&user, &session_id).await;
+        assert!(matches!(result, Err(StoreError::Corrupt(_))), "{session}: {result:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_load_is_one_query_and_a_commit_one_transaction() {
+    let world = world().await;
+    let (user, session) = ids("alice", "count");
+    world.counter.reset();
+    world.stores.sessions.load(&user, &session).await.unwrap();
+    world.commit(&user, &session, 0, turn("q", "a"), SessionState::default(), now()).await.unwrap();
+    world.stores.sessions.load(&user, &session).await.unwrap().unwrap();
+    assert_eq!(world.counter.snapshot(), CallCounts { s3: 0, dynamodb: 3 });
+    let operations = world.counter.operations();
+    assert_eq!(operations.get("DynamoDB.Query"), Some(&2), "{operations:?}");
+    assert_eq!(operations.get("DynamoDB.TransactWriteItems"), Some(&1), "{operations:?}");
+}

@@ -198,10 +198,7 @@ async fn tenants_are_walls_even_with_the_same_session_id_and_escaping_paths() {
     stack.upload_example_skills("tenant-b").await;
     const SECRET: &str = "SECRET-OF-TENANT-B";
     stack
-        .put(
-            "tenant-b/skills/escrituras/compraventa/disclosure_clausulas.md",
-            format!("---\nname: x\n---\n{SECRET}"),
-        )
+        .put("tenant-b/skills/escrituras/compraventa/disclosure_clausulas.md", format!("---\nname: x\n---\n{SECRET}"))
         .await;
     stack.put("tenant-b/tickets/T-1/secreto.txt", SECRET).await;
     stack.put("tenant-b/secret.txt", SECRET).await;
@@ -317,7 +314,11 @@ async fn bad_input_is_refused_precisely_and_writes_nothing() {
     ];
     for (index, (event, want_status, want_code)) in cases.into_iter().enumerate() {
         let (status, body) = status_and_body(&http.call(event).await);
-        assert_eq!((status, body["error"]["code"].as_str().unwrap_or("")), (want_status, want_code), "case {index}: {body}");
+        assert_eq!(
+            (status, body["error"]["code"].as_str().unwrap_or("")),
+            (want_status, want_code),
+            "case {index}: {body}"
+        );
         assert!(body["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "case {index}");
     }
     let mut unknown = turn_event(Some(USER), "s1", json!({"message": "hola"}));
@@ -378,7 +379,8 @@ async fn long_histories_keep_working_past_the_item_size_limit() {
     let stack = Stack::new().await;
     let long = "x".repeat(200 * 1024);
     stack.model.push((0..3).map(|i| Reply::Text(format!("{i}{long}"))));
-    let http = stack.http(&[]).await;
+    // A model with a large context, so this test is about storage, not about trimming.
+    let http = stack.http(&[("LLM_CONTEXT_TOKENS", "2000000"), ("HISTORY_SUMMARY_TOKENS", "100000000")]).await;
     for i in 0..3 {
         let (status, body) = turn(&http, USER, "s1", &format!("{i}{long}")).await;
         assert_eq!(status, 200, "turn {i}: {body}");

@@ -1,5 +1,6 @@
 //! The one integration-test binary.
 
 mod aws_store;
+mod forced;
 mod http;
 mod queue;

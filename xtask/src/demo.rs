@@ -45,11 +45,10 @@ async fn conversation(root: &Path) -> Result<(), String> {
     let config = agent_app::agent_config(|name| std::env::var(name).ok()).map_err(|err| err.to_string())?;
     let service = TurnService::new(sessions, objects.clone(), Arc::new(Narrator::new(model)), config);
 
-    println!("Demo: {uploaded} files of examples/skills uploaded for tenant `{DEMO_USER}`; model: {}.", if live {
-        "live (LLM_PROVIDER)"
-    } else {
-        "replayed from examples/demo/replay.jsonl"
-    });
+    println!(
+        "Demo: {uploaded} files of examples/skills uploaded for tenant `{DEMO_USER}`; model: {}.",
+        if live { "live (LLM_PROVIDER)" } else { "replayed from examples/demo/replay.jsonl" }
+    );
     let template: Value = serde_json::from_str(
         &std::fs::read_to_string(root.join("events/http-turn.json")).map_err(|err| err.to_string())?,
     )
@@ -144,7 +143,15 @@ fn prompt_state(system: &str) -> String {
 impl ChatModel for Narrator {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let call = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
-        for message in request.messages.iter().rev().take_while(|m| matches!(m, Message::Tool { .. })).collect::<Vec<_>>().into_iter().rev() {
+        for message in request
+            .messages
+            .iter()
+            .rev()
+            .take_while(|m| matches!(m, Message::Tool { .. }))
+            .collect::<Vec<_>>()
+            .into_iter()
+            .rev()
+        {
             if let Message::Tool { name, content, .. } = message {
                 println!("    ← {name}: {}", preview(content, 110));
             }

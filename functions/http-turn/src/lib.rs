@@ -40,6 +40,7 @@ impl From<TurnError> for ApiError {
     fn from(err: TurnError) -> Self {
         match err {
             TurnError::InvalidInput(message) => ApiError::bad_request(message),
+            unknown @ TurnError::UnknownSkill { .. } => ApiError::new(400, "unknown_skill", unknown.to_string()),
             TurnError::Conflict => ApiError::new(
                 409,
                 "conflict",
@@ -137,6 +138,8 @@ async fn route(
                 "session_id": reply.session_id,
                 "reply": reply.reply,
                 "current_skill": reply.current_skill,
+                "forced_skill": reply.forced_skill,
+                "refused_tool_calls": reply.refused_tool_calls,
                 "steps": reply.steps,
                 "usage": reply.usage,
                 "ending": reply.ending,
@@ -203,11 +206,8 @@ fn parse_body(event: &ApiGatewayV2httpRequest) -> Result<TurnBody, ApiError> {
         return Err(ApiError::bad_request("the body is empty; send {\"message\": \"...\"}"));
     }
     let body: TurnBody = serde_json::from_slice(&bytes).map_err(|err| {
-        let message = if err.is_data() {
-            format!("invalid body: {err}")
-        } else {
-            format!("the body is not valid JSON: {err}")
-        };
+        let message =
+            if err.is_data() { format!("invalid body: {err}") } else { format!("the body is not valid JSON: {err}") };
         ApiError::bad_request(message)
     })?;
     if body.message.len() > MAX_MESSAGE_BYTES {
@@ -236,6 +236,8 @@ fn session_view(session: &Session) -> Value {
         "updated_at": session.updated_at,
         "current_skill": session.state.current_skill,
         "loaded_skills": session.state.loaded_skills,
+        "todos": session.state.todos,
+        "summary": session.state.summary.as_ref().map(|summary| json!({"text": summary.text, "covers_messages": summary.covers})),
         "plan": session.state.plan,
         "workspace": workspace,
         "history": session.history,

@@ -49,6 +49,25 @@ pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConf
     if let Some(value) = lookup("DEFAULT_LANGUAGE").filter(|v| !v.trim().is_empty()) {
         config.default_language = value;
     }
+    let tokens = |name: &'static str, min: usize| -> Result<Option<usize>, ConfigError> {
+        match lookup(name).filter(|v| !v.trim().is_empty()) {
+            None => Ok(None),
+            Some(value) => match value.trim().parse::<usize>() {
+                Ok(count) if count >= min => Ok(Some(count)),
+                _ => Err(ConfigError::Invalid {
+                    name,
+                    reason: format!("expected a token count of at least {min}, got `{value}`"),
+                }),
+            },
+        }
+    };
+    let model = lookup("LLM_MODEL").unwrap_or_default();
+    config.context_tokens =
+        tokens("LLM_CONTEXT_TOKENS", 2048)?.unwrap_or_else(|| agent_core::budget::default_context_tokens(&model));
+    if let Some(output) = tokens("LLM_MAX_TOKENS", 1)? {
+        config.output_tokens = output;
+    }
+    config.summary_threshold = tokens("HISTORY_SUMMARY_TOKENS", 256)?;
     Ok(config)
 }
 
@@ -94,6 +113,10 @@ mod tests {
         })
         .unwrap();
         assert_eq!((config.max_steps, config.prompt_mode), (3, SkillPromptMode::Inject));
+        let config = agent_config(|name| (name == "LLM_MODEL").then(|| "gpt-4o".into())).unwrap();
+        assert_eq!(config.context_tokens, 128_000);
+        let err = agent_config(|name| (name == "LLM_CONTEXT_TOKENS").then(|| "12".into())).unwrap_err();
+        assert!(err.to_string().contains("LLM_CONTEXT_TOKENS"));
         let err = agent_config(|name| (name == "MAX_STEPS").then(|| "zero".into())).unwrap_err();
         assert!(err.to_string().contains("MAX_STEPS"));
         let err = agent_config(|name| (name == "SKILL_PROMPT_MODE").then(|| "merge".into())).unwrap_err();

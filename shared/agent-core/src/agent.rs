@@ -6,8 +6,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tokio::time::Instant;
 
+use crate::budget::{self, Trim};
 use crate::message::{ChatRequest, Message, ToolCall, ToolSpec, Usage};
 use crate::model::{ChatModel, ModelError};
+use crate::prompt::SystemPrompt;
 
 /// Tool results longer than this are cut, so one huge file cannot swamp the context.
 pub const MAX_TOOL_RESULT_BYTES: usize = 64 * 1024;
@@ -17,10 +19,29 @@ pub const MAX_TOOL_RESULT_BYTES: usize = 64 * 1024;
 /// takes effect on the very next call.
 #[async_trait]
 pub trait TurnEnv: Send {
-    fn system_prompt(&self) -> String;
+    fn system_prompt(&self) -> SystemPrompt;
     fn tools(&self) -> Vec<ToolSpec>;
+    /// A short reminder added after the conversation for the model call numbered `step` (0-based);
+    /// it is part of that request only, never of the history.
+    fn reminder(&self, _step: u32) -> Option<String> {
+        None
+    }
     /// Runs one tool call; failures are returned as text for the model, never as an error.
-    async fn call_tool(&mut self, call: &ToolCall) -> String;
+    async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput;
+}
+
+/// What a tool call produced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolOutput {
+    pub content: String,
+    /// Set by `abort`: end the turn now with this reply.
+    pub abort: Option<String>,
+}
+
+impl From<String> for ToolOutput {
+    fn from(content: String) -> Self {
+        Self { content, abort: None }
+    }
 }
 
 /// The loop's bounds.
@@ -32,6 +53,8 @@ pub struct Limits {
     pub deadline: Option<Instant>,
     /// Time kept back before the deadline to persist the turn and answer.
     pub reserve: Duration,
+    /// Most input tokens one request may carry (the model's context minus room for its answer).
+    pub input_tokens: usize,
 }
 
 /// Why the loop stopped.
@@ -44,6 +67,8 @@ pub enum Ending {
     StepLimit,
     /// The deadline came too close to make another model call.
     Deadline,
+    /// The model called `abort`.
+    Aborted,
 }
 
 /// A finished loop: the reply, every message the turn added (starting with the user's), and counts.
@@ -72,6 +97,7 @@ pub async fn run(
     let mut usage = Usage::default();
     let mut steps = 0;
 
+    let mut aborted = None;
     let ending = loop {
         if steps >= limits.max_steps {
             break Ending::StepLimit;
@@ -80,7 +106,16 @@ pub async fn run(
         if call_deadline.is_some_and(|at| at <= Instant::now()) {
             break Ending::Deadline;
         }
-        let request = ChatRequest { system: env.system_prompt(), messages: conversation.clone(), tools: env.tools() };
+        let tools = env.tools();
+        let mut system = env.system_prompt();
+        let mut messages = conversation.clone();
+        if let Some(reminder) = env.reminder(steps) {
+            messages.push(Message::user(reminder));
+        }
+        for trim in budget::fit(&mut system, &mut messages, first_new, &tools, limits.input_tokens) {
+            log_trim(&trim, steps);
+        }
+        let request = ChatRequest { system: system.render(), messages, tools };
         let response = match call_deadline {
             Some(at) => match tokio::time::timeout_at(at, model.complete(&request)).await {
                 Ok(response) => response?,
@@ -97,9 +132,21 @@ pub async fn run(
         }
         for call in &calls {
             tracing::info!(tool = %call.name, step = steps, "tool call");
-            let mut content = env.call_tool(call).await;
+            // After an abort the remaining calls are answered without running, so every call keeps
+            // its result and the stored history stays well-formed.
+            let output = match &aborted {
+                Some(_) => ToolOutput::from("Not run: the turn was aborted.".to_owned()),
+                None => env.call_tool(call).await,
+            };
+            let mut content = output.content;
             truncate_tool_result(&mut content);
             conversation.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content });
+            if aborted.is_none() {
+                aborted = output.abort;
+            }
+        }
+        if aborted.is_some() {
+            break Ending::Aborted;
         }
     };
 
@@ -116,6 +163,11 @@ pub async fn run(
             conversation.push(Message::assistant(notice.clone()));
             notice
         }
+        Ending::Aborted => {
+            let reason = aborted.unwrap_or_default();
+            conversation.push(Message::assistant(reason.clone()));
+            reason
+        }
         Ending::Deadline => {
             let notice = "I ran out of time for this turn before finishing. \
                           Send another message and I will continue."
@@ -126,6 +178,23 @@ pub async fn run(
     };
     let messages = conversation.split_off(first_new);
     Ok(LoopOutcome { reply, messages, steps, usage, ending })
+}
+
+fn log_trim(trim: &Trim, step: u32) {
+    match trim {
+        Trim::DroppedMessages { count, tokens } => {
+            tracing::info!(step, count, tokens, "context budget: dropped the oldest messages of earlier turns")
+        }
+        Trim::DroppedSection { tokens } => {
+            tracing::info!(step, tokens, "context budget: dropped a non-skill section of the system prompt")
+        }
+        Trim::TruncatedMessage { index, tokens } => {
+            tracing::info!(step, index, tokens, "context budget: truncated the largest message")
+        }
+        Trim::StillOver { tokens, limit } => {
+            tracing::warn!(step, tokens, limit, "context budget: still over the limit with nothing left to trim")
+        }
+    }
 }
 
 fn truncate_tool_result(content: &mut String) {

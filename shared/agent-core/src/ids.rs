@@ -96,10 +96,8 @@ pub struct SkillPath {
 impl SkillPath {
     pub fn parse(value: &str) -> Result<Self, InvalidId> {
         let value = value.trim().trim_matches('/');
-        let (category, name) = value.split_once('/').ok_or(InvalidId {
-            kind: "skill path",
-            reason: "must be \"category/name\"",
-        })?;
+        let (category, name) =
+            value.split_once('/').ok_or(InvalidId { kind: "skill path", reason: "must be \"category/name\"" })?;
         Self::new(category, name)
     }
 

@@ -2,6 +2,7 @@
 //! bounded ReAct loop. It does no I/O of its own: storage and the model sit behind traits.
 
 pub mod agent;
+pub mod budget;
 pub mod ids;
 pub mod keys;
 pub mod message;
@@ -16,4 +17,7 @@ pub mod vfs;
 pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};
 pub use message::{ChatRequest, ChatResponse, Message, StopReason, ToolCall, ToolSpec, Usage};
 pub use model::{ChatModel, ModelError};
-pub use store::{Object, ObjectMeta, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit, WorkspaceFile};
+pub use store::{
+    HistorySummary, Object, ObjectMeta, ObjectStore, Session, SessionState, SessionStore, StoreError, TodoItem,
+    TodoStatus, TurnCommit, WorkspaceFile,
+};

@@ -133,6 +133,93 @@ impl PromptTemplate {
     }
 }
 
+impl PromptTemplate {
+    /// Like [`PromptTemplate::render`], but keeps the template's own text apart from what fills
+    /// `{skill}`, so the context budget can trim the first and never touch the second.
+    pub fn render_sections(&self, vars: &PromptVars, skill: &Section) -> Vec<Section> {
+        let mut sections = Vec::new();
+        let mut base = String::new();
+        for piece in &self.pieces {
+            match piece {
+                Piece::Slot(6) => {
+                    if !base.is_empty() {
+                        sections.push(Section::new(SectionKind::Base, std::mem::take(&mut base)));
+                    }
+                    sections.push(skill.clone());
+                }
+                Piece::Text(_) | Piece::Slot(_) => {
+                    base.push_str(&self.render_piece(piece, vars));
+                }
+            }
+        }
+        if !base.is_empty() {
+            sections.push(Section::new(SectionKind::Base, base));
+        }
+        sections
+    }
+
+    fn render_piece(&self, piece: &Piece, vars: &PromptVars) -> String {
+        match piece {
+            Piece::Text(text) => text.clone(),
+            Piece::Slot(slot) => [
+                vars.date.as_str(),
+                vars.name.as_str(),
+                vars.language.as_str(),
+                vars.profile.as_str(),
+                vars.initial_context_title.as_str(),
+                vars.initial_context_description.as_str(),
+                "",
+            ][*slot]
+                .to_owned(),
+        }
+    }
+}
+
+/// What a part of the system prompt is, which decides whether the context budget may trim it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SectionKind {
+    /// The base template's own text and the skill listing: trimmed first.
+    Base,
+    /// Descriptions of the offered tools (forced skills): may be trimmed.
+    Tools,
+    /// A loaded SKILL.md (state 2): never cut.
+    SkillDocument,
+    /// A forced skill's `<mandatory-skill>` block: never cut.
+    MandatorySkill,
+    /// The trailing `<skill-reminder>`: never cut.
+    Reminder,
+}
+
+/// One part of a system prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    pub kind: SectionKind,
+    pub text: String,
+}
+
+impl Section {
+    pub fn new(kind: SectionKind, text: impl Into<String>) -> Self {
+        Self { kind, text: text.into() }
+    }
+
+    /// Skill instructions and their reminder are never trimmed.
+    pub fn is_protected(&self) -> bool {
+        matches!(self.kind, SectionKind::SkillDocument | SectionKind::MandatorySkill | SectionKind::Reminder)
+    }
+}
+
+/// A system prompt as sections; rendering concatenates them.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SystemPrompt {
+    pub sections: Vec<Section>,
+}
+
+impl SystemPrompt {
+    pub fn render(&self) -> String {
+        self.sections.iter().map(|section| section.text.as_str()).collect()
+    }
+}
+
 /// The per-turn values of the base template, apart from `{skill}`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PromptVars {
@@ -173,15 +260,18 @@ pub fn system_prompt(
     catalog: &Catalog,
     current_skill: Option<&SkillDoc>,
     mode: SkillPromptMode,
-) -> String {
-    match (current_skill, mode) {
-        (None, _) => template.render(vars, &catalog.listing()),
-        (Some(skill), SkillPromptMode::Replace) => skill.content.clone(),
+) -> SystemPrompt {
+    let sections = match (current_skill, mode) {
+        (None, _) => template.render_sections(vars, &Section::new(SectionKind::Base, catalog.listing())),
+        (Some(skill), SkillPromptMode::Replace) => {
+            vec![Section::new(SectionKind::SkillDocument, skill.content.clone())]
+        }
         (Some(skill), SkillPromptMode::Inject) => {
             let section = format!("Loaded skill: {}\n\n{}", skill.path, skill.content);
-            template.render(vars, &section)
+            template.render_sections(vars, &Section::new(SectionKind::SkillDocument, section))
         }
-    }
+    };
+    SystemPrompt { sections }
 }
 
 #[cfg(test)]
@@ -205,6 +295,9 @@ mod tests {
         let text = template.render(&vars(), "SKILLS HERE");
         assert!(text.contains("working for Ana. Today is 2026-11-22. Answer in Spanish."));
         assert!(text.trim_end().ends_with("SKILLS HERE"));
+        let sections = template.render_sections(&vars(), &Section::new(SectionKind::MandatorySkill, "SKILLS HERE"));
+        assert_eq!(SystemPrompt { sections: sections.clone() }.render(), text);
+        assert_eq!(sections.iter().filter(|s| s.is_protected()).count(), 1);
     }
 
     #[test]

@@ -83,7 +83,11 @@ pub struct Frontmatter {
     pub extra: BTreeMap<String, serde_json::Value>,
 }
 
-fn required_text(value: Option<serde_norway::Value>, field: &'static str, max: usize) -> Result<String, FrontmatterError> {
+fn required_text(
+    value: Option<serde_norway::Value>,
+    field: &'static str,
+    max: usize,
+) -> Result<String, FrontmatterError> {
     let text = match value {
         None | Some(serde_norway::Value::Null) => return Err(FrontmatterError::Field { field, problem: "is missing" }),
         Some(serde_norway::Value::String(text)) => text.trim().to_owned(),
@@ -145,10 +149,7 @@ pub struct Catalog {
 
 impl Catalog {
     pub fn from_skills(skills: impl IntoIterator<Item = SkillDoc>) -> Self {
-        Self {
-            skills: skills.into_iter().map(|doc| (doc.path.clone(), Arc::new(doc))).collect(),
-            base_prompt: None,
-        }
+        Self { skills: skills.into_iter().map(|doc| (doc.path.clone(), Arc::new(doc))).collect(), base_prompt: None }
     }
 
     pub fn get(&self, path: &SkillPath) -> Option<&Arc<SkillDoc>> {
@@ -270,7 +271,9 @@ impl SkillCache {
             if let [category, name, "SKILL.md"] = parts.as_slice() {
                 match SkillPath::new(category, name) {
                     Ok(path) => wanted.push((Some(path), meta)),
-                    Err(err) => tracing::warn!(key = %meta.key, reason = %err, "skipping skill with an invalid folder name"),
+                    Err(err) => {
+                        tracing::warn!(key = %meta.key, reason = %err, "skipping skill with an invalid folder name")
+                    }
                 }
             }
         }

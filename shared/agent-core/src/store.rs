@@ -72,6 +72,35 @@ pub struct SessionState {
     /// `/workspace`: path relative to the root -> file.
     #[serde(default)]
     pub workspace: BTreeMap<String, WorkspaceFile>,
+    /// The todo list kept by `todowrite`, carried across turns.
+    #[serde(default)]
+    pub todos: Vec<TodoItem>,
+    /// The model's summary of the oldest part of the history, so it is not recomputed every turn.
+    #[serde(default)]
+    pub summary: Option<HistorySummary>,
+}
+
+/// One entry of the todo list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoItem {
+    pub content: String,
+    pub status: TodoStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// A summary that stands in for `history[..covers]` when prompts are built.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistorySummary {
+    pub text: String,
+    /// How many messages from the start of the history the summary replaces.
+    pub covers: usize,
 }
 
 /// A session as loaded at the start of a turn.

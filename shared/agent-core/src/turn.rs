@@ -10,12 +10,13 @@ pub use time::OffsetDateTime;
 use tokio::time::Instant;
 
 use crate::agent::{self, Ending, Limits};
+use crate::budget;
 use crate::ids::{SessionId, SkillPath, TicketId, UserId};
-use crate::message::{Message, Usage};
+use crate::message::{ChatRequest, Message, Usage};
 use crate::model::{ChatModel, ModelError};
 use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
-use crate::skills::SkillCache;
-use crate::store::{ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit};
+use crate::skills::{Catalog, SkillCache, SkillDoc};
+use crate::store::{HistorySummary, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit};
 use crate::tools::SkillsEnv;
 use crate::vfs::Vfs;
 
@@ -31,6 +32,13 @@ pub struct AgentConfig {
     pub deadline_reserve: Duration,
     /// `{language}` when the user's identity does not say.
     pub default_language: String,
+    /// The model's context window in tokens (`LLM_CONTEXT_TOKENS`).
+    pub context_tokens: usize,
+    /// Tokens kept free for the model's answer (`LLM_MAX_TOKENS`).
+    pub output_tokens: usize,
+    /// History size, in estimated tokens, above which older turns are summarised
+    /// (`HISTORY_SUMMARY_TOKENS`; default half of the input budget).
+    pub summary_threshold: Option<usize>,
 }
 
 impl Default for AgentConfig {
@@ -40,9 +48,29 @@ impl Default for AgentConfig {
             prompt_mode: SkillPromptMode::Replace,
             deadline_reserve: Duration::from_secs(3),
             default_language: "the language the user writes in".to_owned(),
+            context_tokens: budget::DEFAULT_CONTEXT_TOKENS,
+            output_tokens: 4096,
+            summary_threshold: None,
         }
     }
 }
+
+impl AgentConfig {
+    /// Most tokens one request may carry.
+    pub fn input_tokens(&self) -> usize {
+        self.context_tokens.saturating_sub(self.output_tokens).max(1024)
+    }
+
+    fn summary_threshold(&self) -> usize {
+        self.summary_threshold.unwrap_or(self.input_tokens() / 2)
+    }
+}
+
+/// The system prompt of the summarisation call.
+const SUMMARY_INSTRUCTIONS: &str = "You condense conversations. Summarise the conversation below for the \
+    assistant who will continue it: the user's goals and requests, facts and data given, decisions taken, \
+    files written, and what is still pending. Be factual and concise; write in the conversation's language. \
+    Do not include instructions of skills or tools.";
 
 /// Who is asking, as far as the prompt cares; taken from the authenticated identity.
 #[derive(Debug, Clone, Default)]
@@ -71,6 +99,10 @@ pub struct TurnReply {
     pub reply: String,
     /// The skill the turn ended in; the stored session is reset to none.
     pub current_skill: Option<SkillPath>,
+    /// The skill forced by a slash command, if any.
+    pub forced_skill: Option<SkillPath>,
+    /// Tool calls refused because the tool was not offered.
+    pub refused_tool_calls: u32,
     pub steps: u32,
     pub usage: Usage,
     pub ending: Ending,
@@ -83,6 +115,9 @@ pub struct TurnReply {
 pub enum TurnError {
     #[error("{0}")]
     InvalidInput(String),
+    /// A slash command that names no skill of the tenant; nothing was sent to the model.
+    #[error("{}", unknown_skill_message(command, suggestions))]
+    UnknownSkill { command: String, suggestions: Vec<String> },
     #[error("the session was changed by a concurrent turn; retry")]
     Conflict,
     #[error(transparent)]
@@ -91,6 +126,43 @@ pub enum TurnError {
     Store(StoreError),
     #[error("configuration error: {0}")]
     Config(#[from] TemplateError),
+}
+
+fn unknown_skill_message(command: &str, suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        format!("unknown skill command `{command}`: no skill has that name")
+    } else {
+        format!("unknown skill command `{command}`; did you mean {}?", suggestions.join(", "))
+    }
+}
+
+/// Splits `/name rest` or `/category/name rest` into the command and the request.
+pub fn parse_slash_command(message: &str) -> Option<(&str, &str)> {
+    let rest = message.trim_start().strip_prefix('/')?;
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    let command = &rest[..end];
+    (!command.is_empty()).then(|| (command, rest[end..].trim()))
+}
+
+/// The skill a slash command names: `category/name`, or a name that only one category has.
+fn resolve_command(catalog: &Catalog, command: &str) -> Result<Arc<SkillDoc>, TurnError> {
+    let wanted = command.trim_end_matches('/');
+    let found: Vec<&Arc<SkillDoc>> = if wanted.contains('/') {
+        SkillPath::parse(wanted).ok().and_then(|path| catalog.get(&path)).into_iter().collect()
+    } else {
+        catalog.iter().filter(|doc| doc.path.name() == wanted || doc.frontmatter.name == wanted).collect()
+    };
+    match found.as_slice() {
+        [doc] => Ok(Arc::clone(doc)),
+        [] => Err(TurnError::UnknownSkill {
+            command: format!("/{command}"),
+            suggestions: catalog.closest(wanted, 3).iter().map(|path| format!("/{path}")).collect(),
+        }),
+        many => Err(TurnError::UnknownSkill {
+            command: format!("/{command}"),
+            suggestions: many.iter().map(|doc| format!("/{}", doc.path)).collect(),
+        }),
+    }
 }
 
 impl From<StoreError> for TurnError {
@@ -145,9 +217,29 @@ impl TurnService {
             self.skills.load_catalog(self.objects.as_ref(), &request.user),
         )?;
         let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
+        let forced = match parse_slash_command(&request.message) {
+            Some((command, _)) => Some(resolve_command(&catalog, command)?),
+            None => None,
+        };
         let custom_template = catalog.base_prompt().map(PromptTemplate::parse).transpose()?;
         let template = custom_template.as_ref().unwrap_or(&self.default_template);
         let vars = self.prompt_vars(&request);
+        let user_message = match (&forced, parse_slash_command(&request.message)) {
+            (Some(doc), Some((_, rest))) if rest.is_empty() => {
+                format!("(The user started the skill /{} without further instructions.)", doc.path.name())
+            }
+            (Some(_), Some((_, rest))) => rest.to_owned(),
+            _ => request.message.clone(),
+        };
+
+        let mut usage = Usage::default();
+        let summary = self.summarise_if_needed(&session, &mut usage).await;
+        let mut history = Vec::new();
+        let covered = summary.as_ref().map_or(0, |summary| summary.covers.min(session.history.len()));
+        if let Some(summary) = &summary {
+            history.push(Message::user(format!("[Summary of the earlier conversation]\n{}", summary.text)));
+        }
+        history.extend_from_slice(&session.history[covered..]);
 
         let vfs = Vfs::new(
             self.objects.as_ref(),
@@ -156,7 +248,8 @@ impl TurnService {
             request.ticket.clone(),
             session.state.workspace.clone(),
         );
-        let mut env = SkillsEnv::new(vfs, &catalog, template, &vars, self.config.prompt_mode);
+        let mut env =
+            SkillsEnv::new(vfs, &catalog, template, &vars, self.config.prompt_mode, session.state.todos.clone());
         // A session stored mid-skill (by a strategy that keeps one) resumes in state 2.
         for skill in &session.state.loaded_skills {
             let _ = env.load_skill(&skill.to_string());
@@ -164,16 +257,33 @@ impl TurnService {
         if let Some(skill) = &session.state.current_skill {
             let _ = env.load_skill(&skill.to_string());
         }
+        if let Some(doc) = forced {
+            env.force(doc);
+        }
 
-        let limits =
-            Limits { max_steps: self.config.max_steps, deadline: request.deadline, reserve: self.config.deadline_reserve };
-        let outcome =
-            agent::run(self.model.as_ref(), &mut env, &session.history, Message::user(request.message), &limits).await?;
+        let limits = Limits {
+            max_steps: self.config.max_steps,
+            deadline: request.deadline,
+            reserve: self.config.deadline_reserve,
+            input_tokens: self.config.input_tokens(),
+        };
+        let outcome = agent::run(self.model.as_ref(), &mut env, &history, Message::user(user_message), &limits).await?;
+        usage.add(outcome.usage);
         let ended_in = env.current_skill().map(|doc| doc.path.clone());
-        let workspace = env.vfs.into_workspace();
+        let forced_skill = env.forced_skill().map(|doc| doc.path.clone());
+        let refused_tool_calls = env.refused_tool_calls();
+        let (vfs, todos) = env.into_parts();
+        let workspace = vfs.into_workspace();
 
-        // The cleanup of seed 001: the loaded skill lasts one turn.
-        let state = SessionState { current_skill: None, loaded_skills: Vec::new(), plan: session.state.plan, workspace };
+        // The cleanup of seed 001: the loaded (or forced) skill lasts one turn.
+        let state = SessionState {
+            current_skill: None,
+            loaded_skills: Vec::new(),
+            plan: session.state.plan,
+            workspace,
+            todos,
+            summary,
+        };
         let commit = TurnCommit {
             expected_version: session.version,
             new_messages: outcome.messages,
@@ -184,21 +294,75 @@ impl TurnService {
         tracing::info!(
             session = %request.session,
             steps = outcome.steps,
-            input_tokens = outcome.usage.input_tokens,
-            output_tokens = outcome.usage.output_tokens,
+            input_tokens = usage.input_tokens,
+            output_tokens = usage.output_tokens,
             ending = ?outcome.ending,
             skill = ?ended_in.as_ref().map(ToString::to_string),
+            forced_skill = ?forced_skill.as_ref().map(ToString::to_string),
+            refused_tool_calls,
             "turn committed"
         );
         Ok(TurnReply {
             session_id: request.session,
             reply: outcome.reply,
             current_skill: ended_in,
+            forced_skill,
+            refused_tool_calls,
             steps: outcome.steps,
-            usage: outcome.usage,
+            usage,
             ending: outcome.ending,
             version: session.version + 1,
         })
+    }
+
+    /// Fix 6 of seed 002: when the visible history passes the threshold, the older part is summarised
+    /// once by the model and the summary is stored with the session. Only history is summarised, never
+    /// the system prompt, so skill instructions are never inside it. A failed summary is logged and
+    /// the turn goes on with the budget's trimming instead.
+    async fn summarise_if_needed(&self, session: &Session, usage: &mut Usage) -> Option<HistorySummary> {
+        let previous = session.state.summary.clone();
+        let start = previous.as_ref().map_or(0, |summary| summary.covers.min(session.history.len()));
+        let visible = &session.history[start..];
+        let threshold = self.config.summary_threshold();
+        let tokens: usize = visible.iter().map(budget::estimate_message).sum();
+        if tokens <= threshold {
+            return previous;
+        }
+        // Keep the most recent messages worth about half the threshold, starting at a user message.
+        let mut kept_tokens = 0;
+        let mut cut = visible.len();
+        while cut > 0 && kept_tokens + budget::estimate_message(&visible[cut - 1]) <= threshold / 2 {
+            cut -= 1;
+            kept_tokens += budget::estimate_message(&visible[cut]);
+        }
+        while cut < visible.len() && !matches!(visible[cut], Message::User { .. }) {
+            cut += 1;
+        }
+        if cut == 0 {
+            return previous;
+        }
+        let transcript = transcript(previous.as_ref().map(|s| s.text.as_str()), &visible[..cut]);
+        let request = ChatRequest {
+            system: SUMMARY_INSTRUCTIONS.to_owned(),
+            messages: vec![Message::user(transcript)],
+            tools: Vec::new(),
+        };
+        match self.model.complete(&request).await {
+            Ok(response) if !response.content.trim().is_empty() => {
+                usage.add(response.usage);
+                let covers = start + cut;
+                tracing::info!(covers, summarised_tokens = tokens, "summarised older turns of the history");
+                Some(HistorySummary { text: response.content.trim().to_owned(), covers })
+            }
+            Ok(_) => {
+                tracing::warn!("the summary came back empty; keeping the history as it is");
+                previous
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "could not summarise the history; keeping it as it is");
+                previous
+            }
+        }
     }
 
     fn prompt_vars(&self, request: &TurnRequest) -> PromptVars {
@@ -220,4 +384,43 @@ impl TurnService {
             initial_context_description: description,
         }
     }
+}
+
+/// The text given to the summariser: the previous summary and the messages, without tool results
+/// that carry skill files (`load_skill`, reads under /skills), so skill instructions stay out.
+fn transcript(previous: Option<&str>, messages: &[Message]) -> String {
+    const MAX_RESULT_CHARS: usize = 2000;
+    let mut skill_reads = std::collections::HashSet::new();
+    let mut out = String::new();
+    if let Some(previous) = previous {
+        out.push_str(&format!("Summary so far:\n{previous}\n\nConversation since then:\n"));
+    }
+    for message in messages {
+        match message {
+            Message::User { content } => out.push_str(&format!("User: {content}\n")),
+            Message::Assistant { content, tool_calls } => {
+                if !content.is_empty() {
+                    out.push_str(&format!("Assistant: {content}\n"));
+                }
+                for call in tool_calls {
+                    let path = call.arguments.get("file_path").or_else(|| call.arguments.get("path"));
+                    let reads_skill =
+                        path.and_then(|p| p.as_str()).is_some_and(|p| p.trim_start().starts_with("/skills"));
+                    if call.name == crate::tools::LOAD_SKILL || reads_skill {
+                        skill_reads.insert(call.id.clone());
+                    }
+                    out.push_str(&format!("Assistant called {}({})\n", call.name, call.arguments));
+                }
+            }
+            Message::Tool { tool_call_id, name, content } => {
+                if skill_reads.contains(tool_call_id) {
+                    out.push_str(&format!("Tool {name}: (skill content omitted)\n"));
+                } else {
+                    let shown: String = content.chars().take(MAX_RESULT_CHARS).collect();
+                    out.push_str(&format!("Tool {name}: {shown}\n"));
+                }
+            }
+        }
+    }
+    out
 }

@@ -1,8 +1,6 @@
 //! Anthropic Messages API provider, converting to and from core types.
 
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, Usage,
-};
+use agent_core::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, Usage};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -30,9 +28,7 @@ impl AnthropicModel {
             .api_key
             .clone()
             .filter(|key| !key.is_empty())
-            .ok_or_else(|| {
-                ModelError::Config("an API key is required for provider anthropic".to_string())
-            })?;
+            .ok_or_else(|| ModelError::Config("an API key is required for provider anthropic".to_string()))?;
         Ok(AnthropicModel {
             client: http_client(config.timeout)?,
             endpoint: format!("{}/v1/messages", config.base_url.trim_end_matches('/')),
@@ -61,9 +57,8 @@ impl ChatModel for AnthropicModel {
                 .json(&body)
         })
         .await?;
-        let wire: MessagesResponse = serde_json::from_slice(&bytes).map_err(|e| {
-            ModelError::InvalidResponse(format!("{PROVIDER}: could not parse the response: {e}"))
-        })?;
+        let wire: MessagesResponse = serde_json::from_slice(&bytes)
+            .map_err(|e| ModelError::InvalidResponse(format!("{PROVIDER}: could not parse the response: {e}")))?;
         let response = from_wire(wire);
         tracing::debug!(
             provider = PROVIDER,
@@ -107,18 +102,9 @@ enum Role {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
-    Text {
-        text: &'a str,
-    },
-    ToolUse {
-        id: &'a str,
-        name: &'a str,
-        input: Value,
-    },
-    ToolResult {
-        tool_use_id: &'a str,
-        content: &'a str,
-    },
+    Text { text: &'a str },
+    ToolUse { id: &'a str, name: &'a str, input: Value },
+    ToolResult { tool_use_id: &'a str, content: &'a str },
 }
 
 #[derive(Serialize)]
@@ -133,10 +119,7 @@ fn to_wire<'a>(model: &'a str, max_tokens: u32, request: &'a ChatRequest) -> Mes
     for message in &request.messages {
         let (role, blocks) = match message {
             Message::User { content } => (Role::User, text_block(content).into_iter().collect()),
-            Message::Assistant {
-                content,
-                tool_calls,
-            } => {
+            Message::Assistant { content, tool_calls } => {
                 let mut blocks: Vec<Block<'a>> = text_block(content).into_iter().collect();
                 blocks.extend(tool_calls.iter().map(|call| Block::ToolUse {
                     id: &call.id,
@@ -145,17 +128,9 @@ fn to_wire<'a>(model: &'a str, max_tokens: u32, request: &'a ChatRequest) -> Mes
                 }));
                 (Role::Assistant, blocks)
             }
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => (
-                Role::User,
-                vec![Block::ToolResult {
-                    tool_use_id: tool_call_id,
-                    content,
-                }],
-            ),
+            Message::Tool { tool_call_id, content, .. } => {
+                (Role::User, vec![Block::ToolResult { tool_use_id: tool_call_id, content }])
+            }
         };
         // The API rejects empty content, so a message with nothing to say is left out.
         if blocks.is_empty() {
@@ -164,34 +139,19 @@ fn to_wire<'a>(model: &'a str, max_tokens: u32, request: &'a ChatRequest) -> Mes
         // Roles must alternate, so consecutive messages of one role (tool results above all) are merged.
         match messages.last_mut() {
             Some(last) if last.role == role => last.content.extend(blocks),
-            _ => messages.push(WireMessage {
-                role,
-                content: blocks,
-            }),
+            _ => messages.push(WireMessage { role, content: blocks }),
         }
     }
     // Within a user message the API wants tool results before any text; the sort is stable.
     for message in messages.iter_mut().filter(|m| m.role == Role::User) {
-        message
-            .content
-            .sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
+        message.content.sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
     }
     let tools = request
         .tools
         .iter()
-        .map(|tool| WireTool {
-            name: &tool.name,
-            description: &tool.description,
-            input_schema: &tool.parameters,
-        })
+        .map(|tool| WireTool { name: &tool.name, description: &tool.description, input_schema: &tool.parameters })
         .collect();
-    MessagesRequest {
-        model,
-        max_tokens,
-        system: &request.system,
-        messages,
-        tools,
-    }
+    MessagesRequest { model, max_tokens, system: &request.system, messages, tools }
 }
 
 /// The API rejects empty text blocks.
@@ -256,11 +216,7 @@ fn from_wire(response: MessagesResponse) -> ChatResponse {
             ResponseBlock::ToolUse { id, name, input } => tool_calls.push(ToolCall {
                 id,
                 name,
-                arguments: if input.is_null() {
-                    Value::Object(Default::default())
-                } else {
-                    input
-                },
+                arguments: if input.is_null() { Value::Object(Default::default()) } else { input },
             }),
             ResponseBlock::Other => {}
         }
@@ -273,17 +229,9 @@ fn from_wire(response: MessagesResponse) -> ChatResponse {
     };
     let usage = response
         .usage
-        .map(|u| Usage {
-            input_tokens: u.input_tokens,
-            output_tokens: u.output_tokens,
-        })
+        .map(|u| Usage { input_tokens: u.input_tokens, output_tokens: u.output_tokens })
         .unwrap_or_default();
-    ChatResponse {
-        content,
-        tool_calls,
-        usage,
-        stop_reason,
-    }
+    ChatResponse { content, tool_calls, usage, stop_reason }
 }
 
 #[cfg(test)]
@@ -293,19 +241,11 @@ mod tests {
     use serde_json::json;
 
     fn call(id: &str) -> ToolCall {
-        ToolCall {
-            id: id.to_string(),
-            name: "read".to_string(),
-            arguments: json!({"path": id}),
-        }
+        ToolCall { id: id.to_string(), name: "read".to_string(), arguments: json!({"path": id}) }
     }
 
     fn tool(id: &str) -> Message {
-        Message::Tool {
-            tool_call_id: id.to_string(),
-            name: "read".to_string(),
-            content: format!("result {id}"),
-        }
+        Message::Tool { tool_call_id: id.to_string(), name: "read".to_string(), content: format!("result {id}") }
     }
 
     #[test]
@@ -315,10 +255,7 @@ mod tests {
             messages: vec![
                 Message::user("first"),
                 Message::user("second"),
-                Message::Assistant {
-                    content: String::new(),
-                    tool_calls: vec![call("a"), call("b")],
-                },
+                Message::Assistant { content: String::new(), tool_calls: vec![call("a"), call("b")] },
                 tool("a"),
                 tool("b"),
                 Message::user("and then"),
@@ -355,10 +292,7 @@ mod tests {
 
     #[test]
     fn non_object_arguments_are_wrapped() {
-        assert_eq!(
-            tool_input(&json!("{oops")),
-            json!({"raw_arguments": "{oops"})
-        );
+        assert_eq!(tool_input(&json!("{oops")), json!({"raw_arguments": "{oops"}));
         assert_eq!(tool_input(&Value::Null), json!({}));
         assert_eq!(tool_input(&json!({"a": 1})), json!({"a": 1}));
     }
@@ -383,9 +317,6 @@ mod tests {
     #[test]
     fn missing_key_is_a_config_error() {
         let config = LlmConfig::new(crate::ProviderKind::Anthropic, "http://127.0.0.1:1", "m");
-        assert!(matches!(
-            AnthropicModel::new(&config),
-            Err(ModelError::Config(_))
-        ));
+        assert!(matches!(AnthropicModel::new(&config), Err(ModelError::Config(_))));
     }
 }

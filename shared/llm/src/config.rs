@@ -87,11 +87,7 @@ impl fmt::Debug for LlmConfig {
 
 impl LlmConfig {
     /// A configuration with the default timeout, retry and token settings.
-    pub fn new(
-        provider: ProviderKind,
-        base_url: impl Into<String>,
-        model: impl Into<String>,
-    ) -> Self {
+    pub fn new(provider: ProviderKind, base_url: impl Into<String>, model: impl Into<String>) -> Self {
         LlmConfig {
             provider,
             base_url: base_url.into().trim_end_matches('/').to_string(),
@@ -126,16 +122,9 @@ impl LlmConfig {
     /// `LLM_MODEL`, `LLM_API_KEY`, `LLM_TIMEOUT_SECS`, `LLM_MAX_ATTEMPTS`, `LLM_RETRY_BASE_MS`,
     /// `LLM_MAX_TOKENS`, `LLM_REPLAY_FILE`, `LLM_RECORD_FILE`.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
-        let get = |name: &str| {
-            lookup(name)
-                .map(|v| v.trim().to_string())
-                .filter(|v| !v.is_empty())
-        };
+        let get = |name: &str| lookup(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
 
-        let provider = match get("LLM_PROVIDER")
-            .map(|v| v.to_ascii_lowercase())
-            .as_deref()
-        {
+        let provider = match get("LLM_PROVIDER").map(|v| v.to_ascii_lowercase()).as_deref() {
             None | Some("openai") => ProviderKind::OpenAi,
             Some("anthropic") => ProviderKind::Anthropic,
             Some("replay") => ProviderKind::Replay,
@@ -152,29 +141,19 @@ impl LlmConfig {
             (None, ProviderKind::Anthropic) => ANTHROPIC_DEFAULT_BASE_URL.to_string(),
             (None, ProviderKind::Replay) => String::new(),
         };
-        if provider != ProviderKind::Replay
-            && !(base_url.starts_with("http://") || base_url.starts_with("https://"))
-        {
-            return Err(config_error(format!(
-                "LLM_BASE_URL must start with http:// or https://; got {base_url:?}"
-            )));
+        if provider != ProviderKind::Replay && !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+            return Err(config_error(format!("LLM_BASE_URL must start with http:// or https://; got {base_url:?}")));
         }
 
         let model = match (get("LLM_MODEL"), provider) {
             (Some(model), _) => model,
             (None, ProviderKind::Replay) => "replay".to_string(),
-            (None, _) => {
-                return Err(config_error(format!(
-                    "LLM_MODEL is required for provider {provider}"
-                )))
-            }
+            (None, _) => return Err(config_error(format!("LLM_MODEL is required for provider {provider}"))),
         };
 
         let api_key = get("LLM_API_KEY");
         if provider == ProviderKind::Anthropic && api_key.is_none() {
-            return Err(config_error(
-                "LLM_API_KEY is required for provider anthropic".to_string(),
-            ));
+            return Err(config_error("LLM_API_KEY is required for provider anthropic".to_string()));
         }
 
         let mut config = LlmConfig::new(provider, base_url, model);
@@ -190,15 +169,13 @@ impl LlmConfig {
             config.retry_base_delay = Duration::from_millis(ms);
         }
         if let Some(tokens) = parse_number(&get, "LLM_MAX_TOKENS", 1)? {
-            config.max_tokens = u32::try_from(tokens)
-                .map_err(|_| config_error(format!("LLM_MAX_TOKENS is too large: {tokens}")))?;
+            config.max_tokens =
+                u32::try_from(tokens).map_err(|_| config_error(format!("LLM_MAX_TOKENS is too large: {tokens}")))?;
         }
         config.replay_file = get("LLM_REPLAY_FILE").map(PathBuf::from);
         config.record_file = get("LLM_RECORD_FILE").map(PathBuf::from);
         if provider == ProviderKind::Replay && config.replay_file.is_none() {
-            return Err(config_error(
-                "LLM_REPLAY_FILE is required for provider replay".to_string(),
-            ));
+            return Err(config_error("LLM_REPLAY_FILE is required for provider replay".to_string()));
         }
         Ok(config)
     }
@@ -217,23 +194,14 @@ fn config_error(message: String) -> ModelError {
 }
 
 /// Parses an optional unsigned variable that must be at least `min`.
-fn parse_number(
-    get: &impl Fn(&str) -> Option<String>,
-    name: &str,
-    min: u64,
-) -> Result<Option<u64>, ModelError> {
+fn parse_number(get: &impl Fn(&str) -> Option<String>, name: &str, min: u64) -> Result<Option<u64>, ModelError> {
     let Some(raw) = get(name) else {
         return Ok(None);
     };
-    let value: u64 = raw.parse().map_err(|_| {
-        config_error(format!(
-            "{name} must be a non-negative integer; got {raw:?}"
-        ))
-    })?;
+    let value: u64 =
+        raw.parse().map_err(|_| config_error(format!("{name} must be a non-negative integer; got {raw:?}")))?;
     if value < min {
-        return Err(config_error(format!(
-            "{name} must be at least {min}; got {value}"
-        )));
+        return Err(config_error(format!("{name} must be at least {min}; got {value}")));
     }
     Ok(Some(value))
 }
@@ -244,10 +212,7 @@ mod tests {
     use std::collections::HashMap;
 
     fn lookup(vars: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = vars
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         move |name| map.get(name).cloned()
     }
 
@@ -300,75 +265,40 @@ mod tests {
 
     #[test]
     fn anthropic_default_url_and_required_key() {
-        let config = LlmConfig::from_lookup(lookup(&[
-            ("LLM_PROVIDER", "anthropic"),
-            ("LLM_MODEL", "m"),
-            ("LLM_API_KEY", "k"),
-        ]))
-        .unwrap();
+        let config =
+            LlmConfig::from_lookup(lookup(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "m"), ("LLM_API_KEY", "k")]))
+                .unwrap();
         assert_eq!(config.base_url, ANTHROPIC_DEFAULT_BASE_URL);
 
-        let message = config_message(LlmConfig::from_lookup(lookup(&[
-            ("LLM_PROVIDER", "anthropic"),
-            ("LLM_MODEL", "m"),
-        ])));
+        let message =
+            config_message(LlmConfig::from_lookup(lookup(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "m")])));
         assert!(message.contains("LLM_API_KEY"), "{message}");
     }
 
     #[test]
     fn replay_needs_only_a_file() {
-        let config = LlmConfig::from_lookup(lookup(&[
-            ("LLM_PROVIDER", "replay"),
-            ("LLM_REPLAY_FILE", "r.jsonl"),
-        ]))
-        .unwrap();
+        let config =
+            LlmConfig::from_lookup(lookup(&[("LLM_PROVIDER", "replay"), ("LLM_REPLAY_FILE", "r.jsonl")])).unwrap();
         assert_eq!(config.provider, ProviderKind::Replay);
         assert_eq!(config.replay_file, Some(PathBuf::from("r.jsonl")));
         assert_eq!(config.model_name(), "replay:r.jsonl");
 
-        let message = config_message(LlmConfig::from_lookup(lookup(&[(
-            "LLM_PROVIDER",
-            "replay",
-        )])));
+        let message = config_message(LlmConfig::from_lookup(lookup(&[("LLM_PROVIDER", "replay")])));
         assert!(message.contains("LLM_REPLAY_FILE"), "{message}");
     }
 
     #[test]
     fn invalid_values_are_config_errors() {
         let cases: &[(&[(&str, &str)], &str)] = &[
-            (
-                &[("LLM_PROVIDER", "gemini"), ("LLM_MODEL", "m")],
-                "LLM_PROVIDER",
-            ),
+            (&[("LLM_PROVIDER", "gemini"), ("LLM_MODEL", "m")], "LLM_PROVIDER"),
             (&[], "LLM_MODEL"),
-            (
-                &[("LLM_MODEL", "m"), ("LLM_BASE_URL", "localhost:11434")],
-                "LLM_BASE_URL",
-            ),
-            (
-                &[("LLM_MODEL", "m"), ("LLM_TIMEOUT_SECS", "soon")],
-                "LLM_TIMEOUT_SECS",
-            ),
-            (
-                &[("LLM_MODEL", "m"), ("LLM_TIMEOUT_SECS", "0")],
-                "LLM_TIMEOUT_SECS",
-            ),
-            (
-                &[("LLM_MODEL", "m"), ("LLM_MAX_ATTEMPTS", "0")],
-                "LLM_MAX_ATTEMPTS",
-            ),
-            (
-                &[("LLM_MODEL", "m"), ("LLM_MAX_ATTEMPTS", "-1")],
-                "LLM_MAX_ATTEMPTS",
-            ),
-            (
-                &[("LLM_MODEL", "m"), ("LLM_RETRY_BASE_MS", "1.5")],
-                "LLM_RETRY_BASE_MS",
-            ),
-            (
-                &[("LLM_MODEL", "m"), ("LLM_MAX_TOKENS", "99999999999")],
-                "LLM_MAX_TOKENS",
-            ),
+            (&[("LLM_MODEL", "m"), ("LLM_BASE_URL", "localhost:11434")], "LLM_BASE_URL"),
+            (&[("LLM_MODEL", "m"), ("LLM_TIMEOUT_SECS", "soon")], "LLM_TIMEOUT_SECS"),
+            (&[("LLM_MODEL", "m"), ("LLM_TIMEOUT_SECS", "0")], "LLM_TIMEOUT_SECS"),
+            (&[("LLM_MODEL", "m"), ("LLM_MAX_ATTEMPTS", "0")], "LLM_MAX_ATTEMPTS"),
+            (&[("LLM_MODEL", "m"), ("LLM_MAX_ATTEMPTS", "-1")], "LLM_MAX_ATTEMPTS"),
+            (&[("LLM_MODEL", "m"), ("LLM_RETRY_BASE_MS", "1.5")], "LLM_RETRY_BASE_MS"),
+            (&[("LLM_MODEL", "m"), ("LLM_MAX_TOKENS", "99999999999")], "LLM_MAX_TOKENS"),
         ];
         for (vars, needle) in cases {
             let message = config_message(LlmConfig::from_lookup(lookup(vars)));
@@ -378,12 +308,8 @@ mod tests {
 
     #[test]
     fn empty_values_count_as_unset() {
-        let config = LlmConfig::from_lookup(lookup(&[
-            ("LLM_MODEL", "m"),
-            ("LLM_API_KEY", ""),
-            ("LLM_PROVIDER", ""),
-        ]))
-        .unwrap();
+        let config =
+            LlmConfig::from_lookup(lookup(&[("LLM_MODEL", "m"), ("LLM_API_KEY", ""), ("LLM_PROVIDER", "")])).unwrap();
         assert_eq!(config.provider, ProviderKind::OpenAi);
         assert_eq!(config.api_key, None);
     }

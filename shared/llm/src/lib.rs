@@ -25,9 +25,10 @@ pub fn build(config: &LlmConfig) -> Result<Arc<dyn ChatModel>, ModelError> {
         ProviderKind::OpenAi => Arc::new(OpenAiModel::new(config)?),
         ProviderKind::Anthropic => Arc::new(AnthropicModel::new(config)?),
         ProviderKind::Replay => {
-            let path = config.replay_file.as_ref().ok_or_else(|| {
-                ModelError::Config("provider replay needs a replay file".to_string())
-            })?;
+            let path = config
+                .replay_file
+                .as_ref()
+                .ok_or_else(|| ModelError::Config("provider replay needs a replay file".to_string()))?;
             Arc::new(ReplayModel::from_file(path)?)
         }
     };

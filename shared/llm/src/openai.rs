@@ -1,8 +1,6 @@
 //! OpenAI-compatible Chat Completions provider (OpenAI, Ollama, vLLM, ...), converting to and from core types.
 
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, Usage,
-};
+use agent_core::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, Usage};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -48,11 +46,8 @@ impl OpenAiModel {
 #[async_trait]
 impl ChatModel for OpenAiModel {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        let (max_tokens, max_completion_tokens) = if self.official_api {
-            (None, Some(self.max_tokens))
-        } else {
-            (Some(self.max_tokens), None)
-        };
+        let (max_tokens, max_completion_tokens) =
+            if self.official_api { (None, Some(self.max_tokens)) } else { (Some(self.max_tokens), None) };
         let body = to_wire(&self.model, request, max_tokens, max_completion_tokens);
         let bytes = send_with_retry(&self.retry, PROVIDER, self.api_key.as_deref(), || {
             let builder = self.client.post(&self.endpoint).json(&body);
@@ -62,9 +57,8 @@ impl ChatModel for OpenAiModel {
             }
         })
         .await?;
-        let wire: CompletionResponse = serde_json::from_slice(&bytes).map_err(|e| {
-            ModelError::InvalidResponse(format!("{PROVIDER}: could not parse the response: {e}"))
-        })?;
+        let wire: CompletionResponse = serde_json::from_slice(&bytes)
+            .map_err(|e| ModelError::InvalidResponse(format!("{PROVIDER}: could not parse the response: {e}")))?;
         let response = from_wire(wire)?;
         tracing::debug!(
             provider = PROVIDER,
@@ -151,42 +145,23 @@ fn to_wire<'a>(
 ) -> CompletionRequest<'a> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
     if !request.system.is_empty() {
-        messages.push(WireMessage::System {
-            content: &request.system,
-        });
+        messages.push(WireMessage::System { content: &request.system });
     }
     for message in &request.messages {
         messages.push(match message {
             Message::User { content } => WireMessage::User { content },
-            Message::Assistant {
-                content,
-                tool_calls,
-            } => WireMessage::Assistant {
-                content: if content.is_empty() && !tool_calls.is_empty() {
-                    None
-                } else {
-                    Some(content)
-                },
+            Message::Assistant { content, tool_calls } => WireMessage::Assistant {
+                content: if content.is_empty() && !tool_calls.is_empty() { None } else { Some(content) },
                 tool_calls: tool_calls
                     .iter()
                     .map(|call| WireToolCall {
                         id: &call.id,
                         kind: "function",
-                        function: WireFunctionCall {
-                            name: &call.name,
-                            arguments: encode_arguments(&call.arguments),
-                        },
+                        function: WireFunctionCall { name: &call.name, arguments: encode_arguments(&call.arguments) },
                     })
                     .collect(),
             },
-            Message::Tool {
-                tool_call_id,
-                content,
-                ..
-            } => WireMessage::Tool {
-                tool_call_id,
-                content,
-            },
+            Message::Tool { tool_call_id, content, .. } => WireMessage::Tool { tool_call_id, content },
         });
     }
     let tools = request
@@ -194,20 +169,10 @@ fn to_wire<'a>(
         .iter()
         .map(|tool| WireTool {
             kind: "function",
-            function: WireFunction {
-                name: &tool.name,
-                description: &tool.description,
-                parameters: &tool.parameters,
-            },
+            function: WireFunction { name: &tool.name, description: &tool.description, parameters: &tool.parameters },
         })
         .collect();
-    CompletionRequest {
-        model,
-        messages,
-        tools,
-        max_tokens,
-        max_completion_tokens,
-    }
+    CompletionRequest { model, messages, tools, max_tokens, max_completion_tokens }
 }
 
 /// Arguments that arrived as an unparseable string are sent back verbatim, so the model
@@ -268,19 +233,18 @@ struct WireUsage {
 }
 
 fn from_wire(response: CompletionResponse) -> Result<ChatResponse, ModelError> {
-    let choice = response.choices.into_iter().next().ok_or_else(|| {
-        ModelError::InvalidResponse(format!("{PROVIDER}: the response has no choices"))
-    })?;
+    let choice = response
+        .choices
+        .into_iter()
+        .next()
+        .ok_or_else(|| ModelError::InvalidResponse(format!("{PROVIDER}: the response has no choices")))?;
     let tool_calls = choice
         .message
         .tool_calls
         .unwrap_or_default()
         .into_iter()
         .map(|call| ToolCall {
-            id: call
-                .id
-                .filter(|id| !id.is_empty())
-                .unwrap_or_else(generate_call_id),
+            id: call.id.filter(|id| !id.is_empty()).unwrap_or_else(generate_call_id),
             name: call.function.name,
             arguments: decode_arguments(call.function.arguments),
         })
@@ -293,17 +257,9 @@ fn from_wire(response: CompletionResponse) -> Result<ChatResponse, ModelError> {
     };
     let usage = response
         .usage
-        .map(|u| Usage {
-            input_tokens: u.prompt_tokens.unwrap_or(0),
-            output_tokens: u.completion_tokens.unwrap_or(0),
-        })
+        .map(|u| Usage { input_tokens: u.prompt_tokens.unwrap_or(0), output_tokens: u.completion_tokens.unwrap_or(0) })
         .unwrap_or_default();
-    Ok(ChatResponse {
-        content: choice.message.content.unwrap_or_default(),
-        tool_calls,
-        usage,
-        stop_reason,
-    })
+    Ok(ChatResponse { content: choice.message.content.unwrap_or_default(), tool_calls, usage, stop_reason })
 }
 
 /// Parses the arguments string; a string that is not JSON is kept as is so the tool can report it.
@@ -352,10 +308,7 @@ mod tests {
         .unwrap();
         let response = from_wire(wire).unwrap();
         assert_eq!(response.tool_calls.len(), 2);
-        assert!(response
-            .tool_calls
-            .iter()
-            .all(|c| c.id.starts_with("call_")));
+        assert!(response.tool_calls.iter().all(|c| c.id.starts_with("call_")));
         assert_ne!(response.tool_calls[0].id, response.tool_calls[1].id);
         assert_eq!(response.usage, Usage::default());
         assert_eq!(response.content, "");
@@ -364,19 +317,12 @@ mod tests {
     #[test]
     fn no_choices_is_invalid() {
         let wire: CompletionResponse = serde_json::from_value(json!({"choices": []})).unwrap();
-        assert!(matches!(
-            from_wire(wire),
-            Err(ModelError::InvalidResponse(_))
-        ));
+        assert!(matches!(from_wire(wire), Err(ModelError::InvalidResponse(_))));
     }
 
     #[test]
     fn official_api_uses_max_completion_tokens() {
-        let request = ChatRequest {
-            system: String::new(),
-            messages: vec![Message::user("hi")],
-            tools: vec![],
-        };
+        let request = ChatRequest { system: String::new(), messages: vec![Message::user("hi")], tools: vec![] };
         let body = serde_json::to_value(to_wire("m", &request, None, Some(10))).unwrap();
         assert_eq!(
             body,

@@ -21,12 +21,8 @@ impl ReplayModel {
     /// Loads every reply up front, so a malformed file fails at startup rather than mid-conversation.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ModelError> {
         let path = path.as_ref();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ModelError::Config(format!(
-                "could not read replay file {}: {e}",
-                path.display()
-            ))
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ModelError::Config(format!("could not read replay file {}: {e}", path.display())))?;
         Self::from_jsonl(path.display().to_string(), &text)
     }
 
@@ -39,27 +35,16 @@ impl ReplayModel {
                 continue;
             }
             let reply = serde_json::from_str(line).map_err(|e| {
-                ModelError::Config(format!(
-                    "replay file {source} line {}: not a chat response: {e}",
-                    index + 1
-                ))
+                ModelError::Config(format!("replay file {source} line {}: not a chat response: {e}", index + 1))
             })?;
             replies.push(reply);
         }
-        Ok(ReplayModel {
-            source,
-            replies,
-            cursor: Mutex::new(0),
-        })
+        Ok(ReplayModel { source, replies, cursor: Mutex::new(0) })
     }
 
     /// Replies in the same order as they will be served.
     pub fn from_replies(source: impl Into<String>, replies: Vec<ChatResponse>) -> Self {
-        ReplayModel {
-            source: source.into(),
-            replies,
-            cursor: Mutex::new(0),
-        }
+        ReplayModel { source: source.into(), replies, cursor: Mutex::new(0) }
     }
 
     /// How many replies have not been served yet.
@@ -69,9 +54,7 @@ impl ReplayModel {
 
     fn lock_cursor(&self) -> std::sync::MutexGuard<'_, usize> {
         // The cursor is a plain counter, so a panic elsewhere cannot leave it inconsistent.
-        self.cursor
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.cursor.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -80,11 +63,7 @@ impl ChatModel for ReplayModel {
     async fn complete(&self, _request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let mut cursor = self.lock_cursor();
         let reply = self.replies.get(*cursor).cloned().ok_or_else(|| {
-            ModelError::Config(format!(
-                "replay file {} exhausted after {} replies",
-                self.source,
-                self.replies.len()
-            ))
+            ModelError::Config(format!("replay file {} exhausted after {} replies", self.source, self.replies.len()))
         })?;
         *cursor += 1;
         tracing::debug!(
@@ -108,11 +87,7 @@ pub struct RecordingModel {
 
 impl RecordingModel {
     pub fn new(inner: Arc<dyn ChatModel>, path: impl Into<PathBuf>) -> Self {
-        RecordingModel {
-            inner,
-            path: path.into(),
-            write_lock: tokio::sync::Mutex::new(()),
-        }
+        RecordingModel { inner, path: path.into(), write_lock: tokio::sync::Mutex::new(()) }
     }
 
     pub fn path(&self) -> &Path {
@@ -123,11 +98,7 @@ impl RecordingModel {
         let mut line = serde_json::to_vec(reply)?;
         line.push(b'\n');
         let _guard = self.write_lock.lock().await;
-        let mut file = tokio::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.path)
-            .await?;
+        let mut file = tokio::fs::OpenOptions::new().create(true).append(true).open(&self.path).await?;
         file.write_all(&line).await?;
         file.flush().await
     }
@@ -138,12 +109,9 @@ impl ChatModel for RecordingModel {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let reply = self.inner.complete(request).await?;
         // A recording with a hole would replay the wrong replies later, so a failed write fails the call.
-        self.append(&reply).await.map_err(|e| {
-            ModelError::Config(format!(
-                "could not append to record file {}: {e}",
-                self.path.display()
-            ))
-        })?;
+        self.append(&reply)
+            .await
+            .map_err(|e| ModelError::Config(format!("could not append to record file {}: {e}", self.path.display())))?;
         Ok(reply)
     }
 }
@@ -154,11 +122,7 @@ mod tests {
     use agent_core::{StopReason, Usage};
 
     fn request() -> ChatRequest {
-        ChatRequest {
-            system: String::new(),
-            messages: vec![],
-            tools: vec![],
-        }
+        ChatRequest { system: String::new(), messages: vec![], tools: vec![] }
     }
 
     #[tokio::test]
@@ -173,13 +137,7 @@ mod tests {
         assert_eq!(model.remaining(), 2);
         let first = model.complete(&request()).await.unwrap();
         assert_eq!(first.content, "one");
-        assert_eq!(
-            first.usage,
-            Usage {
-                input_tokens: 1,
-                output_tokens: 2
-            }
-        );
+        assert_eq!(first.usage, Usage { input_tokens: 1, output_tokens: 2 });
         let second = model.complete(&request()).await.unwrap();
         assert_eq!(second.content, "two");
         assert_eq!(second.stop_reason, StopReason::MaxTokens);
@@ -197,10 +155,7 @@ mod tests {
         let text = "\n{\"content\":\"\",\"tool_calls\":[],\"usage\":{\"input_tokens\":0,\"output_tokens\":0},\"stop_reason\":\"end_turn\"}\n// comment\n";
         match ReplayModel::from_jsonl("mem", text) {
             Err(ModelError::Config(message)) => assert!(message.contains("line 3"), "{message}"),
-            other => panic!(
-                "expected a Config error, got {:?}",
-                other.map(|m| m.remaining())
-            ),
+            other => panic!("expected a Config error, got {:?}", other.map(|m| m.remaining())),
         }
     }
 }

@@ -38,9 +38,7 @@ impl RetryPolicy {
 
     /// The capped exponential ceiling for the wait after failed attempt `attempt` (1-based).
     pub fn backoff_ceiling(&self, attempt: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(attempt.saturating_sub(1))
-            .unwrap_or(u32::MAX);
+        let factor = 1u32.checked_shl(attempt.saturating_sub(1)).unwrap_or(u32::MAX);
         self.base_delay.saturating_mul(factor).min(self.max_delay)
     }
 
@@ -71,11 +69,7 @@ pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, ModelErr
 /// What one attempt came to.
 enum Attempt {
     Done(Vec<u8>),
-    Retry {
-        status: Option<u16>,
-        message: String,
-        retry_after: Option<Duration>,
-    },
+    Retry { status: Option<u16>, message: String, retry_after: Option<Duration> },
     Fail(ModelError),
 }
 
@@ -93,17 +87,10 @@ pub(crate) async fn send_with_retry(
         let (status, message, retry_after) = match try_once(make_request(), secret).await {
             Attempt::Done(body) => return Ok(body),
             Attempt::Fail(error) => return Err(error),
-            Attempt::Retry {
-                status,
-                message,
-                retry_after,
-            } => (status, message, retry_after),
+            Attempt::Retry { status, message, retry_after } => (status, message, retry_after),
         };
         if attempt >= max_attempts {
-            return Err(ModelError::Unavailable {
-                attempts: attempt,
-                message,
-            });
+            return Err(ModelError::Unavailable { attempts: attempt, message });
         }
         let delay = policy.delay(attempt, retry_after);
         tracing::warn!(
@@ -125,10 +112,7 @@ async fn try_once(request: RequestBuilder, secret: Option<&str>) -> Attempt {
         Ok(response) => response,
         // A request that cannot even be built will fail the same way every time.
         Err(error) if error.is_builder() => {
-            return Attempt::Fail(ModelError::Config(redact(
-                &describe_transport_error(&error),
-                secret,
-            )))
+            return Attempt::Fail(ModelError::Config(redact(&describe_transport_error(&error), secret)))
         }
         Err(error) => {
             return Attempt::Retry {
@@ -162,10 +146,7 @@ async fn try_once(request: RequestBuilder, secret: Option<&str>) -> Attempt {
             retry_after,
         }
     } else {
-        Attempt::Fail(ModelError::Rejected {
-            status: status.as_u16(),
-            message: error_message(&body, secret),
-        })
+        Attempt::Fail(ModelError::Rejected { status: status.as_u16(), message: error_message(&body, secret) })
     }
 }
 
@@ -175,11 +156,7 @@ fn is_retryable(status: StatusCode) -> bool {
 
 /// A one-line description of a transport error with its causes, which reqwest keeps apart.
 fn describe_transport_error(error: &reqwest::Error) -> String {
-    let mut text = if error.is_timeout() {
-        format!("request timed out: {error}")
-    } else {
-        error.to_string()
-    };
+    let mut text = if error.is_timeout() { format!("request timed out: {error}") } else { error.to_string() };
     let mut source = error.source();
     while let Some(cause) = source {
         text.push_str(": ");
@@ -224,11 +201,7 @@ fn truncate(text: &str, max_chars: usize) -> String {
 }
 
 fn parse_retry_after_header(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
-    headers
-        .get(RETRY_AFTER)?
-        .to_str()
-        .ok()
-        .and_then(|value| parse_retry_after(value, now))
+    headers.get(RETRY_AFTER)?.to_str().ok().and_then(|value| parse_retry_after(value, now))
 }
 
 /// Parses a `Retry-After` value: delta-seconds or an HTTP date (a date in the past means now).
@@ -246,11 +219,7 @@ mod tests {
     use super::*;
 
     fn policy(base_ms: u64) -> RetryPolicy {
-        RetryPolicy {
-            max_attempts: 4,
-            base_delay: Duration::from_millis(base_ms),
-            max_delay: Duration::from_secs(20),
-        }
+        RetryPolicy { max_attempts: 4, base_delay: Duration::from_millis(base_ms), max_delay: Duration::from_secs(20) }
     }
 
     #[test]
@@ -269,23 +238,14 @@ mod tests {
         let p = policy(500);
         let draws: Vec<Duration> = (0..200).map(|_| p.backoff(3)).collect();
         assert!(draws.iter().all(|d| *d <= Duration::from_millis(2000)));
-        assert!(
-            draws.iter().any(|d| *d != draws[0]),
-            "full jitter should not be constant"
-        );
+        assert!(draws.iter().any(|d| *d != draws[0]), "full jitter should not be constant");
     }
 
     #[test]
     fn retry_after_is_honoured_but_capped() {
         let p = policy(500);
-        assert_eq!(
-            p.delay(1, Some(Duration::from_secs(3))),
-            Duration::from_secs(3)
-        );
-        assert_eq!(
-            p.delay(1, Some(Duration::from_secs(3600))),
-            Duration::from_secs(20)
-        );
+        assert_eq!(p.delay(1, Some(Duration::from_secs(3))), Duration::from_secs(3));
+        assert_eq!(p.delay(1, Some(Duration::from_secs(3600))), Duration::from_secs(20));
     }
 
     #[test]
@@ -293,14 +253,8 @@ mod tests {
         let now = httpdate::parse_http_date("Wed, 21 Oct 2015 07:28:00 GMT").unwrap();
         assert_eq!(parse_retry_after("0", now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after(" 7 ", now), Some(Duration::from_secs(7)));
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now),
-            Some(Duration::from_secs(30))
-        );
-        assert_eq!(
-            parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now),
-            Some(Duration::ZERO)
-        );
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:28:30 GMT", now), Some(Duration::from_secs(30)));
+        assert_eq!(parse_retry_after("Wed, 21 Oct 2015 07:27:00 GMT", now), Some(Duration::ZERO));
         assert_eq!(parse_retry_after("soon", now), None);
         assert_eq!(parse_retry_after("-1", now), None);
     }
@@ -309,22 +263,17 @@ mod tests {
     fn error_message_prefers_the_provider_message() {
         let openai = br#"{"error":{"message":"Invalid model","type":"invalid_request_error"}}"#;
         assert_eq!(error_message(openai, None), "Invalid model");
-        let anthropic = br#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: required"}}"#;
+        let anthropic =
+            br#"{"type":"error","error":{"type":"invalid_request_error","message":"max_tokens: required"}}"#;
         assert_eq!(error_message(anthropic, None), "max_tokens: required");
-        assert_eq!(
-            error_message(br#"{"error":"model 'x' not found"}"#, None),
-            "model 'x' not found"
-        );
+        assert_eq!(error_message(br#"{"error":"model 'x' not found"}"#, None), "model 'x' not found");
         assert_eq!(error_message(b"  Bad Gateway \n", None), "Bad Gateway");
         assert_eq!(error_message(b"", None), "(empty response body)");
     }
 
     #[test]
     fn error_message_is_truncated_and_redacted() {
-        let body = format!(
-            r#"{{"error":{{"message":"bad key sk-secret-123 {}"}}}}"#,
-            "x".repeat(2000)
-        );
+        let body = format!(r#"{{"error":{{"message":"bad key sk-secret-123 {}"}}}}"#, "x".repeat(2000));
         let message = error_message(body.as_bytes(), Some("sk-secret-123"));
         assert!(!message.contains("sk-secret-123"), "{message}");
         assert!(message.starts_with("bad key [redacted] "), "{message}");

@@ -6,10 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, ToolSpec,
-    Usage,
-};
+use agent_core::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, ToolSpec, Usage};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -30,21 +27,11 @@ struct Reply {
 }
 
 fn ok(body: Value) -> Reply {
-    Reply {
-        status: 200,
-        headers: vec![],
-        body: body.to_string(),
-        delay: Duration::ZERO,
-    }
+    Reply { status: 200, headers: vec![], body: body.to_string(), delay: Duration::ZERO }
 }
 
 fn status(status: u16, body: Value) -> Reply {
-    Reply {
-        status,
-        headers: vec![],
-        body: body.to_string(),
-        delay: Duration::ZERO,
-    }
+    Reply { status, headers: vec![], body: body.to_string(), delay: Duration::ZERO }
 }
 
 impl Reply {
@@ -79,13 +66,8 @@ struct Server {
 
 impl Server {
     async fn start(replies: Vec<Reply>) -> Server {
-        let script = Arc::new(Mutex::new(Script {
-            replies: replies.into(),
-            received: Vec::new(),
-        }));
-        let app = axum::Router::new()
-            .fallback(answer)
-            .with_state(script.clone());
+        let script = Arc::new(Mutex::new(Script { replies: replies.into(), received: Vec::new() }));
+        let app = axum::Router::new().fallback(answer).with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
@@ -108,20 +90,11 @@ impl Server {
     }
 }
 
-async fn answer(
-    State(script): State<Arc<Mutex<Script>>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
+async fn answer(State(script): State<Arc<Mutex<Script>>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
     let reply = {
         let mut script = script.lock().unwrap();
         let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        script.received.push(Received {
-            path: uri.path().to_string(),
-            headers,
-            body,
-        });
+        script.received.push(Received { path: uri.path().to_string(), headers, body });
         script.replies.pop_front()
     };
     // A request the script did not expect is answered so that the client gives up at once.
@@ -130,9 +103,7 @@ async fn answer(
     };
     tokio::time::sleep(reply.delay).await;
     let mut response = (StatusCode::from_u16(reply.status).unwrap(), reply.body).into_response();
-    response
-        .headers_mut()
-        .insert("content-type", "application/json".parse().unwrap());
+    response.headers_mut().insert("content-type", "application/json".parse().unwrap());
     for (name, value) in reply.headers {
         response.headers_mut().insert(name, value.parse().unwrap());
     }
@@ -205,11 +176,7 @@ fn full_request() -> ChatRequest {
 }
 
 fn simple_request() -> ChatRequest {
-    ChatRequest {
-        system: String::new(),
-        messages: vec![Message::user("hi")],
-        tools: vec![],
-    }
+    ChatRequest { system: String::new(), messages: vec![Message::user("hi")], tools: vec![] }
 }
 
 fn openai_text(content: &str) -> Value {
@@ -241,8 +208,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 fn temp_path(name: &str) -> PathBuf {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("llm-{}-{n}-{name}", std::process::id()));
+    let path = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("llm-{}-{n}-{name}", std::process::id()));
     let _ = std::fs::remove_file(&path);
     path
 }
@@ -257,10 +223,7 @@ async fn openai_request_wire_shape_and_auth() {
     assert_eq!(server.request_count(), 1);
     let (path, headers, body) = server.request(0);
     assert_eq!(path, "/v1/chat/completions");
-    assert_eq!(
-        header(&headers, "authorization"),
-        Some(format!("Bearer {KEY}").as_str())
-    );
+    assert_eq!(header(&headers, "authorization"), Some(format!("Bearer {KEY}").as_str()));
     assert_eq!(header(&headers, "content-type"), Some("application/json"));
     assert_eq!(
         body,
@@ -291,11 +254,7 @@ async fn openai_omits_empty_tools_system_and_missing_key() {
     let server = Server::start(vec![ok(openai_text("hello"))]).await;
     let mut config = config(ProviderKind::OpenAi, format!("{}/v1/", server.base));
     config.api_key = None;
-    OpenAiModel::new(&config)
-        .unwrap()
-        .complete(&simple_request())
-        .await
-        .unwrap();
+    OpenAiModel::new(&config).unwrap().complete(&simple_request()).await.unwrap();
 
     let (path, headers, body) = server.request(0);
     assert_eq!(path, "/v1/chat/completions");
@@ -315,10 +274,7 @@ async fn openai_parses_text_reply_and_usage() {
         ChatResponse {
             content: "Hello there.".to_string(),
             tool_calls: vec![],
-            usage: Usage {
-                input_tokens: 12,
-                output_tokens: 5
-            },
+            usage: Usage { input_tokens: 12, output_tokens: 5 },
             stop_reason: StopReason::EndTurn,
         }
     );
@@ -347,32 +303,15 @@ async fn openai_parses_tool_calls_and_keeps_unparseable_arguments() {
     let response = model.complete(&simple_request()).await.unwrap();
     assert_eq!(response.content, "");
     assert_eq!(response.stop_reason, StopReason::ToolUse);
-    assert_eq!(
-        response.usage,
-        Usage {
-            input_tokens: 40,
-            output_tokens: 9
-        }
-    );
+    assert_eq!(response.usage, Usage { input_tokens: 40, output_tokens: 9 });
     assert_eq!(response.tool_calls.len(), 3);
     assert_eq!(
         response.tool_calls[0],
-        ToolCall {
-            id: "call_a".to_string(),
-            name: "read_file".to_string(),
-            arguments: json!({"path": "a.md"})
-        }
+        ToolCall { id: "call_a".to_string(), name: "read_file".to_string(), arguments: json!({"path": "a.md"}) }
     );
-    assert_eq!(
-        response.tool_calls[1].arguments,
-        Value::String("{\"path\": \"b.md\"".to_string())
-    );
+    assert_eq!(response.tool_calls[1].arguments, Value::String("{\"path\": \"b.md\"".to_string()));
     assert_eq!(response.tool_calls[2].name, "list");
-    assert!(
-        response.tool_calls[2].id.starts_with("call_"),
-        "generated id: {}",
-        response.tool_calls[2].id
-    );
+    assert!(response.tool_calls[2].id.starts_with("call_"), "generated id: {}", response.tool_calls[2].id);
 
     // `length` means the output was cut off, and a missing usage counts as zero.
     let truncated = model.complete(&simple_request()).await.unwrap();
@@ -435,29 +374,18 @@ async fn retry_after_seconds_are_honoured() {
     .await;
     let started = Instant::now();
     openai(&server).complete(&simple_request()).await.unwrap();
-    assert!(
-        started.elapsed() >= Duration::from_secs(1),
-        "waited only {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed() >= Duration::from_secs(1), "waited only {:?}", started.elapsed());
     assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
 async fn openai_500s_exhaust_attempts() {
-    let server = Server::start(
-        (0..3)
-            .map(|_| status(500, json!({"error": {"message": "upstream exploded"}})))
-            .collect(),
-    )
-    .await;
+    let server =
+        Server::start((0..3).map(|_| status(500, json!({"error": {"message": "upstream exploded"}}))).collect()).await;
     match openai(&server).complete(&simple_request()).await {
         Err(ModelError::Unavailable { attempts, message }) => {
             assert_eq!(attempts, 3);
-            assert!(
-                message.contains("500") && message.contains("upstream exploded"),
-                "{message}"
-            );
+            assert!(message.contains("500") && message.contains("upstream exploded"), "{message}");
         }
         other => panic!("expected Unavailable, got {other:?}"),
     }
@@ -467,17 +395,17 @@ async fn openai_500s_exhaust_attempts() {
 #[tokio::test]
 async fn openai_400_is_rejected_at_once_without_leaking_the_key() {
     let server = Server::start(vec![
-        status(400, json!({"error": {"message": format!("Invalid 'tools[0]' for key {KEY}"), "type": "invalid_request_error"}})),
+        status(
+            400,
+            json!({"error": {"message": format!("Invalid 'tools[0]' for key {KEY}"), "type": "invalid_request_error"}}),
+        ),
         ok(openai_text("never")),
     ])
     .await;
     match openai(&server).complete(&full_request()).await {
         Err(ModelError::Rejected { status, message }) => {
             assert_eq!(status, 400);
-            assert!(
-                message.starts_with("Invalid 'tools[0]' for key"),
-                "{message}"
-            );
+            assert!(message.starts_with("Invalid 'tools[0]' for key"), "{message}");
             assert!(!message.contains(KEY), "{message}");
         }
         other => panic!("expected Rejected, got {other:?}"),
@@ -488,35 +416,22 @@ async fn openai_400_is_rejected_at_once_without_leaking_the_key() {
 
 #[tokio::test]
 async fn openai_invalid_body_is_invalid_response() {
-    let server = Server::start(vec![Reply {
-        status: 200,
-        headers: vec![],
-        body: "<html>".to_string(),
-        delay: Duration::ZERO,
-    }])
-    .await;
+    let server =
+        Server::start(vec![Reply { status: 200, headers: vec![], body: "<html>".to_string(), delay: Duration::ZERO }])
+            .await;
     let result = openai(&server).complete(&simple_request()).await;
-    assert!(
-        matches!(result, Err(ModelError::InvalidResponse(_))),
-        "{result:?}"
-    );
+    assert!(matches!(result, Err(ModelError::InvalidResponse(_))), "{result:?}");
     assert_eq!(server.request_count(), 1);
 }
 
 #[tokio::test]
 async fn timeouts_are_retried() {
-    let server = Server::start(vec![
-        ok(openai_text("too late")).delayed(Duration::from_secs(3)),
-        ok(openai_text("in time")),
-    ])
-    .await;
+    let server =
+        Server::start(vec![ok(openai_text("too late")).delayed(Duration::from_secs(3)), ok(openai_text("in time"))])
+            .await;
     let mut config = config(ProviderKind::OpenAi, format!("{}/v1", server.base));
     config.timeout = Duration::from_millis(300);
-    let response = OpenAiModel::new(&config)
-        .unwrap()
-        .complete(&simple_request())
-        .await
-        .unwrap();
+    let response = OpenAiModel::new(&config).unwrap().complete(&simple_request()).await.unwrap();
     assert_eq!(response.content, "in time");
     assert_eq!(server.request_count(), 2);
 }
@@ -524,18 +439,10 @@ async fn timeouts_are_retried() {
 #[tokio::test]
 async fn connection_errors_are_retried_then_unavailable() {
     // Bind and drop a listener to get a port that nothing listens on.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let mut config = config(ProviderKind::OpenAi, format!("http://127.0.0.1:{port}/v1"));
     config.max_attempts = 2;
-    match OpenAiModel::new(&config)
-        .unwrap()
-        .complete(&simple_request())
-        .await
-    {
+    match OpenAiModel::new(&config).unwrap().complete(&simple_request()).await {
         Err(ModelError::Unavailable { attempts, message }) => {
             assert_eq!(attempts, 2);
             assert!(!message.contains(KEY), "{message}");
@@ -588,10 +495,7 @@ async fn anthropic_request_wire_shape_and_headers() {
 #[tokio::test]
 async fn anthropic_omits_empty_system_and_tools() {
     let server = Server::start(vec![ok(anthropic_text("hello"))]).await;
-    anthropic(&server)
-        .complete(&simple_request())
-        .await
-        .unwrap();
+    anthropic(&server).complete(&simple_request()).await.unwrap();
     let (_, _, body) = server.request(0);
     assert_eq!(
         body,
@@ -626,10 +530,7 @@ async fn anthropic_parses_text_and_tool_use_replies() {
         ChatResponse {
             content: "Hello there.".to_string(),
             tool_calls: vec![],
-            usage: Usage {
-                input_tokens: 20,
-                output_tokens: 7
-            },
+            usage: Usage { input_tokens: 20, output_tokens: 7 },
             stop_reason: StopReason::EndTurn,
         }
     );
@@ -645,16 +546,9 @@ async fn anthropic_parses_text_and_tool_use_replies() {
                     name: "read_file".to_string(),
                     arguments: json!({"path": "a.md"})
                 },
-                ToolCall {
-                    id: "toolu_2".to_string(),
-                    name: "list".to_string(),
-                    arguments: json!({})
-                },
+                ToolCall { id: "toolu_2".to_string(), name: "list".to_string(), arguments: json!({}) },
             ],
-            usage: Usage {
-                input_tokens: 100,
-                output_tokens: 30
-            },
+            usage: Usage { input_tokens: 100, output_tokens: 30 },
             stop_reason: StopReason::ToolUse,
         }
     );
@@ -701,18 +595,12 @@ async fn anthropic_keeps_unparseable_arguments_from_history() {
 #[tokio::test]
 async fn anthropic_retries_429_with_retry_after_then_succeeds() {
     let server = Server::start(vec![
-        status(
-            429,
-            json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}),
-        )
-        .header("retry-after", "0"),
+        status(429, json!({"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}))
+            .header("retry-after", "0"),
         ok(anthropic_text("after the wait")),
     ])
     .await;
-    let response = anthropic(&server)
-        .complete(&simple_request())
-        .await
-        .unwrap();
+    let response = anthropic(&server).complete(&simple_request()).await.unwrap();
     assert_eq!(response.content, "after the wait");
     assert_eq!(server.request_count(), 2);
     // Every attempt carries the credentials.
@@ -729,30 +617,20 @@ async fn anthropic_retry_after_http_date_in_the_past_means_now() {
         ok(anthropic_text("fine")),
     ])
     .await;
-    let response = anthropic(&server)
-        .complete(&simple_request())
-        .await
-        .unwrap();
+    let response = anthropic(&server).complete(&simple_request()).await.unwrap();
     assert_eq!(response.content, "fine");
     assert_eq!(server.request_count(), 2);
 }
 
 #[tokio::test]
 async fn anthropic_5xx_exhaust_attempts() {
-    let overloaded = || {
-        status(
-            529,
-            json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}),
-        )
-    };
+    let overloaded =
+        || status(529, json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}));
     let server = Server::start(vec![overloaded(), overloaded(), overloaded()]).await;
     match anthropic(&server).complete(&simple_request()).await {
         Err(ModelError::Unavailable { attempts, message }) => {
             assert_eq!(attempts, 3);
-            assert!(
-                message.contains("529") && message.contains("Overloaded"),
-                "{message}"
-            );
+            assert!(message.contains("529") && message.contains("Overloaded"), "{message}");
         }
         other => panic!("expected Unavailable, got {other:?}"),
     }
@@ -796,40 +674,26 @@ async fn recorded_replies_replay_identically() {
     live_config.record_file = Some(record_file.clone());
 
     let live = build(&live_config).unwrap();
-    let live_replies = vec![
-        live.complete(&full_request()).await.unwrap(),
-        live.complete(&simple_request()).await.unwrap(),
-    ];
+    let live_replies =
+        vec![live.complete(&full_request()).await.unwrap(), live.complete(&simple_request()).await.unwrap()];
     assert_eq!(live_replies[0].tool_calls[1].arguments, json!("not json"));
     assert_eq!(live_replies[1].content, "All done.");
 
     let recorded = std::fs::read_to_string(&record_file).unwrap();
     let lines: Vec<&str> = recorded.lines().collect();
     assert_eq!(lines.len(), 2, "{recorded}");
-    assert_eq!(
-        serde_json::from_str::<ChatResponse>(lines[0]).unwrap(),
-        live_replies[0]
-    );
+    assert_eq!(serde_json::from_str::<ChatResponse>(lines[0]).unwrap(), live_replies[0]);
 
     let replay = build(&LlmConfig::replay(&record_file)).unwrap();
-    let replayed = vec![
-        replay.complete(&simple_request()).await.unwrap(),
-        replay.complete(&simple_request()).await.unwrap(),
-    ];
+    let replayed =
+        vec![replay.complete(&simple_request()).await.unwrap(), replay.complete(&simple_request()).await.unwrap()];
     assert_eq!(replayed, live_replies);
-    assert_eq!(
-        server.request_count(),
-        2,
-        "replay must not touch the network"
-    );
+    assert_eq!(server.request_count(), 2, "replay must not touch the network");
 
     match replay.complete(&simple_request()).await {
         Err(ModelError::Config(message)) => {
             assert!(message.contains("exhausted after 2 replies"), "{message}");
-            assert!(
-                message.contains(&record_file.display().to_string()),
-                "{message}"
-            );
+            assert!(message.contains(&record_file.display().to_string()), "{message}");
         }
         other => panic!("expected exhaustion, got {other:?}"),
     }
@@ -845,11 +709,7 @@ async fn malformed_replay_file_names_the_line() {
         stop_reason: StopReason::EndTurn,
     })
     .unwrap();
-    std::fs::write(
-        &path,
-        format!("{good}\n\n{good}\n{{\"content\": \"no other fields\"}}\n"),
-    )
-    .unwrap();
+    std::fs::write(&path, format!("{good}\n\n{good}\n{{\"content\": \"no other fields\"}}\n")).unwrap();
     match build(&LlmConfig::replay(&path)) {
         Err(ModelError::Config(message)) => assert!(message.contains("line 4"), "{message}"),
         Err(other) => panic!("expected a Config error, got {other:?}"),
@@ -860,10 +720,7 @@ async fn malformed_replay_file_names_the_line() {
 #[tokio::test]
 async fn missing_replay_file_is_a_config_error() {
     let path = temp_path("absent.jsonl");
-    assert!(matches!(
-        build(&LlmConfig::replay(&path)),
-        Err(ModelError::Config(_))
-    ));
+    assert!(matches!(build(&LlmConfig::replay(&path)), Err(ModelError::Config(_))));
 }
 
 #[tokio::test]
@@ -880,10 +737,7 @@ async fn build_from_lookup_selects_the_provider() {
     })
     .unwrap();
     let model = build(&config).unwrap();
-    assert_eq!(
-        model.complete(&simple_request()).await.unwrap().content,
-        "via build"
-    );
+    assert_eq!(model.complete(&simple_request()).await.unwrap().content, "via build");
     let (path, _, body) = server.request(0);
     assert_eq!(path, "/v1/messages");
     assert_eq!(body["model"], "claude-test");

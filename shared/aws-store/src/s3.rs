@@ -1,0 +1,127 @@
+//! `ObjectStore` on S3.
+
+use agent_core::store::{Object, ObjectMeta, ObjectStore, StoreError};
+use async_trait::async_trait;
+use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::primitives::ByteStream;
+use aws_sdk_s3::Client;
+use aws_smithy_types::error::display::DisplayErrorContext;
+
+/// Objects in one S3 bucket, keyed exactly as `agent_core::keys` builds them.
+#[derive(Debug, Clone)]
+pub struct S3ObjectStore {
+    client: Client,
+    bucket: String,
+}
+
+impl S3ObjectStore {
+    pub fn new(client: Client, bucket: impl Into<String>) -> Self {
+        Self { client, bucket: bucket.into() }
+    }
+
+    pub fn bucket(&self) -> &str {
+        &self.bucket
+    }
+
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    fn backend<E, R>(&self, operation: &str, key: &str, err: SdkError<E, R>) -> StoreError
+    where
+        E: std::error::Error + 'static,
+        R: std::fmt::Debug,
+    {
+        // DisplayErrorContext prints the whole source chain (service code, HTTP status, I/O cause);
+        // requests are signed, so no credential ever appears in it.
+        let message = format!("S3 {operation} s3://{}/{key}: {}", self.bucket, DisplayErrorContext(&err));
+        tracing::warn!(operation, bucket = %self.bucket, key, error = %message, "S3 request failed");
+        StoreError::Backend(message)
+    }
+}
+
+/// S3 returns ETags quoted (`"abc"`); callers compare them as plain strings.
+fn strip_quotes(etag: &str) -> String {
+    etag.trim_matches('"').to_string()
+}
+
+#[async_trait]
+impl ObjectStore for S3ObjectStore {
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        let mut objects = Vec::new();
+        let mut continuation: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_objects_v2()
+                .bucket(&self.bucket)
+                .prefix(prefix)
+                .set_continuation_token(continuation.take())
+                .send()
+                .await
+                .map_err(|err| self.backend("ListObjectsV2", prefix, err))?;
+            for object in page.contents() {
+                let Some(key) = object.key() else { continue };
+                objects.push(ObjectMeta {
+                    key: key.to_string(),
+                    etag: object.e_tag().map(strip_quotes).unwrap_or_default(),
+                    size: object.size().and_then(|size| u64::try_from(size).ok()).unwrap_or(0),
+                });
+            }
+            // A truncated page without a token would loop forever; treat it as the last page.
+            match (page.is_truncated(), page.next_continuation_token()) {
+                (Some(true), Some(token)) => continuation = Some(token.to_string()),
+                _ => break,
+            }
+        }
+        // S3 already lists in UTF-8 binary order; sorting keeps the contract for S3-compatible stores.
+        objects.sort_by(|a, b| a.key.cmp(&b.key));
+        Ok(objects)
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
+        let response = match self.client.get_object().bucket(&self.bucket).key(key).send().await {
+            Ok(response) => response,
+            Err(err) => {
+                let missing = err.as_service_error().is_some_and(|e| e.is_no_such_key())
+                    || err.raw_response().is_some_and(|r| r.status().as_u16() == 404);
+                if missing {
+                    return Ok(None);
+                }
+                return Err(self.backend("GetObject", key, err));
+            }
+        };
+        let etag = response.e_tag().map(strip_quotes).unwrap_or_default();
+        let bytes = response.body.collect().await.map_err(|err| {
+            StoreError::Backend(format!(
+                "S3 GetObject s3://{}/{key}: reading the body failed: {}",
+                self.bucket,
+                DisplayErrorContext(&err)
+            ))
+        })?;
+        Ok(Some(Object { bytes: bytes.into_bytes().to_vec(), etag }))
+    }
+
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .body(ByteStream::from(bytes))
+            .send()
+            .await
+            .map_err(|err| self.backend("PutObject", key, err))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::strip_quotes;
+
+    #[test]
+    fn etags_lose_their_quotes() {
+        assert_eq!(strip_quotes("\"d41d8cd98f00b204e9800998ecf8427e\""), "d41d8cd98f00b204e9800998ecf8427e");
+        assert_eq!(strip_quotes("abc-2"), "abc-2");
+    }
+}

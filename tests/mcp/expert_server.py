@@ -1,0 +1,138 @@
+"""An MCP "expert" for the tests: the official Python SDK's server over Streamable HTTP on loopback.
+
+Usage: expert_server.py PORT [--json] [--stateless] [--page-size N] [--require-header NAME=VALUE]
+
+* `--json` answers with `application/json` instead of SSE streams (the SDK's `json_response`).
+* `--stateless` serves without sessions (no `Mcp-Session-Id`).
+* `--page-size N` paginates `prompts/list` and `tools/list` with an opaque `nextCursor`, since the
+  SDK's high-level server returns every item in one page.
+* `--require-header` answers 401 unless the request carries that header, so a test can prove the
+  configured (secret) headers reach the server.
+
+Needs `pip install mcp` (written against mcp 2.x, whose `MCPServer` replaced `FastMCP`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+from typing import Any
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp_types import ImageContent, TextContent
+from pydantic import BaseModel
+
+server = MCPServer("expert-fixture", instructions="A test expert for contracts and arithmetic.")
+
+
+@server.prompt(description="Draft a contract between two parties.")
+def draft_contract(party_a: str, party_b: str) -> list[dict[str, Any]]:
+    return [
+        {"role": "user", "content": f"Draft a sale contract between {party_a} (seller) and {party_b} (buyer)."},
+        {"role": "assistant", "content": f"I will draft the contract for {party_a} and {party_b}."},
+    ]
+
+
+@server.prompt(description="Review a clause.")
+def review_clause(clause: str) -> str:
+    return f"Review this clause for risks: {clause}"
+
+
+# Filler prompts so that a small page size needs several pages.
+def _filler(n: int) -> Any:
+    def render() -> str:
+        return f"Filler prompt number {n}."
+
+    return render
+
+
+for _i in range(1, 6):
+    server.prompt(name=f"filler_{_i}", description=f"Filler prompt {_i}.")(_filler(_i))
+
+
+@server.tool(description="Add two integers.")
+def add(a: int, b: int) -> int:
+    return a + b
+
+
+@server.tool(description="Always fails.")
+def fail() -> str:
+    # A ToolError's message reaches the client; other exceptions are masked by the SDK.
+    raise ToolError("this tool always fails")
+
+
+@server.tool(description="Sleeps for a while before answering.")
+async def slow(seconds: float = 5.0) -> str:
+    await asyncio.sleep(seconds)
+    return "finally"
+
+
+@server.tool(description="Returns text and an image.")
+def picture() -> list[Any]:
+    return [TextContent(type="text", text="a red dot"), ImageContent(type="image", data="iVBORw0KGgo=", mimeType="image/png")]
+
+
+class Paginate:
+    """Middleware that pages `prompts/list` and `tools/list`; the cursor is the next start index."""
+
+    LISTS = {"prompts/list": "prompts", "tools/list": "tools"}
+
+    def __init__(self, page_size: int) -> None:
+        self.page_size = page_size
+
+    async def __call__(self, ctx: Any, call_next: Any) -> Any:
+        result = await call_next(ctx)
+        key = self.LISTS.get(ctx.method)
+        if key is None:
+            return result
+        data = result.model_dump(by_alias=True, exclude_none=True) if isinstance(result, BaseModel) else dict(result)
+        cursor = (ctx.params or {}).get("cursor")
+        try:
+            start = int(cursor) if cursor is not None else 0
+        except ValueError:
+            raise MCPError(code=-32602, message=f"invalid cursor {cursor!r}") from None
+        items = data[key]
+        data[key] = items[start : start + self.page_size]
+        data.pop("nextCursor", None)
+        if start + self.page_size < len(items):
+            data["nextCursor"] = str(start + self.page_size)
+        return data
+
+
+class RequireHeader:
+    """ASGI wrapper answering 401 unless a header carries the expected value."""
+
+    def __init__(self, app: Any, name: str, value: str) -> None:
+        self.app, self.name, self.value = app, name.lower().encode(), value.encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(self.name) != self.value:
+            await send({"type": "http.response.start", "status": 401, "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"missing credentials"})
+            return
+        await self.app(scope, receive, send)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--stateless", action="store_true")
+    parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--require-header", default=None)
+    args = parser.parse_args()
+
+    if args.page_size > 0:
+        server.middleware.append(Paginate(args.page_size))
+    app: Any = server.streamable_http_app(json_response=args.json, stateless_http=args.stateless, host="127.0.0.1")
+    if args.require_header:
+        name, _, value = args.require_header.partition("=")
+        app = RequireHeader(app, name, value)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
