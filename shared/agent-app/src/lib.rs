@@ -100,6 +100,16 @@ pub fn init_logging() {
     let _ = result;
 }
 
+/// Converts Lambda's deadline (milliseconds since the Unix epoch) into a monotonic instant.
+pub fn deadline_from_epoch_millis(deadline_ms: u64) -> Option<tokio::time::Instant> {
+    if deadline_ms == 0 {
+        return None;
+    }
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64;
+    let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
+    Some(tokio::time::Instant::now() + remaining)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -122,14 +132,4 @@ mod tests {
         let err = agent_config(|name| (name == "SKILL_PROMPT_MODE").then(|| "merge".into())).unwrap_err();
         assert!(err.to_string().contains("SKILL_PROMPT_MODE"));
     }
-}
-
-/// Converts Lambda's deadline (milliseconds since the Unix epoch) into a monotonic instant.
-pub fn deadline_from_epoch_millis(deadline_ms: u64) -> Option<tokio::time::Instant> {
-    if deadline_ms == 0 {
-        return None;
-    }
-    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64;
-    let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
-    Some(tokio::time::Instant::now() + remaining)
 }

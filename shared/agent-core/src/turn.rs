@@ -225,7 +225,7 @@ impl TurnService {
         let template = custom_template.as_ref().unwrap_or(&self.default_template);
         let vars = self.prompt_vars(&request);
         let user_message = match (&forced, parse_slash_command(&request.message)) {
-            (Some(doc), Some((_, rest))) if rest.is_empty() => {
+            (Some(doc), Some((_, ""))) => {
                 format!("(The user started the skill /{} without further instructions.)", doc.path.name())
             }
             (Some(_), Some((_, rest))) => rest.to_owned(),
