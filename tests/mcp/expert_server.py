@@ -72,7 +72,10 @@ async def slow(seconds: float = 5.0) -> str:
 
 @server.tool(description="Returns text and an image.")
 def picture() -> list[Any]:
-    return [TextContent(type="text", text="a red dot"), ImageContent(type="image", data="iVBORw0KGgo=", mimeType="image/png")]
+    return [
+        TextContent(type="text", text="a red dot"),
+        ImageContent(type="image", data="iVBORw0KGgo=", mimeType="image/png"),
+    ]
 
 
 class Paginate:

@@ -115,7 +115,7 @@ pub async fn run(
         for trim in budget::fit(&mut system, &mut messages, first_new, &tools, limits.input_tokens) {
             log_trim(&trim, steps);
         }
-        let request = ChatRequest { system: system.render(), messages, tools };
+        let request = ChatRequest { system: system.render(), messages, tools, ..ChatRequest::default() };
         let response = match call_deadline {
             Some(at) => match tokio::time::timeout_at(at, model.complete(&request)).await {
                 Ok(response) => response?,

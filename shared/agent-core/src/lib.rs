@@ -15,7 +15,7 @@ pub mod turn;
 pub mod vfs;
 
 pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};
-pub use message::{ChatRequest, ChatResponse, Message, StopReason, ToolCall, ToolSpec, Usage};
+pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
 pub use model::{ChatModel, ModelError};
 pub use store::{
     HistorySummary, Object, ObjectMeta, ObjectStore, Session, SessionState, SessionStore, StoreError, TodoItem,

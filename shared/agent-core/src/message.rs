@@ -77,11 +77,23 @@ impl Usage {
 }
 
 /// Everything one model call needs.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ChatRequest {
     pub system: String,
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
+    /// Use this model instead of the provider's configured one (e.g. `PLANNER_MODEL`).
+    pub model: Option<String>,
+    /// Ask for a JSON reply that follows a schema (structured output).
+    pub response_format: Option<JsonSchemaFormat>,
+}
+
+/// A structured-output request: the reply's content must be JSON valid against `schema`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JsonSchemaFormat {
+    /// A short identifier (`[A-Za-z0-9_-]`, at most 64 characters), as providers require.
+    pub name: String,
+    pub schema: serde_json::Value,
 }
 
 /// Why the model stopped generating.

@@ -346,6 +346,7 @@ impl TurnService {
             system: SUMMARY_INSTRUCTIONS.to_owned(),
             messages: vec![Message::user(transcript)],
             tools: Vec::new(),
+            ..Default::default()
         };
         match self.model.complete(&request).await {
             Ok(response) if !response.content.trim().is_empty() => {

@@ -59,9 +59,9 @@ impl From<ServiceError> for McpError {
         match error {
             ServiceError::McpError(data) => McpError::Rpc { code: data.code.0, message: data.message.into_owned() },
             ServiceError::Timeout { timeout } => McpError::Timeout(timeout),
-            ServiceError::TransportSend(_) | ServiceError::TransportClosed | ServiceError::Cancelled { .. } => {
-                McpError::Transport(error.to_string())
-            }
+            // The innermost errors say what happened (refused, 404); the wrappers name SDK types.
+            ServiceError::TransportSend(transport) => McpError::Transport(error_chain(transport.error.as_ref())),
+            ServiceError::TransportClosed | ServiceError::Cancelled { .. } => McpError::Transport(error.to_string()),
             other => McpError::Protocol(other.to_string()),
         }
     }
@@ -73,12 +73,30 @@ impl From<ClientInitializeError> for McpError {
             ClientInitializeError::JsonRpcError(data) => {
                 McpError::Rpc { code: data.code.0, message: data.message.into_owned() }
             }
-            ClientInitializeError::TransportError { .. }
-            | ClientInitializeError::ConnectionClosed(_)
-            | ClientInitializeError::Cancelled => McpError::Transport(error.to_string()),
+            ClientInitializeError::TransportError { error, context } => {
+                McpError::Transport(format!("{context}: {}", error_chain(error.error.as_ref())))
+            }
+            ClientInitializeError::ConnectionClosed(_) | ClientInitializeError::Cancelled => {
+                McpError::Transport(error.to_string())
+            }
             other => McpError::Protocol(other.to_string()),
         }
     }
+}
+
+/// An error and its sources on one line, as `Display` alone drops causes such as "connection refused".
+fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 /// A prompt template offered by an expert.

@@ -263,6 +263,7 @@ mod tests {
                 Message::assistant("done"),
             ],
             tools: vec![],
+            ..Default::default()
         };
         let body = serde_json::to_value(to_wire("m", 100, &request)).unwrap();
         assert_eq!(

@@ -322,7 +322,12 @@ mod tests {
 
     #[test]
     fn official_api_uses_max_completion_tokens() {
-        let request = ChatRequest { system: String::new(), messages: vec![Message::user("hi")], tools: vec![] };
+        let request = ChatRequest {
+            system: String::new(),
+            messages: vec![Message::user("hi")],
+            tools: vec![],
+            ..Default::default()
+        };
         let body = serde_json::to_value(to_wire("m", &request, None, Some(10))).unwrap();
         assert_eq!(
             body,

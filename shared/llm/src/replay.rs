@@ -122,7 +122,7 @@ mod tests {
     use agent_core::{StopReason, Usage};
 
     fn request() -> ChatRequest {
-        ChatRequest { system: String::new(), messages: vec![], tools: vec![] }
+        ChatRequest::default()
     }
 
     #[tokio::test]

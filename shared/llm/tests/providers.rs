@@ -172,11 +172,12 @@ fn full_request() -> ChatRequest {
             },
         ],
         tools: vec![read_tool()],
+        ..Default::default()
     }
 }
 
 fn simple_request() -> ChatRequest {
-    ChatRequest { system: String::new(), messages: vec![Message::user("hi")], tools: vec![] }
+    ChatRequest { messages: vec![Message::user("hi")], ..Default::default() }
 }
 
 fn openai_text(content: &str) -> Value {
@@ -341,6 +342,7 @@ async fn openai_sends_preserved_raw_arguments_verbatim() {
             },
         ],
         tools: vec![],
+        ..Default::default()
     };
     openai(&server).complete(&request).await.unwrap();
     let (_, _, body) = server.request(0);
@@ -581,6 +583,7 @@ async fn anthropic_keeps_unparseable_arguments_from_history() {
             },
         ],
         tools: vec![],
+        ..Default::default()
     };
     anthropic(&server).complete(&request).await.unwrap();
     let (_, _, body) = server.request(0);
