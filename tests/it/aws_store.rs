@@ -95,7 +95,8 @@ impl World {
         state: SessionState,
         now: i64,
     ) -> Result<(), StoreError> {
-        let commit = TurnCommit { expected_version, new_messages, state, now };
+        let history_len = 2 * expected_version as usize;
+        let commit = TurnCommit { expected_version, new_messages, history_len, state, now };
         self.stores.sessions.commit(user, session, &commit).await
     }
 }
@@ -298,6 +299,7 @@ async fn concurrent_commits_from_one_version_have_exactly_one_winner() {
                 let commit = TurnCommit {
                     expected_version: version,
                     new_messages: turn(who, &format!("{who} at {version}")),
+                    history_len: 0,
                     state: SessionState::default(),
                     now: now(),
                 };
@@ -342,7 +344,8 @@ async fn a_turn_over_300_kb_spills_to_s3_and_loads_back_identically() {
     assert_eq!(world.counter.snapshot(), CallCounts { s3: 1, dynamodb: 1 }, "one PutObject, one transaction");
 
     let spilled = world.raw_item("alice", "big", "TURN#0000000002").await.unwrap();
-    let key = keys::turn_spill_key(&user, &session, 2);
+    let checksum = spilled["messages_sha256"].as_s().unwrap().clone();
+    let key = keys::turn_spill_key(&user, &session, 2, &checksum);
     assert_eq!(spilled.get("messages_ref"), Some(&s(&key)));
     assert!(!spilled.contains_key("messages"));
     let object = world.stores.objects.get(&key).await.unwrap().expect("spilled object");
@@ -351,6 +354,31 @@ async fn a_turn_over_300_kb_spills_to_s3_and_loads_back_identically() {
     let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
     assert_eq!(loaded.version, 2);
     assert_eq!(loaded.history, [small, big].concat());
+}
+
+#[tokio::test]
+async fn turns_older_than_the_ttl_drop_from_the_front_and_the_summary_stays_aligned() {
+    let world = world().await;
+    let (user, session) = ids("alice", "long");
+    let t = now();
+    for version in 0..3 {
+        let state = SessionState {
+            summary: Some(agent_core::HistorySummary { text: "turns 1 and 2".into(), covers: 4 }),
+            ..Default::default()
+        };
+        let messages = turn(&format!("q{version}"), &format!("a{version}"));
+        world.commit(&user, &session, version, messages, state, t).await.unwrap();
+    }
+    // Turn 1 reached its TTL while the session stayed active (moto never sweeps, so mark it by hand).
+    let mut first = world.raw_item("alice", "long", "TURN#0000000001").await.unwrap();
+    first.insert("expires_at".into(), n(t - 1));
+    world.put_raw(first).await;
+
+    let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
+    assert_eq!(loaded.history, [turn("q1", "a1"), turn("q2", "a2")].concat());
+    let summary = loaded.state.summary.expect("summary");
+    assert_eq!(summary.covers, 2, "still ends after turn 2: the two expired messages are no longer counted");
+    assert_eq!(&loaded.history[summary.covers..], turn("q2", "a2"));
 }
 
 #[tokio::test]

@@ -28,7 +28,8 @@ pub fn workspace_blob_key(user: &UserId, session: &SessionId, sha256: &str) -> S
     format!("{user}/workspaces/{session}/blobs/{sha256}")
 }
 
-/// Where a session store may spill a turn too large for its database item.
-pub fn turn_spill_key(user: &UserId, session: &SessionId, turn: u64) -> String {
-    format!("{user}/sessions/{session}/turns/{turn:010}.json")
+/// Where a session store may spill a turn too large for its database item. The content hash in
+/// the key means two racing commits of the same turn never overwrite each other's object.
+pub fn turn_spill_key(user: &UserId, session: &SessionId, turn: u64, sha256: &str) -> String {
+    format!("{user}/sessions/{session}/turns/{turn:010}-{sha256}.json")
 }

@@ -128,6 +128,9 @@ pub struct TurnCommit {
     /// The version read at the start of the turn; the write succeeds only if it is still current.
     pub expected_version: u64,
     pub new_messages: Vec<Message>,
+    /// Messages the history held before this turn (lets a store that expires old turns keep
+    /// the summary's `covers` pointing at the right message).
+    pub history_len: usize,
     pub state: SessionState,
     /// Unix seconds of this commit.
     pub now: i64,

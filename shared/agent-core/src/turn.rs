@@ -287,6 +287,7 @@ impl TurnService {
         let commit = TurnCommit {
             expected_version: session.version,
             new_messages: outcome.messages,
+            history_len: session.history.len(),
             state,
             now: request.now.unix_timestamp(),
         };

@@ -274,7 +274,7 @@ impl SessionStore for DynamoSessionStore {
             return Err(StoreError::Corrupt(format!("{context}: user_id/session_id do not match the key")));
         }
         let version: u64 = reader.int("version")?;
-        let state = decode_state(&reader)?;
+        let mut state = decode_state(&reader)?;
         let updated_at: i64 = reader.int("updated_at")?;
 
         // Only turns 1..=version belong to this incarnation: an expired session that was
@@ -308,8 +308,16 @@ impl SessionStore for DynamoSessionStore {
                     turns.keys().collect::<Vec<_>>()
                 )));
             }
-            if let Some(&first) = turns.keys().next().filter(|&&first| first > 1) {
-                tracing::debug!(pk, first, version, "turns older than the TTL have expired");
+            if let Some((&first, item)) = turns.iter().next().filter(|(&first, _)| first > 1) {
+                // The summary counts messages from the start of the whole history; shift it by what expired.
+                let context = format!("session {pk} turn {first}");
+                let lost: usize = (Reader { item, context: &context })
+                    .opt("message_offset")
+                    .map_or(Ok(0), |_| (Reader { item, context: &context }).int::<usize>("message_offset"))?;
+                if let Some(summary) = state.summary.as_mut() {
+                    summary.covers = summary.covers.saturating_sub(lost);
+                }
+                tracing::debug!(pk, first, version, lost, "turns older than the TTL have expired");
             }
         }
 
@@ -336,12 +344,13 @@ impl SessionStore for DynamoSessionStore {
             ("sk".to_string(), s(turn_sort_key(version))),
             ("created_at".to_string(), n(now)),
             ("expires_at".to_string(), n(expires_at)),
+            ("message_offset".to_string(), n(commit.history_len)),
         ]);
         if json.len() > SPILL_THRESHOLD_BYTES {
             // Written before the transaction: if the commit then fails, an unreferenced object
             // is left behind, never a turn item pointing at nothing.
-            let key = keys::turn_spill_key(user, session, version);
             let checksum = sha256_hex(json.as_bytes());
+            let key = keys::turn_spill_key(user, session, version, &checksum);
             self.objects.put(&key, json.into_bytes()).await?;
             turn_item.insert("messages_ref".to_string(), s(key));
             turn_item.insert("messages_sha256".to_string(), s(checksum));

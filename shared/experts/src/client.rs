@@ -6,6 +6,11 @@
 //! server answers 404 for an expired session, and `DELETE` on close. This module adds what a turn
 //! needs on top: a deadline on every request, version checking, bounded pagination, errors in three
 //! kinds, and results flattened to text for the model.
+//!
+//! Why the SDK rather than a hand-written client: it covers every requirement above, builds on rustls
+//! without OpenSSL, and already tracks the spec's next revision (2026-07-28, stateless) that a
+//! hand-written client would have to chase. The cost: it brings reqwest 0.13 beside the workspace's
+//! 0.12 (a second HTTP client in the binary) and it runs a background task per session.
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;

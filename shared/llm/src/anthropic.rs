@@ -1,6 +1,8 @@
 //! Anthropic Messages API provider, converting to and from core types.
 
-use agent_core::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, Usage};
+use agent_core::{
+    ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, Usage,
+};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -10,6 +12,8 @@ use crate::retry::{http_client, send_with_retry, RetryPolicy};
 
 const PROVIDER: &str = "anthropic";
 const API_VERSION: &str = "2023-06-01";
+/// Description of the tool that carries a structured reply (see [`JsonSchemaFormat`]).
+const STRUCTURED_TOOL_DESCRIPTION: &str = "Respond with the structured result.";
 
 /// A chat model reached through `POST {base_url}/v1/messages`.
 pub struct AnthropicModel {
@@ -48,7 +52,10 @@ impl AnthropicModel {
 #[async_trait]
 impl ChatModel for AnthropicModel {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        let body = to_wire(&self.model, self.max_tokens, request);
+        let model = crate::effective_model(request, &self.model);
+        let body = to_wire(model, self.max_tokens, request)?;
+        let structured = request.response_format.as_ref().map(|format| format.name.as_str());
+        tracing::debug!(provider = PROVIDER, model, response_format = structured, "model call");
         let bytes = send_with_retry(&self.retry, PROVIDER, Some(&self.api_key), || {
             self.client
                 .post(&self.endpoint)
@@ -59,10 +66,10 @@ impl ChatModel for AnthropicModel {
         .await?;
         let wire: MessagesResponse = serde_json::from_slice(&bytes)
             .map_err(|e| ModelError::InvalidResponse(format!("{PROVIDER}: could not parse the response: {e}")))?;
-        let response = from_wire(wire);
+        let response = from_wire(wire, structured)?;
         tracing::debug!(
             provider = PROVIDER,
-            model = %self.model,
+            model,
             input_tokens = response.usage.input_tokens,
             output_tokens = response.usage.output_tokens,
             stop_reason = ?response.stop_reason,
@@ -84,6 +91,15 @@ struct MessagesRequest<'a> {
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireToolChoice<'a> {
+    /// The model must call this tool (and only it).
+    Tool { name: &'a str },
 }
 
 #[derive(Serialize)]
@@ -114,7 +130,10 @@ struct WireTool<'a> {
     input_schema: &'a Value,
 }
 
-fn to_wire<'a>(model: &'a str, max_tokens: u32, request: &'a ChatRequest) -> MessagesRequest<'a> {
+/// Structured output has no native switch in the Messages API, so a [`JsonSchemaFormat`] becomes a
+/// tool whose input schema is the format's schema, and `tool_choice` forces the model to call it.
+/// The caller's own tools stay listed (the history may refer to them) but cannot be chosen.
+fn to_wire<'a>(model: &'a str, max_tokens: u32, request: &'a ChatRequest) -> Result<MessagesRequest<'a>, ModelError> {
     let mut messages: Vec<WireMessage<'a>> = Vec::with_capacity(request.messages.len());
     for message in &request.messages {
         let (role, blocks) = match message {
@@ -146,12 +165,23 @@ fn to_wire<'a>(model: &'a str, max_tokens: u32, request: &'a ChatRequest) -> Mes
     for message in messages.iter_mut().filter(|m| m.role == Role::User) {
         message.content.sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
     }
-    let tools = request
+    let mut tools: Vec<WireTool<'a>> = request
         .tools
         .iter()
         .map(|tool| WireTool { name: &tool.name, description: &tool.description, input_schema: &tool.parameters })
         .collect();
-    MessagesRequest { model, max_tokens, system: &request.system, messages, tools }
+    let mut tool_choice = None;
+    if let Some(JsonSchemaFormat { name, schema }) = &request.response_format {
+        // The API rejects duplicate tool names, and the reply could not tell the two apart.
+        if tools.iter().any(|tool| tool.name == name) {
+            return Err(ModelError::Config(format!(
+                "response format {name:?} has the same name as one of the request's tools"
+            )));
+        }
+        tools.push(WireTool { name, description: STRUCTURED_TOOL_DESCRIPTION, input_schema: schema });
+        tool_choice = Some(WireToolChoice::Tool { name });
+    }
+    Ok(MessagesRequest { model, max_tokens, system: &request.system, messages, tools, tool_choice })
 }
 
 /// The API rejects empty text blocks.
@@ -206,32 +236,66 @@ struct WireUsage {
     output_tokens: u64,
 }
 
-fn from_wire(response: MessagesResponse) -> ChatResponse {
+/// Converts a reply. With `structured` (the name of the forced structured-output tool), that tool's
+/// input becomes the reply's `content` as a JSON document, is not reported as a tool call, and the
+/// call counts as a finished turn; any text around it is dropped, as `content` must be the JSON.
+fn from_wire(response: MessagesResponse, structured: Option<&str>) -> Result<ChatResponse, ModelError> {
     let mut content = String::new();
+    let mut structured_input = None;
     let mut tool_calls = Vec::new();
     for block in response.content {
         match block {
             // Text split into several blocks (around citations, say) is one text, so no separator.
             ResponseBlock::Text { text } => content.push_str(&text),
-            ResponseBlock::ToolUse { id, name, input } => tool_calls.push(ToolCall {
-                id,
-                name,
-                arguments: if input.is_null() { Value::Object(Default::default()) } else { input },
-            }),
+            ResponseBlock::ToolUse { name, input, .. }
+                if structured == Some(name.as_str()) && structured_input.is_none() =>
+            {
+                structured_input = Some(object_or_empty(input));
+            }
+            ResponseBlock::ToolUse { id, name, input } => {
+                tool_calls.push(ToolCall { id, name, arguments: object_or_empty(input) })
+            }
             ResponseBlock::Other => {}
         }
     }
-    let stop_reason = match response.stop_reason.as_deref() {
+    let mut stop_reason = match response.stop_reason.as_deref() {
         Some("end_turn") | Some("stop_sequence") => StopReason::EndTurn,
         Some("tool_use") => StopReason::ToolUse,
         Some("max_tokens") => StopReason::MaxTokens,
         _ => StopReason::Other,
     };
+    if let Some(name) = structured {
+        match structured_input {
+            Some(input) => {
+                content = input.to_string();
+                if stop_reason == StopReason::ToolUse && tool_calls.is_empty() {
+                    stop_reason = StopReason::EndTurn;
+                }
+            }
+            // Cut off before the structured reply: report the truncation like any other.
+            None if stop_reason == StopReason::MaxTokens => content.clear(),
+            None => {
+                return Err(ModelError::InvalidResponse(format!(
+                    "{PROVIDER}: the reply has no {name:?} tool call although it was forced (stop reason {:?})",
+                    response.stop_reason.as_deref().unwrap_or("none")
+                )))
+            }
+        }
+    }
     let usage = response
         .usage
         .map(|u| Usage { input_tokens: u.input_tokens, output_tokens: u.output_tokens })
         .unwrap_or_default();
-    ChatResponse { content, tool_calls, usage, stop_reason }
+    Ok(ChatResponse { content, tool_calls, usage, stop_reason })
+}
+
+/// A missing or null tool input means no arguments.
+fn object_or_empty(input: Value) -> Value {
+    if input.is_null() {
+        Value::Object(Default::default())
+    } else {
+        input
+    }
 }
 
 #[cfg(test)]
@@ -265,7 +329,7 @@ mod tests {
             tools: vec![],
             ..Default::default()
         };
-        let body = serde_json::to_value(to_wire("m", 100, &request)).unwrap();
+        let body = serde_json::to_value(to_wire("m", 100, &request).unwrap()).unwrap();
         assert_eq!(
             body,
             json!({
@@ -309,7 +373,7 @@ mod tests {
             "stop_reason": "stop_sequence"
         }))
         .unwrap();
-        let response = from_wire(wire);
+        let response = from_wire(wire, None).unwrap();
         assert_eq!(response.content, "Hello, world");
         assert_eq!(response.stop_reason, StopReason::EndTurn);
         assert_eq!(response.usage, Usage::default());

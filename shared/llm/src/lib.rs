@@ -10,7 +10,7 @@ pub mod retry;
 
 use std::sync::Arc;
 
-use agent_core::{ChatModel, ModelError};
+use agent_core::{ChatModel, ChatRequest, ModelError};
 
 pub use anthropic::AnthropicModel;
 pub use config::{LlmConfig, ProviderKind, ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL};
@@ -37,4 +37,10 @@ pub fn build(config: &LlmConfig) -> Result<Arc<dyn ChatModel>, ModelError> {
         Some(path) => Arc::new(RecordingModel::new(model, path.clone())),
         None => model,
     })
+}
+
+/// The model a call uses: the request's own `model` when it names one, else the configured one.
+/// An empty override (an unset `PLANNER_MODEL` read as `""`, say) counts as none.
+pub(crate) fn effective_model<'a>(request: &'a ChatRequest, configured: &'a str) -> &'a str {
+    request.model.as_deref().filter(|model| !model.trim().is_empty()).unwrap_or(configured)
 }

@@ -1,6 +1,8 @@
 //! OpenAI-compatible Chat Completions provider (OpenAI, Ollama, vLLM, ...), converting to and from core types.
 
-use agent_core::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, Usage};
+use agent_core::{
+    ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, Usage,
+};
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -48,7 +50,14 @@ impl ChatModel for OpenAiModel {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let (max_tokens, max_completion_tokens) =
             if self.official_api { (None, Some(self.max_tokens)) } else { (Some(self.max_tokens), None) };
-        let body = to_wire(&self.model, request, max_tokens, max_completion_tokens);
+        let model = crate::effective_model(request, &self.model);
+        let body = to_wire(model, request, max_tokens, max_completion_tokens);
+        tracing::debug!(
+            provider = PROVIDER,
+            model,
+            response_format = request.response_format.as_ref().map(|f| f.name.as_str()),
+            "model call"
+        );
         let bytes = send_with_retry(&self.retry, PROVIDER, self.api_key.as_deref(), || {
             let builder = self.client.post(&self.endpoint).json(&body);
             match &self.api_key {
@@ -62,7 +71,7 @@ impl ChatModel for OpenAiModel {
         let response = from_wire(wire)?;
         tracing::debug!(
             provider = PROVIDER,
-            model = %self.model,
+            model,
             input_tokens = response.usage.input_tokens,
             output_tokens = response.usage.output_tokens,
             stop_reason = ?response.stop_reason,
@@ -85,6 +94,31 @@ struct CompletionRequest<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    response_format: Option<WireResponseFormat<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireResponseFormat<'a> {
+    JsonSchema { json_schema: WireJsonSchema<'a> },
+}
+
+#[derive(Serialize)]
+struct WireJsonSchema<'a> {
+    name: &'a str,
+    schema: &'a Value,
+    strict: bool,
+}
+
+/// The caller's schema travels untouched. Strict mode rejects schemas that do not close their
+/// objects (`additionalProperties: false`, every property required), so it is only asked for when
+/// the top-level object is closed; otherwise the server validates loosely rather than failing the call.
+fn response_format(format: &JsonSchemaFormat) -> WireResponseFormat<'_> {
+    let strict = format.schema.get("additionalProperties") == Some(&Value::Bool(false));
+    WireResponseFormat::JsonSchema {
+        json_schema: WireJsonSchema { name: &format.name, schema: &format.schema, strict },
+    }
 }
 
 #[derive(Serialize)]
@@ -172,7 +206,8 @@ fn to_wire<'a>(
             function: WireFunction { name: &tool.name, description: &tool.description, parameters: &tool.parameters },
         })
         .collect();
-    CompletionRequest { model, messages, tools, max_tokens, max_completion_tokens }
+    let response_format = request.response_format.as_ref().map(response_format);
+    CompletionRequest { model, messages, tools, max_tokens, max_completion_tokens, response_format }
 }
 
 /// Arguments that arrived as an unparseable string are sent back verbatim, so the model

@@ -6,7 +6,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, ToolSpec, Usage};
+use agent_core::{
+    ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, ToolSpec, Usage,
+};
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode, Uri};
@@ -178,6 +180,27 @@ fn full_request() -> ChatRequest {
 
 fn simple_request() -> ChatRequest {
     ChatRequest { messages: vec![Message::user("hi")], ..Default::default() }
+}
+
+/// A closed schema: `additionalProperties: false` and every property required, as OpenAI's strict mode wants.
+fn plan_format() -> JsonSchemaFormat {
+    JsonSchemaFormat {
+        name: "plan".to_string(),
+        schema: json!({
+            "type": "object",
+            "properties": {"steps": {"type": "array", "items": {"type": "string"}}},
+            "required": ["steps"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// An open schema, which strict mode would reject.
+fn open_format() -> JsonSchemaFormat {
+    JsonSchemaFormat {
+        name: "discovery".to_string(),
+        schema: json!({"type": "object", "properties": {"topic": {"type": "string"}}}),
+    }
 }
 
 fn openai_text(content: &str) -> Value {
@@ -352,6 +375,62 @@ async fn openai_sends_preserved_raw_arguments_verbatim() {
             {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": "{\"path\": "}}
         ]})
     );
+}
+
+#[tokio::test]
+async fn openai_model_override_and_strict_json_schema() {
+    let reply = r#"{"steps":["read notes.md","summarise"]}"#;
+    let server = Server::start(vec![ok(openai_text(reply))]).await;
+    let request = ChatRequest {
+        model: Some("planner-model".to_string()),
+        response_format: Some(plan_format()),
+        ..simple_request()
+    };
+    let response = openai(&server).complete(&request).await.unwrap();
+    assert_eq!(response.content, reply, "the JSON content is returned as is");
+    assert!(response.tool_calls.is_empty());
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+
+    let (_, _, body) = server.request(0);
+    assert_eq!(
+        body,
+        json!({
+            "model": "planner-model",
+            "max_tokens": 256,
+            "messages": [{"role": "user", "content": "hi"}],
+            "response_format": {"type": "json_schema", "json_schema": {
+                "name": "plan",
+                "schema": plan_format().schema,
+                "strict": true
+            }}
+        })
+    );
+}
+
+#[tokio::test]
+async fn openai_open_schema_is_not_strict_and_tools_stay() {
+    let server = Server::start(vec![ok(openai_text(r#"{"topic":"leases"}"#)), ok(openai_text("{}"))]).await;
+    let model = openai(&server);
+    let request = ChatRequest { response_format: Some(open_format()), ..full_request() };
+    assert_eq!(model.complete(&request).await.unwrap().content, r#"{"topic":"leases"}"#);
+    let (_, _, body) = server.request(0);
+    assert_eq!(body["model"], "test-model", "no override means the configured model");
+    assert_eq!(
+        body["response_format"],
+        json!({"type": "json_schema", "json_schema": {"name": "discovery", "schema": open_format().schema, "strict": false}})
+    );
+    assert_eq!(body["tools"][0]["function"]["name"], "read_file");
+
+    // `additionalProperties` anywhere but the top level does not make the schema closed.
+    let nested = JsonSchemaFormat {
+        name: "nested".to_string(),
+        schema: json!({"type": "object", "properties": {"a": {"type": "object", "additionalProperties": false}}}),
+    };
+    let request = ChatRequest { model: Some(String::new()), response_format: Some(nested), ..simple_request() };
+    model.complete(&request).await.unwrap();
+    let (_, _, body) = server.request(1);
+    assert_eq!(body["model"], "test-model", "an empty override is no override");
+    assert_eq!(body["response_format"]["json_schema"]["strict"], false);
 }
 
 #[tokio::test]
@@ -593,6 +672,130 @@ async fn anthropic_keeps_unparseable_arguments_from_history() {
             {"type": "tool_use", "id": "c", "name": "read_file", "input": {"raw_arguments": "{\"path\": "}}
         ]})
     );
+}
+
+fn anthropic_structured(stop_reason: &str, content: Value) -> Value {
+    json!({
+        "id": "msg_s",
+        "type": "message",
+        "role": "assistant",
+        "content": content,
+        "stop_reason": stop_reason,
+        "usage": {"input_tokens": 50, "output_tokens": 12}
+    })
+}
+
+#[tokio::test]
+async fn anthropic_structured_output_is_a_forced_tool() {
+    let server = Server::start(vec![ok(anthropic_structured(
+        "tool_use",
+        json!([
+            {"type": "text", "text": "Here is the plan."},
+            {"type": "tool_use", "id": "toolu_p", "name": "plan", "input": {"steps": ["read", "summarise"]}}
+        ]),
+    ))])
+    .await;
+    let request = ChatRequest {
+        model: Some("claude-planner".to_string()),
+        response_format: Some(plan_format()),
+        ..full_request()
+    };
+    let response = anthropic(&server).complete(&request).await.unwrap();
+    assert_eq!(serde_json::from_str::<Value>(&response.content).unwrap(), json!({"steps": ["read", "summarise"]}));
+    assert_eq!(
+        response,
+        ChatResponse {
+            content: response.content.clone(),
+            tool_calls: vec![],
+            usage: Usage { input_tokens: 50, output_tokens: 12 },
+            stop_reason: StopReason::EndTurn,
+        }
+    );
+
+    let (_, _, body) = server.request(0);
+    assert_eq!(body["model"], "claude-planner");
+    assert_eq!(body["messages"].as_array().unwrap().len(), 3, "the history is sent as usual");
+    assert_eq!(
+        body["tools"],
+        json!([
+            {
+                "name": "read_file",
+                "description": "Read a file from the workspace.",
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+            },
+            {"name": "plan", "description": "Respond with the structured result.", "input_schema": plan_format().schema}
+        ])
+    );
+    assert_eq!(body["tool_choice"], json!({"type": "tool", "name": "plan"}));
+}
+
+#[tokio::test]
+async fn anthropic_structured_output_without_other_tools() {
+    let server = Server::start(vec![ok(anthropic_structured(
+        "tool_use",
+        json!([{"type": "tool_use", "id": "toolu_d", "name": "discovery", "input": {"topic": "leases"}}]),
+    ))])
+    .await;
+    let request = ChatRequest { response_format: Some(open_format()), ..simple_request() };
+    let response = anthropic(&server).complete(&request).await.unwrap();
+    assert_eq!(response.content, r#"{"topic":"leases"}"#);
+    assert!(response.tool_calls.is_empty());
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+    let (_, _, body) = server.request(0);
+    assert_eq!(
+        body,
+        json!({
+            "model": "test-model",
+            "max_tokens": 256,
+            "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+            "tools": [{"name": "discovery", "description": "Respond with the structured result.", "input_schema": open_format().schema}],
+            "tool_choice": {"type": "tool", "name": "discovery"}
+        })
+    );
+}
+
+#[tokio::test]
+async fn anthropic_structured_output_missing_or_truncated() {
+    let server = Server::start(vec![
+        ok(anthropic_structured("end_turn", json!([{"type": "text", "text": "I would rather chat."}]))),
+        ok(anthropic_structured("max_tokens", json!([{"type": "text", "text": "Thinking about the pl"}]))),
+    ])
+    .await;
+    let model = anthropic(&server);
+    let request = ChatRequest { response_format: Some(plan_format()), ..simple_request() };
+    match model.complete(&request).await {
+        Err(ModelError::InvalidResponse(message)) => assert!(message.contains("\"plan\""), "{message}"),
+        other => panic!("expected InvalidResponse, got {other:?}"),
+    }
+    let truncated = model.complete(&request).await.unwrap();
+    assert_eq!(truncated.stop_reason, StopReason::MaxTokens);
+    assert_eq!(truncated.content, "", "partial text is not passed off as the structured reply");
+}
+
+#[tokio::test]
+async fn anthropic_format_named_like_a_tool_is_refused_before_sending() {
+    let server = Server::start(vec![ok(anthropic_text("never"))]).await;
+    let format = JsonSchemaFormat { name: "read_file".to_string(), schema: json!({"type": "object"}) };
+    let request = ChatRequest { response_format: Some(format), ..full_request() };
+    match anthropic(&server).complete(&request).await {
+        Err(ModelError::Config(message)) => assert!(message.contains("read_file"), "{message}"),
+        other => panic!("expected Config, got {other:?}"),
+    }
+    assert_eq!(server.request_count(), 0);
+}
+
+#[tokio::test]
+async fn replay_ignores_model_and_response_format() {
+    let reply = ChatResponse {
+        content: r#"{"steps":[]}"#.to_string(),
+        tool_calls: vec![],
+        usage: Usage::default(),
+        stop_reason: StopReason::EndTurn,
+    };
+    let replay = llm::ReplayModel::from_replies("mem", vec![reply.clone()]);
+    let request =
+        ChatRequest { model: Some("planner".to_string()), response_format: Some(plan_format()), ..simple_request() };
+    assert_eq!(replay.complete(&request).await.unwrap(), reply);
 }
 
 #[tokio::test]

@@ -179,6 +179,7 @@ mod tests {
         let commit = TurnCommit {
             expected_version: 0,
             new_messages: vec![Message::user("hi")],
+            history_len: 0,
             state: SessionState::default(),
             now: 1,
         };
