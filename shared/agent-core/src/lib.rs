@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod budget;
+pub mod expert;
 pub mod ids;
 pub mod keys;
 pub mod message;
