@@ -1,5 +1,6 @@
 //! Support for the integration tests: real protocol peers started on loopback.
 
+pub mod experts;
 pub mod lambda;
 pub mod model_server;
 pub mod moto;

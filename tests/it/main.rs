@@ -3,4 +3,5 @@
 mod aws_store;
 mod forced;
 mod http;
+mod planner;
 mod queue;

@@ -1,6 +1,7 @@
 """An MCP "expert" for the tests: the official Python SDK's server over Streamable HTTP on loopback.
 
 Usage: expert_server.py PORT [--json] [--stateless] [--page-size N] [--require-header NAME=VALUE]
+                         [--allow-host NAME]...
 
 * `--json` answers with `application/json` instead of SSE streams (the SDK's `json_response`).
 * `--stateless` serves without sessions (no `Mcp-Session-Id`).
@@ -8,6 +9,9 @@ Usage: expert_server.py PORT [--json] [--stateless] [--page-size N] [--require-h
   SDK's high-level server returns every item in one page.
 * `--require-header` answers 401 unless the request carries that header, so a test can prove the
   configured (secret) headers reach the server.
+* `--allow-host NAME` accepts `Host: NAME:PORT` besides the loopback names, which the SDK's DNS
+  rebinding protection otherwise refuses (421): tenant experts may not use loopback addresses, so a
+  test reaches this server under the machine's host name.
 
 Needs `pip install mcp` (written against mcp 2.x, whose `MCPServer` replaced `FastMCP`).
 """
@@ -21,6 +25,7 @@ from typing import Any
 import uvicorn
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types import ImageContent, TextContent
 from pydantic import BaseModel
@@ -126,11 +131,21 @@ def main() -> None:
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--require-header", default=None)
+    parser.add_argument("--allow-host", action="append", default=[])
     args = parser.parse_args()
 
     if args.page_size > 0:
         server.middleware.append(Paginate(args.page_size))
-    app: Any = server.streamable_http_app(json_response=args.json, stateless_http=args.stateless, host="127.0.0.1")
+    security = None
+    if args.allow_host:
+        hosts = ["127.0.0.1", "localhost", "[::1]", *args.allow_host]
+        security = TransportSecuritySettings(
+            allowed_hosts=[f"{host}:*" for host in hosts],
+            allowed_origins=[f"http://{host}:*" for host in hosts],
+        )
+    app: Any = server.streamable_http_app(
+        json_response=args.json, stateless_http=args.stateless, host="127.0.0.1", transport_security=security
+    )
     if args.require_header:
         name, _, value = args.require_header.partition("=")
         app = RequireHeader(app, name, value)

@@ -68,6 +68,38 @@ pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConf
         config.output_tokens = output;
     }
     config.summary_threshold = tokens("HISTORY_SUMMARY_TOKENS", 256)?;
+
+    if let Some(value) = lookup("AGENT_STRATEGY") {
+        config.strategy = value.parse().map_err(|reason| ConfigError::Invalid { name: "AGENT_STRATEGY", reason })?;
+    }
+    let model = |name: &str| lookup(name).map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+    config.planner.planner_model = model("PLANNER_MODEL");
+    config.planner.discovery_model = model("DISCOVERY_MODEL");
+    config.planner.assessment_model = model("ASSESSMENT_MODEL");
+    config.planner.response_model = model("RESPONSE_MODEL");
+    let threshold = |name: &'static str, default: f64| -> Result<f64, ConfigError> {
+        match lookup(name).filter(|v| !v.trim().is_empty()) {
+            None => Ok(default),
+            Some(value) => match value.trim().parse::<f64>() {
+                Ok(number) if (0.0..=1.0).contains(&number) => Ok(number),
+                _ => {
+                    Err(ConfigError::Invalid { name, reason: format!("expected a number from 0 to 1, got `{value}`") })
+                }
+            },
+        }
+    };
+    config.planner.prompt_confidence_threshold =
+        threshold("PROMPT_CONFIDENCE_THRESHOLD", config.planner.prompt_confidence_threshold)?;
+    config.planner.prompt_suggestion_threshold =
+        threshold("PROMPT_SUGGESTION_THRESHOLD", config.planner.prompt_suggestion_threshold)?;
+    config.planner.task_completion_threshold =
+        threshold("TASK_COMPLETION_THRESHOLD", config.planner.task_completion_threshold)?;
+    if config.planner.prompt_suggestion_threshold > config.planner.prompt_confidence_threshold {
+        return Err(ConfigError::Invalid {
+            name: "PROMPT_SUGGESTION_THRESHOLD",
+            reason: "must not be above PROMPT_CONFIDENCE_THRESHOLD".to_owned(),
+        });
+    }
     Ok(config)
 }
 
@@ -82,7 +114,8 @@ pub async fn service_from_env() -> Result<Arc<TurnService>, ConfigError> {
     let llm_config = llm::LlmConfig::from_env()?;
     let model = llm::build(&llm_config)?;
     let stores = aws_store::AwsStores::from_env(None).await.map_err(|err| ConfigError::Storage(err.to_string()))?;
-    Ok(Arc::new(TurnService::new(stores.sessions, stores.objects, model, config)))
+    let experts = Arc::new(experts::McpExperts::from_env(stores.objects.clone()));
+    Ok(Arc::new(TurnService::new(stores.sessions, stores.objects, model, config).with_experts(experts)))
 }
 
 /// JSON logs when Lambda asks for them (`AWS_LAMBDA_LOG_FORMAT=JSON`), text otherwise; `RUST_LOG` filters.
@@ -125,6 +158,19 @@ mod tests {
         assert_eq!((config.max_steps, config.prompt_mode), (3, SkillPromptMode::Inject));
         let config = agent_config(|name| (name == "LLM_MODEL").then(|| "gpt-4o".into())).unwrap();
         assert_eq!(config.context_tokens, 128_000);
+        let config = agent_config(|name| match name {
+            "AGENT_STRATEGY" => Some("planner".into()),
+            "PLANNER_MODEL" => Some("big-model".into()),
+            "TASK_COMPLETION_THRESHOLD" => Some("0.9".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!(config.strategy, agent_core::turn::Strategy::Planner);
+        assert_eq!(config.planner.planner_model.as_deref(), Some("big-model"));
+        assert_eq!(config.planner.task_completion_threshold, 0.9);
+        assert_eq!(config.planner.prompt_confidence_threshold, 0.7);
+        let err = agent_config(|name| (name == "PROMPT_CONFIDENCE_THRESHOLD").then(|| "1.5".into())).unwrap_err();
+        assert!(err.to_string().contains("PROMPT_CONFIDENCE_THRESHOLD"));
         let err = agent_config(|name| (name == "LLM_CONTEXT_TOKENS").then(|| "12".into())).unwrap_err();
         assert!(err.to_string().contains("LLM_CONTEXT_TOKENS"));
         let err = agent_config(|name| (name == "MAX_STEPS").then(|| "zero".into())).unwrap_err();

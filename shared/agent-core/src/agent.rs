@@ -69,6 +69,14 @@ pub enum Ending {
     Deadline,
     /// The model called `abort`.
     Aborted,
+    /// Planner: a bound was hit mid-plan; the plan is saved and the next turn resumes it.
+    PlanContinues,
+    /// Planner: the user is asked to pick one of the expert's prompts.
+    AwaitingChoice,
+    /// Planner: the user is asked a clarifying question.
+    AwaitingClarification,
+    /// Planner: a structured reply failed its schema twice.
+    PlanFailed,
 }
 
 /// A finished loop: the reply, every message the turn added (starting with the user's), and counts.
@@ -151,7 +159,12 @@ pub async fn run(
     };
 
     let reply = match ending {
-        Ending::Answered => match conversation.last() {
+        // The loop itself only ends answered, at a bound, or aborted; the planner's endings are its own.
+        Ending::Answered
+        | Ending::PlanContinues
+        | Ending::AwaitingChoice
+        | Ending::AwaitingClarification
+        | Ending::PlanFailed => match conversation.last() {
             Some(Message::Assistant { content, .. }) => content.clone(),
             _ => String::new(),
         },

@@ -92,3 +92,36 @@ pub trait ExpertSession: Send + Sync {
     /// Ends the MCP sessions (best effort).
     async fn close(&self);
 }
+
+/// The experts of a deployment that configured none.
+pub struct NoExperts;
+
+#[async_trait]
+impl ExpertSession for NoExperts {
+    fn experts(&self) -> Vec<ExpertInfo> {
+        Vec::new()
+    }
+
+    async fn list_prompts(&self, expert: &str) -> Result<Vec<PromptInfo>, ExpertError> {
+        Err(ExpertError::UnknownExpert(expert.to_owned()))
+    }
+
+    async fn get_prompt(
+        &self,
+        expert: &str,
+        _prompt: &str,
+        _arguments: &BTreeMap<String, String>,
+    ) -> Result<Vec<PromptText>, ExpertError> {
+        Err(ExpertError::UnknownExpert(expert.to_owned()))
+    }
+
+    async fn tools(&self, expert: &str) -> Result<Vec<ToolSpec>, ExpertError> {
+        Err(ExpertError::UnknownExpert(expert.to_owned()))
+    }
+
+    async fn call_tool(&self, tool: &str, _arguments: serde_json::Value) -> Result<ExpertToolResult, ExpertError> {
+        Err(ExpertError::UnknownTool(tool.to_owned()))
+    }
+
+    async fn close(&self) {}
+}

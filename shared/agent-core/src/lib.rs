@@ -8,6 +8,7 @@ pub mod ids;
 pub mod keys;
 pub mod message;
 pub mod model;
+pub mod planner;
 pub mod prompt;
 pub mod skills;
 pub mod store;

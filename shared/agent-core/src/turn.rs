@@ -11,9 +11,11 @@ use tokio::time::Instant;
 
 use crate::agent::{self, Ending, Limits};
 use crate::budget;
+use crate::expert::{ExpertSession, Experts, NoExperts};
 use crate::ids::{SessionId, SkillPath, TicketId, UserId};
 use crate::message::{ChatRequest, Message, Usage};
 use crate::model::{ChatModel, ModelError};
+use crate::planner::{PlanState, Planner, PlannerConfig};
 use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
 use crate::skills::{Catalog, SkillCache, SkillDoc};
 use crate::store::{HistorySummary, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit};
@@ -39,6 +41,30 @@ pub struct AgentConfig {
     /// History size, in estimated tokens, above which older turns are summarised
     /// (`HISTORY_SUMMARY_TOKENS`; default half of the input budget).
     pub summary_threshold: Option<usize>,
+    /// `AGENT_STRATEGY`: skills (default) or planner.
+    pub strategy: Strategy,
+    pub planner: PlannerConfig,
+}
+
+/// How turns are answered.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Strategy {
+    /// The two-state skills prompt with `load_skill` and the virtual filesystem.
+    #[default]
+    Skills,
+    /// Plans across expert MCP servers.
+    Planner,
+}
+
+impl std::str::FromStr for Strategy {
+    type Err = String;
+    fn from_str(value: &str) -> Result<Self, Self::Err> {
+        match value.trim().to_ascii_lowercase().as_str() {
+            "" | "skills" => Ok(Self::Skills),
+            "planner" => Ok(Self::Planner),
+            other => Err(format!("AGENT_STRATEGY must be `skills` or `planner`, not `{other}`")),
+        }
+    }
 }
 
 impl Default for AgentConfig {
@@ -51,6 +77,8 @@ impl Default for AgentConfig {
             context_tokens: budget::DEFAULT_CONTEXT_TOKENS,
             output_tokens: 4096,
             summary_threshold: None,
+            strategy: Strategy::Skills,
+            planner: PlannerConfig::default(),
         }
     }
 }
@@ -182,6 +210,7 @@ pub struct TurnService {
     skills: SkillCache,
     default_template: PromptTemplate,
     config: AgentConfig,
+    experts: Option<Arc<dyn Experts>>,
 }
 
 impl TurnService {
@@ -192,7 +221,13 @@ impl TurnService {
         config: AgentConfig,
     ) -> Self {
         let default_template = PromptTemplate::parse(DEFAULT_TEMPLATE).expect("the built-in template is valid");
-        Self { sessions, objects, model, skills: SkillCache::new(), default_template, config }
+        Self { sessions, objects, model, skills: SkillCache::new(), default_template, config, experts: None }
+    }
+
+    /// The experts the planner strategy works with.
+    pub fn with_experts(mut self, experts: Arc<dyn Experts>) -> Self {
+        self.experts = Some(experts);
+        self
     }
 
     pub fn config(&self) -> &AgentConfig {
@@ -210,6 +245,9 @@ impl TurnService {
         }
         if request.message.len() > MAX_MESSAGE_BYTES {
             return Err(TurnError::InvalidInput(format!("`message` is larger than {MAX_MESSAGE_BYTES} bytes")));
+        }
+        if self.config.strategy == Strategy::Planner {
+            return self.run_planner_turn(request).await;
         }
         // The session and the catalog are independent reads: fetch them concurrently.
         let (session, catalog) = tokio::try_join!(
@@ -311,6 +349,69 @@ impl TurnService {
             refused_tool_calls,
             steps: outcome.steps,
             usage,
+            ending: outcome.ending,
+            version: session.version + 1,
+        })
+    }
+
+    /// A turn of the planner strategy. Only the user's message and the final reply enter the
+    /// history; the plan, with its position and any pending prompt choice, is stored in `plan`.
+    async fn run_planner_turn(&self, request: TurnRequest) -> Result<TurnReply, TurnError> {
+        let session = self.sessions.load(&request.user, &request.session).await?;
+        let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
+        let plan: Option<PlanState> = match &session.state.plan {
+            None | Some(serde_json::Value::Null) => None,
+            Some(value) => match serde_json::from_value(value.clone()) {
+                Ok(plan) => Some(plan),
+                Err(err) => {
+                    // A plan written by another version is dropped rather than failing every turn.
+                    tracing::warn!(error = %err, "the stored plan does not decode; starting without it");
+                    None
+                }
+            },
+        };
+        let opened: Box<dyn ExpertSession> = match &self.experts {
+            Some(experts) => experts.open(&request.user).await,
+            None => Box::new(NoExperts),
+        };
+        let planner = Planner { model: self.model.as_ref(), experts: opened.as_ref(), config: &self.config.planner };
+        let limits = Limits {
+            max_steps: self.config.max_steps,
+            deadline: request.deadline,
+            reserve: self.config.deadline_reserve,
+            input_tokens: self.config.input_tokens(),
+        };
+        let outcome = planner.run(plan, &session.history, &request.message, &limits).await;
+        opened.close().await;
+        let outcome = outcome?;
+
+        let plan = outcome.plan.as_ref().map(|plan| serde_json::to_value(plan).expect("plans serialise"));
+        let state = SessionState { current_skill: None, loaded_skills: Vec::new(), plan, ..session.state.clone() };
+        let commit = TurnCommit {
+            expected_version: session.version,
+            new_messages: vec![Message::user(request.message), Message::assistant(outcome.reply.clone())],
+            history_len: session.history.len(),
+            state,
+            now: request.now.unix_timestamp(),
+        };
+        self.sessions.commit(&request.user, &request.session, &commit).await?;
+        tracing::info!(
+            session = %request.session,
+            steps = outcome.steps,
+            input_tokens = outcome.usage.input_tokens,
+            output_tokens = outcome.usage.output_tokens,
+            ending = ?outcome.ending,
+            plan_tasks = outcome.plan.as_ref().map_or(0, |plan| plan.tasks.len()),
+            "planner turn committed"
+        );
+        Ok(TurnReply {
+            session_id: request.session,
+            reply: outcome.reply,
+            current_skill: None,
+            forced_skill: None,
+            refused_tool_calls: 0,
+            steps: outcome.steps,
+            usage: outcome.usage,
             ending: outcome.ending,
             version: session.version + 1,
         })

@@ -3,12 +3,18 @@
 //! [`load_experts`] reads which experts a tenant may use, [`McpClient`] talks to one of them, and
 //! [`ToolNamespace`] offers their tools to the model under names every provider accepts.
 //! A bad or unreachable expert is logged and left out; it never fails a turn.
+//!
+//! [`McpExperts`] puts these together as `agent-core`'s experts port, and [`AwsSecretResolver`]
+//! resolves secret references on Secrets Manager and SSM.
 
+pub mod aws;
 pub mod client;
 pub mod config;
 pub mod names;
 pub mod secrets;
+pub mod session;
 
+pub use aws::{check_scope, AwsSecretResolver, SECRET_CACHE_TTL, TENANT_PARAMETER_PREFIX, TENANT_SECRET_PREFIX};
 pub use client::{
     McpClient, McpError, McpPrompt, McpPromptArgument, McpTool, PromptMessage, PromptRole, ToolOutcome,
     SUPPORTED_PROTOCOL_VERSIONS,
@@ -19,3 +25,6 @@ pub use config::{
 };
 pub use names::{ExpertTool, ToolNamespace, MAX_TOOL_NAME, TOOL_SEPARATOR};
 pub use secrets::{select_json_key, EnvSecretResolver, SecretError, SecretRef, SecretResolver, SecretScope};
+pub use session::{
+    parse_expert_timeout, McpExpertSession, McpExperts, DEFAULT_EXPERT_TIMEOUT, EXPERT_TIMEOUT_ENV, MAX_CONNECT_TIMEOUT,
+};
