@@ -18,7 +18,10 @@ fn plan(tasks: &[(&str, &str)]) -> Reply {
     structured(json!({"decision": "replace", "plan": tasks, "next_task": 0, "clarification": null}))
 }
 
-fn scores(prompts: &[(&str, f64, &[(&str, &str)])]) -> Reply {
+/// A prompt's name, its score, and the argument values discovery proposes for it.
+type Scored<'a> = (&'a str, f64, &'a [(&'a str, &'a str)]);
+
+fn scores(prompts: &[Scored<'_>]) -> Reply {
     let prompts: Vec<Value> = prompts
         .iter()
         .map(|(name, confidence, args)| {

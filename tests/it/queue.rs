@@ -71,3 +71,75 @@ async fn a_failed_record_holds_back_its_sessions_later_records_but_not_other_ses
     assert!(stack.session_item("user-q", "g1").await.is_none(), "the failed turn left no trace");
     assert!(stack.session_item("user-q", "g2").await.is_some());
 }
+
+#[tokio::test]
+async fn a_plan_that_does_not_fit_enqueues_its_own_continuation() {
+    use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+    use tests::experts::ExpertServer;
+
+    let alpha = ExpertServer::start();
+    let stack = Stack::new().await;
+    let config = tests::moto::sdk_config(&stack.endpoint).await;
+    let sqs = aws_sdk_sqs::Client::new(&config);
+    let queue_url = sqs
+        .create_queue()
+        .queue_name(format!("{}.fifo", tests::moto::unique_name("turns")))
+        .attributes(QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("queue url");
+
+    let structured = |value: Value| Reply::Text(value.to_string());
+    let assessed = structured(json!({"is_completed": true, "explanation": "ok", "confidence": 0.9}));
+    stack.model.push([
+        structured(json!({"decision": "replace", "plan": [{"expert": "alpha", "task": "One"}, {"expert": "alpha", "task": "Two"}],
+                          "next_task": 0, "clarification": null})),
+        structured(json!({"prompts": []})),
+        Reply::text("One done."),
+        assessed.clone(),
+        structured(json!({"prompts": []})),
+    ]);
+    let experts = json!({"mcpServers": {"alpha": {"url": alpha.url, "description": "Alpha"}}}).to_string();
+    let queue = stack
+        .queue(&[
+            ("AGENT_STRATEGY", "planner"),
+            ("EXPERTS_CONFIG", &experts),
+            ("MAX_STEPS", "5"),
+            ("TURN_QUEUE_URL", &queue_url),
+        ])
+        .await;
+    let first =
+        record("m1", "q-long", json!({"user_id": "user-q", "session_id": "q-long", "message": "Do one and two"}));
+    assert_eq!(failures(&queue.call(json!({"Records": [first]})).await), Vec::<String>::new());
+
+    let received = sqs
+        .receive_message()
+        .queue_url(&queue_url)
+        .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("receive");
+    let messages = received.messages();
+    assert_eq!(messages.len(), 1, "one continuation enqueued");
+    let body: Value = serde_json::from_str(messages[0].body().unwrap()).unwrap();
+    assert_eq!(body["message"], "continue");
+    assert_eq!((body["user_id"].as_str(), body["session_id"].as_str()), (Some("user-q"), Some("q-long")));
+    let group = messages[0].attributes().and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId)).cloned();
+    assert_eq!(group.as_deref(), Some("q-long"));
+
+    // Delivered back to the function, the continuation finishes the plan.
+    stack.model.push([
+        structured(json!({"decision": "continue", "plan": [], "next_task": 0, "clarification": null})),
+        Reply::text("Two done."),
+        assessed,
+        Reply::text("Both done."),
+    ]);
+    let second = record("m2", "q-long", body);
+    assert_eq!(failures(&queue.call(json!({"Records": [second]})).await), Vec::<String>::new());
+    let item = stack.session_item("user-q", "q-long").await.unwrap();
+    assert_eq!(item["version"].as_n().unwrap(), "2");
+    assert!(matches!(item["plan"], aws_sdk_dynamodb::types::AttributeValue::Null(true)), "the plan finished");
+}

@@ -4,8 +4,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use agent_core::agent::Ending;
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile};
 use agent_core::{SessionId, TicketId, UserId};
+use async_trait::async_trait;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use serde::Deserialize;
 use tokio::time::Instant;
@@ -24,6 +26,44 @@ struct RecordBody {
     ticket_id: Option<String>,
 }
 
+/// The message that asks a saved plan to go on.
+pub const CONTINUE_MESSAGE: &str = "continue";
+
+/// Where a turn that saved an unfinished plan enqueues its own continuation.
+#[async_trait]
+pub trait Continuations: Send + Sync {
+    /// Sends `body` to the turn queue in message group `group`, deduplicated by `dedup_id`.
+    async fn enqueue(&self, body: serde_json::Value, group: &str, dedup_id: &str) -> Result<(), String>;
+}
+
+/// Continuations on the SQS FIFO queue named by `TURN_QUEUE_URL`.
+pub struct SqsContinuations {
+    client: aws_sdk_sqs::Client,
+    queue_url: String,
+}
+
+impl SqsContinuations {
+    pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { client, queue_url }
+    }
+}
+
+#[async_trait]
+impl Continuations for SqsContinuations {
+    async fn enqueue(&self, body: serde_json::Value, group: &str, dedup_id: &str) -> Result<(), String> {
+        self.client
+            .send_message()
+            .queue_url(&self.queue_url)
+            .message_body(body.to_string())
+            .message_group_id(group)
+            .message_deduplication_id(dedup_id)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|err| format!("SQS SendMessage: {}", aws_sdk_sqs::error::DisplayErrorContext(err)))
+    }
+}
+
 /// Why a record was not processed; logged, never returned to SQS (which only takes ids).
 #[derive(Debug, thiserror::Error)]
 enum RecordError {
@@ -40,7 +80,12 @@ enum RecordError {
 
 /// Processes the batch in order. Records of one message group (one session) stay in order: after
 /// a failure, the group's later records are reported failed without being run.
-pub async fn handle(service: &TurnService, event: SqsEvent, deadline: Option<Instant>) -> SqsBatchResponse {
+pub async fn handle(
+    service: &TurnService,
+    event: SqsEvent,
+    deadline: Option<Instant>,
+    continuations: Option<&dyn Continuations>,
+) -> SqsBatchResponse {
     let mut response = SqsBatchResponse::default();
     let mut failed_groups: HashSet<String> = HashSet::new();
     for record in event.records {
@@ -51,7 +96,7 @@ pub async fn handle(service: &TurnService, event: SqsEvent, deadline: Option<Ins
         } else if deadline.is_some_and(|at| at.saturating_duration_since(Instant::now()) < MIN_TIME_FOR_A_TURN) {
             Err(RecordError::OutOfTime)
         } else {
-            process(service, &record, deadline).await
+            process(service, &record, deadline, continuations).await
         };
         if let Err(err) = outcome {
             tracing::warn!(message_id = %id, error = %err, "record failed; SQS will retry it");
@@ -64,7 +109,12 @@ pub async fn handle(service: &TurnService, event: SqsEvent, deadline: Option<Ins
     response
 }
 
-async fn process(service: &TurnService, record: &SqsMessage, deadline: Option<Instant>) -> Result<(), RecordError> {
+async fn process(
+    service: &TurnService,
+    record: &SqsMessage,
+    deadline: Option<Instant>,
+    continuations: Option<&dyn Continuations>,
+) -> Result<(), RecordError> {
     let body = record.body.as_deref().ok_or_else(|| RecordError::Malformed("the record has no body".to_owned()))?;
     let body: RecordBody =
         serde_json::from_str(body).map_err(|err| RecordError::Malformed(format!("invalid body: {err}")))?;
@@ -77,10 +127,10 @@ async fn process(service: &TurnService, record: &SqsMessage, deadline: Option<In
         .transpose()
         .map_err(|err| RecordError::Malformed(format!("`ticket_id`: {err}")))?;
     let request = TurnRequest {
-        user,
+        user: user.clone(),
         session,
         message: body.message,
-        ticket,
+        ticket: ticket.clone(),
         profile: UserProfile::default(),
         deadline,
         now: time::OffsetDateTime::now_utc(),
@@ -92,5 +142,20 @@ async fn process(service: &TurnService, record: &SqsMessage, deadline: Option<In
         steps = reply.steps,
         "record processed"
     );
+    // The turn is committed: a failed enqueue is logged, never reported, or SQS would run the
+    // committed message a second time.
+    if let (Ending::PlanContinues, Some(continuations)) = (reply.ending, continuations) {
+        let body = serde_json::json!({
+            "user_id": user,
+            "session_id": reply.session_id,
+            "message": CONTINUE_MESSAGE,
+            "ticket_id": ticket,
+        });
+        let dedup_id = format!("{}-continue-{}", reply.session_id, reply.version);
+        match continuations.enqueue(body, reply.session_id.as_str(), &dedup_id).await {
+            Ok(()) => tracing::info!(session = %reply.session_id, "enqueued the plan's continuation"),
+            Err(error) => tracing::error!(session = %reply.session_id, %error, "could not enqueue the continuation"),
+        }
+    }
     Ok(())
 }

@@ -2,16 +2,25 @@
 
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
+use queue_turn::{Continuations, SqsContinuations};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     agent_app::init_logging();
     let service = agent_app::service_from_env().await?;
+    // A plan that does not fit one invocation re-enqueues itself when the queue is known.
+    let continuations: Option<std::sync::Arc<dyn Continuations>> = match std::env::var("TURN_QUEUE_URL") {
+        Ok(url) if !url.is_empty() => {
+            let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            Some(std::sync::Arc::new(SqsContinuations::new(aws_sdk_sqs::Client::new(&config), url)))
+        }
+        _ => None,
+    };
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
-        let service = service.clone();
+        let (service, continuations) = (service.clone(), continuations.clone());
         async move {
             let deadline = agent_app::deadline_from_epoch_millis(event.context.deadline);
-            Ok::<_, Error>(queue_turn::handle(&service, event.payload, deadline).await)
+            Ok::<_, Error>(queue_turn::handle(&service, event.payload, deadline, continuations.as_deref()).await)
         }
     }))
     .await
