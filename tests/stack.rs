@@ -168,3 +168,31 @@ pub fn status_and_body(response: &Value) -> (u16, Value) {
     let body = response["body"].as_str().map(|b| serde_json::from_str(b).expect("JSON body")).unwrap_or(Value::Null);
     (status, body)
 }
+
+/// The system prompt a scripted-model request carried (OpenAI form: the first message).
+pub fn system_of(request: &Value) -> String {
+    let messages = request["messages"].as_array().expect("messages");
+    assert_eq!(messages[0]["role"], "system", "the system prompt goes first");
+    messages[0]["content"].as_str().unwrap_or_default().to_owned()
+}
+
+/// The names of the tools offered in a request, sorted.
+pub fn tool_names(request: &Value) -> Vec<String> {
+    let mut names: Vec<String> = request["tools"]
+        .as_array()
+        .map(|tools| tools.iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// The content of every tool result the model was shown, in order.
+pub fn tool_results(request: &Value) -> Vec<String> {
+    request["messages"]
+        .as_array()
+        .expect("messages")
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
+        .collect()
+}

@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 use tests::lambda::Function;
 use tests::model_server::Reply;
-use tests::stack::{get_event, repo_root, status_and_body, turn_event, Stack};
+use tests::stack::{get_event, repo_root, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
 
 const USER: &str = "user-f";
 
@@ -12,31 +12,8 @@ async fn turn(function: &Function, session: &str, message: &str) -> (u16, Value)
     status_and_body(&function.call(turn_event(Some(USER), session, json!({ "message": message }))).await)
 }
 
-fn system_of(request: &Value) -> String {
-    request["messages"][0]["content"].as_str().unwrap_or_default().to_owned()
-}
-
-fn tool_names(request: &Value) -> Vec<String> {
-    let mut names: Vec<String> = request["tools"]
-        .as_array()
-        .map(|tools| tools.iter().map(|t| t["function"]["name"].as_str().unwrap().to_owned()).collect())
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
 fn last_message(request: &Value) -> Value {
     request["messages"].as_array().unwrap().last().unwrap().clone()
-}
-
-fn tool_results(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-        .collect()
 }
 
 fn skill_md(path: &str) -> String {

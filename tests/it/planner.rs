@@ -5,7 +5,7 @@ use serde_json::{json, Value};
 use tests::experts::{dead_url, ExpertServer};
 use tests::lambda::Function;
 use tests::model_server::Reply;
-use tests::stack::{get_event, status_and_body, turn_event, Stack};
+use tests::stack::{get_event, status_and_body, system_of, tool_results, turn_event, Stack};
 
 const USER: &str = "user-p";
 
@@ -52,20 +52,6 @@ async fn planner_function(stack: &Stack, experts: &[(&str, &str)], extra: &[(&st
 
 async fn turn(function: &Function, session: &str, message: &str) -> (u16, Value) {
     status_and_body(&function.call(turn_event(Some(USER), session, json!({ "message": message }))).await)
-}
-
-fn system_of(request: &Value) -> String {
-    request["messages"][0]["content"].as_str().unwrap_or_default().to_owned()
-}
-
-fn tool_results(request: &Value) -> Vec<String> {
-    request["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["role"] == "tool")
-        .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
-        .collect()
 }
 
 async fn stored_plan(stack: &Stack, session: &str) -> Option<aws_sdk_dynamodb::types::AttributeValue> {

@@ -113,15 +113,7 @@ impl PromptTemplate {
 
     /// Fills the slots; values are inserted verbatim, so braces inside them are never re-read.
     pub fn render(&self, vars: &PromptVars, skill: &str) -> String {
-        let values = [
-            vars.date.as_str(),
-            vars.name.as_str(),
-            vars.language.as_str(),
-            vars.profile.as_str(),
-            vars.initial_context_title.as_str(),
-            vars.initial_context_description.as_str(),
-            skill,
-        ];
+        let values = vars.slot_values(skill);
         let mut out = String::new();
         for piece in &self.pieces {
             match piece {
@@ -161,16 +153,7 @@ impl PromptTemplate {
     fn render_piece(&self, piece: &Piece, vars: &PromptVars) -> String {
         match piece {
             Piece::Text(text) => text.clone(),
-            Piece::Slot(slot) => [
-                vars.date.as_str(),
-                vars.name.as_str(),
-                vars.language.as_str(),
-                vars.profile.as_str(),
-                vars.initial_context_title.as_str(),
-                vars.initial_context_description.as_str(),
-                "",
-            ][*slot]
-                .to_owned(),
+            Piece::Slot(slot) => vars.slot_values("")[*slot].to_owned(),
         }
     }
 }
@@ -229,6 +212,21 @@ pub struct PromptVars {
     pub profile: String,
     pub initial_context_title: String,
     pub initial_context_description: String,
+}
+
+impl PromptVars {
+    /// The values of the slots, in the order of [`PLACEHOLDERS`].
+    fn slot_values<'a>(&'a self, skill: &'a str) -> [&'a str; 7] {
+        [
+            &self.date,
+            &self.name,
+            &self.language,
+            &self.profile,
+            &self.initial_context_title,
+            &self.initial_context_description,
+            skill,
+        ]
+    }
 }
 
 /// How a loaded skill enters the prompt (`SKILL_PROMPT_MODE`).

@@ -317,19 +317,12 @@ impl TurnService {
         let state = SessionState {
             current_skill: None,
             loaded_skills: Vec::new(),
-            plan: session.state.plan,
+            plan: session.state.plan.clone(),
             workspace,
             todos,
             summary,
         };
-        let commit = TurnCommit {
-            expected_version: session.version,
-            new_messages: outcome.messages,
-            history_len: session.history.len(),
-            state,
-            now: request.now.unix_timestamp(),
-        };
-        self.sessions.commit(&request.user, &request.session, &commit).await?;
+        self.commit(&request, &session, outcome.messages, state).await?;
         tracing::info!(
             session = %request.session,
             steps = outcome.steps,
@@ -352,6 +345,24 @@ impl TurnService {
             ending: outcome.ending,
             version: session.version + 1,
         })
+    }
+
+    /// Stores the turn, conditional on the version read at its start.
+    async fn commit(
+        &self,
+        request: &TurnRequest,
+        session: &Session,
+        new_messages: Vec<Message>,
+        state: SessionState,
+    ) -> Result<(), TurnError> {
+        let commit = TurnCommit {
+            expected_version: session.version,
+            new_messages,
+            history_len: session.history.len(),
+            state,
+            now: request.now.unix_timestamp(),
+        };
+        Ok(self.sessions.commit(&request.user, &request.session, &commit).await?)
     }
 
     /// A turn of the planner strategy. Only the user's message and the final reply enter the
@@ -387,14 +398,8 @@ impl TurnService {
 
         let plan = outcome.plan.as_ref().map(|plan| serde_json::to_value(plan).expect("plans serialise"));
         let state = SessionState { current_skill: None, loaded_skills: Vec::new(), plan, ..session.state.clone() };
-        let commit = TurnCommit {
-            expected_version: session.version,
-            new_messages: vec![Message::user(request.message), Message::assistant(outcome.reply.clone())],
-            history_len: session.history.len(),
-            state,
-            now: request.now.unix_timestamp(),
-        };
-        self.sessions.commit(&request.user, &request.session, &commit).await?;
+        let new_messages = vec![Message::user(request.message.clone()), Message::assistant(outcome.reply.clone())];
+        self.commit(&request, &session, new_messages, state).await?;
         tracing::info!(
             session = %request.session,
             steps = outcome.steps,
