@@ -257,3 +257,22 @@ async fn a_plan_that_does_not_fit_one_invocation_continues_in_the_next() {
     let response = requests[8]["messages"][1]["content"].as_str().unwrap();
     assert!(response.contains("First part done.") && response.contains("Second part done."), "{response}");
 }
+
+#[tokio::test]
+async fn a_slow_planning_call_gives_way_to_the_deadline() {
+    let alpha = ExpertServer::start();
+    let stack = Stack::new().await;
+    stack.model.push([Reply::Delayed(std::time::Duration::from_secs(6), Box::new(plan(&[("alpha", "Late")])))]);
+    let http = planner_function(&stack, &[("alpha", &alpha.url)], &[("DEADLINE_RESERVE_MS", "1000")]).await;
+    let event = turn_event(Some(USER), "slow", json!({"message": "Plan this"}));
+    let started = std::time::Instant::now();
+    let response = match http.invoke_with_budget(event, std::time::Duration::from_secs(4)).await {
+        tests::lambda::Invocation::Response(value) => value,
+        tests::lambda::Invocation::Error(error) => panic!("{error}"),
+    };
+    assert!(started.elapsed() < std::time::Duration::from_secs(4), "answered before the deadline");
+    let (status, body) = status_and_body(&response);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ending"], "plan_continues");
+    assert_eq!(stack.session_item(USER, "slow").await.unwrap()["version"].as_n().unwrap(), "1");
+}

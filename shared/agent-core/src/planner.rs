@@ -631,9 +631,20 @@ impl Planner<'_> {
             ..ChatRequest::default()
         };
         bounds.steps_left -= 1;
-        let response = self.model.complete(&request).await?;
+        let response = self.complete(&request, bounds).await?;
         usage.add(response.usage);
         Ok(response.content)
+    }
+
+    /// One model call that gives up, as a bound, when the invocation's deadline (less the reserve) comes.
+    async fn complete(&self, request: &ChatRequest, bounds: &Bounds) -> Result<crate::message::ChatResponse, Stop> {
+        match bounds.deadline.map(|deadline| deadline.checked_sub(bounds.reserve).unwrap_or(deadline)) {
+            Some(at) => match tokio::time::timeout_at(at, self.model.complete(request)).await {
+                Ok(response) => Ok(response?),
+                Err(_) => Err(Stop::OutOfBudget),
+            },
+            None => Ok(self.model.complete(request).await?),
+        }
     }
 
     /// A structured call: the reply must parse as `T` and pass `validate`; a failing reply is
@@ -664,7 +675,7 @@ impl Planner<'_> {
                 ..ChatRequest::default()
             };
             bounds.steps_left -= 1;
-            let response = self.model.complete(&request).await?;
+            let response = self.complete(&request, bounds).await?;
             usage.add(response.usage);
             let parsed = serde_json::from_str::<T>(response.content.trim())
                 .map_err(|err| format!("the reply is not valid JSON for the schema: {err}"))

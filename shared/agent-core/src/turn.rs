@@ -271,7 +271,7 @@ impl TurnService {
         };
 
         let mut usage = Usage::default();
-        let summary = self.summarise_if_needed(&session, &mut usage).await;
+        let summary = self.summarise_if_needed(&session, request.deadline, &mut usage).await;
         let mut history = Vec::new();
         let covered = summary.as_ref().map_or(0, |summary| summary.covers.min(session.history.len()));
         if let Some(summary) = &summary {
@@ -426,7 +426,12 @@ impl TurnService {
     /// once by the model and the summary is stored with the session. Only history is summarised, never
     /// the system prompt, so skill instructions are never inside it. A failed summary is logged and
     /// the turn goes on with the budget's trimming instead.
-    async fn summarise_if_needed(&self, session: &Session, usage: &mut Usage) -> Option<HistorySummary> {
+    async fn summarise_if_needed(
+        &self,
+        session: &Session,
+        deadline: Option<Instant>,
+        usage: &mut Usage,
+    ) -> Option<HistorySummary> {
         let previous = session.state.summary.clone();
         let start = previous.as_ref().map_or(0, |summary| summary.covers.min(session.history.len()));
         let visible = &session.history[start..];
@@ -455,7 +460,23 @@ impl TurnService {
             tools: Vec::new(),
             ..Default::default()
         };
-        match self.model.complete(&request).await {
+        // The summary must leave the turn its time: it gives up at half the time that is left.
+        let call = self.model.complete(&request);
+        let response = match deadline {
+            Some(deadline) => {
+                let left =
+                    deadline.saturating_duration_since(Instant::now()).saturating_sub(self.config.deadline_reserve);
+                match tokio::time::timeout(left / 2, call).await {
+                    Ok(response) => response,
+                    Err(_) => {
+                        tracing::warn!("no time left to summarise the history; keeping it as it is");
+                        return previous;
+                    }
+                }
+            }
+            None => call.await,
+        };
+        match response {
             Ok(response) if !response.content.trim().is_empty() => {
                 usage.add(response.usage);
                 let covers = start + cut;
