@@ -44,3 +44,16 @@ pub fn build(config: &LlmConfig) -> Result<Arc<dyn ChatModel>, ModelError> {
 pub(crate) fn effective_model<'a>(request: &'a ChatRequest, configured: &'a str) -> &'a str {
     request.model.as_deref().filter(|model| !model.trim().is_empty()).unwrap_or(configured)
 }
+
+/// The one debug line every provider writes after a call: model, token usage and how it stopped.
+pub(crate) fn log_call_done(provider: &str, model: &str, response: &agent_core::ChatResponse) {
+    tracing::debug!(
+        provider,
+        model,
+        input_tokens = response.usage.input_tokens,
+        output_tokens = response.usage.output_tokens,
+        stop_reason = ?response.stop_reason,
+        tool_calls = response.tool_calls.len(),
+        "model call done"
+    );
+}

@@ -69,15 +69,7 @@ impl ChatModel for OpenAiModel {
         let wire: CompletionResponse = serde_json::from_slice(&bytes)
             .map_err(|e| ModelError::InvalidResponse(format!("{PROVIDER}: could not parse the response: {e}")))?;
         let response = from_wire(wire)?;
-        tracing::debug!(
-            provider = PROVIDER,
-            model,
-            input_tokens = response.usage.input_tokens,
-            output_tokens = response.usage.output_tokens,
-            stop_reason = ?response.stop_reason,
-            tool_calls = response.tool_calls.len(),
-            "model call done"
-        );
+        crate::log_call_done(PROVIDER, model, &response);
         Ok(response)
     }
 }
