@@ -2,9 +2,7 @@
 //! (`tests/mcp/expert_server.py`, needs `pip install mcp`) on loopback.
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -14,74 +12,14 @@ use async_trait::async_trait;
 use experts::{experts_key, EnvSecretResolver, McpExperts, SecretResolver};
 use serde_json::json;
 
+mod common;
+
+use common::{free_port, PyServer};
+
 const TIMEOUT: Duration = Duration::from_secs(10);
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-/// `tests/mcp/expert_server.py` as a child process; killed on drop.
-struct PyServer {
-    child: Child,
-    port: u16,
-    log: PathBuf,
-}
-
-impl PyServer {
-    fn start(args: &[&str]) -> PyServer {
-        let status = Command::new("python3").args(["-c", "import mcp.server.mcpserver"]).status();
-        assert!(
-            status.is_ok_and(|s| s.success()),
-            "these tests need python3 with the official MCP SDK (mcp >= 2): run `pip install mcp`"
-        );
-        let port = free_port();
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/expert_server.py");
-        // The log goes to a file: a pipe nobody reads could fill up and stall the server.
-        let log = std::env::temp_dir().join(format!("experts-session-{port}-{}.log", std::process::id()));
-        let child = Command::new("python3")
-            .arg(&script)
-            .arg(port.to_string())
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap())
-            .spawn()
-            .expect("start python3");
-        let mut server = PyServer { child, port, log };
-        let address = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = server.child.try_wait().unwrap() {
-                let log = std::fs::read_to_string(&server.log).unwrap_or_default();
-                panic!("the expert server exited with {status}:\n{log}");
-            }
-            if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
-                return server;
-            }
-            assert!(Instant::now() < deadline, "the expert server did not listen on {address} within 30 s");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn url(&self) -> String {
-        format!("http://127.0.0.1:{}/mcp", self.port)
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for PyServer {
-    fn drop(&mut self) {
-        self.stop();
-        let _ = std::fs::remove_file(&self.log);
-    }
-}
 
 /// The machine's host name, if it resolves to 127.0.0.1 only (as `/etc/hosts` usually has it in
 /// containers). Tenant experts may not use loopback addresses or `localhost`, but a name that
