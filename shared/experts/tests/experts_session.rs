@@ -3,13 +3,13 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_core::expert::{ExpertError, ExpertInfo, ExpertSession, Experts};
-use agent_core::{Object, ObjectMeta, ObjectStore, StoreError, UserId};
-use async_trait::async_trait;
+use agent_core::UserId;
 use experts::{experts_key, EnvSecretResolver, McpExperts, SecretResolver};
+use local_store::MemoryObjectStore;
 use serde_json::json;
 
 mod common;
@@ -33,44 +33,6 @@ fn loopback_host_name() -> Option<String> {
     let addresses: Vec<SocketAddr> = (name.as_str(), 80).to_socket_addrs().ok()?.collect();
     let loopback = IpAddr::V4(Ipv4Addr::LOCALHOST);
     (!addresses.is_empty() && addresses.iter().all(|a| a.ip() == loopback)).then_some(name)
-}
-
-/// An in-memory object store holding tenants' `experts.json`.
-#[derive(Default)]
-struct MemStore {
-    objects: Mutex<BTreeMap<String, Vec<u8>>>,
-}
-
-impl MemStore {
-    fn with(entries: &[(&str, String)]) -> Arc<MemStore> {
-        let store = MemStore::default();
-        for (key, value) in entries {
-            store.objects.lock().unwrap().insert((*key).to_owned(), value.clone().into_bytes());
-        }
-        Arc::new(store)
-    }
-}
-
-#[async_trait]
-impl ObjectStore for MemStore {
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-        let objects = self.objects.lock().unwrap();
-        Ok(objects
-            .iter()
-            .filter(|(key, _)| key.starts_with(prefix))
-            .map(|(key, bytes)| ObjectMeta { key: key.clone(), etag: "e".into(), size: bytes.len() as u64 })
-            .collect())
-    }
-
-    async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
-        let objects = self.objects.lock().unwrap();
-        Ok(objects.get(key).map(|bytes| Object { bytes: bytes.clone(), etag: "e".into() }))
-    }
-
-    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
-        self.objects.lock().unwrap().insert(key.to_owned(), bytes);
-        Ok(())
-    }
 }
 
 fn user(id: &str) -> UserId {
@@ -99,7 +61,7 @@ async fn opens_live_experts_leaves_a_dead_one_out_and_serves_prompts_and_tools()
         "beta": {"url": beta.url(), "headers": {"X-Api-Key": {"env": "BETA_KEY"}}},
         "dead": {"url": dead},
     }});
-    let experts = McpExperts::new(Some(config.to_string()), Arc::new(MemStore::default()), resolver(), TIMEOUT);
+    let experts = McpExperts::new(Some(config.to_string()), Arc::new(MemoryObjectStore::new()), resolver(), TIMEOUT);
 
     let started = Instant::now();
     let session = experts.open(&user("u1")).await;
@@ -191,7 +153,7 @@ async fn opens_live_experts_leaves_a_dead_one_out_and_serves_prompts_and_tools()
 async fn a_slow_tool_times_out_with_the_request_deadline() {
     let server = PyServer::start(&[]);
     let config = json!({"mcpServers": {"alpha": {"url": server.url()}}}).to_string();
-    let experts = McpExperts::new(Some(config), Arc::new(MemStore::default()), resolver(), Duration::from_secs(1));
+    let experts = McpExperts::new(Some(config), Arc::new(MemoryObjectStore::new()), resolver(), Duration::from_secs(1));
     assert_eq!(experts.timeout(), Duration::from_secs(1));
     let session = experts.open(&user("u1")).await;
     assert_eq!(names(session.as_ref()), ["alpha"]);
@@ -232,7 +194,8 @@ async fn a_tenant_file_adds_and_removes_experts() {
     } else {
         eprintln!("the host name does not resolve to 127.0.0.1 only: not testing a live tenant expert");
     }
-    let objects = MemStore::with(&[(&experts_key(&user("u1")), tenant.to_string())]);
+    let objects = Arc::new(MemoryObjectStore::new());
+    objects.insert(&experts_key(&user("u1")), tenant.to_string().into_bytes());
     let experts = McpExperts::new(Some(deployment.to_string()), objects, resolver(), TIMEOUT);
 
     let session = experts.open(&user("u1")).await;
@@ -262,7 +225,7 @@ async fn a_tenant_file_adds_and_removes_experts() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn no_configuration_means_no_experts() {
-    let experts = McpExperts::new(None, Arc::new(MemStore::default()), resolver(), TIMEOUT);
+    let experts = McpExperts::new(None, Arc::new(MemoryObjectStore::new()), resolver(), TIMEOUT);
     let session = experts.open(&user("u1")).await;
     assert!(session.experts().is_empty());
     assert!(matches!(session.tools("alpha").await, Err(ExpertError::UnknownExpert(_))));

@@ -343,10 +343,9 @@ async fn openai_parses_tool_calls_and_keeps_unparseable_arguments() {
     assert_eq!(truncated.usage, Usage::default());
 }
 
-#[tokio::test]
-async fn openai_sends_preserved_raw_arguments_verbatim() {
-    let server = Server::start(vec![ok(openai_text("ok"))]).await;
-    let request = ChatRequest {
+/// A conversation whose earlier tool call kept arguments that are not JSON (`{"path": `).
+fn raw_arguments_request() -> ChatRequest {
+    ChatRequest {
         system: String::new(),
         messages: vec![
             Message::user("go"),
@@ -366,7 +365,13 @@ async fn openai_sends_preserved_raw_arguments_verbatim() {
         ],
         tools: vec![],
         ..Default::default()
-    };
+    }
+}
+
+#[tokio::test]
+async fn openai_sends_preserved_raw_arguments_verbatim() {
+    let server = Server::start(vec![ok(openai_text("ok"))]).await;
+    let request = raw_arguments_request();
     openai(&server).complete(&request).await.unwrap();
     let (_, _, body) = server.request(0);
     assert_eq!(
@@ -643,27 +648,7 @@ async fn anthropic_keeps_unparseable_arguments_from_history() {
     // Anthropic requires an object input, so a raw string (from an OpenAI-compatible model, say)
     // travels wrapped rather than being dropped.
     let server = Server::start(vec![ok(anthropic_text("ok"))]).await;
-    let request = ChatRequest {
-        system: String::new(),
-        messages: vec![
-            Message::user("go"),
-            Message::Assistant {
-                content: String::new(),
-                tool_calls: vec![ToolCall {
-                    id: "c".to_string(),
-                    name: "read_file".to_string(),
-                    arguments: json!("{\"path\": "),
-                }],
-            },
-            Message::Tool {
-                tool_call_id: "c".to_string(),
-                name: "read_file".to_string(),
-                content: "bad arguments".to_string(),
-            },
-        ],
-        tools: vec![],
-        ..Default::default()
-    };
+    let request = raw_arguments_request();
     anthropic(&server).complete(&request).await.unwrap();
     let (_, _, body) = server.request(0);
     assert_eq!(
