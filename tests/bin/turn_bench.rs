@@ -19,13 +19,18 @@ use tests::stack::{turn_event, Stack};
 
 const WARM_TURNS: u32 = 200;
 
-/// A model that answers instantly: load a skill, read one of its files, then reply.
+/// A model that answers instantly: load a skill (`skill-0042` lives in `cat2`, as 42 % 10 = 2),
+/// read one of its files, then reply.
 struct InstantModel;
 
 #[async_trait]
 impl ChatModel for InstantModel {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let tool_results = request.messages.iter().rev().take_while(|m| !matches!(m, Message::User { .. })).count();
+        // A figure is only worth quoting if the turn did the work: a failed tool call stops the run.
+        if let Some(Message::Tool { name, content, .. }) = request.messages.last() {
+            assert!(!content.starts_with("Error"), "the benchmark's {name} call failed: {content}");
+        }
         let call = |name: &str, arguments| ChatResponse {
             content: String::new(),
             tool_calls: vec![ToolCall { id: format!("c{tool_results}"), name: name.into(), arguments }],
@@ -33,8 +38,8 @@ impl ChatModel for InstantModel {
             stop_reason: StopReason::ToolUse,
         };
         Ok(match tool_results {
-            0 => call("load_skill", json!({"skill_path": "cat7/skill-0042"})),
-            2 => call("read_file", json!({"file_path": "/skills/skill-0042/SKILL.md", "limit": 20})),
+            0 => call("load_skill", json!({"skill_path": "cat2/skill-0042"})),
+            2 => call("read_file", json!({"file_path": "/skills/skill-0042/reference.md", "limit": 20})),
             _ => ChatResponse {
                 content: "done".into(),
                 tool_calls: vec![],

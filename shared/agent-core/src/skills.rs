@@ -9,7 +9,7 @@ use thiserror::Error;
 
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
-use crate::store::{ObjectStore, StoreError};
+use crate::store::{ObjectMeta, ObjectStore, StoreError};
 
 /// Longest name and description accepted, as in the Agent Skills specification.
 const MAX_NAME_LEN: usize = 64;
@@ -145,11 +145,18 @@ pub struct SkillDoc {
 pub struct Catalog {
     skills: BTreeMap<SkillPath, Arc<SkillDoc>>,
     base_prompt: Option<Arc<str>>,
+    /// Every object under the tenant's `skills/` prefix, as listed for this turn, so the virtual
+    /// filesystem can show a loaded skill's files without listing them again.
+    objects: Vec<ObjectMeta>,
 }
 
 impl Catalog {
     pub fn from_skills(skills: impl IntoIterator<Item = SkillDoc>) -> Self {
-        Self { skills: skills.into_iter().map(|doc| (doc.path.clone(), Arc::new(doc))).collect(), base_prompt: None }
+        Self {
+            skills: skills.into_iter().map(|doc| (doc.path.clone(), Arc::new(doc))).collect(),
+            base_prompt: None,
+            objects: Vec::new(),
+        }
     }
 
     pub fn get(&self, path: &SkillPath) -> Option<&Arc<SkillDoc>> {
@@ -166,6 +173,11 @@ impl Catalog {
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<SkillDoc>> {
         self.skills.values()
+    }
+
+    /// The listing of the tenant's `skills/` prefix this catalog was built from.
+    pub fn objects(&self) -> &[ObjectMeta] {
+        &self.objects
     }
 
     /// The tenant's `BASE_PROMPT.md`, when it has one.
@@ -261,16 +273,16 @@ impl SkillCache {
         let listing = objects.list(&prefix).await?;
 
         let mut wanted = Vec::new();
-        for meta in listing {
+        for meta in &listing {
             if meta.key == base_prompt_key {
-                wanted.push((None, meta));
+                wanted.push((None, meta.clone()));
                 continue;
             }
             let Some(rest) = meta.key.strip_prefix(&prefix) else { continue };
             let parts: Vec<&str> = rest.split('/').collect();
             if let [category, name, "SKILL.md"] = parts.as_slice() {
                 match SkillPath::new(category, name) {
-                    Ok(path) => wanted.push((Some(path), meta)),
+                    Ok(path) => wanted.push((Some(path), meta.clone())),
                     Err(err) => {
                         tracing::warn!(key = %meta.key, reason = %err, "skipping skill with an invalid folder name")
                     }
@@ -295,7 +307,7 @@ impl SkillCache {
             .try_collect()
             .await?;
 
-        let mut catalog = Catalog::default();
+        let mut catalog = Catalog { objects: listing, ..Catalog::default() };
         for cached in resolved {
             match cached {
                 Cached::Skill(doc) => {

@@ -138,7 +138,7 @@ impl<'a> SkillsEnv<'a> {
         let path = SkillPath::parse(skill_path).map_err(|_| not_found(self.catalog))?;
         let doc = self.catalog.get(&path).ok_or_else(|| not_found(self.catalog))?.clone();
         tracing::info!(skill = %path, "skill loaded");
-        self.vfs.mount_skill(path);
+        self.vfs.mount_skill_listed(path, self.catalog.objects());
         self.current_skill = Some(doc);
         Ok(self.current_skill.as_deref().expect("just set"))
     }
@@ -164,7 +164,7 @@ impl<'a> SkillsEnv<'a> {
         };
         let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
         tracing::info!(skill = %doc.path, offered_tools = ?names, "forced skill");
-        self.vfs.mount_skill(doc.path.clone());
+        self.vfs.mount_skill_listed(doc.path.clone(), self.catalog.objects());
         self.current_skill = Some(doc.clone());
         self.forced = Some(Forced { doc, offered });
     }

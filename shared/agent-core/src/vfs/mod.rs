@@ -47,7 +47,7 @@ use thiserror::Error;
 
 use crate::ids::{SessionId, SkillPath, TicketId, UserId};
 use crate::keys;
-use crate::store::{ObjectStore, StoreError, WorkspaceFile};
+use crate::store::{ObjectMeta, ObjectStore, StoreError, WorkspaceFile};
 
 /// Longest path accepted from the model, in bytes.
 pub const MAX_PATH_BYTES: usize = 1024;
@@ -355,6 +355,14 @@ impl<'a> Vfs<'a> {
             skill_listings: Mutex::new(HashMap::new()),
             contents: Mutex::new(ContentCache::default()),
         }
+    }
+
+    /// Like [`Vfs::mount_skill`], taking the skill's files from `listing` (the turn's listing of the
+    /// tenant's `skills/` prefix, see [`crate::skills::Catalog::objects`]) instead of listing them again.
+    pub fn mount_skill_listed(&mut self, skill: SkillPath, listing: &[ObjectMeta]) {
+        let entries = entries_from(&keys::skill_prefix(&self.user, &skill), listing);
+        lock(&self.skill_listings).insert(skill.clone(), entries);
+        self.mount_skill(skill);
     }
 
     /// Makes a skill visible under `/skills/{name}`. Called by `load_skill` after it checked the
@@ -681,19 +689,7 @@ impl<'a> Vfs<'a> {
 
     async fn list_objects(&self, prefix: &str) -> Result<Arc<Vec<Entry>>, VfsError> {
         let listed = self.objects.list(prefix).await.map_err(VfsError::storage)?;
-        let mut entries: Vec<Entry> = listed
-            .into_iter()
-            .filter_map(|meta| {
-                let rel = meta.key.strip_prefix(prefix)?;
-                path::is_clean_relative(rel).then(|| Entry {
-                    rel: rel.to_owned(),
-                    size: meta.size,
-                    source: Source::Object(meta.key.clone()),
-                })
-            })
-            .collect();
-        entries.sort_by(|a, b| a.rel.cmp(&b.rel));
-        Ok(Arc::new(entries))
+        Ok(entries_from(prefix, &listed))
     }
 
     /// Every visible file under a node, as (virtual path, entry), sorted by path.
@@ -779,4 +775,22 @@ impl<'a> Vfs<'a> {
         }
         Ok(WorkspaceFile { sha256: sha, size: bytes.len() as u64 })
     }
+}
+
+/// The files of one root from a listing of objects: keys under `prefix` that are clean relative
+/// paths, sorted. Keys outside the prefix are ignored, so a wider listing can be passed.
+fn entries_from(prefix: &str, listed: &[ObjectMeta]) -> Arc<Vec<Entry>> {
+    let mut entries: Vec<Entry> = listed
+        .iter()
+        .filter_map(|meta| {
+            let rel = meta.key.strip_prefix(prefix)?;
+            path::is_clean_relative(rel).then(|| Entry {
+                rel: rel.to_owned(),
+                size: meta.size,
+                source: Source::Object(meta.key.clone()),
+            })
+        })
+        .collect();
+    entries.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Arc::new(entries)
 }
