@@ -19,7 +19,7 @@ use tests::stack::{turn_event, Stack};
 
 const WARM_TURNS: u32 = 200;
 
-/// A model that answers instantly: load a skill (`skill-0042` lives in `cat2`, as 42 % 10 = 2),
+/// A model that answers instantly: load a skill (`skill-0002` lives in `cat2`, as 2 % 10 = 2, and exists in both tenants),
 /// read one of its files, then reply.
 struct InstantModel;
 
@@ -38,8 +38,8 @@ impl ChatModel for InstantModel {
             stop_reason: StopReason::ToolUse,
         };
         Ok(match tool_results {
-            0 => call("load_skill", json!({"skill_path": "cat2/skill-0042"})),
-            2 => call("read_file", json!({"file_path": "/skills/skill-0042/reference.md", "limit": 20})),
+            0 => call("load_skill", json!({"skill_path": "cat2/skill-0002"})),
+            2 => call("read_file", json!({"file_path": "/skills/skill-0002/reference.md", "limit": 20})),
             _ => ChatResponse {
                 content: "done".into(),
                 tool_calls: vec![],
