@@ -1,7 +1,9 @@
 //! A Lambda Runtime API on loopback that runs a compiled function binary and feeds it events,
-//! the way the Lambda service (or `cargo lambda watch`) does.
+//! the way the Lambda service (or `cargo lambda watch`) does. What the function prints is kept
+//! (see [`Function::logs`]) and echoed to the test's stderr when `TEST_FUNCTION_LOGS` is set.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
@@ -13,6 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, Mutex as AsyncMutex};
 
@@ -39,6 +42,40 @@ struct ApiState {
     init_error: Arc<Mutex<Option<Value>>>,
 }
 
+/// How many of the function's most recent log lines are kept.
+const LOG_LINES_KEPT: usize = 20_000;
+
+/// How long [`Function::storage_requests_since`] waits for the lines it expects.
+const STORAGE_LOG_WAIT: Duration = Duration::from_secs(2);
+
+/// The function's stdout and stderr lines, in the order they were read. Line numbers (marks)
+/// count every line ever read, including the oldest ones dropped to stay within the bound.
+#[derive(Default)]
+struct LogBuffer {
+    lines: VecDeque<String>,
+    dropped: usize,
+}
+
+impl LogBuffer {
+    fn push(&mut self, line: String) {
+        if self.lines.len() == LOG_LINES_KEPT {
+            self.lines.pop_front();
+            self.dropped += 1;
+        }
+        self.lines.push_back(line);
+    }
+
+    fn mark(&self) -> usize {
+        self.dropped + self.lines.len()
+    }
+
+    fn since(&self, mark: usize) -> Vec<String> {
+        self.lines.iter().skip(mark.saturating_sub(self.dropped)).cloned().collect()
+    }
+}
+
+type Logs = Arc<Mutex<LogBuffer>>;
+
 /// A running function: its process and the Runtime API it polls.
 pub struct Function {
     child: Child,
@@ -46,6 +83,9 @@ pub struct Function {
     pending: Pending,
     init_error: Arc<Mutex<Option<Value>>>,
     counter: Mutex<u64>,
+    logs: Logs,
+    /// For each invocation the function answered with a response, the log mark taken when it was sent.
+    answered: Mutex<Vec<usize>>,
 }
 
 /// The path of a workspace binary built next to the test binary (`cargo xtask test` builds them).
@@ -98,14 +138,22 @@ impl Function {
             .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
             .env("RUST_LOG", "info")
             .stdin(Stdio::null())
-            .stdout(if std::env::var_os("TEST_FUNCTION_LOGS").is_some() { Stdio::inherit() } else { Stdio::null() })
-            .stderr(if std::env::var_os("TEST_FUNCTION_LOGS").is_some() { Stdio::inherit() } else { Stdio::null() })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .kill_on_drop(true);
         for (key, value) in env {
             command.env(key, value);
         }
-        let child = command.spawn().expect("start the function binary");
-        Function { child, events, pending, init_error, counter: Mutex::new(0) }
+        let mut child = command.spawn().expect("start the function binary");
+        let logs = Logs::default();
+        let echo = std::env::var_os("TEST_FUNCTION_LOGS").is_some();
+        if let Some(stdout) = child.stdout.take() {
+            tokio::spawn(capture(stdout, logs.clone(), echo));
+        }
+        if let Some(stderr) = child.stderr.take() {
+            tokio::spawn(capture(stderr, logs.clone(), echo));
+        }
+        Function { child, events, pending, init_error, counter: Mutex::new(0), logs, answered: Mutex::default() }
     }
 
     /// Sends one event and waits for the answer, with a deadline `budget` from now.
@@ -118,6 +166,7 @@ impl Function {
         let (sender, receiver) = oneshot::channel();
         self.pending.lock().unwrap().insert(id.clone(), sender);
         let deadline_ms = (SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + budget).as_millis() as u64;
+        let sent_at = self.log_mark();
         self.events.send(Queued { id, event, deadline_ms }).expect("runtime api alive");
         let wait = async {
             loop {
@@ -128,7 +177,13 @@ impl Function {
             }
         };
         tokio::select! {
-            answer = receiver => answer.expect("invocation answered"),
+            answer = receiver => {
+                let answer = answer.expect("invocation answered");
+                if matches!(answer, Invocation::Response(_)) {
+                    self.answered.lock().unwrap().push(sent_at);
+                }
+                answer
+            }
             init = wait => init,
             _ = tokio::time::sleep(budget + Duration::from_secs(30)) => panic!("the function did not answer"),
         }
@@ -149,6 +204,76 @@ impl Function {
     /// The process id, for measuring memory.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()
+    }
+
+    /// Every line the function has printed so far (stdout and stderr, the last 20,000 lines).
+    pub fn logs(&self) -> Vec<String> {
+        self.logs_since(0)
+    }
+
+    /// The number of lines printed so far, for [`Function::logs_since`].
+    pub fn log_mark(&self) -> usize {
+        self.logs.lock().unwrap().mark()
+    }
+
+    /// The lines printed after `mark` (a [`Function::log_mark`]).
+    pub fn logs_since(&self, mark: usize) -> Vec<String> {
+        self.logs.lock().unwrap().since(mark)
+    }
+
+    /// The storage requests, per operation (`DynamoDB.Query`, `S3.GetObject`, ...), that the
+    /// invocations answered after `mark` logged, summed. The function logs them before it posts
+    /// its answer, but the pipe may lag, so this waits up to 2 s for one `storage requests` line
+    /// per invocation sent after `mark` that got a response (an invocation that failed may have
+    /// logged none; then the wait runs out and the lines found are summed).
+    pub async fn storage_requests_since(&self, mark: usize) -> BTreeMap<String, u64> {
+        let expected = self.answered.lock().unwrap().iter().filter(|&&sent_at| sent_at >= mark).count();
+        let waited = tokio::time::Instant::now();
+        loop {
+            let logged: Vec<BTreeMap<String, u64>> =
+                self.logs_since(mark).iter().filter_map(|line| storage_requests(line)).collect();
+            if logged.len() >= expected || waited.elapsed() >= STORAGE_LOG_WAIT {
+                let mut total = BTreeMap::new();
+                for (operation, count) in logged.into_iter().flatten() {
+                    *total.entry(operation).or_default() += count;
+                }
+                return total;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+/// Reads `stream` line by line into `logs` until the function closes it, echoing each line to
+/// the real stderr when `echo` is set (written directly, so the test harness does not capture it).
+async fn capture(stream: impl AsyncRead + Unpin, logs: Logs, echo: bool) {
+    let mut reader = BufReader::new(stream);
+    let mut bytes = Vec::new();
+    loop {
+        bytes.clear();
+        match reader.read_until(b'\n', &mut bytes).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        let line = String::from_utf8_lossy(&bytes).trim_end_matches(['\n', '\r']).to_owned();
+        if echo {
+            let _ = writeln!(std::io::stderr().lock(), "{line}");
+        }
+        logs.lock().unwrap().push(line);
+    }
+}
+
+/// The per-operation counts of a `storage requests` log line (JSON, as `agent_app::with_request_log`
+/// writes it: `fields.storage_operations` holds a JSON object as a string), or `None` for any other line.
+fn storage_requests(line: &str) -> Option<BTreeMap<String, u64>> {
+    let value: Value = serde_json::from_str(line).ok()?;
+    let fields = value.get("fields")?;
+    if fields.get("message")?.as_str()? != "storage requests" {
+        return None;
+    }
+    match fields.get("storage_operations")? {
+        Value::String(text) => serde_json::from_str(text).ok(),
+        object => serde_json::from_value(object.clone()).ok(),
     }
 }
 

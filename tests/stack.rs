@@ -81,6 +81,51 @@ impl Stack {
         Function::start("queue-turn", &self.env(extra)).await
     }
 
+    pub async fn skills_index(&self, extra: &[(&str, &str)]) -> Function {
+        Function::start("skills-index", &self.env(extra)).await
+    }
+
+    /// The S3 event notification S3 sends for `key` in this stack's bucket: `created` picks
+    /// `ObjectCreated:Put` (from `events/s3-skill-created.json`), otherwise `ObjectRemoved:Delete`.
+    pub fn s3_event(&self, keys: &[&str], created: bool) -> Value {
+        let sample = sample_event(if created { "s3-skill-created.json" } else { "s3-skill-removed.json" });
+        let template = sample["Records"][0].clone();
+        let records: Vec<Value> = keys
+            .iter()
+            .map(|key| {
+                let mut record = template.clone();
+                record["s3"]["bucket"]["name"] = json!(self.bucket);
+                record["s3"]["bucket"]["arn"] = json!(format!("arn:aws:s3:::{}", self.bucket));
+                // S3 URL-encodes keys in events, with `+` for a space.
+                record["s3"]["object"]["key"] = json!(key.replace(' ', "+"));
+                record
+            })
+            .collect();
+        json!({ "Records": records })
+    }
+
+    pub async fn delete(&self, key: &str) {
+        self.s3.delete_object().bucket(&self.bucket).key(key).send().await.expect("delete object");
+    }
+
+    /// The object's bytes, or `None` when there is none.
+    pub async fn get(&self, key: &str) -> Option<Vec<u8>> {
+        match self.s3.get_object().bucket(&self.bucket).key(key).send().await {
+            Ok(object) => Some(object.body.collect().await.expect("read object").into_bytes().to_vec()),
+            Err(_) => None,
+        }
+    }
+
+    /// Puts many objects, 32 at a time.
+    pub async fn put_many(&self, objects: Vec<(String, Vec<u8>)>) {
+        use futures::stream::{self, StreamExt};
+        stream::iter(objects)
+            .map(|(key, bytes)| async move { self.put(&key, bytes).await })
+            .buffer_unordered(32)
+            .collect::<Vec<()>>()
+            .await;
+    }
+
     pub async fn put(&self, key: &str, bytes: impl Into<Vec<u8>>) {
         self.s3.put_object().bucket(&self.bucket).key(key).body(bytes.into().into()).send().await.expect("put object");
     }

@@ -379,7 +379,11 @@ async fn broken_skills_are_skipped_and_a_broken_template_is_a_clear_error() {
     let system = system_of(&stack.model.requests()[0]);
     assert!(system.contains("escrituras/compraventa") && !system.contains("rotas/"), "{system}");
 
-    stack.put(&format!("{USER}/skills/BASE_PROMPT.md"), "Hola {name}, {unknown}").await;
+    // S3 notifies skills-index of the new base prompt, which updates the tenant's catalog index.
+    let base_prompt = format!("{USER}/skills/BASE_PROMPT.md");
+    stack.put(&base_prompt, "Hola {name}, {unknown}").await;
+    let indexer = stack.skills_index(&[]).await;
+    indexer.call(stack.s3_event(&[&base_prompt], true)).await;
     let (status, body) = turn(&http, USER, "s1", "hola").await;
     assert_eq!(status, 500, "{body}");
     assert_eq!(body["error"]["code"], "configuration_error");

@@ -60,12 +60,28 @@ fn test() -> Result<(), String> {
         return Err("moto_server is not on PATH: pip install \"moto[server]\"".to_owned());
     }
     // The integration tests run the compiled functions, so build them first.
-    run("cargo", &["build", "--package", "http-turn", "--package", "queue-turn", "--package", "xtask"])?;
+    run(
+        "cargo",
+        &[
+            "build",
+            "--package",
+            "http-turn",
+            "--package",
+            "queue-turn",
+            "--package",
+            "skills-index",
+            "--package",
+            "xtask",
+        ],
+    )?;
     run("cargo", &["test", "--workspace"])
 }
 
 fn bench() -> Result<(), String> {
-    run("cargo", &["build", "--release", "--package", "http-turn", "--package", "queue-turn"])?;
+    run(
+        "cargo",
+        &["build", "--release", "--package", "http-turn", "--package", "queue-turn", "--package", "skills-index"],
+    )?;
     run("cargo", &["run", "--release", "--package", "tests", "--bin", "turn-bench"])
 }
 

@@ -1,6 +1,7 @@
 //! The HTTP API contract: routing, identity from the JWT, body validation, and the mapping of
 //! every failure to a precise status with a JSON error body safe to show a client.
 
+use agent_core::skills::Catalog;
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile, MAX_MESSAGE_BYTES};
 use agent_core::{ModelError, Session, SessionId, StoreError, TicketId, UserId};
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
@@ -109,7 +110,8 @@ async fn route(
     let route = match segments.as_slice() {
         [.., "sessions", id, "turns"] if method == Method::POST => Route::PostTurn(id),
         [.., "sessions", id] if method == Method::GET => Route::GetSession(id),
-        [.., "sessions", _, "turns"] | [.., "sessions", _] => {
+        [.., "skills"] if method == Method::GET => Route::ListSkills,
+        [.., "sessions", _, "turns"] | [.., "sessions", _] | [.., "skills"] => {
             return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on {path}")))
         }
         _ => return Err(ApiError::not_found(format!("no route for {method} {path}"))),
@@ -146,6 +148,11 @@ async fn route(
                 "version": reply.version,
             }))
         }
+        Route::ListSkills => {
+            let page = SkillsPage::from_query(event)?;
+            let catalog = service.skill_catalog(&user).await?;
+            Ok(skills_view(&catalog, &page))
+        }
         Route::GetSession(id) => {
             let session_id = parse_session_id(event, id)?;
             let session = service
@@ -160,6 +167,79 @@ async fn route(
 enum Route<'a> {
     PostTurn(&'a str),
     GetSession(&'a str),
+    ListSkills,
+}
+
+/// Skills per page of `GET /skills`, by default and at most: a page stays far below Lambda's
+/// 6 MB response limit even with 1,024-character descriptions.
+const DEFAULT_SKILLS_PAGE: usize = 200;
+const MAX_SKILLS_PAGE: usize = 1000;
+
+/// `GET /skills?limit=&cursor=`: the cursor is the last path of the previous page.
+struct SkillsPage {
+    limit: usize,
+    after: Option<String>,
+}
+
+impl SkillsPage {
+    fn from_query(event: &ApiGatewayV2httpRequest) -> Result<Self, ApiError> {
+        let query = &event.query_string_parameters;
+        let limit = match query.first("limit") {
+            None => DEFAULT_SKILLS_PAGE,
+            Some(raw) => match raw.parse::<usize>() {
+                Ok(limit) if (1..=MAX_SKILLS_PAGE).contains(&limit) => limit,
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "`limit` must be a whole number from 1 to {MAX_SKILLS_PAGE}"
+                    )))
+                }
+            },
+        };
+        let after = query.first("cursor").map(str::to_owned).filter(|cursor| !cursor.is_empty());
+        if after.as_ref().is_some_and(|cursor| cursor.len() > 256) {
+            return Err(ApiError::bad_request("`cursor` is too long"));
+        }
+        Ok(Self { limit, after })
+    }
+}
+
+/// The tenant's skills as the operator needs to see them: every usable skill with what it
+/// declares and what was repaired, and every skipped SKILL.md with the reason.
+fn skills_view(catalog: &Catalog, page: &SkillsPage) -> Value {
+    let entries = catalog.entries();
+    let start = match &page.after {
+        Some(after) => entries.partition_point(|entry| entry.path.to_string().as_str() <= after.as_str()),
+        None => 0,
+    };
+    let shown = &entries[start..(start + page.limit).min(entries.len())];
+    let skills: Vec<Value> = shown
+        .iter()
+        .map(|entry| {
+            json!({
+                "path": entry.path.to_string(),
+                "name": entry.name,
+                "description": entry.description,
+                "category": entry.category,
+                "tools": entry.tools,
+                "declared_tools": entry.declared_tools,
+                "warnings": entry.warnings,
+            })
+        })
+        .collect();
+    let next_cursor = (start + shown.len() < entries.len()).then(|| shown.last().map(|e| e.path.to_string())).flatten();
+    let index = catalog.index();
+    let skipped: Vec<Value> =
+        index.skipped.values().map(|skipped| json!({"file": skipped.file, "reason": skipped.reason})).collect();
+    let base_prompt = index.base_prompt.as_ref().map(|base| {
+        json!({"file": "BASE_PROMPT.md", "size": base.size, "usable": base.text.is_some(), "problem": base.problem})
+    });
+    json!({
+        "count": entries.len(),
+        "skills": skills,
+        "next_cursor": next_cursor,
+        "skipped": skipped,
+        "base_prompt": base_prompt,
+    })
 }
 
 /// The JWT `sub` verified by API Gateway's authorizer; the body is never consulted.

@@ -6,12 +6,18 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     agent_app::init_logging();
-    let service = agent_app::service_from_env().await?;
+    let app = agent_app::app_from_env().await?;
     lambda_runtime::run(service_fn(|event: LambdaEvent<ApiGatewayV2httpRequest>| {
-        let service = service.clone();
+        let app = app.clone();
         async move {
             let deadline = agent_app::deadline_from_epoch_millis(event.context.deadline);
-            Ok::<_, Error>(http_turn::handle(&service, event.payload, deadline).await)
+            // The storage requests are logged before the response is posted.
+            let response = agent_app::with_request_log(
+                &app.storage_requests,
+                http_turn::handle(&app.service, event.payload, deadline),
+            )
+            .await;
+            Ok::<_, Error>(response)
         }
     }))
     .await

@@ -7,7 +7,7 @@ use queue_turn::{Continuations, SqsContinuations};
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     agent_app::init_logging();
-    let service = agent_app::service_from_env().await?;
+    let app = agent_app::app_from_env().await?;
     // A plan that does not fit one invocation re-enqueues itself when the queue is known.
     let continuations: Option<std::sync::Arc<dyn Continuations>> = match std::env::var("TURN_QUEUE_URL") {
         Ok(url) if !url.is_empty() => {
@@ -17,10 +17,12 @@ async fn main() -> Result<(), Error> {
         _ => None,
     };
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
-        let (service, continuations) = (service.clone(), continuations.clone());
+        let (app, continuations) = (app.clone(), continuations.clone());
         async move {
             let deadline = agent_app::deadline_from_epoch_millis(event.context.deadline);
-            Ok::<_, Error>(queue_turn::handle(&service, event.payload, deadline, continuations.as_deref()).await)
+            // The storage requests are logged before the response is posted.
+            let handled = queue_turn::handle(&app.service, event.payload, deadline, continuations.as_deref());
+            Ok::<_, Error>(agent_app::with_request_log(&app.storage_requests, handled).await)
         }
     }))
     .await

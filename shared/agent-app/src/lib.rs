@@ -1,12 +1,17 @@
 //! Builds the process-wide [`TurnService`] from the environment: storage adapters, the model
-//! provider and the agent's settings. The functions call this once at cold start.
+//! provider and the agent's settings. The functions call this once at cold start, and wrap each
+//! invocation in [`with_request_log`] so its storage requests are logged.
 
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use agent_core::prompt::SkillPromptMode;
 use agent_core::turn::{AgentConfig, TurnService};
 use thiserror::Error;
+
+pub use aws_store::CallCounter;
 
 /// A configuration problem found at start-up; the message names the variable.
 #[derive(Debug, Error)]
@@ -68,6 +73,7 @@ pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConf
         config.output_tokens = output;
     }
     config.summary_threshold = tokens("HISTORY_SUMMARY_TOKENS", 256)?;
+    config.skill_listing_tokens = tokens("SKILL_LISTING_TOKENS", 200)?;
 
     if let Some(value) = lookup("AGENT_STRATEGY") {
         config.strategy = value.parse().map_err(|reason| ConfigError::Invalid { name: "AGENT_STRATEGY", reason })?;
@@ -107,15 +113,55 @@ fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
-/// The production wiring: S3 and DynamoDB (honouring `AWS_ENDPOINT_URL`), the provider named by
-/// `LLM_PROVIDER`, and the agent settings.
-pub async fn service_from_env() -> Result<Arc<TurnService>, ConfigError> {
+/// What a function builds once per process: the turn service, and the counter of the storage
+/// requests its clients make (for [`with_request_log`]).
+#[derive(Clone)]
+pub struct App {
+    pub service: Arc<TurnService>,
+    pub storage_requests: CallCounter,
+}
+
+/// The production wiring: S3 and DynamoDB (honouring `AWS_ENDPOINT_URL`) with a [`CallCounter`]
+/// attached, the provider named by `LLM_PROVIDER`, and the agent settings.
+pub async fn app_from_env() -> Result<App, ConfigError> {
     let config = agent_config(env_lookup)?;
     let llm_config = llm::LlmConfig::from_env()?;
     let model = llm::build(&llm_config)?;
-    let stores = aws_store::AwsStores::from_env(None).await.map_err(|err| ConfigError::Storage(err.to_string()))?;
+    let storage_requests = CallCounter::new();
+    let stores = aws_store::AwsStores::from_env(Some(storage_requests.clone()))
+        .await
+        .map_err(|err| ConfigError::Storage(err.to_string()))?;
     let experts = Arc::new(experts::McpExperts::from_env(stores.objects.clone()));
-    Ok(Arc::new(TurnService::new(stores.sessions, stores.objects, model, config).with_experts(experts)))
+    let service = Arc::new(TurnService::new(stores.sessions, stores.objects, model, config).with_experts(experts));
+    Ok(App { service, storage_requests })
+}
+
+/// Awaits `fut` (one invocation's handler), then logs one info event `storage requests` with
+/// `storage_requests` (the number of requests `counter` saw meanwhile) and `storage_operations`
+/// (those requests per operation, as a compact JSON object such as
+/// `{"DynamoDB.Query":1,"S3.GetObject":1}`). The Lambda runtime runs one invocation at a time
+/// per process, so the difference is exactly the invocation's requests. Wrap the handler, not
+/// the runtime, so the line is written before the response is posted.
+pub async fn with_request_log<F: Future>(counter: &CallCounter, fut: F) -> F::Output {
+    let before = counter.operations();
+    let output = fut.await;
+    let operations = operations_since(&before, &counter.operations());
+    let total: u64 = operations.values().sum();
+    let operations = serde_json::to_string(&operations).unwrap_or_default();
+    tracing::info!(storage_requests = total, storage_operations = %operations, "storage requests");
+    output
+}
+
+/// The per-operation requests made between two [`CallCounter::operations`] snapshots, without
+/// the operations that made none.
+pub fn operations_since(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter_map(|(operation, &count)| {
+            let made = count.saturating_sub(before.get(operation).copied().unwrap_or(0));
+            (made > 0).then(|| (operation.clone(), made))
+        })
+        .collect()
 }
 
 /// JSON logs when Lambda asks for them (`AWS_LAMBDA_LOG_FORMAT=JSON`), text otherwise; `RUST_LOG` filters.
@@ -171,11 +217,31 @@ mod tests {
         assert_eq!(config.planner.prompt_confidence_threshold, 0.7);
         let err = agent_config(|name| (name == "PROMPT_CONFIDENCE_THRESHOLD").then(|| "1.5".into())).unwrap_err();
         assert!(err.to_string().contains("PROMPT_CONFIDENCE_THRESHOLD"));
+        let config = agent_config(|name| (name == "SKILL_LISTING_TOKENS").then(|| "1500".into())).unwrap();
+        assert_eq!(config.listing_tokens(), 1500);
+        assert_eq!(agent_config(|_| None).unwrap().listing_tokens(), 3584, "an eighth of 32,768 − 4,096");
+        let err = agent_config(|name| (name == "SKILL_LISTING_TOKENS").then(|| "10".into())).unwrap_err();
+        assert!(err.to_string().contains("SKILL_LISTING_TOKENS"));
         let err = agent_config(|name| (name == "LLM_CONTEXT_TOKENS").then(|| "12".into())).unwrap_err();
         assert!(err.to_string().contains("LLM_CONTEXT_TOKENS"));
         let err = agent_config(|name| (name == "MAX_STEPS").then(|| "zero".into())).unwrap_err();
         assert!(err.to_string().contains("MAX_STEPS"));
         let err = agent_config(|name| (name == "SKILL_PROMPT_MODE").then(|| "merge".into())).unwrap_err();
         assert!(err.to_string().contains("SKILL_PROMPT_MODE"));
+    }
+
+    #[test]
+    fn operations_since_keeps_only_new_requests() {
+        let map = |pairs: &[(&str, u64)]| pairs.iter().map(|(k, v)| (k.to_string(), *v)).collect::<BTreeMap<_, _>>();
+        let before = map(&[("DynamoDB.Query", 2), ("S3.GetObject", 1)]);
+        let after = map(&[("DynamoDB.Query", 3), ("S3.GetObject", 1), ("S3.PutObject", 2)]);
+        assert_eq!(operations_since(&before, &after), map(&[("DynamoDB.Query", 1), ("S3.PutObject", 2)]));
+        assert!(operations_since(&after, &after).is_empty());
+    }
+
+    #[tokio::test]
+    async fn with_request_log_passes_the_output_through() {
+        let counter = CallCounter::new();
+        assert_eq!(with_request_log(&counter, async { 7 }).await, 7);
     }
 }

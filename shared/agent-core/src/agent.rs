@@ -201,6 +201,9 @@ fn log_trim(trim: &Trim, step: u32) {
         Trim::DroppedSection { tokens } => {
             tracing::info!(step, tokens, "context budget: dropped a non-skill section of the system prompt")
         }
+        Trim::ShrunkListing { tokens } => {
+            tracing::warn!(step, tokens, "context budget: shrank the skill listing to its next smaller tier")
+        }
         Trim::TruncatedMessage { index, tokens } => {
             tracing::info!(step, index, tokens, "context budget: truncated the largest message")
         }

@@ -2,7 +2,7 @@
 //! model's input limit, trim in a fixed order that never touches skill instructions or the user's request.
 
 use crate::message::{Message, ToolSpec};
-use crate::prompt::SystemPrompt;
+use crate::prompt::{SectionKind, SystemPrompt};
 
 /// Input limits of well-known models, by name prefix; the first match wins.
 const KNOWN_LIMITS: [(&str, usize); 12] = [
@@ -66,6 +66,8 @@ pub enum Trim {
     DroppedMessages { count: usize, tokens: usize },
     /// A non-skill section of the system prompt removed.
     DroppedSection { tokens: usize },
+    /// The skill listing replaced by its next smaller tier.
+    ShrunkListing { tokens: usize },
     /// The largest remaining message cut down.
     TruncatedMessage { index: usize, tokens: usize },
     /// Nothing more may be trimmed and the request is still over the limit.
@@ -107,22 +109,35 @@ pub fn fit(
         trims.push(Trim::DroppedMessages { count: dropped, tokens: dropped_tokens });
     }
 
-    // 2. Non-skill sections of the system prompt, largest first.
+    // 2. Non-skill sections of the system prompt, largest first. The skill listing is never
+    //    dropped: it shrinks to its next tier, down to its smallest, which stays.
     while total > limit {
         let Some(largest) = system
             .sections
             .iter()
             .enumerate()
-            .filter(|(_, section)| !section.is_protected() && !section.text.is_empty())
+            .filter(|(_, section)| {
+                !section.is_protected()
+                    && !section.text.is_empty()
+                    && (section.kind != SectionKind::SkillListing || !section.fallbacks.is_empty())
+            })
             .max_by_key(|(_, section)| section.text.len())
             .map(|(index, _)| index)
         else {
             break;
         };
-        let tokens = estimate_text(&system.sections[largest].text);
-        system.sections.remove(largest);
-        total = total.saturating_sub(tokens);
-        trims.push(Trim::DroppedSection { tokens });
+        let section = &mut system.sections[largest];
+        let before = estimate_text(&section.text);
+        if section.kind == SectionKind::SkillListing {
+            section.text = section.fallbacks.remove(0);
+            let saved = before.saturating_sub(estimate_text(&section.text));
+            total = total.saturating_sub(saved);
+            trims.push(Trim::ShrunkListing { tokens: saved });
+        } else {
+            system.sections.remove(largest);
+            total = total.saturating_sub(before);
+            trims.push(Trim::DroppedSection { tokens: before });
+        }
     }
 
     // 3. The largest remaining message other than the user's request, cut to what still fits.
@@ -232,6 +247,20 @@ mod tests {
         let without_first = estimate_request(&system, &messages[1..], &[]);
         fit(&mut system, &mut messages, 4, &[], without_first - 1);
         assert!(!matches!(messages[0], Message::Tool { .. }), "never starts with an orphan tool result");
+    }
+
+    #[test]
+    fn the_skill_listing_shrinks_by_tier_and_is_never_dropped() {
+        let mut listing = Section::new(SectionKind::SkillListing, "full listing ".repeat(400));
+        listing.fallbacks = vec!["names only ".repeat(100), "9 skills in 2 categories".to_owned()];
+        let mut system = SystemPrompt { sections: vec![Section::new(SectionKind::Base, "base"), listing] };
+        let mut messages = vec![Message::user("current request")];
+        let trims = fit(&mut system, &mut messages, 0, &[], 500);
+        assert!(matches!(trims[0], Trim::ShrunkListing { .. }), "{trims:?}");
+        assert!(system.render().contains("names only"), "{}", system.render());
+        let trims = fit(&mut system, &mut messages, 0, &[], 10);
+        assert!(trims.iter().any(|t| matches!(t, Trim::ShrunkListing { .. })), "{trims:?}");
+        assert!(system.render().contains("9 skills in 2 categories"), "the smallest tier stays: {}", system.render());
     }
 
     #[test]

@@ -85,30 +85,40 @@ id_type!(
     TicketId, "ticket id", 128, &['.']
 );
 
-/// A skill's address, `category/name`: two validated segments.
+/// A skill's address: `category/name` (the layout `skills/{category}/{name}/SKILL.md`) or a plain
+/// `name` (the Agent Skills layout `skills/{name}/SKILL.md`), each segment validated.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SkillPath {
-    category: String,
+    category: Option<String>,
     name: String,
 }
 
 impl SkillPath {
+    /// Parses `category/name` or a plain `name`.
     pub fn parse(value: &str) -> Result<Self, InvalidId> {
         let value = value.trim().trim_matches('/');
-        let (category, name) =
-            value.split_once('/').ok_or(InvalidId { kind: "skill path", reason: "must be \"category/name\"" })?;
-        Self::new(category, name)
+        match value.split_once('/') {
+            Some((category, name)) => Self::new(category, name),
+            None => Self::plain(value),
+        }
     }
 
     pub fn new(category: &str, name: &str) -> Result<Self, InvalidId> {
         check(category, "skill category", 96, &['.'])?;
         check(name, "skill name", 96, &['.'])?;
-        Ok(Self { category: category.to_owned(), name: name.to_owned() })
+        Ok(Self { category: Some(category.to_owned()), name: name.to_owned() })
     }
 
-    pub fn category(&self) -> &str {
-        &self.category
+    /// A skill with no category folder: `skills/{name}/SKILL.md`.
+    pub fn plain(name: &str) -> Result<Self, InvalidId> {
+        check(name, "skill name", 96, &['.'])?;
+        Ok(Self { category: None, name: name.to_owned() })
+    }
+
+    /// The category folder, `None` for a plain skill.
+    pub fn category(&self) -> Option<&str> {
+        self.category.as_deref()
     }
 
     pub fn name(&self) -> &str {
@@ -131,7 +141,10 @@ impl From<SkillPath> for String {
 
 impl fmt::Display for SkillPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.category, self.name)
+        match &self.category {
+            Some(category) => write!(f, "{category}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
     }
 }
 
@@ -153,9 +166,11 @@ mod tests {
     #[test]
     fn skill_paths_have_two_clean_segments() {
         let skill = SkillPath::parse("escrituras/compraventa").unwrap();
-        assert_eq!((skill.category(), skill.name()), ("escrituras", "compraventa"));
+        assert_eq!((skill.category(), skill.name()), (Some("escrituras"), "compraventa"));
         assert_eq!(skill.to_string(), "escrituras/compraventa");
-        for bad in ["compraventa", "a/b/c", "../b", "a/..", "a//b", ""] {
+        let plain = SkillPath::parse("pdf").unwrap();
+        assert_eq!((plain.category(), plain.name(), plain.to_string().as_str()), (None, "pdf", "pdf"));
+        for bad in ["a/b/c", "../b", "a/..", "a//b", "", "..", "/"] {
             assert!(SkillPath::parse(bad).is_err(), "{bad:?} should be rejected");
         }
     }

@@ -12,9 +12,20 @@ pub fn base_prompt_key(user: &UserId) -> String {
     format!("{user}/skills/BASE_PROMPT.md")
 }
 
-/// Prefix of one skill's files: `{user}/skills/{category}/{name}/`.
+/// Prefix of one skill's files: `{user}/skills/{category}/{name}/` or `{user}/skills/{name}/`.
 pub fn skill_prefix(user: &UserId, skill: &SkillPath) -> String {
-    format!("{user}/skills/{}/{}/", skill.category(), skill.name())
+    format!("{user}/skills/{skill}/")
+}
+
+/// A skill's `SKILL.md`.
+pub fn skill_md_key(user: &UserId, skill: &SkillPath) -> String {
+    format!("{user}/skills/{skill}/SKILL.md")
+}
+
+/// The tenant's catalog index: what a turn needs to list and load skills, in one object. It lives
+/// outside `skills/` so that writing it never looks like a change to a skill.
+pub fn catalog_index_key(user: &UserId) -> String {
+    format!("{user}/catalog/index.json")
 }
 
 /// Prefix of a ticket's files: `{user}/tickets/{ticket}/`.

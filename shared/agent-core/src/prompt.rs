@@ -4,7 +4,7 @@ use std::str::FromStr;
 
 use thiserror::Error;
 
-use crate::skills::{Catalog, SkillDoc};
+use crate::skills::{Listing, SkillDoc};
 
 /// Every placeholder a base template must use, and the only ones it may use.
 pub const PLACEHOLDERS: [&str; 7] =
@@ -161,8 +161,10 @@ impl PromptTemplate {
 /// What a part of the system prompt is, which decides whether the context budget may trim it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SectionKind {
-    /// The base template's own text and the skill listing: trimmed first.
+    /// The base template's own text: trimmed first.
     Base,
+    /// The state-1 listing of skills: shrunk tier by tier (see `fallbacks`), never dropped whole.
+    SkillListing,
     /// Descriptions of the offered tools (forced skills): may be trimmed.
     Tools,
     /// A loaded SKILL.md (state 2): never cut.
@@ -178,11 +180,18 @@ pub enum SectionKind {
 pub struct Section {
     pub kind: SectionKind,
     pub text: String,
+    /// Smaller renderings of the same content, largest first, for the context budget to shrink to.
+    pub fallbacks: Vec<String>,
 }
 
 impl Section {
     pub fn new(kind: SectionKind, text: impl Into<String>) -> Self {
-        Self { kind, text: text.into() }
+        Self { kind, text: text.into(), fallbacks: Vec::new() }
+    }
+
+    /// The skill listing, with its smaller tiers.
+    pub fn listing(listing: &Listing) -> Self {
+        Self { kind: SectionKind::SkillListing, text: listing.text.clone(), fallbacks: listing.fallbacks.clone() }
     }
 
     /// Skill instructions and their reminder are never trimmed.
@@ -255,14 +264,14 @@ impl FromStr for SkillPromptMode {
 pub fn system_prompt(
     template: &PromptTemplate,
     vars: &PromptVars,
-    catalog: &Catalog,
+    listing: &Listing,
     current_skill: Option<&SkillDoc>,
     mode: SkillPromptMode,
 ) -> SystemPrompt {
     let sections = match (current_skill, mode) {
-        (None, _) => template.render_sections(vars, &Section::new(SectionKind::Base, catalog.listing())),
+        (None, _) => template.render_sections(vars, &Section::listing(listing)),
         (Some(skill), SkillPromptMode::Replace) => {
-            vec![Section::new(SectionKind::SkillDocument, skill.content.clone())]
+            vec![Section::new(SectionKind::SkillDocument, skill.content.to_string())]
         }
         (Some(skill), SkillPromptMode::Inject) => {
             let section = format!("Loaded skill: {}\n\n{}", skill.path, skill.content);

@@ -13,7 +13,7 @@ use crate::message::Message;
 #[derive(Debug, Error)]
 pub enum StoreError {
     /// A conditional write lost against a concurrent writer.
-    #[error("the session was changed by a concurrent turn")]
+    #[error("the stored object was changed by a concurrent writer")]
     Conflict,
     /// The backend failed (network, throttling, permissions).
     #[error("storage backend failed: {0}")]
@@ -38,6 +38,26 @@ pub struct Object {
     pub etag: String,
 }
 
+/// The answer to a conditional read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Fetched {
+    /// The object still has the ETag the caller holds.
+    NotModified,
+    /// The object changed (or the caller held none): its bytes and new ETag.
+    Changed(Object),
+    /// There is no object at the key.
+    Missing,
+}
+
+/// The precondition of a conditional write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteCondition {
+    /// Only if no object exists at the key (S3 `If-None-Match: *`).
+    Absent,
+    /// Only if the object still has this ETag (S3 `If-Match`).
+    Matches(String),
+}
+
 /// A flat key/value blob store such as S3. Keys are always built by this crate from
 /// validated ids, so an adapter never has to defend against traversal itself.
 #[async_trait]
@@ -48,6 +68,22 @@ pub trait ObjectStore: Send + Sync {
     async fn get(&self, key: &str) -> Result<Option<Object>, StoreError>;
     /// Writes (or overwrites) `key`.
     async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError>;
+    /// Reads `key` unless it still has `etag` (S3 `If-None-Match`), so an unchanged object costs
+    /// one request and no transfer. The default reads the whole object and compares.
+    async fn get_if_changed(&self, key: &str, etag: Option<&str>) -> Result<Fetched, StoreError> {
+        Ok(match self.get(key).await? {
+            None => Fetched::Missing,
+            Some(object) if Some(object.etag.as_str()) == etag => Fetched::NotModified,
+            Some(object) => Fetched::Changed(object),
+        })
+    }
+    /// Writes `key` only if `condition` holds, atomically; returns the new ETag. A failed
+    /// precondition is [`StoreError::Conflict`]. A store that cannot write atomically keeps the
+    /// default, which refuses.
+    async fn put_if(&self, key: &str, bytes: Vec<u8>, condition: WriteCondition) -> Result<String, StoreError> {
+        let _ = (key, bytes, condition);
+        Err(StoreError::Backend("this object store has no conditional writes".to_owned()))
+    }
 }
 
 /// A file of a session's `/workspace`: its content lives in the object store under its hash,

@@ -9,14 +9,15 @@ use async_trait::async_trait;
 use serde_json::{json, Value};
 
 use crate::agent::{ToolOutput, TurnEnv};
-use crate::ids::SkillPath;
+use crate::ids::UserId;
 use crate::message::{ToolCall, ToolSpec};
 use crate::prompt::{self, PromptTemplate, PromptVars, Section, SectionKind, SkillPromptMode, SystemPrompt};
-use crate::skills::{Catalog, SkillDoc};
-use crate::store::{TodoItem, TodoStatus};
+use crate::skills::{Catalog, Listing, Resolved, SkillDoc, SkillLibrary};
+use crate::store::{ObjectStore, TodoItem, TodoStatus};
 use crate::vfs::{self, Vfs};
 
 pub const LOAD_SKILL: &str = "load_skill";
+pub const FIND_SKILLS: &str = "find_skills";
 pub const ABORT: &str = "abort";
 pub const TODO_WRITE: &str = "todowrite";
 pub const TODO_READ: &str = "todoread";
@@ -24,23 +25,92 @@ pub const TODO_READ: &str = "todoread";
 pub const ESSENTIAL_TOOLS: [&str; 3] = [ABORT, TODO_WRITE, TODO_READ];
 
 const MAX_TODOS: usize = 100;
+/// `find_skills` answers at most this many matches.
+const MAX_FOUND_SKILLS: usize = 20;
+const DEFAULT_FOUND_SKILLS: usize = 8;
+/// Characters of a description shown in a `find_skills` result.
+const FOUND_DESCRIPTION_CHARS: usize = 300;
 const MAX_TODO_CHARS: usize = 1000;
 
 pub fn load_skill_spec() -> ToolSpec {
     ToolSpec {
         name: LOAD_SKILL.to_owned(),
-        description: "Load a skill by its path \"category/name\" as shown in the list of available skills. \
-                      The skill's instructions become your instructions for the rest of this turn and its \
-                      files appear under /skills/{name}/."
+        description: "Load a skill by the exact argument shown for it in the list of available skills (or \
+                      returned by find_skills): \"category/name\" or \"name\". The skill's instructions become your \
+                      instructions for the rest of this turn and its files appear under /skills/{name}/."
             .to_owned(),
         parameters: json!({
             "type": "object",
             "properties": {
-                "skill_path": {"type": "string", "description": "The skill to load, as \"category/name\"."}
+                "skill_path": {"type": "string", "description": "The skill to load, as \"category/name\" or \"name\"."}
             },
             "required": ["skill_path"],
             "additionalProperties": false
         }),
+    }
+}
+
+pub fn find_skills_spec() -> ToolSpec {
+    ToolSpec {
+        name: FIND_SKILLS.to_owned(),
+        description: "Search all of this account's skills (including those the list does not show in full) by a few \
+                      words about the task. Returns the best matches, best first, each with the exact load_skill \
+                      argument and its description."
+            .to_owned(),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "Words about the task, e.g. \"fill a PDF form\"."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_FOUND_SKILLS,
+                          "description": format!("How many matches to return (default {DEFAULT_FOUND_SKILLS}).")}
+            },
+            "required": ["query"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// Where a turn's skills come from: the catalog snapshot, and the library and store that load a
+/// skill's SKILL.md when it is loaded or forced.
+#[derive(Clone, Copy)]
+pub struct SkillSource<'a> {
+    pub library: &'a SkillLibrary,
+    pub objects: &'a dyn ObjectStore,
+    pub user: &'a UserId,
+    pub catalog: &'a Catalog,
+}
+
+impl SkillSource<'_> {
+    /// Resolves and loads a skill; the error is the text the model (or, for a slash command, the
+    /// turn) is told, with the closest names when there is no such skill.
+    pub async fn load(&self, wanted: &str) -> Result<Arc<SkillDoc>, String> {
+        let not_found = || {
+            let suggestions: Vec<String> = self.catalog.closest(wanted, 3).iter().map(|p| p.to_string()).collect();
+            if suggestions.is_empty() {
+                format!("Error: Skill not found: {wanted}")
+            } else {
+                format!("Error: Skill not found: {wanted}. Closest skills: {}", suggestions.join(", "))
+            }
+        };
+        let entry = match self.catalog.resolve(wanted) {
+            Resolved::Found(entry) => entry,
+            Resolved::NotFound => return Err(not_found()),
+            Resolved::Ambiguous(many) => {
+                let paths: Vec<String> = many.iter().map(|e| e.path.to_string()).collect();
+                return Err(format!(
+                    "Error: Several skills are named {wanted}: {}. Load one by its full path.",
+                    paths.join(", ")
+                ));
+            }
+        };
+        match self.library.skill_doc(self.objects, self.user, entry).await {
+            Ok(Some(doc)) => Ok(doc),
+            Ok(None) => Err(not_found()),
+            Err(err) => {
+                tracing::warn!(skill = %entry.path, error = %err, "could not read a SKILL.md");
+                Err("Error: The skill could not be read from storage; try again later".to_owned())
+            }
+        }
     }
 }
 
@@ -95,7 +165,8 @@ struct Forced {
 /// The state one turn of the skills strategy works on.
 pub struct SkillsEnv<'a> {
     pub vfs: Vfs<'a>,
-    catalog: &'a Catalog,
+    skills: SkillSource<'a>,
+    listing: Arc<Listing>,
     template: &'a PromptTemplate,
     vars: &'a PromptVars,
     mode: SkillPromptMode,
@@ -106,49 +177,69 @@ pub struct SkillsEnv<'a> {
 }
 
 impl<'a> SkillsEnv<'a> {
+    /// `listing_tokens` is the budget of the state-1 listing (`SKILL_LISTING_TOKENS`).
     pub fn new(
         vfs: Vfs<'a>,
-        catalog: &'a Catalog,
+        skills: SkillSource<'a>,
+        listing_tokens: usize,
         template: &'a PromptTemplate,
         vars: &'a PromptVars,
         mode: SkillPromptMode,
         todos: Vec<TodoItem>,
     ) -> Self {
-        Self { vfs, catalog, template, vars, mode, current_skill: None, forced: None, todos, refused_tool_calls: 0 }
+        let listing = skills.catalog.listing(listing_tokens);
+        Self {
+            vfs,
+            skills,
+            listing,
+            template,
+            vars,
+            mode,
+            current_skill: None,
+            forced: None,
+            todos,
+            refused_tool_calls: 0,
+        }
     }
 
-    /// Every tool this strategy has, before any filtering.
-    fn all_tools() -> Vec<ToolSpec> {
+    /// Every tool this strategy has, before any filtering; `find_skills` only when the listing
+    /// does not show every skill in full.
+    fn all_tools(&self) -> Vec<ToolSpec> {
         let mut tools = vec![load_skill_spec()];
+        if self.listing.search {
+            tools.push(find_skills_spec());
+        }
         tools.extend(vfs::file_tool_specs());
         tools.extend(essential_tool_specs());
         tools
     }
 
-    /// Makes `skill` current and visible under `/skills`; an unknown skill is an error text.
-    pub fn load_skill(&mut self, skill_path: &str) -> Result<&SkillDoc, String> {
-        let not_found = |catalog: &Catalog| {
-            let suggestions: Vec<String> = catalog.closest(skill_path, 3).iter().map(|p| p.to_string()).collect();
-            if suggestions.is_empty() {
-                format!("Error: Skill not found: {skill_path}")
-            } else {
-                format!("Error: Skill not found: {skill_path}. Closest skills: {}", suggestions.join(", "))
-            }
-        };
-        let path = SkillPath::parse(skill_path).map_err(|_| not_found(self.catalog))?;
-        let doc = self.catalog.get(&path).ok_or_else(|| not_found(self.catalog))?.clone();
-        tracing::info!(skill = %path, "skill loaded");
-        self.vfs.mount_skill_listed(path, self.catalog.objects());
-        self.current_skill = Some(doc);
-        Ok(self.current_skill.as_deref().expect("just set"))
+    /// The listing state 1 shows.
+    pub fn listing(&self) -> &Listing {
+        &self.listing
+    }
+
+    /// Makes a skill current and visible under `/skills`; an unknown skill is an error text.
+    pub async fn load_skill(&mut self, skill_path: &str) -> Result<Arc<SkillDoc>, String> {
+        let doc = self.skills.load(skill_path).await?;
+        tracing::info!(skill = %doc.path, "skill loaded");
+        self.vfs.mount_skill(doc.path.clone());
+        self.current_skill = Some(doc.clone());
+        Ok(doc)
     }
 
     /// Forces `doc` for this turn: its SKILL.md becomes a mandatory block, only its declared tools
     /// (plus the essentials) are offered, and any other tool call is refused.
     pub fn force(&mut self, doc: Arc<SkillDoc>) {
-        let all = Self::all_tools();
-        let declared: BTreeSet<&str> =
-            doc.frontmatter.tools.iter().flatten().map(String::as_str).filter(|name| *name != LOAD_SKILL).collect();
+        let all = self.all_tools();
+        let declared: BTreeSet<&str> = doc
+            .frontmatter
+            .tools
+            .iter()
+            .flatten()
+            .map(String::as_str)
+            .filter(|name| *name != LOAD_SKILL && *name != FIND_SKILLS)
+            .collect();
         let matched: Vec<ToolSpec> = all.iter().filter(|tool| declared.contains(tool.name.as_str())).cloned().collect();
         let offered: Vec<ToolSpec> = if matched.is_empty() {
             tracing::warn!(
@@ -156,7 +247,7 @@ impl<'a> SkillsEnv<'a> {
                 declared = ?declared,
                 "forced skill declares no existing tools; offering every tool except load_skill"
             );
-            all.into_iter().filter(|tool| tool.name != LOAD_SKILL).collect()
+            all.into_iter().filter(|tool| tool.name != LOAD_SKILL && tool.name != FIND_SKILLS).collect()
         } else {
             let mut offered = matched;
             offered.extend(essential_tool_specs().into_iter().filter(|e| !declared.contains(e.name.as_str())));
@@ -164,7 +255,7 @@ impl<'a> SkillsEnv<'a> {
         };
         let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
         tracing::info!(skill = %doc.path, offered_tools = ?names, "forced skill");
-        self.vfs.mount_skill_listed(doc.path.clone(), self.catalog.objects());
+        self.vfs.mount_skill(doc.path.clone());
         self.current_skill = Some(doc.clone());
         self.forced = Some(Forced { doc, offered });
     }
@@ -193,11 +284,14 @@ impl<'a> SkillsEnv<'a> {
         self.tools().into_iter().map(|tool| tool.name).collect()
     }
 
-    fn run_load_skill(&mut self, args: &Value) -> String {
+    async fn run_load_skill(&mut self, args: &Value) -> String {
         let Some(skill_path) = args.get("skill_path").and_then(|v| v.as_str()) else {
             return "Error: load_skill needs the argument `skill_path` as a string like \"category/name\"".to_owned();
         };
-        match self.load_skill(skill_path) {
+        if skill_path.len() > crate::vfs::MAX_PATH_BYTES {
+            return "Error: `skill_path` is too long".to_owned();
+        }
+        match self.load_skill(skill_path).await {
             Ok(doc) => format!(
                 "Skill {} loaded. Follow its instructions, which are now your system prompt. \
                  Its files are under /skills/{}/.",
@@ -206,6 +300,43 @@ impl<'a> SkillsEnv<'a> {
             ),
             Err(message) => message,
         }
+    }
+
+    fn run_find_skills(&self, args: &Value) -> String {
+        let Some(query) = args.get("query").and_then(Value::as_str).map(str::trim).filter(|q| !q.is_empty()) else {
+            return "Error: find_skills needs `query`, a few words about the task".to_owned();
+        };
+        if query.chars().count() > crate::skills::search::MAX_QUERY_CHARS {
+            return format!(
+                "Error: `query` is longer than {} characters; use a few words",
+                crate::skills::search::MAX_QUERY_CHARS
+            );
+        }
+        let limit = match args.get("limit") {
+            None | Some(Value::Null) => DEFAULT_FOUND_SKILLS,
+            Some(value) => match value.as_u64() {
+                Some(limit) if (1..=MAX_FOUND_SKILLS as u64).contains(&limit) => limit as usize,
+                _ => return format!("Error: `limit` must be a whole number from 1 to {MAX_FOUND_SKILLS}"),
+            },
+        };
+        let found = self.skills.catalog.find(query, limit);
+        tracing::info!(query, found = found.len(), "find_skills");
+        if found.is_empty() {
+            return format!(
+                "No skills match \"{query}\" among the {} skills of this account. Try other words.",
+                self.skills.catalog.len()
+            );
+        }
+        let mut out = format!("Best matches for \"{query}\" (best first):\n");
+        for entry in found {
+            let description: String = entry.description.split_whitespace().collect::<Vec<_>>().join(" ");
+            let description = match description.char_indices().nth(FOUND_DESCRIPTION_CHARS) {
+                Some((cut, _)) => format!("{}…", &description[..cut]),
+                None => description,
+            };
+            out.push_str(&format!("- load_skill(\"{}\"): {} — {}\n", entry.path, entry.name, description));
+        }
+        out
     }
 
     fn run_todo_write(&mut self, args: &Value) -> String {
@@ -309,7 +440,7 @@ impl TurnEnv for SkillsEnv<'_> {
         match &self.forced {
             Some(forced) => self.forced_prompt(forced),
             None => {
-                prompt::system_prompt(self.template, self.vars, self.catalog, self.current_skill.as_deref(), self.mode)
+                prompt::system_prompt(self.template, self.vars, &self.listing, self.current_skill.as_deref(), self.mode)
             }
         }
     }
@@ -317,7 +448,7 @@ impl TurnEnv for SkillsEnv<'_> {
     fn tools(&self) -> Vec<ToolSpec> {
         match &self.forced {
             Some(forced) => forced.offered.clone(),
-            None => Self::all_tools(),
+            None => self.all_tools(),
         }
     }
 
@@ -352,7 +483,8 @@ impl TurnEnv for SkillsEnv<'_> {
             return ToolOutput::from(content);
         }
         let content = match call.name.as_str() {
-            LOAD_SKILL => self.run_load_skill(&call.arguments),
+            LOAD_SKILL => self.run_load_skill(&call.arguments).await,
+            FIND_SKILLS => self.run_find_skills(&call.arguments),
             TODO_WRITE => self.run_todo_write(&call.arguments),
             TODO_READ => self.run_todo_read(),
             ABORT => {

@@ -17,10 +17,10 @@ use crate::message::{ChatRequest, Message, Usage};
 use crate::model::{ChatModel, ModelError};
 use crate::planner::{PlanState, Planner, PlannerConfig};
 use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
-use crate::skills::{Catalog, SkillCache, SkillDoc};
+use crate::skills::{Catalog, Resolved, SkillDoc, SkillLibrary};
 use crate::store::{HistorySummary, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit};
-use crate::tools::SkillsEnv;
-use crate::vfs::Vfs;
+use crate::tools::{SkillSource, SkillsEnv};
+use crate::vfs::{BlobCache, Vfs};
 
 /// Longest user message accepted, in bytes.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024;
@@ -41,6 +41,9 @@ pub struct AgentConfig {
     /// History size, in estimated tokens, above which older turns are summarised
     /// (`HISTORY_SUMMARY_TOKENS`; default half of the input budget).
     pub summary_threshold: Option<usize>,
+    /// Tokens the state-1 skill listing may take (`SKILL_LISTING_TOKENS`; default derived from the
+    /// input budget, see [`AgentConfig::listing_tokens`]).
+    pub skill_listing_tokens: Option<usize>,
     /// `AGENT_STRATEGY`: skills (default) or planner.
     pub strategy: Strategy,
     pub planner: PlannerConfig,
@@ -77,6 +80,7 @@ impl Default for AgentConfig {
             context_tokens: budget::DEFAULT_CONTEXT_TOKENS,
             output_tokens: 4096,
             summary_threshold: None,
+            skill_listing_tokens: None,
             strategy: Strategy::Skills,
             planner: PlannerConfig::default(),
         }
@@ -87,6 +91,12 @@ impl AgentConfig {
     /// Most tokens one request may carry.
     pub fn input_tokens(&self) -> usize {
         self.context_tokens.saturating_sub(self.output_tokens).max(1024)
+    }
+
+    /// The listing's budget: `SKILL_LISTING_TOKENS`, or an eighth of the input budget between 500 and
+    /// 4,000 tokens, so the listing never crowds out the conversation.
+    pub fn listing_tokens(&self) -> usize {
+        self.skill_listing_tokens.unwrap_or_else(|| (self.input_tokens() / 8).clamp(500, 4000))
     }
 
     fn summary_threshold(&self) -> usize {
@@ -172,25 +182,18 @@ pub fn parse_slash_command(message: &str) -> Option<(&str, &str)> {
     (!command.is_empty()).then(|| (command, rest[end..].trim()))
 }
 
-/// The skill a slash command names: `category/name`, or a name that only one category has.
-fn resolve_command(catalog: &Catalog, command: &str) -> Result<Arc<SkillDoc>, TurnError> {
+/// The skill a slash command names: `category/name`, `name`, or a name that only one skill has.
+async fn resolve_command(source: &SkillSource<'_>, command: &str) -> Result<Arc<SkillDoc>, TurnError> {
     let wanted = command.trim_end_matches('/');
-    let found: Vec<&Arc<SkillDoc>> = if wanted.contains('/') {
-        SkillPath::parse(wanted).ok().and_then(|path| catalog.get(&path)).into_iter().collect()
-    } else {
-        catalog.iter().filter(|doc| doc.path.name() == wanted || doc.frontmatter.name == wanted).collect()
-    };
-    match found.as_slice() {
-        [doc] => Ok(Arc::clone(doc)),
-        [] => Err(TurnError::UnknownSkill {
-            command: format!("/{command}"),
-            suggestions: catalog.closest(wanted, 3).iter().map(|path| format!("/{path}")).collect(),
-        }),
-        many => Err(TurnError::UnknownSkill {
-            command: format!("/{command}"),
-            suggestions: many.iter().map(|doc| format!("/{}", doc.path)).collect(),
-        }),
+    let unknown = |suggestions: Vec<String>| TurnError::UnknownSkill { command: format!("/{command}"), suggestions };
+    match source.catalog.resolve(wanted) {
+        Resolved::Found(_) => {}
+        Resolved::NotFound => {
+            return Err(unknown(source.catalog.closest(wanted, 3).iter().map(|path| format!("/{path}")).collect()))
+        }
+        Resolved::Ambiguous(many) => return Err(unknown(many.iter().map(|e| format!("/{}", e.path)).collect())),
     }
+    source.load(wanted).await.map_err(|_| unknown(Vec::new()))
 }
 
 impl From<StoreError> for TurnError {
@@ -207,7 +210,8 @@ pub struct TurnService {
     sessions: Arc<dyn SessionStore>,
     objects: Arc<dyn ObjectStore>,
     model: Arc<dyn ChatModel>,
-    skills: SkillCache,
+    skills: SkillLibrary,
+    blobs: BlobCache,
     default_template: PromptTemplate,
     config: AgentConfig,
     experts: Option<Arc<dyn Experts>>,
@@ -221,7 +225,16 @@ impl TurnService {
         config: AgentConfig,
     ) -> Self {
         let default_template = PromptTemplate::parse(DEFAULT_TEMPLATE).expect("the built-in template is valid");
-        Self { sessions, objects, model, skills: SkillCache::new(), default_template, config, experts: None }
+        Self {
+            sessions,
+            objects,
+            model,
+            skills: SkillLibrary::new(),
+            blobs: BlobCache::default(),
+            default_template,
+            config,
+            experts: None,
+        }
     }
 
     /// The experts the planner strategy works with.
@@ -232,6 +245,11 @@ impl TurnService {
 
     pub fn config(&self) -> &AgentConfig {
         &self.config
+    }
+
+    /// The tenant's skill catalog (usable and skipped skills), as turns see it.
+    pub async fn skill_catalog(&self, user: &UserId) -> Result<Arc<Catalog>, TurnError> {
+        Ok(self.skills.catalog(self.objects.as_ref(), user).await?)
     }
 
     /// The session as stored, for its owner; `None` when it does not exist.
@@ -252,11 +270,17 @@ impl TurnService {
         // The session and the catalog are independent reads: fetch them concurrently.
         let (session, catalog) = tokio::try_join!(
             self.sessions.load(&request.user, &request.session),
-            self.skills.load_catalog(self.objects.as_ref(), &request.user),
+            self.skills.catalog(self.objects.as_ref(), &request.user),
         )?;
         let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
+        let source = SkillSource {
+            library: &self.skills,
+            objects: self.objects.as_ref(),
+            user: &request.user,
+            catalog: &catalog,
+        };
         let forced = match parse_slash_command(&request.message) {
-            Some((command, _)) => Some(resolve_command(&catalog, command)?),
+            Some((command, _)) => Some(resolve_command(&source, command).await?),
             None => None,
         };
         let custom_template = catalog.base_prompt().map(PromptTemplate::parse).transpose()?;
@@ -285,15 +309,23 @@ impl TurnService {
             request.session.clone(),
             request.ticket.clone(),
             session.state.workspace.clone(),
+        )
+        .with_blob_cache(&self.blobs);
+        let mut env = SkillsEnv::new(
+            vfs,
+            source,
+            self.config.listing_tokens(),
+            template,
+            &vars,
+            self.config.prompt_mode,
+            session.state.todos.clone(),
         );
-        let mut env =
-            SkillsEnv::new(vfs, &catalog, template, &vars, self.config.prompt_mode, session.state.todos.clone());
         // A session stored mid-skill (by a strategy that keeps one) resumes in state 2.
         for skill in &session.state.loaded_skills {
-            let _ = env.load_skill(&skill.to_string());
+            let _ = env.load_skill(&skill.to_string()).await;
         }
         if let Some(skill) = &session.state.current_skill {
-            let _ = env.load_skill(&skill.to_string());
+            let _ = env.load_skill(&skill.to_string()).await;
         }
         if let Some(doc) = forced {
             env.force(doc);

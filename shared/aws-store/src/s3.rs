@@ -1,6 +1,6 @@
 //! `ObjectStore` on S3.
 
-use agent_core::store::{Object, ObjectMeta, ObjectStore, StoreError};
+use agent_core::store::{Fetched, Object, ObjectMeta, ObjectStore, StoreError, WriteCondition};
 use async_trait::async_trait;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::primitives::ByteStream;
@@ -17,6 +17,22 @@ pub struct S3ObjectStore {
 impl S3ObjectStore {
     pub fn new(client: Client, bucket: impl Into<String>) -> Self {
         Self { client, bucket: bucket.into() }
+    }
+
+    /// The skills bucket alone, for functions that need no session store: `SKILLS_BUCKET`, with
+    /// path-style addressing when a custom endpoint is set (as [`crate::StoreSettings`] decides).
+    pub async fn from_env(counter: Option<crate::CallCounter>) -> Result<Self, crate::ConfigError> {
+        let get = |name: &str| std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
+        let bucket = get("SKILLS_BUCKET").ok_or(crate::ConfigError::Missing("SKILLS_BUCKET"))?;
+        let path_style = get("AWS_ENDPOINT_URL").is_some()
+            || get("AWS_ENDPOINT_URL_S3").is_some()
+            || get("S3_FORCE_PATH_STYLE").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+        let mut s3 = aws_sdk_s3::config::Builder::from(&config).force_path_style(path_style);
+        if let Some(counter) = &counter {
+            s3 = s3.interceptor(counter.interceptor(crate::Service::S3));
+        }
+        Ok(Self::new(Client::from_conf(s3.build()), bucket))
     }
 
     pub fn bucket(&self) -> &str {
@@ -80,13 +96,30 @@ impl ObjectStore for S3ObjectStore {
     }
 
     async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
-        let response = match self.client.get_object().bucket(&self.bucket).key(key).send().await {
+        match self.get_if_changed(key, None).await? {
+            Fetched::Changed(object) => Ok(Some(object)),
+            Fetched::Missing => Ok(None),
+            // Without an ETag to compare there is no 304; treat one as the object being gone.
+            Fetched::NotModified => Ok(None),
+        }
+    }
+
+    async fn get_if_changed(&self, key: &str, etag: Option<&str>) -> Result<Fetched, StoreError> {
+        let request = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .set_if_none_match(etag.map(|etag| format!("\"{etag}\"")));
+        let response = match request.send().await {
             Ok(response) => response,
             Err(err) => {
-                let missing = err.as_service_error().is_some_and(|e| e.is_no_such_key())
-                    || err.raw_response().is_some_and(|r| r.status().as_u16() == 404);
-                if missing {
-                    return Ok(None);
+                let status = err.raw_response().map(|r| r.status().as_u16());
+                if status == Some(304) {
+                    return Ok(Fetched::NotModified);
+                }
+                if err.as_service_error().is_some_and(|e| e.is_no_such_key()) || status == Some(404) {
+                    return Ok(Fetched::Missing);
                 }
                 return Err(self.backend("GetObject", key, err));
             }
@@ -99,7 +132,28 @@ impl ObjectStore for S3ObjectStore {
                 DisplayErrorContext(&err)
             ))
         })?;
-        Ok(Some(Object { bytes: bytes.into_bytes().to_vec(), etag }))
+        Ok(Fetched::Changed(Object { bytes: bytes.into_bytes().to_vec(), etag }))
+    }
+
+    async fn put_if(&self, key: &str, bytes: Vec<u8>, condition: WriteCondition) -> Result<String, StoreError> {
+        let request = self.client.put_object().bucket(&self.bucket).key(key).body(ByteStream::from(bytes));
+        let request = match &condition {
+            WriteCondition::Absent => request.if_none_match("*"),
+            WriteCondition::Matches(etag) => request.if_match(format!("\"{etag}\"")),
+        };
+        match request.send().await {
+            Ok(response) => Ok(response.e_tag().map(strip_quotes).unwrap_or_default()),
+            Err(err) => {
+                // 412: the precondition failed; 409: a concurrent conditional write is in flight;
+                // 404: the object an `If-Match` named is gone. All three mean another writer won.
+                let status = err.raw_response().map(|r| r.status().as_u16());
+                if matches!(status, Some(412 | 409 | 404)) {
+                    tracing::info!(key, ?condition, status, "conditional put lost to a concurrent writer");
+                    return Err(StoreError::Conflict);
+                }
+                Err(self.backend("PutObject", key, err))
+            }
+        }
     }
 
     async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {

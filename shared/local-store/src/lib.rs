@@ -6,6 +6,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use agent_core::store::{Fetched, WriteCondition};
 use agent_core::{
     Message, Object, ObjectMeta, ObjectStore, Session, SessionId, SessionState, SessionStore, StoreError, TurnCommit,
     UserId,
@@ -73,10 +74,16 @@ impl MemoryObjectStore {
         Ok(count)
     }
 
-    /// Writes an object without counting it as a call of the runtime.
-    pub fn insert(&self, key: &str, bytes: Vec<u8>) {
+    /// Writes an object without counting it as a call of the runtime; returns its ETag.
+    pub fn insert(&self, key: &str, bytes: Vec<u8>) -> String {
         let etag = hex::encode(&Sha256::digest(&bytes)[..16]);
-        lock(&self.objects).insert(key.to_owned(), (bytes, etag));
+        lock(&self.objects).insert(key.to_owned(), (bytes, etag.clone()));
+        etag
+    }
+
+    /// Removes an object without counting it as a call of the runtime.
+    pub fn remove(&self, key: &str) {
+        lock(&self.objects).remove(key);
     }
 
     /// Every key, for assertions.
@@ -106,6 +113,32 @@ impl ObjectStore for MemoryObjectStore {
         bump(&self.calls.object_puts);
         self.insert(key, bytes);
         Ok(())
+    }
+
+    async fn get_if_changed(&self, key: &str, etag: Option<&str>) -> Result<Fetched, StoreError> {
+        bump(&self.calls.object_gets);
+        Ok(match lock(&self.objects).get(key) {
+            None => Fetched::Missing,
+            Some((_, current)) if Some(current.as_str()) == etag => Fetched::NotModified,
+            Some((bytes, current)) => Fetched::Changed(Object { bytes: bytes.clone(), etag: current.clone() }),
+        })
+    }
+
+    async fn put_if(&self, key: &str, bytes: Vec<u8>, condition: WriteCondition) -> Result<String, StoreError> {
+        bump(&self.calls.object_puts);
+        // One lock for the check and the write: the same atomicity as S3's conditional PUT.
+        let mut objects = lock(&self.objects);
+        let holds = match (&condition, objects.get(key)) {
+            (WriteCondition::Absent, existing) => existing.is_none(),
+            (WriteCondition::Matches(etag), Some((_, current))) => current == etag,
+            (WriteCondition::Matches(_), None) => false,
+        };
+        if !holds {
+            return Err(StoreError::Conflict);
+        }
+        let etag = hex::encode(&Sha256::digest(&bytes)[..16]);
+        objects.insert(key.to_owned(), (bytes, etag.clone()));
+        Ok(etag)
     }
 }
 

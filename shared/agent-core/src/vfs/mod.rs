@@ -151,6 +151,7 @@ pub struct Vfs<'a> {
     ticket_listing: Mutex<Option<Arc<Vec<Entry>>>>,
     skill_listings: Mutex<HashMap<SkillPath, Arc<Vec<Entry>>>>,
     contents: Mutex<ContentCache>,
+    shared_blobs: Option<&'a BlobCache>,
 }
 
 /// A file of one root: its path relative to the root and where its bytes live.
@@ -167,6 +168,43 @@ enum Source {
     Blob(String),
     /// A listed object's key.
     Object(String),
+}
+
+/// Workspace blobs kept across the turns of a warm process. Blobs are content-addressed and never
+/// change, so a cached one is always right; keys include the tenant and the session.
+pub struct BlobCache {
+    blobs: quick_cache::sync::Cache<String, Arc<Vec<u8>>, BlobWeight>,
+}
+
+#[derive(Clone)]
+struct BlobWeight;
+
+impl quick_cache::Weighter<String, Arc<Vec<u8>>> for BlobWeight {
+    fn weight(&self, key: &String, bytes: &Arc<Vec<u8>>) -> u64 {
+        (key.len() + bytes.len()) as u64 + 64
+    }
+}
+
+impl BlobCache {
+    /// A cache of at most `max_bytes` of blobs.
+    pub fn new(max_bytes: u64) -> Self {
+        Self { blobs: quick_cache::sync::Cache::with_weighter(256, max_bytes, BlobWeight) }
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<Vec<u8>>> {
+        self.blobs.get(key)
+    }
+
+    fn insert(&self, key: String, bytes: Arc<Vec<u8>>) {
+        self.blobs.insert(key, bytes);
+    }
+}
+
+impl Default for BlobCache {
+    /// 16 MiB: a few sessions' worth of files, well inside a 128 MB function.
+    fn default() -> Self {
+        Self::new(16 << 20)
+    }
 }
 
 /// Bytes fetched or written during the turn, by object key, up to [`CACHE_MAX_BYTES`].
@@ -354,15 +392,14 @@ impl<'a> Vfs<'a> {
             ticket_listing: Mutex::new(None),
             skill_listings: Mutex::new(HashMap::new()),
             contents: Mutex::new(ContentCache::default()),
+            shared_blobs: None,
         }
     }
 
-    /// Like [`Vfs::mount_skill`], taking the skill's files from `listing` (the turn's listing of the
-    /// tenant's `skills/` prefix, see [`crate::skills::Catalog::objects`]) instead of listing them again.
-    pub fn mount_skill_listed(&mut self, skill: SkillPath, listing: &[ObjectMeta]) {
-        let entries = entries_from(&keys::skill_prefix(&self.user, &skill), listing);
-        lock(&self.skill_listings).insert(skill.clone(), entries);
-        self.mount_skill(skill);
+    /// Reads workspace blobs through `cache`, shared by the turns of the process.
+    pub fn with_blob_cache(mut self, cache: &'a BlobCache) -> Self {
+        self.shared_blobs = Some(cache);
+        self
     }
 
     /// Makes a skill visible under `/skills/{name}`. Called by `load_skill` after it checked the
@@ -737,6 +774,14 @@ impl<'a> Vfs<'a> {
         if let Some(bytes) = cached {
             return Ok(bytes);
         }
+        let shared = match (&entry.source, self.shared_blobs) {
+            (Source::Blob(_), Some(blobs)) => blobs.get(&key),
+            _ => None,
+        };
+        if let Some(bytes) = shared {
+            self.remember(key, bytes.clone());
+            return Ok(bytes);
+        }
         let object = self.objects.get(&key).await.map_err(VfsError::storage)?;
         let bytes = match (object, &entry.source) {
             (Some(object), Source::Blob(sha)) if sha256_hex(&object.bytes) == *sha => object.bytes,
@@ -751,6 +796,9 @@ impl<'a> Vfs<'a> {
             return Err(VfsError::FileTooLarge { path: shown.to_owned(), size: bytes.len() as u64 });
         }
         let bytes = Arc::new(bytes);
+        if let (Source::Blob(_), Some(blobs)) = (&entry.source, self.shared_blobs) {
+            blobs.insert(key.clone(), bytes.clone());
+        }
         self.remember(key, bytes.clone());
         Ok(bytes)
     }
@@ -771,7 +819,11 @@ impl<'a> Vfs<'a> {
             let key = keys::workspace_blob_key(&self.user, &self.session, &sha);
             self.objects.put(&key, bytes.to_vec()).await.map_err(VfsError::storage)?;
             self.written.insert(sha.clone());
-            self.remember(key, Arc::new(bytes.to_vec()));
+            let bytes = Arc::new(bytes.to_vec());
+            if let Some(blobs) = self.shared_blobs {
+                blobs.insert(key.clone(), bytes.clone());
+            }
+            self.remember(key, bytes);
         }
         Ok(WorkspaceFile { sha256: sha, size: bytes.len() as u64 })
     }

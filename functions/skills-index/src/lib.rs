@@ -1,0 +1,151 @@
+//! The skills-index contract: S3 event notifications for SKILL.md and BASE_PROMPT.md files created
+//! or removed under a tenant's `skills/` prefix update only those entries of the tenant's catalog
+//! index; `{"rebuild": {"user_id": "..."}}` rebuilds one tenant's index from a listing.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use agent_core::skills::index::{tenant_file, update_index};
+use agent_core::{ObjectStore, StoreError, UserId};
+use aws_lambda_events::s3::S3Event;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use thiserror::Error;
+
+/// Why an invocation failed. S3 invokes asynchronously and retries a failed invocation; every
+/// update re-reads the files it names, so a retry is safe.
+#[derive(Debug, Error)]
+pub enum IndexError {
+    #[error("the event is neither an S3 event notification nor a rebuild request: {0}")]
+    BadEvent(String),
+    #[error("invalid user id in the rebuild request: {0}")]
+    BadUser(String),
+    #[error("updating the index of {failed} tenant(s) failed; first error: {first}")]
+    Storage { failed: usize, first: StoreError },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RebuildRequest {
+    rebuild: RebuildTarget,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RebuildTarget {
+    user_id: String,
+}
+
+/// S3 writes object keys in events URL-encoded, with `+` for a space.
+pub fn decode_event_key(raw: &str) -> String {
+    let spaced = raw.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
+}
+
+/// The changed files of each tenant named by `event`; keys outside a tenant's `skills/` prefix,
+/// and files that are neither a SKILL.md nor BASE_PROMPT.md, are ignored. Returns them and how
+/// many records were ignored.
+pub fn changes_by_tenant(event: &S3Event) -> (BTreeMap<UserId, BTreeSet<String>>, usize) {
+    let mut changes: BTreeMap<UserId, BTreeSet<String>> = BTreeMap::new();
+    let mut ignored = 0;
+    for record in &event.records {
+        let name = record.event_name.as_deref().unwrap_or_default();
+        let relevant = name.starts_with("ObjectCreated") || name.starts_with("ObjectRemoved");
+        let key = record.s3.object.key.as_deref().map(decode_event_key);
+        match key.as_deref().filter(|_| relevant).and_then(tenant_file) {
+            Some((user, file)) => {
+                changes.entry(user).or_default().insert(file);
+            }
+            None => {
+                tracing::info!(event = name, key = ?key, "ignoring an event that is not about a tenant's skill");
+                ignored += 1;
+            }
+        }
+    }
+    (changes, ignored)
+}
+
+/// Handles one invocation: an S3 event or a rebuild request.
+pub async fn handle(objects: &dyn ObjectStore, event: Value) -> Result<Value, IndexError> {
+    if event.get("rebuild").is_some() {
+        let request: RebuildRequest =
+            serde_json::from_value(event).map_err(|err| IndexError::BadEvent(err.to_string()))?;
+        let user = UserId::parse(request.rebuild.user_id).map_err(|err| IndexError::BadUser(err.to_string()))?;
+        let outcome =
+            update_index(objects, &user, &[], true).await.map_err(|first| IndexError::Storage { failed: 1, first })?;
+        return Ok(json!({"tenants": 1, "rebuilt": 1, "skills": outcome.skills, "retries": outcome.retries}));
+    }
+    let event: S3Event = serde_json::from_value(event).map_err(|err| IndexError::BadEvent(err.to_string()))?;
+    let (changes, ignored) = changes_by_tenant(&event);
+    let (mut updated, mut rebuilt, mut retries) = (0, 0, 0);
+    let mut failures = Vec::new();
+    // Tenants are independent: one tenant's failure does not stop the others' updates.
+    for (user, files) in &changes {
+        let files: Vec<String> = files.iter().cloned().collect();
+        match update_index(objects, user, &files, false).await {
+            Ok(outcome) => {
+                updated += outcome.examined;
+                rebuilt += usize::from(outcome.rebuilt);
+                retries += outcome.retries;
+            }
+            Err(err) => {
+                tracing::error!(%user, error = %err, "could not update the catalog index");
+                failures.push(err);
+            }
+        }
+    }
+    let failed = failures.len();
+    if let Some(first) = failures.into_iter().next() {
+        return Err(IndexError::Storage { failed, first });
+    }
+    Ok(
+        json!({"tenants": changes.len(), "updated": updated, "rebuilt": rebuilt, "ignored": ignored, "retries": retries}),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_keys_are_url_decoded() {
+        assert_eq!(decode_event_key("u1/skills/my+skill/SKILL.md"), "u1/skills/my skill/SKILL.md");
+        assert_eq!(decode_event_key("auth0%7C42/skills/pdf/SKILL.md"), "auth0|42/skills/pdf/SKILL.md");
+    }
+
+    #[test]
+    fn the_sample_events_name_one_tenant_file_each() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events");
+        for (file, expected) in
+            [("s3-skill-created.json", "escrituras/compraventa/SKILL.md"), ("s3-skill-removed.json", "pdf/SKILL.md")]
+        {
+            let event: S3Event = serde_json::from_str(&std::fs::read_to_string(root.join(file)).unwrap()).unwrap();
+            let (changes, ignored) = changes_by_tenant(&event);
+            assert_eq!(ignored, 0, "{file}");
+            let files = &changes[&UserId::parse("user-demo").unwrap()];
+            assert_eq!(files.iter().collect::<Vec<_>>(), [expected], "{file}");
+        }
+    }
+
+    #[test]
+    fn workspace_blobs_and_other_tenants_prefixes_are_ignored() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events");
+        let sample: Value =
+            serde_json::from_str(&std::fs::read_to_string(root.join("s3-skill-created.json")).unwrap()).unwrap();
+        let record = |name: &str, key: &str| {
+            let mut record = sample["Records"][0].clone();
+            record["eventName"] = json!(name);
+            record["s3"]["object"]["key"] = json!(key);
+            record
+        };
+        let event: S3Event = serde_json::from_value(json!({"Records": [
+            record("ObjectCreated:Put", "u1/workspaces/s/blobs/SKILL.md"),
+            record("ObjectCreated:Put", "u1/tickets/t/SKILL.md"),
+            record("ObjectRemoved:DeleteMarkerCreated", "u1/skills/pdf/SKILL.md"),
+            record("ObjectRestore:Completed", "u1/skills/a/SKILL.md"),
+        ]}))
+        .unwrap();
+        let (changes, ignored) = changes_by_tenant(&event);
+        assert_eq!(ignored, 3);
+        assert_eq!(changes.len(), 1);
+    }
+}

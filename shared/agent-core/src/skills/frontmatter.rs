@@ -1,0 +1,368 @@
+//! SKILL.md frontmatter, read leniently as the Agent Skills client guide advises: a skill is
+//! skipped only when it cannot be used, and everything repaired is reported as a warning.
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::tools::ESSENTIAL_TOOLS;
+use crate::vfs::FILE_TOOL_NAMES;
+
+/// The Agent Skills specification's limits.
+pub const SPEC_NAME_MAX: usize = 64;
+pub const SPEC_DESCRIPTION_MAX: usize = 1024;
+/// Largest SKILL.md read at all: its size is checked from the listing, before any download.
+pub const MAX_SKILL_MD_BYTES: u64 = 512 * 1024;
+/// Largest frontmatter block handed to the YAML parser, so its cost stays small and linear.
+pub const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
+/// What the index keeps of long values: the listing never shows more than the spec's limits.
+const KEPT_NAME_CHARS: usize = 128;
+const KEPT_CATEGORY_CHARS: usize = 96;
+const MAX_DECLARED_TOOLS: usize = 64;
+const KEPT_TOOL_CHARS: usize = 128;
+
+/// Why a SKILL.md cannot be used at all.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum SkipReason {
+    #[error("the file does not start with a `---` frontmatter line")]
+    MissingOpening,
+    #[error("the frontmatter has no closing `---` line")]
+    MissingClosing,
+    #[error("the frontmatter is larger than {MAX_FRONTMATTER_BYTES} bytes")]
+    FrontmatterTooLarge,
+    #[error("the frontmatter is not valid YAML: {0}")]
+    Yaml(String),
+    #[error("the frontmatter is not a YAML mapping")]
+    NotAMapping,
+    #[error("the frontmatter has no `description`, so no one could know when to use the skill")]
+    MissingDescription,
+    #[error("the frontmatter field `description` must be text")]
+    DescriptionNotText,
+    #[error("the file is not UTF-8 text")]
+    NotText,
+    #[error("the file is {0} bytes, more than the {MAX_SKILL_MD_BYTES} bytes a SKILL.md may have")]
+    TooLarge(u64),
+    #[error("the SKILL.md is nested too deeply: skills live at skills/{{name}}/SKILL.md or skills/{{category}}/{{name}}/SKILL.md")]
+    TooDeep,
+    #[error("the skill's folder name is not usable: {0}")]
+    BadFolder(String),
+}
+
+/// A SKILL.md's frontmatter as the runtime uses it, after repairs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frontmatter {
+    /// The `name`, or the folder's name when it is missing or not text.
+    pub name: String,
+    /// The whole description (the listing truncates it to the spec's 1,024 characters).
+    pub description: String,
+    /// The frontmatter's `category`, used to group plain-layout skills in the listing.
+    pub category: Option<String>,
+    /// Our tool names the skill declares (`allowed-tools` or `tools`, Claude Code's names mapped);
+    /// `None` when it declares none.
+    pub tools: Option<Vec<String>>,
+    /// The declared tool names as written.
+    pub declared_tools: Option<Vec<String>>,
+}
+
+/// A usable skill's frontmatter and what was repaired on the way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parsed {
+    pub frontmatter: Frontmatter,
+    pub warnings: Vec<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct RawFrontmatter {
+    name: Option<serde_norway::Value>,
+    description: Option<serde_norway::Value>,
+    category: Option<serde_norway::Value>,
+    tools: Option<serde_norway::Value>,
+    #[serde(rename = "allowed-tools")]
+    allowed_tools: Option<serde_norway::Value>,
+}
+
+/// Splits off the YAML between the opening and closing `---` lines.
+fn frontmatter_block(text: &str) -> Result<&str, SkipReason> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut lines = text.split_inclusive('\n');
+    let first = lines.next().unwrap_or("");
+    if first.trim_end() != "---" {
+        return Err(SkipReason::MissingOpening);
+    }
+    let start = first.len();
+    let mut end = start;
+    for line in lines {
+        if line.trim_end() == "---" {
+            return Ok(&text[start..end]);
+        }
+        end += line.len();
+        if end - start > MAX_FRONTMATTER_BYTES {
+            return Err(SkipReason::FrontmatterTooLarge);
+        }
+    }
+    Err(SkipReason::MissingClosing)
+}
+
+fn truncate_chars(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => text[..cut].to_owned(),
+        None => text.to_owned(),
+    }
+}
+
+fn scalar_text(value: &serde_norway::Value) -> Option<String> {
+    match value {
+        serde_norway::Value::String(text) => Some(text.trim().to_owned()),
+        serde_norway::Value::Number(number) => Some(number.to_string()),
+        serde_norway::Value::Bool(flag) => Some(flag.to_string()),
+        _ => None,
+    }
+}
+
+/// The spec's rule for `name`: 1–64 lowercase letters, digits and hyphens, not starting or
+/// ending with a hyphen, no two hyphens in a row.
+pub fn spec_name_problem(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        return Some("is empty");
+    }
+    if name.chars().count() > SPEC_NAME_MAX {
+        return Some("is longer than 64 characters");
+    }
+    if !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+        return Some("may only hold lowercase letters, digits and hyphens");
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return Some("must not start or end with a hyphen");
+    }
+    if name.contains("--") {
+        return Some("must not hold two hyphens in a row");
+    }
+    None
+}
+
+/// Claude Code's tool names, as skills copied from public repositories declare them, mapped to ours.
+fn our_tool_name(declared: &str) -> Option<&'static str> {
+    let ours = FILE_TOOL_NAMES.iter().chain(ESSENTIAL_TOOLS.iter()).find(|name| **name == declared);
+    if let Some(name) = ours {
+        return Some(name);
+    }
+    match declared {
+        "Read" => Some("read_file"),
+        "Write" => Some("write_file"),
+        "Edit" | "MultiEdit" => Some("edit_file"),
+        "Glob" => Some("glob"),
+        "Grep" => Some("grep"),
+        "LS" => Some("ls"),
+        "TodoWrite" => Some("todowrite"),
+        "TodoRead" => Some("todoread"),
+        _ => None,
+    }
+}
+
+/// Splits a tool declaration on whitespace and commas outside parentheses, so `Bash(git add:*)`
+/// stays one name.
+fn split_tool_text(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0usize;
+    for c in text.chars() {
+        match c {
+            '(' => {
+                depth += 1;
+                current.push(c);
+            }
+            ')' => {
+                depth = depth.saturating_sub(1);
+                current.push(c);
+            }
+            c if depth == 0 && (c.is_whitespace() || c == ',') => {
+                if !current.is_empty() {
+                    names.push(std::mem::take(&mut current));
+                }
+            }
+            c => current.push(c),
+        }
+    }
+    if !current.is_empty() {
+        names.push(current);
+    }
+    names
+}
+
+fn declared_tool_names(value: &serde_norway::Value) -> Result<Vec<String>, &'static str> {
+    let names = match value {
+        serde_norway::Value::Null => Vec::new(),
+        serde_norway::Value::String(text) => split_tool_text(text),
+        serde_norway::Value::Sequence(items) => {
+            let mut names = Vec::new();
+            for item in items {
+                match scalar_text(item) {
+                    Some(text) => names.extend(split_tool_text(&text)),
+                    None => return Err("holds an entry that is not a tool name"),
+                }
+            }
+            names
+        }
+        _ => return Err("must be a list or a space-separated string"),
+    };
+    Ok(names.into_iter().take(MAX_DECLARED_TOOLS).map(|name| truncate_chars(&name, KEPT_TOOL_CHARS)).collect())
+}
+
+/// Parses a SKILL.md found in the folder `folder`. Skips it only when it cannot be used (no
+/// frontmatter, YAML that does not parse, no description); repairs and reports everything else.
+pub fn parse_skill_md(text: &str, folder: &str) -> Result<Parsed, SkipReason> {
+    let block = frontmatter_block(text)?;
+    let value: serde_norway::Value = serde_norway::from_str(block).map_err(|err| SkipReason::Yaml(err.to_string()))?;
+    if !matches!(value, serde_norway::Value::Mapping(_)) {
+        return Err(SkipReason::NotAMapping);
+    }
+    let raw: RawFrontmatter = serde_norway::from_value(value).map_err(|err| SkipReason::Yaml(err.to_string()))?;
+    let mut warnings = Vec::new();
+
+    let description = match &raw.description {
+        None | Some(serde_norway::Value::Null) => return Err(SkipReason::MissingDescription),
+        Some(value) => scalar_text(value).ok_or(SkipReason::DescriptionNotText)?,
+    };
+    if description.is_empty() {
+        return Err(SkipReason::MissingDescription);
+    }
+    let description_chars = description.chars().count();
+    if description_chars > SPEC_DESCRIPTION_MAX {
+        warnings.push(format!(
+            "`description` has {description_chars} characters, more than the specification's {SPEC_DESCRIPTION_MAX}; \
+             the listing shows the first {SPEC_DESCRIPTION_MAX}"
+        ));
+    }
+
+    let name = match raw.name.as_ref().and_then(scalar_text).filter(|name| !name.is_empty()) {
+        Some(name) => {
+            if let Some(problem) = spec_name_problem(&name) {
+                warnings.push(format!("`name` {name:?} {problem} (Agent Skills specification)"));
+            }
+            if name != folder {
+                warnings.push(format!("`name` {name:?} differs from its folder {folder:?}"));
+            }
+            truncate_chars(&name, KEPT_NAME_CHARS)
+        }
+        None => {
+            warnings.push(format!("`name` is missing or not text; using the folder name {folder:?}"));
+            folder.to_owned()
+        }
+    };
+
+    let category = match &raw.category {
+        None | Some(serde_norway::Value::Null) => None,
+        Some(value) => match scalar_text(value).filter(|c| !c.is_empty()) {
+            Some(category) => Some(truncate_chars(&category, KEPT_CATEGORY_CHARS)),
+            None => {
+                warnings.push("`category` is not text; ignored".to_owned());
+                None
+            }
+        },
+    };
+
+    // `allowed-tools` is the specification's field; `tools` is this runtime's older spelling.
+    let declared = match raw.allowed_tools.as_ref().or(raw.tools.as_ref()) {
+        None => None,
+        Some(value) => match declared_tool_names(value) {
+            Ok(names) => Some(names),
+            Err(problem) => {
+                warnings.push(format!("`allowed-tools` {problem}; ignored"));
+                None
+            }
+        },
+    };
+    let tools = declared.as_ref().map(|declared| {
+        let mut ours: Vec<String> = Vec::new();
+        let mut unknown: Vec<&str> = Vec::new();
+        for name in declared {
+            match our_tool_name(name) {
+                Some(tool) if !ours.iter().any(|t| t == tool) => ours.push(tool.to_owned()),
+                Some(_) => {}
+                None => unknown.push(name),
+            }
+        }
+        if !unknown.is_empty() {
+            warnings.push(format!("`allowed-tools` names tools this runtime does not have: {}", unknown.join(", ")));
+        }
+        ours
+    });
+
+    Ok(Parsed { frontmatter: Frontmatter { name, description, category, tools, declared_tools: declared }, warnings })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_well_formed_skill_has_no_warnings() {
+        let parsed = parse_skill_md(
+            "---\nname: compraventa\ndescription: Escrituras de compraventa\ncategory: escrituras\nallowed-tools: read_file ls\n---\n# Body\n",
+            "compraventa",
+        )
+        .unwrap();
+        assert_eq!(parsed.warnings, Vec::<String>::new());
+        assert_eq!(parsed.frontmatter.tools, Some(vec!["read_file".to_owned(), "ls".to_owned()]));
+        assert_eq!(parsed.frontmatter.category.as_deref(), Some("escrituras"));
+    }
+
+    #[test]
+    fn skips_only_what_cannot_be_used() {
+        assert_eq!(parse_skill_md("# no frontmatter", "a"), Err(SkipReason::MissingOpening));
+        assert_eq!(parse_skill_md("---\nname: a\n", "a"), Err(SkipReason::MissingClosing));
+        assert!(matches!(parse_skill_md("---\nname: [a\n---\n", "a"), Err(SkipReason::Yaml(_))));
+        assert_eq!(parse_skill_md("---\nname: a\n---\n", "a"), Err(SkipReason::MissingDescription));
+        assert_eq!(parse_skill_md("---\nname: a\ndescription: ''\n---\n", "a"), Err(SkipReason::MissingDescription));
+        assert_eq!(parse_skill_md("---\n- a\n---\n", "a"), Err(SkipReason::NotAMapping));
+        assert_eq!(parse_skill_md("---\ndescription: [1]\n---\n", "a"), Err(SkipReason::DescriptionNotText));
+        let huge = format!("---\ndescription: x\n{}---\n", "k: v\n".repeat(MAX_FRONTMATTER_BYTES / 4));
+        assert_eq!(parse_skill_md(&huge, "a"), Err(SkipReason::FrontmatterTooLarge));
+    }
+
+    #[test]
+    fn repairs_and_warns() {
+        let long = "d".repeat(1068);
+        let parsed =
+            parse_skill_md(&format!("---\nname: Claude_API\ndescription: {long}\n---\n"), "claude-api").unwrap();
+        assert_eq!(parsed.frontmatter.name, "Claude_API");
+        assert_eq!(parsed.frontmatter.description.len(), 1068, "kept whole; the listing truncates");
+        let warnings = parsed.warnings.join("\n");
+        assert!(warnings.contains("1068 characters"), "{warnings}");
+        assert!(warnings.contains("lowercase letters"), "{warnings}");
+        assert!(warnings.contains("differs from its folder"), "{warnings}");
+
+        let parsed = parse_skill_md("---\ndescription: no name\n---\n", "pdf").unwrap();
+        assert_eq!(parsed.frontmatter.name, "pdf");
+        assert!(parsed.warnings[0].contains("missing"), "{:?}", parsed.warnings);
+    }
+
+    #[test]
+    fn claude_code_tool_names_map_to_ours_and_the_rest_is_reported() {
+        let parsed = parse_skill_md(
+            "---\nname: a\ndescription: b\nallowed-tools: Read, Grep Bash(git add:*) WebFetch MultiEdit Edit\n---\n",
+            "a",
+        )
+        .unwrap();
+        assert_eq!(
+            parsed.frontmatter.tools,
+            Some(vec!["read_file".to_owned(), "grep".to_owned(), "edit_file".to_owned()])
+        );
+        assert_eq!(
+            parsed.frontmatter.declared_tools.as_deref().unwrap(),
+            ["Read", "Grep", "Bash(git add:*)", "WebFetch", "MultiEdit", "Edit"]
+        );
+        assert!(parsed.warnings[0].contains("Bash(git add:*), WebFetch"), "{:?}", parsed.warnings);
+        let parsed = parse_skill_md("---\nname: a\ndescription: b\ntools: [read_file, ls]\n---\n", "a").unwrap();
+        assert_eq!(parsed.frontmatter.tools, Some(vec!["read_file".to_owned(), "ls".to_owned()]));
+    }
+
+    #[test]
+    fn spec_names() {
+        for good in ["pdf", "claude-api", "a1-b2"] {
+            assert_eq!(spec_name_problem(good), None, "{good}");
+        }
+        for bad in ["", "PDF", "-a", "a-", "a--b", "a_b", &"a".repeat(65)] {
+            assert!(spec_name_problem(bad).is_some(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,420 @@
+//! The tenant's catalog index: one S3 object holding what a turn needs to list and load skills
+//! (each SKILL.md's path, parsed frontmatter, ETag and size; the base prompt), so a turn reads
+//! one object instead of every SKILL.md. Built from a listing once, then kept current entry by
+//! entry with conditional writes.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use futures::stream::{self, StreamExt, TryStreamExt};
+use serde::{Deserialize, Serialize};
+
+use super::frontmatter::{parse_skill_md, SkipReason, MAX_SKILL_MD_BYTES};
+use crate::ids::{SkillPath, UserId};
+use crate::keys;
+use crate::store::{Fetched, ObjectMeta, ObjectStore, StoreError, WriteCondition};
+
+/// The index format this build writes. An index of an older format is rebuilt from a listing.
+pub const INDEX_FORMAT: u32 = 1;
+/// The tenant's base prompt override, relative to `{user}/skills/`.
+pub const BASE_PROMPT_FILE: &str = "BASE_PROMPT.md";
+/// Largest `BASE_PROMPT.md` kept in the index.
+pub const MAX_BASE_PROMPT_BYTES: u64 = 64 * 1024;
+/// SKILL.md files fetched at once while building.
+const FETCH_CONCURRENCY: usize = 16;
+/// Conditional writes tried before an update gives up (each loser re-reads and re-applies).
+const MAX_WRITE_ATTEMPTS: u32 = 12;
+
+/// One usable skill.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkillEntry {
+    pub path: SkillPath,
+    pub etag: String,
+    pub size: u64,
+    pub name: String,
+    pub description: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub declared_tools: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// A SKILL.md that cannot be used, and why; kept so the operator can see it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedEntry {
+    /// The file, relative to `{user}/skills/`.
+    pub file: String,
+    pub reason: String,
+}
+
+/// The tenant's `BASE_PROMPT.md`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BasePromptEntry {
+    pub etag: String,
+    pub size: u64,
+    /// The text, when it is usable; otherwise `problem` says why not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+}
+
+/// The whole index object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CatalogIndex {
+    pub format: u32,
+    /// Usable skills by path (`category/name` or `name`).
+    pub skills: BTreeMap<String, SkillEntry>,
+    /// Unusable SKILL.md files by file.
+    #[serde(default)]
+    pub skipped: BTreeMap<String, SkippedEntry>,
+    #[serde(default)]
+    pub base_prompt: Option<BasePromptEntry>,
+}
+
+impl Default for CatalogIndex {
+    fn default() -> Self {
+        Self { format: INDEX_FORMAT, skills: BTreeMap::new(), skipped: BTreeMap::new(), base_prompt: None }
+    }
+}
+
+/// Where a file under `{user}/skills/` sits in the layouts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkillFile {
+    /// `BASE_PROMPT.md` at the top.
+    BasePrompt,
+    /// `{name}/SKILL.md` or `{category}/{name}/SKILL.md`.
+    Skill(SkillPath),
+    /// A SKILL.md that cannot be a skill (too deep, or a folder name that is not usable).
+    Unusable(SkipReason),
+    /// Any other file: not the index's business.
+    Other,
+}
+
+/// Classifies `rel`, a key relative to `{user}/skills/`.
+pub fn classify(rel: &str) -> SkillFile {
+    if rel == BASE_PROMPT_FILE {
+        return SkillFile::BasePrompt;
+    }
+    let parts: Vec<&str> = rel.split('/').collect();
+    let path = match parts.as_slice() {
+        [name, "SKILL.md"] => SkillPath::plain(name),
+        [category, name, "SKILL.md"] => SkillPath::new(category, name),
+        ["SKILL.md"] => {
+            return SkillFile::Unusable(SkipReason::BadFolder("a SKILL.md needs a folder of its own".to_owned()))
+        }
+        [.., "SKILL.md"] => return SkillFile::Unusable(SkipReason::TooDeep),
+        _ => return SkillFile::Other,
+    };
+    match path {
+        Ok(path) => SkillFile::Skill(path),
+        Err(err) => SkillFile::Unusable(SkipReason::BadFolder(err.to_string())),
+    }
+}
+
+/// The tenant and the file relative to `{user}/skills/` of an object key, when the key is a
+/// SKILL.md or BASE_PROMPT.md under a valid tenant's `skills/` prefix.
+pub fn tenant_file(key: &str) -> Option<(UserId, String)> {
+    let (user, rest) = key.split_once('/')?;
+    let rel = rest.strip_prefix("skills/")?;
+    let user = UserId::parse(user).ok()?;
+    match classify(rel) {
+        SkillFile::Other => None,
+        _ => Some((user, rel.to_owned())),
+    }
+}
+
+/// What one file contributes to the index.
+enum Outcome {
+    Skill(SkillEntry),
+    Skipped(SkippedEntry),
+    BasePrompt(BasePromptEntry),
+    Absent,
+}
+
+/// Reads and parses one file, logging a warning naming the file for anything skipped or repaired.
+async fn examine(
+    objects: &dyn ObjectStore,
+    user: &UserId,
+    rel: &str,
+    listed_size: Option<u64>,
+) -> Result<Outcome, StoreError> {
+    let key = format!("{}{rel}", keys::skills_prefix(user));
+    let skipped = |reason: String| {
+        tracing::warn!(file = %key, %reason, "skipping skill");
+        Ok(Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason }))
+    };
+    let path = match classify(rel) {
+        SkillFile::Other => return Ok(Outcome::Absent),
+        SkillFile::Unusable(reason) => return skipped(reason.to_string()),
+        SkillFile::BasePrompt => None,
+        SkillFile::Skill(path) => Some(path),
+    };
+    let limit = if path.is_some() { MAX_SKILL_MD_BYTES } else { MAX_BASE_PROMPT_BYTES };
+    // The listing's size decides before any download.
+    if let Some(size) = listed_size.filter(|size| *size > limit) {
+        return match path {
+            Some(_) => skipped(SkipReason::TooLarge(size).to_string()),
+            None => Ok(base_prompt_problem(&key, String::new(), size, format!("it is larger than {limit} bytes"))),
+        };
+    }
+    let Some(object) = objects.get(&key).await? else { return Ok(Outcome::Absent) };
+    let size = object.bytes.len() as u64;
+    if size > limit {
+        return match path {
+            Some(_) => skipped(SkipReason::TooLarge(size).to_string()),
+            None => Ok(base_prompt_problem(&key, object.etag, size, format!("it is larger than {limit} bytes"))),
+        };
+    }
+    let Ok(text) = String::from_utf8(object.bytes) else {
+        return match path {
+            Some(_) => skipped(SkipReason::NotText.to_string()),
+            None => Ok(base_prompt_problem(&key, object.etag, size, "it is not UTF-8 text".to_owned())),
+        };
+    };
+    let Some(path) = path else {
+        return Ok(Outcome::BasePrompt(BasePromptEntry { etag: object.etag, size, text: Some(text), problem: None }));
+    };
+    match parse_skill_md(&text, path.name()) {
+        Err(reason) => skipped(reason.to_string()),
+        Ok(parsed) => {
+            for warning in &parsed.warnings {
+                tracing::warn!(file = %key, reason = %warning, "skill loaded with a warning");
+            }
+            let fm = parsed.frontmatter;
+            Ok(Outcome::Skill(SkillEntry {
+                path,
+                etag: object.etag,
+                size,
+                name: fm.name,
+                description: fm.description,
+                category: fm.category,
+                tools: fm.tools,
+                declared_tools: fm.declared_tools,
+                warnings: parsed.warnings,
+            }))
+        }
+    }
+}
+
+fn base_prompt_problem(key: &str, etag: String, size: u64, problem: String) -> Outcome {
+    tracing::warn!(file = %key, reason = %problem, "ignoring the tenant's base prompt");
+    Outcome::BasePrompt(BasePromptEntry { etag, size, text: None, problem: Some(problem) })
+}
+
+impl CatalogIndex {
+    /// Puts what `rel` contributes in place of what it contributed before.
+    fn apply(&mut self, rel: &str, outcome: Outcome) {
+        match classify(rel) {
+            SkillFile::BasePrompt => {
+                self.base_prompt = match outcome {
+                    Outcome::BasePrompt(entry) => Some(entry),
+                    _ => None,
+                }
+            }
+            SkillFile::Skill(path) => {
+                let path = path.to_string();
+                self.skills.remove(&path);
+                self.skipped.remove(rel);
+                match outcome {
+                    Outcome::Skill(entry) => {
+                        self.skills.insert(path, entry);
+                    }
+                    Outcome::Skipped(entry) => {
+                        self.skipped.insert(rel.to_owned(), entry);
+                    }
+                    Outcome::BasePrompt(_) | Outcome::Absent => {}
+                }
+            }
+            SkillFile::Unusable(_) => {
+                self.skipped.remove(rel);
+                if let Outcome::Skipped(entry) = outcome {
+                    self.skipped.insert(rel.to_owned(), entry);
+                }
+            }
+            SkillFile::Other => {}
+        }
+    }
+
+    pub fn to_bytes(&self) -> Vec<u8> {
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+}
+
+/// Builds the whole index from one listing of `{user}/skills/` and a GET per SKILL.md.
+pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<CatalogIndex, StoreError> {
+    let prefix = keys::skills_prefix(user);
+    let listing = objects.list(&prefix).await?;
+    let files: Vec<(String, u64)> = listing
+        .iter()
+        .filter_map(|meta: &ObjectMeta| {
+            let rel = meta.key.strip_prefix(&prefix)?;
+            (!matches!(classify(rel), SkillFile::Other)).then(|| (rel.to_owned(), meta.size))
+        })
+        .collect();
+    let outcomes: Vec<(String, Outcome)> = stream::iter(files)
+        .map(|(rel, size)| async move {
+            let outcome = examine(objects, user, &rel, Some(size)).await?;
+            Ok::<_, StoreError>((rel, outcome))
+        })
+        .buffered(FETCH_CONCURRENCY)
+        .try_collect()
+        .await?;
+    let mut index = CatalogIndex::default();
+    for (rel, outcome) in outcomes {
+        index.apply(&rel, outcome);
+    }
+    tracing::info!(%user, skills = index.skills.len(), skipped = index.skipped.len(), "built the catalog index from a listing");
+    Ok(index)
+}
+
+/// The stored index as read, with the ETag a conditional write must match.
+#[derive(Debug, Clone)]
+pub struct StoredIndex {
+    pub index: CatalogIndex,
+    pub etag: String,
+}
+
+/// What a stored index object turned out to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IndexRead {
+    Usable(CatalogIndex),
+    /// Written by an older format: rebuild it from a listing.
+    Older,
+    /// Written by a newer format this build cannot read: leave it alone.
+    NewerUnreadable,
+}
+
+/// Decodes an index object. Unknown fields of a newer format are ignored when the rest reads.
+pub fn decode_index(bytes: &[u8]) -> Result<IndexRead, StoreError> {
+    #[derive(Deserialize)]
+    struct Version {
+        format: u32,
+    }
+    let version: Version =
+        serde_json::from_slice(bytes).map_err(|err| StoreError::Corrupt(format!("catalog index: {err}")))?;
+    if version.format < INDEX_FORMAT {
+        return Ok(IndexRead::Older);
+    }
+    match serde_json::from_slice(bytes) {
+        Ok(index) => Ok(IndexRead::Usable(index)),
+        Err(_) if version.format > INDEX_FORMAT => Ok(IndexRead::NewerUnreadable),
+        Err(err) => Err(StoreError::Corrupt(format!("catalog index: {err}"))),
+    }
+}
+
+/// What [`update_index`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpdateOutcome {
+    /// Skills in the index afterwards.
+    pub skills: usize,
+    /// Files whose entries were re-read.
+    pub examined: usize,
+    /// Whether the index was (re)built from a listing.
+    pub rebuilt: bool,
+    /// Conditional writes lost to concurrent updaters before this one won.
+    pub retries: u32,
+}
+
+/// Brings the entries of `changed` files (relative to `{user}/skills/`) up to date: each is read
+/// again now, so the order in which events arrive does not matter, and a file that is gone is
+/// removed. The write is conditional on the index read; a lost race re-reads and re-applies.
+/// With no index (or one of an older format) the whole index is built from a listing instead.
+/// `rebuild` forces that.
+pub async fn update_index(
+    objects: &dyn ObjectStore,
+    user: &UserId,
+    changed: &[String],
+    rebuild: bool,
+) -> Result<UpdateOutcome, StoreError> {
+    let key = keys::catalog_index_key(user);
+    let mut retries = 0;
+    loop {
+        let (mut index, condition, rebuilt) = match objects.get_if_changed(&key, None).await? {
+            Fetched::Changed(object) => match decode_index(&object.bytes) {
+                Ok(IndexRead::Usable(index)) if !rebuild => (index, WriteCondition::Matches(object.etag), false),
+                Ok(IndexRead::NewerUnreadable) => {
+                    return Err(StoreError::Corrupt(
+                        "the catalog index was written by a newer format; update this function first".to_owned(),
+                    ))
+                }
+                Ok(IndexRead::Usable(_) | IndexRead::Older) => {
+                    (build_index(objects, user).await?, WriteCondition::Matches(object.etag), true)
+                }
+                Err(err) => {
+                    tracing::warn!(%user, error = %err, "the catalog index does not decode; rebuilding it");
+                    (build_index(objects, user).await?, WriteCondition::Matches(object.etag), true)
+                }
+            },
+            Fetched::Missing | Fetched::NotModified => {
+                (build_index(objects, user).await?, WriteCondition::Absent, true)
+            }
+        };
+        let mut examined = 0;
+        if !rebuilt {
+            for rel in changed {
+                let outcome = examine(objects, user, rel, None).await?;
+                index.apply(rel, outcome);
+                examined += 1;
+            }
+        }
+        match objects.put_if(&key, index.to_bytes(), condition).await {
+            Ok(_) => {
+                tracing::info!(%user, skills = index.skills.len(), examined, rebuilt, retries, "catalog index written");
+                return Ok(UpdateOutcome { skills: index.skills.len(), examined, rebuilt, retries });
+            }
+            Err(StoreError::Conflict) if retries + 1 < MAX_WRITE_ATTEMPTS => {
+                retries += 1;
+                // Jittered backoff so concurrent updaters of one tenant stop colliding.
+                let jitter = u64::from(rand_jitter()) % 50;
+                tokio::time::sleep(Duration::from_millis(20 * u64::from(retries) + jitter)).await;
+            }
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+/// A little randomness without a dependency: the clock's sub-second noise.
+fn rand_jitter() -> u32 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classifies_both_layouts() {
+        assert_eq!(classify("pdf/SKILL.md"), SkillFile::Skill(SkillPath::plain("pdf").unwrap()));
+        assert_eq!(classify("docs/pdf/SKILL.md"), SkillFile::Skill(SkillPath::new("docs", "pdf").unwrap()));
+        assert_eq!(classify("a/b/c/SKILL.md"), SkillFile::Unusable(SkipReason::TooDeep));
+        assert!(matches!(classify("a b/SKILL.md"), SkillFile::Unusable(SkipReason::BadFolder(_))));
+        assert_eq!(classify("BASE_PROMPT.md"), SkillFile::BasePrompt);
+        assert_eq!(classify("pdf/reference.md"), SkillFile::Other);
+        assert!(matches!(classify("SKILL.md"), SkillFile::Unusable(SkipReason::BadFolder(_))));
+    }
+
+    #[test]
+    fn tenant_files_come_only_from_a_tenants_skills_prefix() {
+        let (user, rel) = tenant_file("u1/skills/pdf/SKILL.md").unwrap();
+        assert_eq!((user.as_str(), rel.as_str()), ("u1", "pdf/SKILL.md"));
+        assert!(tenant_file("u1/workspaces/s/blobs/abc").is_none());
+        assert!(tenant_file("u1/tickets/t/SKILL.md").is_none());
+        assert!(tenant_file("u1/skills/pdf/notes.md").is_none());
+        assert!(tenant_file("../skills/pdf/SKILL.md").is_none());
+        assert!(tenant_file("u1/skills/a/b/c/SKILL.md").is_some(), "reported as unusable, not ignored");
+    }
+
+    #[test]
+    fn older_formats_ask_for_a_rebuild() {
+        assert_eq!(decode_index(br#"{"format": 0, "skills": {}}"#).unwrap(), IndexRead::Older);
+        assert_eq!(decode_index(br#"{"format": 99, "skills": []}"#).unwrap(), IndexRead::NewerUnreadable);
+        assert!(decode_index(b"not json").is_err());
+        let index = CatalogIndex::default();
+        assert_eq!(decode_index(&index.to_bytes()).unwrap(), IndexRead::Usable(index));
+    }
+}

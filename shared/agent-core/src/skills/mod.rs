@@ -1,0 +1,31 @@
+//! Skills: SKILL.md frontmatter read leniently, the tenant's catalog index kept in one object,
+//! the budgeted listing with `find_skills` search, and the process-wide caches behind them.
+//!
+//! - [`frontmatter`]: what a SKILL.md declares; skipped only when unusable, repaired with warnings.
+//! - [`index`]: the stored index, built from a listing once and updated entry by entry.
+//! - [`catalog`]: one version of the index as a turn uses it, and the [`SkillLibrary`] caches.
+//! - [`listing`]: the state-1 listing under its token budget, in tiers.
+//! - [`search`]: BM25 over names, categories and descriptions.
+
+pub mod catalog;
+pub mod frontmatter;
+pub mod index;
+pub mod listing;
+pub mod search;
+
+use std::sync::Arc;
+
+pub use catalog::{Catalog, Resolved, SkillLibrary};
+pub use frontmatter::{Frontmatter, SkipReason};
+pub use index::{CatalogIndex, SkillEntry, SkippedEntry};
+pub use listing::Listing;
+
+use crate::ids::SkillPath;
+
+/// A loaded skill: where it lives, its frontmatter and its whole SKILL.md.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SkillDoc {
+    pub path: SkillPath,
+    pub frontmatter: Frontmatter,
+    pub content: Arc<str>,
+}

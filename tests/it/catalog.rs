@@ -1,0 +1,319 @@
+//! The tenant's skill catalog at any size, through the compiled functions against moto: both
+//! layouts, the index built once and reused, `skills-index` fed S3 events, concurrent updates,
+//! the budgeted listing with `find_skills` at 10,000 skills, lenient validation and `GET /skills`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tests::lambda::{Function, Invocation};
+use tests::model_server::Reply;
+use tests::stack::{status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+
+async fn turn(function: &Function, user: &str, session: &str, message: &str) -> (u16, Value) {
+    status_and_body(&function.call(turn_event(Some(user), session, json!({ "message": message }))).await)
+}
+
+/// An HTTP API event for `GET /skills` (with an optional query string) by `user`.
+fn list_skills_event(user: &str, query: &[(&str, &str)]) -> Value {
+    let mut event = tests::stack::get_event(Some(user), "unused");
+    event["rawPath"] = json!("/skills");
+    event["requestContext"]["http"]["path"] = json!("/skills");
+    event["pathParameters"] = json!({});
+    let params: serde_json::Map<String, Value> = query.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    event["queryStringParameters"] = Value::Object(params);
+    event["rawQueryString"] = json!(query.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&"));
+    event
+}
+
+fn skill_md(name: &str, description: &str, extra: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n{extra}---\n\n# {name}\n\nInstructions of {name}.\n")
+}
+
+async fn index_json(stack: &Stack, user: &str) -> Value {
+    let bytes = stack.get(&format!("{user}/catalog/index.json")).await.expect("the index exists");
+    serde_json::from_slice(&bytes).expect("the index is JSON")
+}
+
+async fn run_index(function: &Function, event: Value) -> Value {
+    match function.invoke_with_budget(event, Duration::from_secs(240)).await {
+        Invocation::Response(value) => value,
+        Invocation::Error(error) => panic!("skills-index failed: {error}"),
+    }
+}
+
+fn count(operations: &BTreeMap<String, u64>, operation: &str) -> u64 {
+    operations.get(operation).copied().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn both_layouts_are_listed_loaded_and_forced() {
+    const USER: &str = "user-layouts";
+    let stack = Stack::new().await;
+    stack.upload_example_skills(USER).await;
+    // The Agent Skills layout, as anthropics/skills publishes it: skills/{name}/SKILL.md.
+    stack
+        .put(
+            &format!("{USER}/skills/pdf/SKILL.md"),
+            skill_md("pdf", "Extract text and fill forms in PDF files.", "allowed-tools: Read Grep\n"),
+        )
+        .await;
+    stack.put(&format!("{USER}/skills/pdf/forms.md"), "# Filling forms\n").await;
+    stack.model.push([
+        Reply::tool("load_skill", json!({"skill_path": "pdf"})),
+        Reply::tool("ls", json!({"path": "/skills/pdf"})),
+        Reply::text("PDF skill ready."),
+        // The next turn forces the plain skill by its name.
+        Reply::tool("read_file", json!({"file_path": "/skills/pdf/forms.md"})),
+        Reply::text("Form filled."),
+    ]);
+    let http = stack.http(&[]).await;
+
+    let (status, body) = turn(&http, USER, "s1", "Fill this PDF form").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["current_skill"], "pdf");
+    let requests = stack.model.requests();
+    let listing = system_of(&requests[0]);
+    assert!(listing.contains("This account has 4 skills, all shown"), "{listing}");
+    assert!(listing.contains("- pdf (load_skill(\"pdf\")): Extract text and fill forms in PDF files."), "{listing}");
+    assert!(listing.contains("load_skill(\"escrituras/compraventa\")"), "{listing}");
+    assert!(!tool_names(&requests[0]).contains(&"find_skills".to_owned()), "every skill is shown in full");
+    assert!(system_of(&requests[1]).starts_with("---\nname: pdf"), "state 2 is the plain skill's SKILL.md");
+    let ls = &tool_results(&requests[2])[1];
+    assert!(ls.contains("/skills/pdf/forms.md") && ls.contains("/skills/pdf/SKILL.md"), "{ls}");
+
+    let (status, body) = turn(&http, USER, "s2", "/pdf fill the form").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["forced_skill"], "pdf");
+    let forced = &stack.model.requests()[3];
+    // `allowed-tools: Read Grep` (Claude Code's names) means read_file and grep, plus the essentials.
+    assert_eq!(tool_names(forced), ["abort", "grep", "read_file", "todoread", "todowrite"]);
+    assert!(system_of(forced).contains("<mandatory-skill name=\"pdf\">"));
+    assert!(tool_results(&stack.model.requests()[4])[0].contains("Filling forms"));
+}
+
+#[tokio::test]
+async fn the_index_is_built_on_first_use_and_a_new_process_reads_only_it() {
+    const USER: &str = "user-index";
+    let stack = Stack::new().await;
+    stack.upload_example_skills(USER).await;
+    stack.model.push((0..4).map(|_| Reply::text("ok")));
+    let first = stack.http(&[]).await;
+    let mark = first.log_mark();
+    let (status, _) = turn(&first, USER, "s1", "hola").await;
+    assert_eq!(status, 200);
+    let cold = first.storage_requests_since(mark).await;
+    assert_eq!(count(&cold, "S3.ListObjectsV2"), 1, "built from one listing: {cold:?}");
+    assert_eq!(count(&cold, "S3.PutObject"), 1, "and stored once: {cold:?}");
+    let index = index_json(&stack, USER).await;
+    assert_eq!(index["format"], 1);
+    assert_eq!(index["skills"].as_object().unwrap().len(), 3, "{index}");
+    assert!(index["base_prompt"]["text"].as_str().unwrap().starts_with("# Asistente"), "the base prompt is in it");
+    drop(first);
+
+    // A new process (a new Lambda environment) reads the index and nothing else of the catalog.
+    let second = stack.http(&[]).await;
+    let mark = second.log_mark();
+    let (status, body) = turn(&second, USER, "s2", "hola").await;
+    assert_eq!(status, 200, "{body}");
+    let cold = second.storage_requests_since(mark).await;
+    let expected: BTreeMap<String, u64> =
+        [("DynamoDB.Query", 1), ("DynamoDB.TransactWriteItems", 1), ("S3.GetObject", 1)]
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect();
+    assert_eq!(cold, expected, "one index GET, the session read and the commit");
+    // A warm turn revalidates the index with a conditional GET (answered 304).
+    let mark = second.log_mark();
+    turn(&second, USER, "s3", "hola").await;
+    assert_eq!(second.storage_requests_since(mark).await, expected);
+    assert!(system_of(&stack.model.requests()[2]).contains("load_skill(\"escrituras/hipoteca\")"));
+}
+
+#[tokio::test]
+async fn skills_index_applies_added_changed_and_removed_skills_and_the_next_turn_sees_each() {
+    const USER: &str = "user-events";
+    let stack = Stack::new().await;
+    stack.upload_example_skills(USER).await;
+    stack.model.push((0..4).map(|_| Reply::text("ok")));
+    let http = stack.http(&[]).await;
+    let indexer = stack.skills_index(&[]).await;
+    turn(&http, USER, "s0", "hola").await;
+
+    // Added.
+    let key = format!("{USER}/skills/pdf/SKILL.md");
+    stack.put(&key, skill_md("pdf", "Work with PDF files.", "")).await;
+    let summary = run_index(&indexer, stack.s3_event(&[&key], true)).await;
+    assert_eq!(summary["updated"], 1, "{summary}");
+    turn(&http, USER, "s1", "hola").await;
+    assert!(system_of(&stack.model.requests()[1]).contains("- pdf (load_skill(\"pdf\")): Work with PDF files."));
+
+    // Changed.
+    stack.put(&key, skill_md("pdf", "Read, merge and split PDF documents.", "")).await;
+    run_index(&indexer, stack.s3_event(&[&key], true)).await;
+    turn(&http, USER, "s2", "hola").await;
+    let system = system_of(&stack.model.requests()[2]);
+    assert!(system.contains("Read, merge and split PDF documents.") && !system.contains("Work with PDF files."));
+
+    // Removed; and a workspace blob or another prefix never touches the index.
+    stack.delete(&key).await;
+    let blob = format!("{USER}/workspaces/s1/blobs/SKILL.md");
+    let summary = run_index(&indexer, stack.s3_event(&[&key, &blob], false)).await;
+    assert_eq!((summary["updated"].as_u64(), summary["ignored"].as_u64()), (Some(1), Some(1)), "{summary}");
+    turn(&http, USER, "s3", "hola").await;
+    let system = system_of(&stack.model.requests()[3]);
+    assert!(!system.contains("load_skill(\"pdf\")") && system.contains("This account has 3 skills"), "{system}");
+}
+
+#[tokio::test]
+async fn concurrent_index_updates_all_survive() {
+    const USER: &str = "user-race";
+    let stack = Stack::new().await;
+    stack.upload_example_skills(USER).await;
+    let indexers = [stack.skills_index(&[]).await, stack.skills_index(&[]).await];
+    run_index(&indexers[0], json!({"rebuild": {"user_id": USER}})).await;
+
+    // Two functions update the same tenant's index at the same time, five rounds, a skill each.
+    for round in 0..5 {
+        let keys: Vec<String> =
+            (0..2).map(|side| format!("{USER}/skills/race/skill-{round}-{side}/SKILL.md")).collect();
+        for key in &keys {
+            stack.put(key, skill_md("x", "A skill written during a race.", "")).await;
+        }
+        let (a, b) = tokio::join!(
+            run_index(&indexers[0], stack.s3_event(&[&keys[0]], true)),
+            run_index(&indexers[1], stack.s3_event(&[&keys[1]], true)),
+        );
+        assert_eq!((a["updated"].as_u64(), b["updated"].as_u64()), (Some(1), Some(1)), "{a} {b}");
+    }
+    let index = index_json(&stack, USER).await;
+    let skills = index["skills"].as_object().unwrap();
+    for round in 0..5 {
+        for side in 0..2 {
+            assert!(skills.contains_key(&format!("race/skill-{round}-{side}")), "lost an update: {round}-{side}");
+        }
+    }
+    assert_eq!(skills.len(), 13);
+}
+
+#[tokio::test]
+async fn ten_thousand_skills_fit_the_listing_budget_and_find_skills_finds_any_of_them() {
+    const USER: &str = "user-10k";
+    const SKILLS: usize = 10_000;
+    let stack = Stack::new().await;
+    let mut objects: Vec<(String, Vec<u8>)> = (0..SKILLS)
+        .map(|i| {
+            let name = format!("skill-{i:05}");
+            let body = skill_md(&name, &format!("Synthetic skill {i} about topic {} of the catalogue.", i % 97), "");
+            (format!("{USER}/skills/area-{}/{name}/SKILL.md", i % 25), body.into_bytes())
+        })
+        .collect();
+    // The one the model must find, by words only its description has.
+    objects[4242].1 =
+        skill_md("skill-04242", "Reconcile quarterly VAT returns against the bank ledger.", "").into_bytes();
+    stack.put_many(objects).await;
+    let indexer = stack.skills_index(&[]).await;
+    let summary = run_index(&indexer, json!({"rebuild": {"user_id": USER}})).await;
+    assert_eq!(summary["skills"], SKILLS as u64, "{summary}");
+
+    stack.model.push([
+        Reply::tool("find_skills", json!({"query": "VAT returns bank ledger"})),
+        Reply::tool("load_skill", json!({"skill_path": "area-17/skill-04242"})),
+        Reply::text("Loaded."),
+    ]);
+    let http = stack.http(&[("SKILL_LISTING_TOKENS", "2000")]).await;
+    let mark = http.log_mark();
+    let (status, body) = turn(&http, USER, "s1", "I need to reconcile my VAT return").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["current_skill"], "area-17/skill-04242");
+    let requests = stack.model.requests();
+    let system = system_of(&requests[0]);
+    assert!(system.contains("This account has 10000 skills"), "the count is always named");
+    assert!(system.contains("find_skills(query)"), "{system}");
+    // The listing keeps to its budget (2,000 tokens ≈ 6,000 bytes); the rest is the base template.
+    let template_bytes = system.len() - system.find("This account has").unwrap();
+    assert!(template_bytes <= 6_000, "the listing takes {template_bytes} bytes");
+    assert!(tool_names(&requests[0]).contains(&"find_skills".to_owned()));
+    let found = &tool_results(&requests[1])[0];
+    assert!(found.lines().nth(1).unwrap().contains("load_skill(\"area-17/skill-04242\")"), "best first: {found}");
+    // However large the library, the turn read the index once: no listing, no SKILL.md but the loaded one.
+    let requests_made = http.storage_requests_since(mark).await;
+    assert_eq!(count(&requests_made, "S3.ListObjectsV2"), 0, "{requests_made:?}");
+    assert_eq!(count(&requests_made, "S3.GetObject"), 2, "the index and the loaded SKILL.md: {requests_made:?}");
+}
+
+#[tokio::test]
+async fn lenient_validation_skips_only_unusable_skills_and_get_skills_shows_why_to_its_owner_only() {
+    const USER: &str = "user-lenient";
+    let stack = Stack::new().await;
+    let long = "d".repeat(1068);
+    let files: Vec<(&str, String)> = vec![
+        ("claude-api/SKILL.md", format!("---\nname: claude-api\ndescription: {long}\n---\nbody\n")),
+        (
+            "review/SKILL.md",
+            skill_md("Code_Review", "Review code.", "allowed-tools: Read, Bash(git diff:*), WebFetch\n"),
+        ),
+        ("nameless/SKILL.md", "---\ndescription: Has no name.\n---\nbody\n".to_owned()),
+        ("plain-text/SKILL.md", "Just text, no frontmatter.\n".to_owned()),
+        ("broken-yaml/SKILL.md", "---\nname: [broken\ndescription: x\n---\n".to_owned()),
+        ("no-description/SKILL.md", "---\nname: no-description\n---\n".to_owned()),
+        ("a/b/deep/SKILL.md", skill_md("deep", "Too deep.", "")),
+        ("huge/SKILL.md", format!("{}{}", skill_md("huge", "Too large.", ""), "x".repeat(600 * 1024))),
+    ];
+    for (file, body) in &files {
+        stack.put(&format!("{USER}/skills/{file}"), body.clone()).await;
+    }
+    stack.put("user-other/skills/theirs/SKILL.md", skill_md("theirs", "Another tenant's skill.", "")).await;
+    let http = stack.http(&[]).await;
+
+    let (status, body) = status_and_body(&http.call(list_skills_event(USER, &[])).await);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["count"], 3, "{body}");
+    let skills = body["skills"].as_array().unwrap();
+    let by_path = |path: &str| skills.iter().find(|s| s["path"] == path).unwrap_or_else(|| panic!("{path}: {body}"));
+    assert!(by_path("claude-api")["warnings"][0].as_str().unwrap().contains("1068 characters"));
+    let review = by_path("review");
+    assert_eq!(review["name"], "Code_Review");
+    assert_eq!(review["tools"], json!(["read_file"]));
+    assert_eq!(review["declared_tools"], json!(["Read", "Bash(git diff:*)", "WebFetch"]));
+    let warnings = review["warnings"].to_string();
+    assert!(warnings.contains("lowercase") && warnings.contains("differs from its folder"), "{warnings}");
+    assert!(warnings.contains("Bash(git diff:*), WebFetch"), "{warnings}");
+    assert_eq!(by_path("nameless")["name"], "nameless");
+
+    let skipped: BTreeMap<String, String> = body["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["file"].as_str().unwrap().to_owned(), s["reason"].as_str().unwrap().to_owned()))
+        .collect();
+    assert_eq!(skipped.len(), 5, "{skipped:?}");
+    assert!(skipped["plain-text/SKILL.md"].contains("frontmatter"));
+    assert!(skipped["broken-yaml/SKILL.md"].contains("not valid YAML"));
+    assert!(skipped["no-description/SKILL.md"].contains("description"));
+    assert!(skipped["a/b/deep/SKILL.md"].contains("nested too deeply"));
+    assert!(skipped["huge/SKILL.md"].contains("bytes"));
+    // Each skip and repair was logged with the file it concerns.
+    let logs = http.logs().join("\n");
+    assert!(logs.contains(&format!("{USER}/skills/broken-yaml/SKILL.md")), "warnings name the file");
+
+    // Paging: a cursor continues after the last path of the previous page.
+    let (_, page) = status_and_body(&http.call(list_skills_event(USER, &[("limit", "2")])).await);
+    assert_eq!(page["skills"].as_array().unwrap().len(), 2);
+    let cursor = page["next_cursor"].as_str().unwrap().to_owned();
+    let (_, rest) = status_and_body(&http.call(list_skills_event(USER, &[("limit", "2"), ("cursor", &cursor)])).await);
+    assert_eq!(rest["skills"].as_array().unwrap().len(), 1);
+    assert_eq!(rest["next_cursor"], Value::Null);
+    let (status, _) = status_and_body(&http.call(list_skills_event(USER, &[("limit", "0")])).await);
+    assert_eq!(status, 400);
+
+    // Another tenant sees only its own library.
+    let (status, theirs) = status_and_body(&http.call(list_skills_event("user-other", &[])).await);
+    assert_eq!(status, 200);
+    assert_eq!(theirs["count"], 1);
+    assert_eq!(theirs["skills"][0]["path"], "theirs");
+    assert_eq!(theirs["skipped"], json!([]));
+    let mut anonymous = list_skills_event(USER, &[]);
+    anonymous["requestContext"].as_object_mut().unwrap().remove("authorizer");
+    assert_eq!(status_and_body(&http.call(anonymous).await).0, 401);
+}
