@@ -317,3 +317,34 @@ async fn lenient_validation_skips_only_unusable_skills_and_get_skills_shows_why_
     anonymous["requestContext"].as_object_mut().unwrap().remove("authorizer");
     assert_eq!(status_and_body(&http.call(anonymous).await).0, 401);
 }
+
+#[tokio::test]
+async fn a_warm_process_does_not_fetch_a_workspace_blob_it_already_has() {
+    const USER: &str = "user-blobs";
+    let stack = Stack::new().await;
+    stack.upload_example_skills(USER).await;
+    stack.model.push([
+        Reply::tool("write_file", json!({"file_path": "/workspace/notes.md", "content": "first draft"})),
+        Reply::text("Written."),
+        Reply::tool("read_file", json!({"file_path": "/workspace/notes.md"})),
+        Reply::text("Read."),
+        Reply::tool("read_file", json!({"file_path": "/workspace/notes.md"})),
+        Reply::text("Read again."),
+    ]);
+    let http = stack.http(&[]).await;
+    turn(&http, USER, "s1", "write it").await;
+    let mark = http.log_mark();
+    let (status, _) = turn(&http, USER, "s1", "read it").await;
+    assert_eq!(status, 200);
+    assert!(tool_results(&stack.model.requests()[3]).last().unwrap().contains("first draft"));
+    let warm = http.storage_requests_since(mark).await;
+    assert_eq!(count(&warm, "S3.GetObject"), 1, "only the index revalidation; the blob was cached: {warm:?}");
+
+    // A new process has no cache: it fetches the blob once.
+    let cold = stack.http(&[]).await;
+    let mark = cold.log_mark();
+    turn(&cold, USER, "s1", "read it again").await;
+    assert!(tool_results(&stack.model.requests()[5]).last().unwrap().contains("first draft"));
+    let requests = cold.storage_requests_since(mark).await;
+    assert_eq!(count(&requests, "S3.GetObject"), 2, "the index and the blob: {requests:?}");
+}

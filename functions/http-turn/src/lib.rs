@@ -228,8 +228,13 @@ fn skills_view(catalog: &Catalog, page: &SkillsPage) -> Value {
         .collect();
     let next_cursor = (start + shown.len() < entries.len()).then(|| shown.last().map(|e| e.path.to_string())).flatten();
     let index = catalog.index();
-    let skipped: Vec<Value> =
-        index.skipped.values().map(|skipped| json!({"file": skipped.file, "reason": skipped.reason})).collect();
+    // Skipped files are few in practice; a page of them keeps the answer bounded all the same.
+    let skipped: Vec<Value> = index
+        .skipped
+        .values()
+        .take(MAX_SKILLS_PAGE)
+        .map(|skipped| json!({"file": skipped.file, "reason": skipped.reason}))
+        .collect();
     let base_prompt = index.base_prompt.as_ref().map(|base| {
         json!({"file": "BASE_PROMPT.md", "size": base.size, "usable": base.text.is_some(), "problem": base.problem})
     });
@@ -238,6 +243,7 @@ fn skills_view(catalog: &Catalog, page: &SkillsPage) -> Value {
         "skills": skills,
         "next_cursor": next_cursor,
         "skipped": skipped,
+        "skipped_count": index.skipped.len(),
         "base_prompt": base_prompt,
     })
 }

@@ -18,10 +18,11 @@ use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::store::{Fetched, ObjectStore, StoreError, WriteCondition};
 
-/// Bytes of parsed catalogs kept per process (a 10,000-skill catalog is a few MB).
-const CATALOG_CACHE_BYTES: u64 = 48 << 20;
+/// Bytes of parsed catalogs kept per process (a 10,000-skill catalog weighs a few MB), so that with
+/// the other caches a warm process stays well inside a 128 MB function.
+const CATALOG_CACHE_BYTES: u64 = 32 << 20;
 /// Bytes of SKILL.md bodies kept per process.
-const BODY_CACHE_BYTES: u64 = 16 << 20;
+const BODY_CACHE_BYTES: u64 = 8 << 20;
 
 /// One version of a tenant's catalog.
 pub struct Catalog {
@@ -54,14 +55,14 @@ pub enum Resolved<'c> {
 }
 
 impl Catalog {
-    pub fn new(index: CatalogIndex, etag: impl Into<String>) -> Self {
-        let plain: HashSet<&str> =
-            index.skills.values().filter(|e| e.path.category().is_none()).map(|e| e.path.name()).collect();
-        let entries: Vec<SkillEntry> = index
-            .skills
-            .values()
+    pub fn new(mut index: CatalogIndex, etag: impl Into<String>) -> Self {
+        // The entries move out of the index, so a snapshot holds each skill once.
+        let skills = std::mem::take(&mut index.skills);
+        let plain: HashSet<String> =
+            skills.values().filter(|e| e.path.category().is_none()).map(|e| e.path.name().to_owned()).collect();
+        let entries: Vec<SkillEntry> = skills
+            .into_values()
             .filter(|e| e.path.category().is_none_or(|category| !plain.contains(category)))
-            .cloned()
             .collect();
         let by_path = entries.iter().enumerate().map(|(i, e)| (e.path.clone(), i)).collect();
         let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
@@ -73,10 +74,12 @@ impl Catalog {
                 by_name.entry(name).or_default().push(i);
             }
         }
+        // The entries, their lookups, the rendered listing tiers and the search index each hold
+        // about one more copy of the text.
         let weight = 1024
             + entries
                 .iter()
-                .map(|e| 256 + 2 * (e.name.len() + e.description.len() + e.path.name().len()) as u64)
+                .map(|e| 512 + 4 * (e.name.len() + e.description.len() + e.path.name().len()) as u64)
                 .sum::<u64>();
         Self {
             index,
@@ -112,7 +115,8 @@ impl Catalog {
         &self.entries
     }
 
-    /// The stored index behind this snapshot (skipped files included).
+    /// The stored index behind this snapshot: skipped files and the base prompt (its usable
+    /// skills are [`Catalog::entries`]).
     pub fn index(&self) -> &CatalogIndex {
         &self.index
     }

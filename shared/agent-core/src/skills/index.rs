@@ -155,8 +155,15 @@ async fn examine(
         SkillFile::Skill(path) => Some(path),
     };
     let limit = if path.is_some() { MAX_SKILL_MD_BYTES } else { MAX_BASE_PROMPT_BYTES };
-    // The listing's size decides before any download.
-    if let Some(size) = listed_size.filter(|size| *size > limit) {
+    // The size decides before any download: from the caller's listing, or a listing of the key.
+    let listed_size = match listed_size {
+        Some(size) => size,
+        None => match objects.list(&key).await?.into_iter().find(|meta| meta.key == key) {
+            Some(meta) => meta.size,
+            None => return Ok(Outcome::Absent),
+        },
+    };
+    if let Some(size) = Some(listed_size).filter(|size| *size > limit) {
         return match path {
             Some(_) => skipped(SkipReason::TooLarge(size).to_string()),
             None => Ok(base_prompt_problem(&key, String::new(), size, format!("it is larger than {limit} bytes"))),

@@ -201,9 +201,9 @@ impl BlobCache {
 }
 
 impl Default for BlobCache {
-    /// 16 MiB: a few sessions' worth of files, well inside a 128 MB function.
+    /// 8 MiB: a few sessions' worth of files, well inside a 128 MB function.
     fn default() -> Self {
-        Self::new(16 << 20)
+        Self::new(8 << 20)
     }
 }
 
