@@ -80,27 +80,37 @@ pub struct SkillSource<'a> {
     pub catalog: &'a Catalog,
 }
 
+/// Why a skill could not be loaded; `Display` is the text the model is told.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadSkillError {
+    /// No such skill, or a name several skills share; the text suggests what exists.
+    #[error("{0}")]
+    NotFound(String),
+    /// The SKILL.md could not be read; the backend's message stays out of the model's sight.
+    #[error("Error: The skill could not be read from storage; try again later")]
+    Storage(#[source] crate::store::StoreError),
+}
+
 impl SkillSource<'_> {
-    /// Resolves and loads a skill; the error is the text the model (or, for a slash command, the
-    /// turn) is told, with the closest names when there is no such skill.
-    pub async fn load(&self, wanted: &str) -> Result<Arc<SkillDoc>, String> {
+    /// Resolves and loads a skill, with the closest names when there is no such skill.
+    pub async fn load(&self, wanted: &str) -> Result<Arc<SkillDoc>, LoadSkillError> {
         let not_found = || {
             let suggestions: Vec<String> = self.catalog.closest(wanted, 3).iter().map(|p| p.to_string()).collect();
-            if suggestions.is_empty() {
+            LoadSkillError::NotFound(if suggestions.is_empty() {
                 format!("Error: Skill not found: {wanted}")
             } else {
                 format!("Error: Skill not found: {wanted}. Closest skills: {}", suggestions.join(", "))
-            }
+            })
         };
         let entry = match self.catalog.resolve(wanted) {
             Resolved::Found(entry) => entry,
             Resolved::NotFound => return Err(not_found()),
             Resolved::Ambiguous(many) => {
                 let paths: Vec<String> = many.iter().map(|e| e.path.to_string()).collect();
-                return Err(format!(
+                return Err(LoadSkillError::NotFound(format!(
                     "Error: Several skills are named {wanted}: {}. Load one by its full path.",
                     paths.join(", ")
-                ));
+                )));
             }
         };
         match self.library.skill_doc(self.objects, self.user, entry).await {
@@ -108,7 +118,7 @@ impl SkillSource<'_> {
             Ok(None) => Err(not_found()),
             Err(err) => {
                 tracing::warn!(skill = %entry.path, error = %err, "could not read a SKILL.md");
-                Err("Error: The skill could not be read from storage; try again later".to_owned())
+                Err(LoadSkillError::Storage(err))
             }
         }
     }
@@ -219,8 +229,8 @@ impl<'a> SkillsEnv<'a> {
         &self.listing
     }
 
-    /// Makes a skill current and visible under `/skills`; an unknown skill is an error text.
-    pub async fn load_skill(&mut self, skill_path: &str) -> Result<Arc<SkillDoc>, String> {
+    /// Makes a skill current and visible under `/skills`.
+    pub async fn load_skill(&mut self, skill_path: &str) -> Result<Arc<SkillDoc>, LoadSkillError> {
         let doc = self.skills.load(skill_path).await?;
         tracing::info!(skill = %doc.path, "skill loaded");
         self.vfs.mount_skill(doc.path.clone());
@@ -298,7 +308,7 @@ impl<'a> SkillsEnv<'a> {
                 doc.path,
                 doc.path.name()
             ),
-            Err(message) => message,
+            Err(err) => err.to_string(),
         }
     }
 

@@ -19,7 +19,7 @@ use crate::planner::{PlanState, Planner, PlannerConfig};
 use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
 use crate::skills::{Catalog, Resolved, SkillDoc, SkillLibrary};
 use crate::store::{HistorySummary, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit};
-use crate::tools::{SkillSource, SkillsEnv};
+use crate::tools::{LoadSkillError, SkillSource, SkillsEnv};
 use crate::vfs::{BlobCache, Vfs};
 
 /// Longest user message accepted, in bytes.
@@ -193,7 +193,10 @@ async fn resolve_command(source: &SkillSource<'_>, command: &str) -> Result<Arc<
         }
         Resolved::Ambiguous(many) => return Err(unknown(many.iter().map(|e| format!("/{}", e.path)).collect())),
     }
-    source.load(wanted).await.map_err(|_| unknown(Vec::new()))
+    source.load(wanted).await.map_err(|err| match err {
+        LoadSkillError::Storage(store) => TurnError::from(store),
+        LoadSkillError::NotFound(_) => unknown(Vec::new()),
+    })
 }
 
 impl From<StoreError> for TurnError {
