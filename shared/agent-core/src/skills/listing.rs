@@ -86,35 +86,49 @@ pub fn render(entries: &[&SkillEntry], budget_tokens: usize) -> Listing {
     // A description over the specification's limit is truncated, so that skill is not shown in full.
     let in_full = entries.iter().filter(|e| e.description.chars().count() <= SPEC_DESCRIPTION_MAX).count();
     let search = in_full < total;
-    let full = detailed(&groups, total, SPEC_DESCRIPTION_MAX, search);
-    if fits(&full) {
-        let fallbacks = smaller_tiers(&groups, total, search, budget_tokens);
-        return Listing { text: full, fallbacks, total, shown_in_full: in_full, search };
+    // Every line of a tier with descriptions holds at least the skill's path and its punctuation;
+    // when that alone is over the budget, those tiers are not rendered at all (at 10,000 skills the
+    // full tier would be megabytes, built only to be thrown away).
+    let budget_bytes = budget_tokens.saturating_mul(3);
+    let described_at_least: usize = entries.iter().map(|e| e.path.name().len() + 20).sum();
+    let descriptions_may_fit = described_at_least <= budget_bytes;
+    if descriptions_may_fit {
+        let full = detailed(&groups, total, SPEC_DESCRIPTION_MAX, search);
+        if fits(&full) {
+            let fallbacks = smaller_tiers(&groups, total, search, budget_tokens, true);
+            return Listing { text: full, fallbacks, total, shown_in_full: in_full, search };
+        }
     }
-    let tiers = smaller_tiers(&groups, total, true, budget_tokens);
+    let tiers = smaller_tiers(&groups, total, true, budget_tokens, descriptions_may_fit);
     let chosen = tiers.iter().position(|tier| fits(tier)).unwrap_or(tiers.len() - 1);
-    let mut tiers = tiers.into_iter().skip(chosen);
-    let text = tiers.next().unwrap_or_default();
     let shown_in_full = match chosen {
-        0 => entries.iter().filter(|e| e.description.chars().count() <= SHORT_DESCRIPTION_CHARS).count(),
+        0 if descriptions_may_fit => {
+            entries.iter().filter(|e| e.description.chars().count() <= SHORT_DESCRIPTION_CHARS).count()
+        }
         _ => 0,
     };
+    let mut tiers = tiers.into_iter().skip(chosen);
+    let text = tiers.next().unwrap_or_default();
     Listing { text, fallbacks: tiers.collect(), total, shown_in_full, search: true }
 }
 
-/// The tiers below the full one, largest first; the last always fits any sensible budget.
+/// The tiers below the full one, largest first; the last always fits any sensible budget. The
+/// shortened-descriptions tier is left out when `with_descriptions` is false.
 fn smaller_tiers(
     groups: &BTreeMap<&str, Vec<&SkillEntry>>,
     total: usize,
     search: bool,
     budget_tokens: usize,
+    with_descriptions: bool,
 ) -> Vec<String> {
-    vec![
-        detailed(groups, total, SHORT_DESCRIPTION_CHARS, search),
-        names(groups, total, search),
-        counts(groups, total, search, budget_tokens),
-        summary(groups, total, search),
-    ]
+    let mut tiers = Vec::with_capacity(4);
+    if with_descriptions {
+        tiers.push(detailed(groups, total, SHORT_DESCRIPTION_CHARS, search));
+    }
+    tiers.push(names(groups, total, search, budget_tokens));
+    tiers.push(counts(groups, total, search, budget_tokens));
+    tiers.push(summary(groups, total, search));
+    tiers
 }
 
 fn detailed(groups: &BTreeMap<&str, Vec<&SkillEntry>>, total: usize, description_chars: usize, search: bool) -> String {
@@ -135,12 +149,23 @@ fn detailed(groups: &BTreeMap<&str, Vec<&SkillEntry>>, total: usize, description
     out
 }
 
-fn names(groups: &BTreeMap<&str, Vec<&SkillEntry>>, total: usize, search: bool) -> String {
+/// The load_skill arguments grouped by category, for as many categories as the budget holds; the
+/// categories that do not fit are given with their counts.
+fn names(groups: &BTreeMap<&str, Vec<&SkillEntry>>, total: usize, search: bool, budget_tokens: usize) -> String {
+    const COUNT_LINE_BYTES: usize = 48;
+    let budget_bytes = budget_tokens.saturating_mul(3);
     let mut out = header(total, 0, search);
     out.push_str("Skills by category, each written as its load_skill argument:\n");
-    for (group, entries) in groups {
+    for (shown, (group, entries)) in groups.iter().enumerate() {
         let paths: Vec<String> = entries.iter().map(|e| e.path.to_string()).collect();
-        let _ = write!(out, "\n### {group} ({})\n{}\n", entries.len(), paths.join(", "));
+        let line = format!("\n### {group} ({})\n{}\n", entries.len(), paths.join(", "));
+        // Keep room for a count line for each category still to come.
+        let rest = (groups.len() - shown - 1) * COUNT_LINE_BYTES;
+        if out.len() + line.len() + rest <= budget_bytes {
+            out.push_str(&line);
+        } else {
+            let _ = write!(out, "\n### {group} ({} skills, not listed here)\n", entries.len());
+        }
     }
     out
 }
@@ -227,8 +252,10 @@ mod tests {
                 assert!(smaller.contains("10000 skills"));
             }
         }
-        // 40 categories with counts fit 1,000 tokens; names of 10,000 skills do not.
-        assert!(render(&refs, 1000).text.contains("- cat0: 250 skills"));
+        // At 4,000 tokens the names of some categories fit, the others are counted.
+        let listing = render(&refs, 4000);
+        assert!(listing.text.contains("cat0/skill-00000, cat0/skill-00040"), "{}", listing.text);
+        assert!(listing.text.contains("(250 skills, not listed here)"), "{}", listing.text);
         assert!(
             render(&refs, 200).text.contains("more categories") || render(&refs, 200).text.contains("none is listed")
         );
