@@ -40,6 +40,9 @@ struct ApiState {
     next: Arc<AsyncMutex<mpsc::UnboundedReceiver<Queued>>>,
     pending: Pending,
     init_error: Arc<Mutex<Option<Value>>>,
+    /// When set, a posted response is never taken: the function waits on it until it is killed.
+    swallow: Arc<std::sync::atomic::AtomicBool>,
+    swallowed: Arc<tokio::sync::Notify>,
 }
 
 /// How many of the function's most recent log lines are kept.
@@ -86,6 +89,8 @@ pub struct Function {
     logs: Logs,
     /// For each invocation the function answered with a response, the log mark taken when it was sent.
     answered: Mutex<Vec<usize>>,
+    swallow: Arc<std::sync::atomic::AtomicBool>,
+    swallowed: Arc<tokio::sync::Notify>,
 }
 
 /// The path of a workspace binary built next to the test binary (`cargo xtask test` builds them).
@@ -111,10 +116,14 @@ impl Function {
         let (events, receiver) = mpsc::unbounded_channel();
         let pending: Pending = Arc::default();
         let init_error = Arc::new(Mutex::new(None));
+        let swallow = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let swallowed = Arc::new(tokio::sync::Notify::new());
         let state = ApiState {
             next: Arc::new(AsyncMutex::new(receiver)),
             pending: pending.clone(),
             init_error: init_error.clone(),
+            swallow: swallow.clone(),
+            swallowed: swallowed.clone(),
         };
         let app = Router::new()
             .route("/2018-06-01/runtime/invocation/next", get(next_invocation))
@@ -153,7 +162,32 @@ impl Function {
         if let Some(stderr) = child.stderr.take() {
             tokio::spawn(capture(stderr, logs.clone(), echo));
         }
-        Function { child, events, pending, init_error, counter: Mutex::new(0), logs, answered: Mutex::default() }
+        Function {
+            child,
+            events,
+            pending,
+            init_error,
+            counter: Mutex::new(0),
+            logs,
+            answered: Mutex::default(),
+            swallow,
+            swallowed,
+        }
+    }
+
+    /// Sends one event, lets the function run it to the end, and SIGKILLs the process at the moment
+    /// it posts its answer: everything the invocation did is done, but its caller (SQS, API
+    /// Gateway) never hears of it. The function is unusable afterwards.
+    pub async fn invoke_and_kill_before_answer(&mut self, event: Value) {
+        self.swallow.store(true, std::sync::atomic::Ordering::SeqCst);
+        let swallowed = self.swallowed.clone();
+        let notified = swallowed.notified();
+        tokio::select! {
+            answer = self.invoke(event) => panic!("the answer was not held back: {answer:?}"),
+            _ = notified => {}
+        }
+        self.child.start_kill().expect("kill the function");
+        let _ = self.child.wait().await;
     }
 
     /// Sends one event and waits for the answer, with a deadline `budget` from now.
@@ -299,6 +333,10 @@ fn settle(state: &ApiState, id: &str, outcome: Invocation) {
 }
 
 async fn invocation_response(State(state): State<ApiState>, Path(id): Path<String>, body: String) -> StatusCode {
+    if state.swallow.load(std::sync::atomic::Ordering::SeqCst) {
+        state.swallowed.notify_one();
+        std::future::pending::<()>().await;
+    }
     let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
     settle(&state, &id, Invocation::Response(value));
     StatusCode::ACCEPTED

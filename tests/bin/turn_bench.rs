@@ -128,6 +128,7 @@ fn request(user: &UserId, session: &str) -> TurnRequest {
         profile: UserProfile::default(),
         deadline: None,
         now: agent_core::turn::OffsetDateTime::now_utc(),
+        idempotency: None,
     }
 }
 

@@ -96,7 +96,9 @@ impl World {
         now: i64,
     ) -> Result<(), StoreError> {
         let history_len = 2 * expected_version as usize;
-        let commit = TurnCommit { expected_version, new_messages, history_len, state, now };
+        let commit_token = format!("test-{expected_version}-{now}");
+        let commit =
+            TurnCommit { expected_version, new_messages, history_len, state, now, commit_token, idempotency: None };
         self.stores.sessions.commit(user, session, &commit).await
     }
 }
@@ -302,6 +304,8 @@ async fn concurrent_commits_from_one_version_have_exactly_one_winner() {
                     history_len: 0,
                     state: SessionState::default(),
                     now: now(),
+                    commit_token: format!("{who}-{version}"),
+                    idempotency: None,
                 };
                 (who, sessions.commit(&user, &session, &commit).await)
             })
@@ -523,4 +527,67 @@ async fn a_load_is_one_query_and_a_commit_one_transaction() {
     let operations = world.counter.operations();
     assert_eq!(operations.get("DynamoDB.Query"), Some(&2), "{operations:?}");
     assert_eq!(operations.get("DynamoDB.TransactWriteItems"), Some(&1), "{operations:?}");
+}
+
+#[tokio::test]
+async fn a_repeated_commit_request_is_recognised_as_applied_and_idempotency_keys_are_atomic() {
+    use agent_core::store::{Claim, CommitKey, IdempotencyKey};
+    let world = world().await;
+    let sessions = &world.stores.sessions;
+    let (user, session) = (UserId::parse("u-idem").unwrap(), SessionId::parse("s-idem").unwrap());
+    let key = IdempotencyKey::new("request-1", &["hola"]).unwrap();
+    let now = now();
+
+    let Claim::Claimed { owner } = sessions.claim(&user, &session, &key, now, now + 60).await.unwrap() else {
+        panic!("a new key is claimed")
+    };
+    assert_eq!(sessions.claim(&user, &session, &key, now, now + 60).await.unwrap(), Claim::Running);
+    let other = IdempotencyKey::new("request-1", &["adiós"]).unwrap();
+    assert_eq!(sessions.claim(&user, &session, &other, now, now + 60).await.unwrap(), Claim::Mismatch);
+
+    let reply = json!({"reply": "hecho", "version": 1});
+    let commit = TurnCommit {
+        expected_version: 0,
+        new_messages: vec![Message::user("hola"), Message::assistant("hecho")],
+        history_len: 0,
+        state: SessionState::default(),
+        now,
+        commit_token: "token-of-this-attempt".to_owned(),
+        idempotency: Some(CommitKey { key: key.clone(), owner: owner.clone(), reply: reply.clone() }),
+    };
+    sessions.commit(&user, &session, &commit).await.unwrap();
+    // The same request again (an SDK retry whose first answer was lost) is acknowledged, not a conflict,
+    // and changes nothing.
+    sessions.commit(&user, &session, &commit).await.unwrap();
+    let loaded = sessions.load(&user, &session).await.unwrap().unwrap();
+    assert_eq!((loaded.version, loaded.history.len()), (1, 2));
+    // A different commit at the same version is still a conflict.
+    let rival = TurnCommit { commit_token: "another-turn".to_owned(), idempotency: None, ..commit.clone() };
+    assert!(matches!(sessions.commit(&user, &session, &rival).await, Err(StoreError::Conflict)));
+
+    assert_eq!(sessions.claim(&user, &session, &key, now, now + 60).await.unwrap(), Claim::Committed { reply });
+    // Releasing a committed key is a no-op.
+    sessions.release(&user, &session, &key, &owner).await.unwrap();
+    assert!(matches!(sessions.claim(&user, &session, &key, now, now + 60).await.unwrap(), Claim::Committed { .. }));
+    let record = world.raw_item("u-idem", "s-idem", &aws_store::idempotency_sort_key(&key)).await.unwrap();
+    assert!(record["expires_at"].as_n().unwrap().parse::<i64>().unwrap() > now, "the record expires with a TTL");
+
+    // A claim whose holder was killed is taken over once its lease has run out, and a released one at once.
+    let lapsed = IdempotencyKey::new("request-2", &["x"]).unwrap();
+    let Claim::Claimed { owner: dead } = sessions.claim(&user, &session, &lapsed, now, now + 5).await.unwrap() else {
+        panic!()
+    };
+    assert_eq!(sessions.claim(&user, &session, &lapsed, now + 1, now + 60).await.unwrap(), Claim::Running);
+    let Claim::Claimed { owner: heir } = sessions.claim(&user, &session, &lapsed, now + 10, now + 70).await.unwrap()
+    else {
+        panic!("a lapsed lease is taken over")
+    };
+    assert_ne!(dead, heir);
+    sessions.release(&user, &session, &lapsed, &dead).await.unwrap();
+    assert_eq!(sessions.claim(&user, &session, &lapsed, now + 11, now + 70).await.unwrap(), Claim::Running);
+    sessions.release(&user, &session, &lapsed, &heir).await.unwrap();
+    assert!(matches!(
+        sessions.claim(&user, &session, &lapsed, now + 12, now + 70).await.unwrap(),
+        Claim::Claimed { .. }
+    ));
 }

@@ -3,17 +3,25 @@
 
 use agent_core::skills::Catalog;
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile, MAX_MESSAGE_BYTES};
-use agent_core::{ModelError, Session, SessionId, StoreError, TicketId, UserId};
+use agent_core::{IdempotencyKey, ModelError, Session, SessionId, StoreError, TicketId, UserId};
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::{HeaderMap, HeaderValue, Method};
 use base64::Engine;
+use futures::FutureExt;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
-/// Bodies larger than this are refused before parsing: the message limit plus room for JSON escaping.
-const MAX_BODY_BYTES: usize = 2 * MAX_MESSAGE_BYTES;
+/// Bodies larger than this are refused before parsing: the message limit after the worst JSON
+/// escaping (`\u0000` is six bytes for one), plus room for the other fields. The message itself
+/// is measured after decoding.
+const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096;
+
+/// The request header that carries a client's idempotency key.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+/// The response header that marks a replayed reply.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
 
 /// A failure with its HTTP status, machine-readable code and client-safe message.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +55,20 @@ impl From<TurnError> for ApiError {
                 "conflict",
                 "another turn of this session finished first; nothing was saved, send the message again",
             ),
+            TurnError::InProgress => ApiError::new(
+                409,
+                "turn_in_progress",
+                "a turn with this Idempotency-Key is still running; retry later to get its reply",
+            ),
+            TurnError::IdempotencyMismatch => ApiError::new(
+                422,
+                "idempotency_key_reused",
+                "this Idempotency-Key was already used with a different request",
+            ),
+            TurnError::Internal(detail) => {
+                tracing::error!(error = %detail, "internal error");
+                internal_error()
+            }
             TurnError::Model(model) => {
                 tracing::error!(error = %model, "model provider failed");
                 let message = match model {
@@ -89,8 +111,20 @@ pub async fn handle(
     deadline: Option<Instant>,
 ) -> ApiGatewayV2httpResponse {
     let request_id = event.request_context.request_id.clone().unwrap_or_default();
-    match route(service, &event, deadline).await {
-        Ok(body) => respond(200, &body),
+    // A defect must cost one request a 500, never the runtime (and with it the warm process).
+    let routed = std::panic::AssertUnwindSafe(route(service, &event, deadline)).catch_unwind().await;
+    let routed = routed.unwrap_or_else(|_| {
+        tracing::error!(request_id, "the request panicked");
+        Err(internal_error())
+    });
+    match routed {
+        Ok(answer) => {
+            let mut response = respond(200, &answer.body);
+            if answer.replayed {
+                response.headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+            }
+            response
+        }
         Err(err) => {
             tracing::info!(status = err.status, code = err.code, request_id, "request refused");
             respond(err.status, &json!({"error": {"code": err.code, "message": err.message}}))
@@ -98,29 +132,55 @@ pub async fn handle(
     }
 }
 
+fn internal_error() -> ApiError {
+    ApiError::new(500, "internal_error", "an internal error occurred; nothing was saved")
+}
+
+/// A successful answer: its body, and whether it replays an earlier delivery.
+struct Answer {
+    body: Value,
+    replayed: bool,
+}
+
+impl From<Value> for Answer {
+    fn from(body: Value) -> Self {
+        Self { body, replayed: false }
+    }
+}
+
 async fn route(
     service: &TurnService,
     event: &ApiGatewayV2httpRequest,
     deadline: Option<Instant>,
-) -> Result<Value, ApiError> {
+) -> Result<Answer, ApiError> {
     let method = event.request_context.http.method.clone();
-    let path = event.raw_path.as_deref().or(event.request_context.http.path.as_deref()).unwrap_or("/");
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    // Match from the end so a stage prefix (`/prod/sessions/...`) does not matter.
+    let path = event.raw_path.as_deref().unwrap_or("");
+    let not_found = || ApiError::not_found("no such route");
+    // The raw path decides, never `pathParameters`: exactly the documented paths, after the stage
+    // name when the API has a named stage (`/prod/skills`).
+    let mut segments: Vec<&str> = path.strip_prefix('/').ok_or_else(not_found)?.split('/').collect();
+    let stage = event.request_context.stage.as_deref().filter(|stage| !stage.is_empty() && *stage != "$default");
+    if stage.is_some() && segments.first().copied() == stage {
+        segments.remove(0);
+    }
+    if segments.iter().any(|segment| segment.is_empty()) {
+        return Err(not_found());
+    }
     let route = match segments.as_slice() {
-        [.., "sessions", id, "turns"] if method == Method::POST => Route::PostTurn(id),
-        [.., "sessions", id] if method == Method::GET => Route::GetSession(id),
-        [.., "skills"] if method == Method::GET => Route::ListSkills,
-        [.., "sessions", _, "turns"] | [.., "sessions", _] | [.., "skills"] => {
-            return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on {path}")))
+        ["sessions", id, "turns"] if method == Method::POST => Route::PostTurn(id),
+        ["sessions", id] if method == Method::GET => Route::GetSession(id),
+        ["skills"] if method == Method::GET => Route::ListSkills,
+        ["sessions", _, "turns"] | ["sessions", _] | ["skills"] => {
+            return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on this path")))
         }
-        _ => return Err(ApiError::not_found(format!("no route for {method} {path}"))),
+        _ => return Err(not_found()),
     };
     let user = authenticated_user(event)?;
     match route {
         Route::PostTurn(id) => {
-            let session = parse_session_id(event, id)?;
+            let session = parse_session_id(id)?;
             let body = parse_body(event)?;
+            let idempotency = idempotency_key(event, &body)?;
             let ticket = body
                 .ticket_id
                 .map(TicketId::parse)
@@ -134,32 +194,24 @@ async fn route(
                 profile: profile_from_claims(event),
                 deadline,
                 now: time::OffsetDateTime::now_utc(),
+                idempotency,
             };
             let reply = service.run_turn(request).await?;
-            Ok(json!({
-                "session_id": reply.session_id,
-                "reply": reply.reply,
-                "current_skill": reply.current_skill,
-                "forced_skill": reply.forced_skill,
-                "refused_tool_calls": reply.refused_tool_calls,
-                "steps": reply.steps,
-                "usage": reply.usage,
-                "ending": reply.ending,
-                "version": reply.version,
-            }))
+            let body = serde_json::to_value(&reply).map_err(|_| internal_error())?;
+            Ok(Answer { body, replayed: reply.replayed })
         }
         Route::ListSkills => {
             let page = SkillsPage::from_query(event)?;
             let catalog = service.skill_catalog(&user).await?;
-            Ok(skills_view(&catalog, &page))
+            Ok(skills_view(&catalog, &page).into())
         }
         Route::GetSession(id) => {
-            let session_id = parse_session_id(event, id)?;
+            let session_id = parse_session_id(id)?;
             let session = service
                 .session(&user, &session_id)
                 .await?
                 .ok_or_else(|| ApiError::not_found(format!("no session `{session_id}`")))?;
-            Ok(session_view(&session))
+            Ok(session_view(&session).into())
         }
     }
 }
@@ -268,9 +320,18 @@ fn profile_from_claims(event: &ApiGatewayV2httpRequest) -> UserProfile {
     UserProfile { name: claim("name"), language: claim("locale"), description: claim("profile") }
 }
 
-fn parse_session_id(event: &ApiGatewayV2httpRequest, from_path: &str) -> Result<SessionId, ApiError> {
-    let raw = event.path_parameters.get("session_id").map(String::as_str).unwrap_or(from_path);
-    SessionId::parse(raw).map_err(|err| ApiError::bad_request(format!("`session_id`: {err}")))
+fn parse_session_id(from_path: &str) -> Result<SessionId, ApiError> {
+    SessionId::parse(from_path).map_err(|err| ApiError::bad_request(format!("`session_id`: {err}")))
+}
+
+/// The `Idempotency-Key` header, fingerprinted with what the turn is asked; `None` without one.
+fn idempotency_key(event: &ApiGatewayV2httpRequest, body: &TurnBody) -> Result<Option<IdempotencyKey>, ApiError> {
+    let Some(value) = event.headers.get(IDEMPOTENCY_KEY_HEADER) else { return Ok(None) };
+    let key = value.to_str().map_err(|_| ApiError::bad_request("`Idempotency-Key` must be visible ASCII"))?;
+    let request = [body.message.as_str(), body.ticket_id.as_deref().unwrap_or("")];
+    IdempotencyKey::new(key, &request)
+        .map(Some)
+        .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))
 }
 
 fn parse_body(event: &ApiGatewayV2httpRequest) -> Result<TurnBody, ApiError> {

@@ -6,9 +6,10 @@ use std::time::Duration;
 
 use agent_core::agent::Ending;
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile};
-use agent_core::{SessionId, TicketId, UserId};
+use agent_core::{IdempotencyKey, SessionId, TicketId, UserId};
 use async_trait::async_trait;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
+use futures::FutureExt;
 use serde::Deserialize;
 use tokio::time::Instant;
 
@@ -24,6 +25,10 @@ struct RecordBody {
     message: String,
     #[serde(default)]
     ticket_id: Option<String>,
+    /// The turn's idempotency key when the producer sets one (continuations do); otherwise the
+    /// record's message id, so a redelivered record replays instead of running again.
+    #[serde(default)]
+    idempotency_key: Option<String>,
 }
 
 /// The message that asks a saved plan to go on.
@@ -126,6 +131,14 @@ async fn process(
         .map(TicketId::parse)
         .transpose()
         .map_err(|err| RecordError::Malformed(format!("`ticket_id`: {err}")))?;
+    let key = body
+        .idempotency_key
+        .as_deref()
+        .or(record.message_id.as_deref())
+        .ok_or_else(|| RecordError::Malformed("the record has no message id".to_owned()))?;
+    let fingerprint =
+        [user.as_str(), session.as_str(), body.message.as_str(), ticket.as_ref().map_or("", |t| t.as_str())];
+    let idempotency = IdempotencyKey::new(key, &fingerprint).map_err(RecordError::Malformed)?;
     let request = TurnRequest {
         user: user.clone(),
         session,
@@ -134,24 +147,32 @@ async fn process(
         profile: UserProfile::default(),
         deadline,
         now: time::OffsetDateTime::now_utc(),
+        idempotency: Some(idempotency),
     };
-    let reply = service.run_turn(request).await.map_err(RecordError::Turn)?;
+    // A defect fails this record only; the rest of the batch and the warm process go on.
+    let turn = std::panic::AssertUnwindSafe(service.run_turn(request)).catch_unwind().await;
+    let reply =
+        turn.unwrap_or_else(|_| Err(TurnError::Internal("the turn panicked".to_owned()))).map_err(RecordError::Turn)?;
     tracing::info!(
         message_id = record.message_id.as_deref().unwrap_or(""),
         session = %reply.session_id,
         steps = reply.steps,
+        replayed = reply.replayed,
         "record processed"
     );
     // The turn is committed: a failed enqueue is logged, never reported, or SQS would run the
     // committed message a second time.
     if let (Ending::PlanContinues, Some(continuations)) = (reply.ending, continuations) {
+        // The same id deduplicates the send (FIFO, five minutes) and keys the continuation's turn,
+        // so a replayed record that enqueues it again never runs it twice.
+        let dedup_id = format!("{}-continue-{}", reply.session_id, reply.version);
         let body = serde_json::json!({
             "user_id": user,
             "session_id": reply.session_id,
             "message": CONTINUE_MESSAGE,
             "ticket_id": ticket,
+            "idempotency_key": dedup_id,
         });
-        let dedup_id = format!("{}-continue-{}", reply.session_id, reply.version);
         match continuations.enqueue(body, reply.session_id.as_str(), &dedup_id).await {
             Ok(()) => tracing::info!(session = %reply.session_id, "enqueued the plan's continuation"),
             Err(error) => tracing::error!(session = %reply.session_id, %error, "could not enqueue the continuation"),

@@ -58,7 +58,7 @@ pub struct Limits {
 }
 
 /// Why the loop stopped.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Ending {
     /// The model gave its final answer.

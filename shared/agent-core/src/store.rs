@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 use thiserror::Error;
 
 use crate::ids::{SessionId, SkillPath, UserId};
@@ -158,6 +159,64 @@ impl Session {
     }
 }
 
+/// A client's idempotency key for one turn (the SQS message id, or the HTTP `Idempotency-Key`
+/// header), with a fingerprint of the request it came with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdempotencyKey {
+    /// A hash of the client's key: fixed length, so any header value makes a valid sort key.
+    pub key_hash: String,
+    /// A hash of what the turn was asked (message, ticket): the same key with another request is refused.
+    pub request_hash: String,
+}
+
+impl IdempotencyKey {
+    /// Longest key accepted, in bytes (Stripe's and the IETF draft's keys are far shorter).
+    pub const MAX_KEY_BYTES: usize = 255;
+
+    /// Validates a client-supplied key: 1 to 255 visible ASCII characters.
+    pub fn new(key: &str, request: &[&str]) -> Result<Self, String> {
+        if key.is_empty() || key.len() > Self::MAX_KEY_BYTES {
+            return Err(format!("the idempotency key must be 1 to {} characters", Self::MAX_KEY_BYTES));
+        }
+        if !key.bytes().all(|byte| byte.is_ascii_graphic()) {
+            return Err("the idempotency key must be visible ASCII characters without spaces".to_owned());
+        }
+        let mut hasher = sha2::Sha256::new();
+        for part in request {
+            // Length-prefixed so that ("ab", "c") and ("a", "bc") differ.
+            hasher.update((part.len() as u64).to_be_bytes());
+            hasher.update(part.as_bytes());
+        }
+        Ok(Self {
+            key_hash: hex::encode(sha2::Sha256::digest(key.as_bytes())),
+            request_hash: hex::encode(hasher.finalize()),
+        })
+    }
+}
+
+/// What a claim on an idempotency key found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Claim {
+    /// The key is new (or its previous holder's lease ran out): this turn owns it under `owner`.
+    Claimed { owner: String },
+    /// A turn with this key was committed: its stored reply.
+    Committed { reply: serde_json::Value },
+    /// A turn with this key is running now.
+    Running,
+    /// The key was used with a different request.
+    Mismatch,
+}
+
+/// The idempotency record a commit completes: written in the same transaction as the turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CommitKey {
+    pub key: IdempotencyKey,
+    /// The owner token of the claim; the commit fails if another turn took the claim over.
+    pub owner: String,
+    /// The reply to replay when the key comes again.
+    pub reply: serde_json::Value,
+}
+
 /// What a finished turn writes: the turn's messages and the state after cleanup.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TurnCommit {
@@ -170,6 +229,11 @@ pub struct TurnCommit {
     pub state: SessionState,
     /// Unix seconds of this commit.
     pub now: i64,
+    /// Unique to this turn's attempt: lets the store recognise its own commit when a retried
+    /// request finds it already applied, and serves as DynamoDB's `ClientRequestToken`.
+    pub commit_token: String,
+    /// The idempotency record to complete, when the turn came with a key.
+    pub idempotency: Option<CommitKey>,
 }
 
 /// Sessions keyed by (user, session). Implementations must make `commit` atomic:
@@ -179,4 +243,23 @@ pub struct TurnCommit {
 pub trait SessionStore: Send + Sync {
     async fn load(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError>;
     async fn commit(&self, user: &UserId, session: &SessionId, commit: &TurnCommit) -> Result<(), StoreError>;
+    /// Claims `key` for a turn until `lease_until` (unix seconds), atomically: at most one turn
+    /// holds a key at a time, and a committed key answers with its stored reply.
+    async fn claim(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Claim, StoreError>;
+    /// Gives up a claim whose turn failed, so a retry can run at once; a no-op when `owner` no
+    /// longer holds it.
+    async fn release(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        owner: &str,
+    ) -> Result<(), StoreError>;
 }

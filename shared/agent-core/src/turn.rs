@@ -4,7 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::Serialize;
+use futures::FutureExt;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 pub use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -18,7 +19,10 @@ use crate::model::{ChatModel, ModelError};
 use crate::planner::{PlanState, Planner, PlannerConfig};
 use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
 use crate::skills::{Catalog, Resolved, SkillDoc, SkillLibrary};
-use crate::store::{HistorySummary, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit};
+use crate::store::{
+    Claim, CommitKey, HistorySummary, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore, StoreError,
+    TurnCommit,
+};
 use crate::tools::{LoadSkillError, SkillSource, SkillsEnv};
 use crate::vfs::{BlobCache, Vfs};
 
@@ -128,10 +132,18 @@ pub struct TurnRequest {
     pub profile: UserProfile,
     pub deadline: Option<Instant>,
     pub now: OffsetDateTime,
+    /// The client's idempotency key: a repeated key replays the committed reply instead of
+    /// running the turn again.
+    pub idempotency: Option<IdempotencyKey>,
 }
 
-/// The result of a committed turn.
-#[derive(Debug, Clone, Serialize)]
+/// How long a claim on an idempotency key outlives the invocation's deadline (or lasts, without
+/// one): a turn killed mid-run gives its key up after this, so a redelivery can run it.
+const CLAIM_LEASE_MARGIN_SECS: i64 = 60;
+const CLAIM_LEASE_WITHOUT_DEADLINE_SECS: i64 = 15 * 60;
+
+/// The result of a committed turn; its JSON is the HTTP API's 200 body and the stored replay.
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TurnReply {
     pub session_id: SessionId,
     pub reply: String,
@@ -146,6 +158,9 @@ pub struct TurnReply {
     pub ending: Ending,
     /// The session's version after this turn.
     pub version: u64,
+    /// True when this is the stored reply of an earlier delivery with the same idempotency key.
+    #[serde(skip)]
+    pub replayed: bool,
 }
 
 /// Why a turn failed. Whatever the variant, the session is as it was before the turn.
@@ -158,6 +173,15 @@ pub enum TurnError {
     UnknownSkill { command: String, suggestions: Vec<String> },
     #[error("the session was changed by a concurrent turn; retry")]
     Conflict,
+    /// A turn with the same idempotency key is running now.
+    #[error("a turn with this idempotency key is still running; retry later")]
+    InProgress,
+    /// The idempotency key was used before with a different request.
+    #[error("this idempotency key was used with a different request")]
+    IdempotencyMismatch,
+    /// A defect (a panic) inside the turn; nothing was committed.
+    #[error("internal error: {0}")]
+    Internal(String),
     #[error(transparent)]
     Model(#[from] ModelError),
     #[error(transparent)]
@@ -260,6 +284,8 @@ impl TurnService {
         Ok(self.sessions.load(user, session).await?)
     }
 
+    /// Runs one turn exactly once per idempotency key: a committed key replays its reply, a
+    /// running one is refused, and a failed (or panicking) turn gives its key back.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<TurnReply, TurnError> {
         if request.message.trim().is_empty() {
             return Err(TurnError::InvalidInput("`message` must not be empty".to_owned()));
@@ -267,8 +293,52 @@ impl TurnService {
         if request.message.len() > MAX_MESSAGE_BYTES {
             return Err(TurnError::InvalidInput(format!("`message` is larger than {MAX_MESSAGE_BYTES} bytes")));
         }
+        let now = request.now.unix_timestamp();
+        let claim = match &request.idempotency {
+            None => None,
+            Some(key) => {
+                let lease = match request.deadline {
+                    Some(deadline) => {
+                        let left = deadline.saturating_duration_since(Instant::now()).as_secs();
+                        i64::try_from(left).unwrap_or(i64::MAX).saturating_add(CLAIM_LEASE_MARGIN_SECS)
+                    }
+                    None => CLAIM_LEASE_WITHOUT_DEADLINE_SECS,
+                };
+                let claim =
+                    self.sessions.claim(&request.user, &request.session, key, now, now.saturating_add(lease)).await?;
+                match claim {
+                    Claim::Claimed { owner } => Some(Claimed { key: key.clone(), owner }),
+                    Claim::Committed { reply } => {
+                        let mut reply: TurnReply = serde_json::from_value(reply)
+                            .map_err(|err| TurnError::Store(StoreError::Corrupt(format!("stored reply: {err}"))))?;
+                        reply.replayed = true;
+                        tracing::info!(session = %request.session, version = reply.version, "replayed a committed turn");
+                        return Ok(reply);
+                    }
+                    Claim::Running => return Err(TurnError::InProgress),
+                    Claim::Mismatch => return Err(TurnError::IdempotencyMismatch),
+                }
+            }
+        };
+        let (user, session) = (request.user.clone(), request.session.clone());
+        let attempt = std::panic::AssertUnwindSafe(self.run_claimed(request, claim.as_ref())).catch_unwind().await;
+        let result = attempt.unwrap_or_else(|panic| {
+            let message = panic_message(panic.as_ref());
+            tracing::error!(session = %session, panic = %message, "the turn panicked; nothing was committed");
+            Err(TurnError::Internal(message))
+        });
+        if let (Err(_), Some(claim)) = (&result, &claim) {
+            // Best effort: a claim that stays behind expires with its lease.
+            if let Err(err) = self.sessions.release(&user, &session, &claim.key, &claim.owner).await {
+                tracing::warn!(session = %session, error = %err, "could not release the idempotency claim");
+            }
+        }
+        result
+    }
+
+    async fn run_claimed(&self, request: TurnRequest, claim: Option<&Claimed>) -> Result<TurnReply, TurnError> {
         if self.config.strategy == Strategy::Planner {
-            return self.run_planner_turn(request).await;
+            return self.run_planner_turn(request, claim).await;
         }
         // The session and the catalog are independent reads: fetch them concurrently.
         let (session, catalog) = tokio::try_join!(
@@ -357,7 +427,19 @@ impl TurnService {
             todos,
             summary,
         };
-        self.commit(&request, &session, outcome.messages, state).await?;
+        let reply = TurnReply {
+            session_id: request.session.clone(),
+            reply: outcome.reply,
+            current_skill: ended_in.clone(),
+            forced_skill: forced_skill.clone(),
+            refused_tool_calls,
+            steps: outcome.steps,
+            usage,
+            ending: outcome.ending,
+            version: session.version + 1,
+            replayed: false,
+        };
+        self.commit(&request, &session, outcome.messages, state, &reply, claim).await?;
         tracing::info!(
             session = %request.session,
             steps = outcome.steps,
@@ -369,17 +451,7 @@ impl TurnService {
             refused_tool_calls,
             "turn committed"
         );
-        Ok(TurnReply {
-            session_id: request.session,
-            reply: outcome.reply,
-            current_skill: ended_in,
-            forced_skill,
-            refused_tool_calls,
-            steps: outcome.steps,
-            usage,
-            ending: outcome.ending,
-            version: session.version + 1,
-        })
+        Ok(reply)
     }
 
     /// Stores the turn, conditional on the version read at its start.
@@ -389,20 +461,33 @@ impl TurnService {
         session: &Session,
         new_messages: Vec<Message>,
         state: SessionState,
+        reply: &TurnReply,
+        claim: Option<&Claimed>,
     ) -> Result<(), TurnError> {
+        let idempotency = match claim {
+            Some(claim) => Some(CommitKey {
+                key: claim.key.clone(),
+                owner: claim.owner.clone(),
+                reply: serde_json::to_value(reply)
+                    .map_err(|err| TurnError::Internal(format!("encoding the reply: {err}")))?,
+            }),
+            None => None,
+        };
         let commit = TurnCommit {
             expected_version: session.version,
             new_messages,
             history_len: session.history.len(),
             state,
             now: request.now.unix_timestamp(),
+            commit_token: hex::encode(rand::random::<[u8; 16]>()),
+            idempotency,
         };
         Ok(self.sessions.commit(&request.user, &request.session, &commit).await?)
     }
 
     /// A turn of the planner strategy. Only the user's message and the final reply enter the
     /// history; the plan, with its position and any pending prompt choice, is stored in `plan`.
-    async fn run_planner_turn(&self, request: TurnRequest) -> Result<TurnReply, TurnError> {
+    async fn run_planner_turn(&self, request: TurnRequest, claim: Option<&Claimed>) -> Result<TurnReply, TurnError> {
         let session = self.sessions.load(&request.user, &request.session).await?;
         let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
         let plan: Option<PlanState> = match &session.state.plan {
@@ -431,10 +516,27 @@ impl TurnService {
         opened.close().await;
         let outcome = outcome?;
 
-        let plan = outcome.plan.as_ref().map(|plan| serde_json::to_value(plan).expect("plans serialise"));
+        let plan = outcome
+            .plan
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|err| TurnError::Internal(format!("encoding the plan: {err}")))?;
         let state = SessionState { current_skill: None, loaded_skills: Vec::new(), plan, ..session.state.clone() };
         let new_messages = vec![Message::user(request.message.clone()), Message::assistant(outcome.reply.clone())];
-        self.commit(&request, &session, new_messages, state).await?;
+        let reply = TurnReply {
+            session_id: request.session.clone(),
+            reply: outcome.reply,
+            current_skill: None,
+            forced_skill: None,
+            refused_tool_calls: 0,
+            steps: outcome.steps,
+            usage: outcome.usage,
+            ending: outcome.ending,
+            version: session.version + 1,
+            replayed: false,
+        };
+        self.commit(&request, &session, new_messages, state, &reply, claim).await?;
         tracing::info!(
             session = %request.session,
             steps = outcome.steps,
@@ -444,17 +546,7 @@ impl TurnService {
             plan_tasks = outcome.plan.as_ref().map_or(0, |plan| plan.tasks.len()),
             "planner turn committed"
         );
-        Ok(TurnReply {
-            session_id: request.session,
-            reply: outcome.reply,
-            current_skill: None,
-            forced_skill: None,
-            refused_tool_calls: 0,
-            steps: outcome.steps,
-            usage: outcome.usage,
-            ending: outcome.ending,
-            version: session.version + 1,
-        })
+        Ok(reply)
     }
 
     /// Fix 6 of seed 002: when the visible history passes the threshold, the older part is summarised
@@ -548,6 +640,22 @@ impl TurnService {
             initial_context_description: description,
         }
     }
+}
+
+/// A claim this turn holds on its idempotency key.
+#[derive(Debug, Clone)]
+struct Claimed {
+    key: IdempotencyKey,
+    owner: String,
+}
+
+/// The text of a caught panic, for the log (never for the client).
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|text| (*text).to_owned())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "a panic without a message".to_owned())
 }
 
 /// The text given to the summariser: the previous summary and the messages, without tool results

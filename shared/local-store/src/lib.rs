@@ -8,8 +8,8 @@ use std::sync::Mutex;
 
 use agent_core::store::{Fetched, WriteCondition};
 use agent_core::{
-    Message, Object, ObjectMeta, ObjectStore, Session, SessionId, SessionState, SessionStore, StoreError, TurnCommit,
-    UserId,
+    Claim, IdempotencyKey, Message, Object, ObjectMeta, ObjectStore, Session, SessionId, SessionState, SessionStore,
+    StoreError, TurnCommit, UserId,
 };
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -150,10 +150,29 @@ struct StoredSession {
     updated_at: i64,
 }
 
-/// Sessions in memory; `commit` is atomic and versioned exactly like the DynamoDB adapter's.
+/// An idempotency record: running under an owner until its lease ends, or committed with its reply.
+#[derive(Debug, Clone)]
+struct KeyRecord {
+    request_hash: String,
+    owner: String,
+    lease_until: i64,
+    reply: Option<serde_json::Value>,
+}
+
+/// A fresh owner token: only needs to differ between claims of one process.
+fn rand_owner() -> u128 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    let count = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    (nanos << 32) ^ u128::from(count)
+}
+
+/// Sessions in memory; `commit` is atomic and versioned exactly like the DynamoDB adapter's,
+/// idempotency keys included.
 #[derive(Debug, Default)]
 pub struct MemorySessionStore {
     sessions: Mutex<HashMap<(UserId, SessionId), StoredSession>>,
+    keys: Mutex<HashMap<(UserId, SessionId, String), KeyRecord>>,
     pub calls: CallCounts,
 }
 
@@ -180,11 +199,22 @@ impl SessionStore for MemorySessionStore {
 
     async fn commit(&self, user: &UserId, session: &SessionId, commit: &TurnCommit) -> Result<(), StoreError> {
         bump(&self.calls.session_commits);
+        // Lock order: keys, then sessions, as everywhere in this store.
+        let mut keys = lock(&self.keys);
         let mut sessions = lock(&self.sessions);
         let key = (user.clone(), session.clone());
         let current = sessions.get(&key).map_or(0, |stored| stored.version);
         if current != commit.expected_version {
             return Err(StoreError::Conflict);
+        }
+        if let Some(idempotency) = &commit.idempotency {
+            let id = (user.clone(), session.clone(), idempotency.key.key_hash.clone());
+            match keys.get_mut(&id) {
+                Some(record) if record.owner == idempotency.owner && record.reply.is_none() => {
+                    record.reply = Some(idempotency.reply.clone());
+                }
+                _ => return Err(StoreError::Conflict),
+            }
         }
         let stored = sessions.entry(key).or_insert_with(|| StoredSession {
             version: 0,
@@ -196,6 +226,49 @@ impl SessionStore for MemorySessionStore {
         stored.turns.push(commit.new_messages.clone());
         stored.state = commit.state.clone();
         stored.updated_at = commit.now;
+        Ok(())
+    }
+
+    async fn claim(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Claim, StoreError> {
+        let mut keys = lock(&self.keys);
+        let id = (user.clone(), session.clone(), key.key_hash.clone());
+        if let Some(record) = keys.get(&id) {
+            if record.request_hash != key.request_hash {
+                return Ok(Claim::Mismatch);
+            }
+            if let Some(reply) = &record.reply {
+                return Ok(Claim::Committed { reply: reply.clone() });
+            }
+            if record.lease_until >= now {
+                return Ok(Claim::Running);
+            }
+        }
+        let owner = format!("{:032x}", rand_owner());
+        let record =
+            KeyRecord { request_hash: key.request_hash.clone(), owner: owner.clone(), lease_until, reply: None };
+        keys.insert(id, record);
+        Ok(Claim::Claimed { owner })
+    }
+
+    async fn release(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        owner: &str,
+    ) -> Result<(), StoreError> {
+        let mut keys = lock(&self.keys);
+        let id = (user.clone(), session.clone(), key.key_hash.clone());
+        if keys.get(&id).is_some_and(|record| record.owner == owner && record.reply.is_none()) {
+            keys.remove(&id);
+        }
         Ok(())
     }
 }
@@ -215,6 +288,8 @@ mod tests {
             history_len: 0,
             state: SessionState::default(),
             now: 1,
+            commit_token: "t1".to_owned(),
+            idempotency: None,
         };
         store.commit(&user, &session, &commit).await.unwrap();
         assert!(matches!(store.commit(&user, &session, &commit).await, Err(StoreError::Conflict)));

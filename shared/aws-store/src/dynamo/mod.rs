@@ -19,7 +19,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use agent_core::ids::{SessionId, SkillPath, UserId};
 use agent_core::keys;
 use agent_core::message::Message;
-use agent_core::store::{ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit, WorkspaceFile};
+use agent_core::store::{
+    Claim, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit, WorkspaceFile,
+};
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
@@ -29,6 +31,9 @@ use aws_smithy_types::error::display::DisplayErrorContext;
 use sha2::{Digest, Sha256};
 
 use crate::codec::{attr_to_json, json_to_attr, n, s, Item, Reader};
+
+mod idempotency;
+pub use idempotency::{idempotency_sort_key, IDEMPOTENCY_SORT_KEY_PREFIX, IDEMPOTENCY_TTL_SECS};
 
 /// The sort key of a session's meta item.
 pub const META_SORT_KEY: &str = "META";
@@ -220,6 +225,25 @@ fn decode_state(reader: &Reader<'_>) -> Result<SessionState, StoreError> {
     Ok(SessionState { current_skill, loaded_skills, plan, workspace, todos, summary })
 }
 
+impl DynamoSessionStore {
+    /// Whether the session's last commit is the one with `token`: tells our own commit, applied by
+    /// an attempt whose answer was lost, from a concurrent turn's.
+    async fn committed_by(&self, pk: &str, token: &str) -> Result<bool, StoreError> {
+        let meta = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(pk))
+            .key("sk", s(META_SORT_KEY))
+            .projection_expression("commit_token")
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|err| self.backend("GetItem", pk, err))?;
+        Ok(meta.item.and_then(|item| item.get("commit_token").cloned()).is_some_and(|stored| stored == s(token)))
+    }
+}
+
 /// The meta attributes that carry the state, as DynamoDB values.
 fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 6] {
     let current_skill = match &state.current_skill {
@@ -328,6 +352,27 @@ impl SessionStore for DynamoSessionStore {
         Ok(Some(Session { user_id: user.clone(), session_id: session.clone(), version, history, state, updated_at }))
     }
 
+    async fn claim(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        now: i64,
+        lease_until: i64,
+    ) -> Result<Claim, StoreError> {
+        self.claim_key(user, session, key, now, lease_until).await
+    }
+
+    async fn release(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        owner: &str,
+    ) -> Result<(), StoreError> {
+        self.release_key(user, session, key, owner).await
+    }
+
     async fn commit(&self, user: &UserId, session: &SessionId, commit: &TurnCommit) -> Result<(), StoreError> {
         let pk = partition_key(user, session);
         let version = commit
@@ -374,6 +419,7 @@ impl SessionStore for DynamoSessionStore {
                 ("created_at".to_string(), n(now)),
                 ("updated_at".to_string(), n(now)),
                 ("expires_at".to_string(), n(expires_at)),
+                ("commit_token".to_string(), s(&commit.commit_token)),
             ]);
             meta.extend(state_attributes(&commit.state).map(|(name, value)| (name.to_string(), value)));
             let put = Put::builder()
@@ -398,6 +444,7 @@ impl SessionStore for DynamoSessionStore {
                 ("version", n(version)),
                 ("updated_at", n(now)),
                 ("expires_at", n(expires_at)),
+                ("commit_token", s(&commit.commit_token)),
             ]
             .into_iter()
             .chain(state_attributes(&commit.state));
@@ -422,15 +469,19 @@ impl SessionStore for DynamoSessionStore {
             TransactWriteItem::builder().update(update).build()
         };
 
-        // The SDK fills in a client request token, so a retried attempt of a transaction that
-        // did succeed is acknowledged instead of failing its own condition.
-        let result = self
+        // The client request token makes an SDK retry of a transaction that did succeed an
+        // acknowledged no-op (for ten minutes) instead of a failed condition.
+        let mut transaction = self
             .client
             .transact_write_items()
+            .client_request_token(&commit.commit_token)
             .transact_items(TransactWriteItem::builder().put(turn_put).build())
-            .transact_items(meta_write)
-            .send()
-            .await;
+            .transact_items(meta_write);
+        if let Some(key) = &commit.idempotency {
+            let update = idempotency::complete_claim(&self.table, &pk, key, now)?;
+            transaction = transaction.transact_items(TransactWriteItem::builder().update(update).build());
+        }
+        let result = transaction.send().await;
         match result {
             Ok(_) => Ok(()),
             Err(err) => {
@@ -444,6 +495,11 @@ impl SessionStore for DynamoSessionStore {
                         .any(|code| matches!(*code, "ConditionalCheckFailed" | "TransactionConflict"))
                         || (codes.is_empty()
                             && cancelled.message().is_some_and(|message| message.contains("ConditionalCheckFailed")));
+                    if lost && self.committed_by(&pk, &commit.commit_token).await? {
+                        // A retry of our own transaction that had already been applied.
+                        tracing::info!(pk, "the commit was applied by an earlier attempt of this request");
+                        return Ok(());
+                    }
                     if lost {
                         tracing::info!(
                             pk,
