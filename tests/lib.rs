@@ -1,6 +1,7 @@
 //! Support for the integration tests: real protocol peers started on loopback.
 
 pub mod experts;
+pub mod faults;
 pub mod lambda;
 pub mod model_server;
 pub mod moto;

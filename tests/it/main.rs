@@ -2,6 +2,8 @@
 
 mod aws_store;
 mod catalog;
+mod exactly_once;
+mod faults;
 mod forced;
 mod http;
 mod planner;
