@@ -207,6 +207,7 @@ async fn commits_store_history_and_state_as_native_attributes() {
         workspace,
         todos: vec![TodoItem { content: "read the deed".into(), status: TodoStatus::InProgress }],
         summary: Some(HistorySummary { text: "earlier: greetings".into(), covers: 2 }),
+        summary_retry_at: Some(7),
     };
     let mut first_turn = turn("hola", "¿en qué puedo ayudar?");
     first_turn.push(Message::Assistant {
@@ -301,7 +302,7 @@ async fn concurrent_commits_from_one_version_have_exactly_one_winner() {
                 let commit = TurnCommit {
                     expected_version: version,
                     new_messages: turn(who, &format!("{who} at {version}")),
-                    history_len: 0,
+                    history_len: 2 * version as usize,
                     state: SessionState::default(),
                     now: now(),
                     commit_token: format!("{who}-{version}"),
@@ -363,26 +364,28 @@ async fn a_turn_over_300_kb_spills_to_s3_and_loads_back_identically() {
 #[tokio::test]
 async fn turns_older_than_the_ttl_drop_from_the_front_and_the_summary_stays_aligned() {
     let world = world().await;
-    let (user, session) = ids("alice", "long");
-    let t = now();
-    for version in 0..3 {
-        let state = SessionState {
-            summary: Some(agent_core::HistorySummary { text: "turns 1 and 2".into(), covers: 4 }),
-            ..Default::default()
-        };
-        let messages = turn(&format!("q{version}"), &format!("a{version}"));
-        world.commit(&user, &session, version, messages, state, t).await.unwrap();
-    }
-    // Turn 1 reached its TTL while the session stayed active (moto never sweeps, so mark it by hand).
-    let mut first = world.raw_item("alice", "long", "TURN#0000000001").await.unwrap();
-    first.insert("expires_at".into(), n(t - 1));
-    world.put_raw(first).await;
+    for (session, summary) in [("summarised", Some(2)), ("plain", None)] {
+        let (user, session_id) = ids("alice", session);
+        let t = now();
+        for version in 0..3 {
+            let state = SessionState {
+                summary: summary.map(|covers| agent_core::HistorySummary { text: "turn 1".into(), covers }),
+                ..Default::default()
+            };
+            let messages = turn(&format!("q{version}"), &format!("a{version}"));
+            world.commit(&user, &session_id, version, messages, state, t).await.unwrap();
+        }
+        // Turn 1 reached its TTL while the session stayed active (moto never sweeps, so mark it by hand).
+        let mut first = world.raw_item("alice", session, "TURN#0000000001").await.unwrap();
+        first.insert("expires_at".into(), n(t - 1));
+        world.put_raw(first).await;
 
-    let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
-    assert_eq!(loaded.history, [turn("q1", "a1"), turn("q2", "a2")].concat());
-    let summary = loaded.state.summary.expect("summary");
-    assert_eq!(summary.covers, 2, "still ends after turn 2: the two expired messages are no longer counted");
-    assert_eq!(&loaded.history[summary.covers..], turn("q2", "a2"));
+        let loaded = world.stores.sessions.load(&user, &session_id).await.unwrap().expect("session");
+        assert_eq!(loaded.history, [turn("q1", "a1"), turn("q2", "a2")].concat(), "{session}");
+        // Message indices count the whole history, so the summary's boundary needs no shifting.
+        assert_eq!(loaded.history_offset, 2, "{session}");
+        assert_eq!(loaded.state.summary.map(|summary| summary.covers), summary, "{session}");
+    }
 }
 
 #[tokio::test]
@@ -523,9 +526,11 @@ async fn a_load_is_one_query_and_a_commit_one_transaction() {
     world.stores.sessions.load(&user, &session).await.unwrap();
     world.commit(&user, &session, 0, turn("q", "a"), SessionState::default(), now()).await.unwrap();
     world.stores.sessions.load(&user, &session).await.unwrap().unwrap();
-    assert_eq!(world.counter.snapshot(), CallCounts { s3: 0, dynamodb: 3 });
+    // A missing session is one GetItem; an existing one its meta item and one page of recent turns.
+    assert_eq!(world.counter.snapshot(), CallCounts { s3: 0, dynamodb: 4 });
     let operations = world.counter.operations();
-    assert_eq!(operations.get("DynamoDB.Query"), Some(&2), "{operations:?}");
+    assert_eq!(operations.get("DynamoDB.GetItem"), Some(&2), "{operations:?}");
+    assert_eq!(operations.get("DynamoDB.Query"), Some(&1), "{operations:?}");
     assert_eq!(operations.get("DynamoDB.TransactWriteItems"), Some(&1), "{operations:?}");
 }
 
@@ -590,4 +595,46 @@ async fn a_repeated_commit_request_is_recognised_as_applied_and_idempotency_keys
         sessions.claim(&user, &session, &lapsed, now + 12, now + 70).await.unwrap(),
         Claim::Claimed { .. }
     ));
+}
+
+#[tokio::test]
+async fn a_load_reads_back_only_to_the_summary_and_pages_walk_the_rest() {
+    let world = world().await;
+    let (user, session) = ids("pager", "long");
+    let t = now();
+    let mut state = SessionState::default();
+    for version in 0..60u64 {
+        if version == 55 {
+            // The summary covers turns 1..=54 (two messages each).
+            state.summary = Some(HistorySummary { text: "the first 54 turns".into(), covers: 108 });
+        }
+        let messages = turn(&format!("q{}", version + 1), &format!("a{}", version + 1));
+        world.commit(&user, &session, version, messages, state.clone(), t).await.unwrap();
+    }
+    world.counter.reset();
+    let loaded = world.stores.sessions.load(&user, &session).await.unwrap().unwrap();
+    assert_eq!(loaded.version, 60);
+    assert_eq!(loaded.history_offset, 108, "turn 55 starts at message 108");
+    assert_eq!(loaded.history.len(), 12, "turns 55..=60 only");
+    assert_eq!(loaded.history[0], Message::user("q55"));
+    let requests = world.counter.snapshot();
+    assert_eq!(requests.total(), 2, "one GetItem and one Query page, not the partition: {requests:?}");
+
+    // The owner pages back through every turn, newest first.
+    let mut before = None;
+    let mut seen = Vec::new();
+    loop {
+        let (_, page) =
+            world.stores.sessions.history_page(&user, &session, before, 25, 1 << 20).await.unwrap().unwrap();
+        assert!(page.turns.len() <= 25);
+        seen.extend(page.turns.iter().map(|(number, _)| *number));
+        match page.next_before {
+            Some(next) => before = Some(next),
+            None => break,
+        }
+    }
+    assert_eq!(seen, (1..=60).rev().collect::<Vec<u64>>());
+    // A byte bound ends a page early, never before its first turn.
+    let (_, page) = world.stores.sessions.history_page(&user, &session, None, 25, 1).await.unwrap().unwrap();
+    assert_eq!((page.turns.len(), page.next_before), (1, Some(60)));
 }

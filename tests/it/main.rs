@@ -6,5 +6,6 @@ mod exactly_once;
 mod faults;
 mod forced;
 mod http;
+mod long_sessions;
 mod planner;
 mod queue;

@@ -3,7 +3,7 @@
 
 use agent_core::skills::Catalog;
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile, MAX_MESSAGE_BYTES};
-use agent_core::{IdempotencyKey, ModelError, Session, SessionId, StoreError, TicketId, UserId};
+use agent_core::{IdempotencyKey, ModelError, SessionId, StoreError, TicketId, UserId};
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::{HeaderMap, HeaderValue, Method};
@@ -17,6 +17,10 @@ use tokio::time::Instant;
 /// escaping (`\u0000` is six bytes for one), plus room for the other fields. The message itself
 /// is measured after decoding.
 const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096;
+
+mod session_view;
+use session_view::session_view;
+pub use session_view::PageRequest;
 
 /// The request header that carries a client's idempotency key.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
@@ -36,7 +40,7 @@ impl ApiError {
         Self { status, code, message: message.into() }
     }
 
-    fn bad_request(message: impl Into<String>) -> Self {
+    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "bad_request", message)
     }
 
@@ -207,11 +211,12 @@ async fn route(
         }
         Route::GetSession(id) => {
             let session_id = parse_session_id(id)?;
-            let session = service
-                .session(&user, &session_id)
+            let page = PageRequest::from_query(event)?;
+            let (session, history) = service
+                .session_page(&user, &session_id, page.before, page.limit, session_view::MAX_PAGE_READ_BYTES)
                 .await?
                 .ok_or_else(|| ApiError::not_found(format!("no session `{session_id}`")))?;
-            Ok(session_view(&session).into())
+            Ok(session_view(&session, &history).into())
         }
     }
 }
@@ -368,27 +373,6 @@ fn parse_body(event: &ApiGatewayV2httpRequest) -> Result<TurnBody, ApiError> {
 
 fn too_large() -> ApiError {
     ApiError::new(413, "payload_too_large", format!("`message` must be at most {} KiB", MAX_MESSAGE_BYTES / 1024))
-}
-
-fn session_view(session: &Session) -> Value {
-    let workspace: Vec<Value> = session
-        .state
-        .workspace
-        .iter()
-        .map(|(path, file)| json!({"path": format!("/workspace/{path}"), "size": file.size}))
-        .collect();
-    json!({
-        "session_id": session.session_id,
-        "version": session.version,
-        "updated_at": session.updated_at,
-        "current_skill": session.state.current_skill,
-        "loaded_skills": session.state.loaded_skills,
-        "todos": session.state.todos,
-        "summary": session.state.summary.as_ref().map(|summary| json!({"text": summary.text, "covers_messages": summary.covers})),
-        "plan": session.state.plan,
-        "workspace": workspace,
-        "history": session.history,
-    })
 }
 
 fn respond(status: u16, body: &Value) -> ApiGatewayV2httpResponse {

@@ -115,6 +115,10 @@ pub struct SessionState {
     /// The model's summary of the oldest part of the history, so it is not recomputed every turn.
     #[serde(default)]
     pub summary: Option<HistorySummary>,
+    /// After a summary attempt failed: no new attempt until the history holds this many messages,
+    /// so a model that cannot summarise costs one extra call per few turns, not one per turn.
+    #[serde(default)]
+    pub summary_retry_at: Option<usize>,
 }
 
 /// One entry of the todo list.
@@ -132,11 +136,11 @@ pub enum TodoStatus {
     Completed,
 }
 
-/// A summary that stands in for `history[..covers]` when prompts are built.
+/// A summary that stands in for the first `covers` messages of the history when prompts are built.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HistorySummary {
     pub text: String,
-    /// How many messages from the start of the history the summary replaces.
+    /// How many messages from the start of the whole history (expired turns included) the summary replaces.
     pub covers: usize,
 }
 
@@ -147,7 +151,11 @@ pub struct Session {
     pub session_id: SessionId,
     /// Number of committed turns; 0 for a session that does not exist yet.
     pub version: u64,
+    /// The recent part of the history a turn needs: every message the summary does not cover
+    /// (within the load bounds). Older messages stay in storage; see [`SessionStore::history_page`].
     pub history: Vec<Message>,
+    /// The index, in the whole history, of `history[0]`.
+    pub history_offset: usize,
     pub state: SessionState,
     /// Unix seconds of the last commit, 0 for a new session.
     pub updated_at: i64,
@@ -155,8 +163,35 @@ pub struct Session {
 
 impl Session {
     pub fn new(user_id: UserId, session_id: SessionId) -> Self {
-        Self { user_id, session_id, version: 0, history: Vec::new(), state: SessionState::default(), updated_at: 0 }
+        Self {
+            user_id,
+            session_id,
+            version: 0,
+            history: Vec::new(),
+            history_offset: 0,
+            state: SessionState::default(),
+            updated_at: 0,
+        }
     }
+
+    /// Messages in the whole history, stored turns before `history` included.
+    pub fn history_end(&self) -> usize {
+        self.history_offset + self.history.len()
+    }
+}
+
+/// Most turns a session load reads back when the summary does not bound it sooner.
+pub const MAX_LOADED_TURNS: usize = 200;
+/// Most bytes of stored messages a session load reads back (at least one turn is always read).
+pub const MAX_LOADED_HISTORY_BYTES: usize = 4 * 1024 * 1024;
+
+/// One page of a session's stored turns, newest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryPage {
+    /// (turn number, its messages), newest turn first.
+    pub turns: Vec<(u64, Vec<Message>)>,
+    /// The turn number to pass as `before` for the next (older) page; `None` on the last page.
+    pub next_before: Option<u64>,
 }
 
 /// A client's idempotency key for one turn (the SQS message id, or the HTTP `Idempotency-Key`
@@ -223,8 +258,7 @@ pub struct TurnCommit {
     /// The version read at the start of the turn; the write succeeds only if it is still current.
     pub expected_version: u64,
     pub new_messages: Vec<Message>,
-    /// Messages the history held before this turn (lets a store that expires old turns keep
-    /// the summary's `covers` pointing at the right message).
+    /// Messages the whole history held before this turn: the index of this turn's first message.
     pub history_len: usize,
     pub state: SessionState,
     /// Unix seconds of this commit.
@@ -241,7 +275,20 @@ pub struct TurnCommit {
 /// or nothing changes.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
+    /// The session with the recent part of its history: the turns holding messages at or after
+    /// the summary's `covers`, within [`MAX_LOADED_TURNS`] and [`MAX_LOADED_HISTORY_BYTES`].
     async fn load(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError>;
+    /// The session without its history (`history` empty), and up to `max_turns` stored turns
+    /// older than `before` (or the newest), newest first, stopping early once `max_bytes` of
+    /// messages were read (never before the first turn); `None` when there is no session.
+    async fn history_page(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        before: Option<u64>,
+        max_turns: usize,
+        max_bytes: usize,
+    ) -> Result<Option<(Session, HistoryPage)>, StoreError>;
     async fn commit(&self, user: &UserId, session: &SessionId, commit: &TurnCommit) -> Result<(), StoreError>;
     /// Claims `key` for a turn until `lease_until` (unix seconds), atomically: at most one turn
     /// holds a key at a time, and a committed key answers with its stored reply.

@@ -20,8 +20,8 @@ use crate::planner::{PlanState, Planner, PlannerConfig};
 use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
 use crate::skills::{Catalog, Resolved, SkillDoc, SkillLibrary};
 use crate::store::{
-    Claim, CommitKey, HistorySummary, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore, StoreError,
-    TurnCommit,
+    Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore,
+    StoreError, TurnCommit,
 };
 use crate::tools::{LoadSkillError, SkillSource, SkillsEnv};
 use crate::vfs::{BlobCache, Vfs};
@@ -284,6 +284,19 @@ impl TurnService {
         Ok(self.sessions.load(user, session).await?)
     }
 
+    /// The session's state and one page of its stored turns, newest first (see
+    /// [`SessionStore::history_page`]); `None` when it does not exist.
+    pub async fn session_page(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        before: Option<u64>,
+        max_turns: usize,
+        max_bytes: usize,
+    ) -> Result<Option<(Session, HistoryPage)>, TurnError> {
+        Ok(self.sessions.history_page(user, session, before, max_turns, max_bytes).await?)
+    }
+
     /// Runs one turn exactly once per idempotency key: a committed key replays its reply, a
     /// running one is refused, and a failed (or panicking) turn gives its key back.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<TurnReply, TurnError> {
@@ -368,13 +381,8 @@ impl TurnService {
         };
 
         let mut usage = Usage::default();
-        let summary = self.summarise_if_needed(&session, request.deadline, &mut usage).await;
-        let mut history = Vec::new();
-        let covered = summary.as_ref().map_or(0, |summary| summary.covers.min(session.history.len()));
-        if let Some(summary) = &summary {
-            history.push(Message::user(format!("[Summary of the earlier conversation]\n{}", summary.text)));
-        }
-        history.extend_from_slice(&session.history[covered..]);
+        let (summary, summary_retry_at) = self.summarise_if_needed(&session, request.deadline, &mut usage).await;
+        let history = history_for_model(&session, summary.as_ref());
 
         let vfs = Vfs::new(
             self.objects.as_ref(),
@@ -426,6 +434,7 @@ impl TurnService {
             workspace,
             todos,
             summary,
+            summary_retry_at,
         };
         let reply = TurnReply {
             session_id: request.session.clone(),
@@ -476,7 +485,7 @@ impl TurnService {
         let commit = TurnCommit {
             expected_version: session.version,
             new_messages,
-            history_len: session.history.len(),
+            history_len: session.history_end(),
             state,
             now: request.now.unix_timestamp(),
             commit_token: hex::encode(rand::random::<[u8; 16]>()),
@@ -549,23 +558,30 @@ impl TurnService {
         Ok(reply)
     }
 
-    /// Fix 6 of seed 002: when the visible history passes the threshold, the older part is summarised
-    /// once by the model and the summary is stored with the session. Only history is summarised, never
-    /// the system prompt, so skill instructions are never inside it. A failed summary is logged and
-    /// the turn goes on with the budget's trimming instead.
+    /// Fix 6 of seed 002: when the unsummarised history passes the threshold, the older part is
+    /// summarised once by the model and the summary is stored with the session. Only history is
+    /// summarised, never the system prompt, so skill instructions are never inside it. A failed
+    /// summary is logged, the turn goes on with the budget's trimming, and the next attempt waits
+    /// until [`SUMMARY_RETRY_MESSAGES`] more messages were added. Returns the summary and the retry mark.
     async fn summarise_if_needed(
         &self,
         session: &Session,
         deadline: Option<Instant>,
         usage: &mut Usage,
-    ) -> Option<HistorySummary> {
+    ) -> (Option<HistorySummary>, Option<usize>) {
         let previous = session.state.summary.clone();
-        let start = previous.as_ref().map_or(0, |summary| summary.covers.min(session.history.len()));
-        let visible = &session.history[start..];
+        let retry_at = session.state.summary_retry_at;
+        let unchanged = (previous.clone(), retry_at);
+        if retry_at.is_some_and(|at| session.history_end() < at) {
+            return unchanged;
+        }
+        let failed = (previous.clone(), Some(session.history_end() + SUMMARY_RETRY_MESSAGES));
+        let visible = unsummarised(session, previous.as_ref());
+        let start = session.history_end() - visible.len();
         let threshold = self.config.summary_threshold();
         let tokens: usize = visible.iter().map(budget::estimate_message).sum();
         if tokens <= threshold {
-            return previous;
+            return unchanged;
         }
         // Keep the most recent messages worth about half the threshold, starting at a user message.
         let mut kept_tokens = 0;
@@ -578,7 +594,7 @@ impl TurnService {
             cut += 1;
         }
         if cut == 0 {
-            return previous;
+            return unchanged;
         }
         let transcript = transcript(previous.as_ref().map(|s| s.text.as_str()), &visible[..cut]);
         let request = ChatRequest {
@@ -597,7 +613,7 @@ impl TurnService {
                     Ok(response) => response,
                     Err(_) => {
                         tracing::warn!("no time left to summarise the history; keeping it as it is");
-                        return previous;
+                        return failed;
                     }
                 }
             }
@@ -608,15 +624,15 @@ impl TurnService {
                 usage.add(response.usage);
                 let covers = start + cut;
                 tracing::info!(covers, summarised_tokens = tokens, "summarised older turns of the history");
-                Some(HistorySummary { text: response.content.trim().to_owned(), covers })
+                (Some(HistorySummary { text: response.content.trim().to_owned(), covers }), None)
             }
             Ok(_) => {
                 tracing::warn!("the summary came back empty; keeping the history as it is");
-                previous
+                failed
             }
             Err(err) => {
                 tracing::warn!(error = %err, "could not summarise the history; keeping it as it is");
-                previous
+                failed
             }
         }
     }
@@ -640,6 +656,26 @@ impl TurnService {
             initial_context_description: description,
         }
     }
+}
+
+/// Messages added after a failed summary attempt before the next one.
+const SUMMARY_RETRY_MESSAGES: usize = 8;
+
+/// The loaded messages the summary does not cover (all of them without a summary).
+fn unsummarised<'s>(session: &'s Session, summary: Option<&HistorySummary>) -> &'s [Message] {
+    let covers = summary.map_or(0, |summary| summary.covers);
+    let skip = covers.saturating_sub(session.history_offset).min(session.history.len());
+    &session.history[skip..]
+}
+
+/// What the model is given of the past: the summary, then the messages it does not cover.
+fn history_for_model(session: &Session, summary: Option<&HistorySummary>) -> Vec<Message> {
+    let mut history = Vec::new();
+    if let Some(summary) = summary {
+        history.push(Message::user(format!("[Summary of the earlier conversation]\n{}", summary.text)));
+    }
+    history.extend_from_slice(unsummarised(session, summary));
+    history
 }
 
 /// A claim this turn holds on its idempotency key.

@@ -7,9 +7,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use agent_core::store::{Fetched, WriteCondition};
+use agent_core::store::{MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
 use agent_core::{
-    Claim, IdempotencyKey, Message, Object, ObjectMeta, ObjectStore, Session, SessionId, SessionState, SessionStore,
-    StoreError, TurnCommit, UserId,
+    Claim, HistoryPage, IdempotencyKey, Message, Object, ObjectMeta, ObjectStore, Session, SessionId, SessionState,
+    SessionStore, StoreError, TurnCommit, UserId,
 };
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -187,14 +188,59 @@ impl SessionStore for MemorySessionStore {
     async fn load(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
         bump(&self.calls.session_loads);
         let sessions = lock(&self.sessions);
-        Ok(sessions.get(&(user.clone(), session.clone())).map(|stored| Session {
+        let Some(stored) = sessions.get(&(user.clone(), session.clone())) else { return Ok(None) };
+        // The same bounds as the DynamoDB adapter: back from the newest turn to the summary's boundary.
+        let boundary = stored.state.summary.as_ref().map_or(0, |summary| summary.covers);
+        let mut end: usize = stored.turns.iter().map(Vec::len).sum();
+        let (mut first, mut bytes) = (stored.turns.len(), 0usize);
+        while first > 0 {
+            first -= 1;
+            end -= stored.turns[first].len();
+            bytes += serde_json::to_string(&stored.turns[first]).map_or(0, |json| json.len());
+            let count = stored.turns.len() - first;
+            if (stored.state.summary.is_some() && end <= boundary)
+                || count >= MAX_LOADED_TURNS
+                || bytes >= MAX_LOADED_HISTORY_BYTES
+            {
+                break;
+            }
+        }
+        Ok(Some(Session {
             user_id: user.clone(),
             session_id: session.clone(),
             version: stored.version,
-            history: stored.turns.concat(),
+            history: stored.turns[first..].concat(),
+            history_offset: end,
             state: stored.state.clone(),
             updated_at: stored.updated_at,
         }))
+    }
+
+    async fn history_page(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        before: Option<u64>,
+        max_turns: usize,
+        max_bytes: usize,
+    ) -> Result<Option<(Session, HistoryPage)>, StoreError> {
+        let sessions = lock(&self.sessions);
+        let Some(stored) = sessions.get(&(user.clone(), session.clone())) else { return Ok(None) };
+        let newest = before.map_or(stored.version, |before| before.saturating_sub(1).min(stored.version));
+        let (mut turns, mut bytes) = (Vec::new(), 0usize);
+        let mut number = newest;
+        while number > 0 && turns.len() < max_turns.max(1) && (turns.is_empty() || bytes < max_bytes) {
+            let messages = stored.turns[(number - 1) as usize].clone();
+            bytes += serde_json::to_string(&messages).map_or(0, |json| json.len());
+            turns.push((number, messages));
+            number -= 1;
+        }
+        let next_before = (number > 0).then(|| number + 1);
+        let mut meta = Session::new(user.clone(), session.clone());
+        meta.version = stored.version;
+        meta.state = stored.state.clone();
+        meta.updated_at = stored.updated_at;
+        Ok(Some((meta, HistoryPage { turns, next_before })))
     }
 
     async fn commit(&self, user: &UserId, session: &SessionId, commit: &TurnCommit) -> Result<(), StoreError> {

@@ -20,7 +20,8 @@ use agent_core::ids::{SessionId, SkillPath, UserId};
 use agent_core::keys;
 use agent_core::message::Message;
 use agent_core::store::{
-    Claim, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit, WorkspaceFile,
+    Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit,
+    WorkspaceFile,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
@@ -32,6 +33,7 @@ use sha2::{Digest, Sha256};
 
 use crate::codec::{attr_to_json, json_to_attr, n, s, Item, Reader};
 
+mod history;
 mod idempotency;
 pub use idempotency::{idempotency_sort_key, IDEMPOTENCY_SORT_KEY_PREFIX, IDEMPOTENCY_TTL_SECS};
 
@@ -107,34 +109,6 @@ impl DynamoSessionStore {
         let message = format!("DynamoDB {operation} on table {} (pk {pk}): {}", self.table, DisplayErrorContext(&err));
         tracing::warn!(operation, table = %self.table, pk, error = %message, "DynamoDB request failed");
         StoreError::Backend(message)
-    }
-
-    /// Every item of the partition, following pagination, strongly consistent so a turn
-    /// always starts from the latest commit.
-    async fn query_partition(&self, pk: &str) -> Result<Vec<Item>, StoreError> {
-        let mut items = Vec::new();
-        let mut start: Option<HashMap<String, AttributeValue>> = None;
-        loop {
-            let page = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk")
-                .expression_attribute_names("#pk", "pk")
-                .expression_attribute_values(":pk", s(pk))
-                .consistent_read(true)
-                .set_exclusive_start_key(start.take())
-                .send()
-                .await
-                .map_err(|err| self.backend("Query", pk, err))?;
-            let last = page.last_evaluated_key().filter(|key| !key.is_empty()).cloned();
-            items.extend(page.items.unwrap_or_default());
-            match last {
-                Some(key) => start = Some(key),
-                None => break,
-            }
-        }
-        Ok(items)
     }
 
     /// The messages of one turn item, following a spill reference when there is one.
@@ -222,7 +196,11 @@ fn decode_state(reader: &Reader<'_>) -> Result<SessionState, StoreError> {
                 .map_err(|err| StoreError::Corrupt(format!("{context}: summary: {err}")))?,
         ),
     };
-    Ok(SessionState { current_skill, loaded_skills, plan, workspace, todos, summary })
+    let summary_retry_at = match reader.opt("summary_retry_at") {
+        None | Some(AttributeValue::Null(_)) => None,
+        Some(_) => Some(reader.int::<usize>("summary_retry_at")?),
+    };
+    Ok(SessionState { current_skill, loaded_skills, plan, workspace, todos, summary, summary_retry_at })
 }
 
 impl DynamoSessionStore {
@@ -245,7 +223,7 @@ impl DynamoSessionStore {
 }
 
 /// The meta attributes that carry the state, as DynamoDB values.
-fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 6] {
+fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 7] {
     let current_skill = match &state.current_skill {
         Some(skill) => s(skill.to_string()),
         None => AttributeValue::Null(true),
@@ -275,81 +253,25 @@ fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 6]
         ("workspace", workspace),
         ("todos", todos),
         ("summary", summary),
+        ("summary_retry_at", state.summary_retry_at.map_or(AttributeValue::Null(true), n)),
     ]
 }
 
 #[async_trait]
 impl SessionStore for DynamoSessionStore {
     async fn load(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
-        let pk = partition_key(user, session);
-        let items = self.query_partition(&pk).await?;
-        let now = unix_now();
+        self.load_recent(user, session).await
+    }
 
-        let sort_key = |item: &Item| item.get("sk").and_then(|sk| sk.as_s().ok()).cloned().unwrap_or_default();
-        let Some(meta) = items.iter().find(|item| sort_key(item) == META_SORT_KEY) else {
-            return Ok(None);
-        };
-        let context = format!("session {pk} META");
-        let reader = Reader { item: meta, context: &context };
-        if reader.int::<i64>("expires_at")? < now {
-            return Ok(None);
-        }
-        if reader.string("user_id")? != user.as_str() || reader.string("session_id")? != session.as_str() {
-            return Err(StoreError::Corrupt(format!("{context}: user_id/session_id do not match the key")));
-        }
-        let version: u64 = reader.int("version")?;
-        let mut state = decode_state(&reader)?;
-        let updated_at: i64 = reader.int("updated_at")?;
-
-        // Only turns 1..=version belong to this incarnation: an expired session that was
-        // started afresh may leave later turns behind.
-        let mut turns = BTreeMap::new();
-        for item in &items {
-            let sk = sort_key(item);
-            let Some(number) = sk.strip_prefix(TURN_SORT_KEY_PREFIX) else { continue };
-            let turn: u64 =
-                number.parse().map_err(|_| StoreError::Corrupt(format!("session {pk}: bad turn sort key {sk:?}")))?;
-            if turn == 0 || turn > version {
-                continue;
-            }
-            // A turn lives `ttl_days` after it was written, like the meta item after the last
-            // commit, so a session kept alive longer than the TTL loses its oldest turns first.
-            let turn_context = format!("session {pk} {sk}");
-            if (Reader { item, context: &turn_context }).int::<i64>("expires_at")? < now {
-                continue;
-            }
-            turns.insert(turn, item);
-        }
-        // The stored turns must run without a gap up to `version`; only a prefix may be missing.
-        if version > 0 {
-            let contiguous = match (turns.keys().next(), turns.keys().next_back()) {
-                (Some(&first), Some(&last)) => last == version && last - first + 1 == turns.len() as u64,
-                _ => false,
-            };
-            if !contiguous {
-                return Err(StoreError::Corrupt(format!(
-                    "session {pk}: version {version} but turns {:?} are stored",
-                    turns.keys().collect::<Vec<_>>()
-                )));
-            }
-            if let Some((&first, item)) = turns.iter().next().filter(|(&first, _)| first > 1) {
-                // The summary counts messages from the start of the whole history; shift it by what expired.
-                let context = format!("session {pk} turn {first}");
-                let lost: usize = (Reader { item, context: &context })
-                    .opt("message_offset")
-                    .map_or(Ok(0), |_| (Reader { item, context: &context }).int::<usize>("message_offset"))?;
-                if let Some(summary) = state.summary.as_mut() {
-                    summary.covers = summary.covers.saturating_sub(lost);
-                }
-                tracing::debug!(pk, first, version, lost, "turns older than the TTL have expired");
-            }
-        }
-
-        let mut history = Vec::new();
-        for (turn, item) in turns {
-            history.extend(self.turn_messages(user, session, turn, item).await?);
-        }
-        Ok(Some(Session { user_id: user.clone(), session_id: session.clone(), version, history, state, updated_at }))
+    async fn history_page(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        before: Option<u64>,
+        max_turns: usize,
+        max_bytes: usize,
+    ) -> Result<Option<(Session, HistoryPage)>, StoreError> {
+        self.page(user, session, before, max_turns, max_bytes).await
     }
 
     async fn claim(

@@ -1,0 +1,218 @@
+//! Reading a session back: the meta item, then its turns newest first, only as far as the turn
+//! needs (the summary's boundary) or a history page asks; never the whole partition.
+
+use agent_core::ids::{SessionId, UserId};
+use agent_core::message::Message;
+use agent_core::store::{HistoryPage, Session, StoreError, MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use super::{decode_state, partition_key, turn_sort_key, unix_now, DynamoSessionStore, META_SORT_KEY};
+use super::{SPILL_THRESHOLD_BYTES, TURN_SORT_KEY_PREFIX};
+use crate::codec::{s, Item, Reader};
+
+/// Turns asked for per Query page when loading a session: the recent part is usually a few
+/// turns, and one page reads at most 1 MB whatever the limit.
+const LOAD_PAGE_TURNS: i32 = 32;
+
+/// One stored turn as read, before its messages are decoded.
+pub(super) struct RawTurn {
+    pub number: u64,
+    /// Index of the turn's first message in the whole history (absent on very old items).
+    pub offset: Option<usize>,
+    pub item: Item,
+}
+
+/// The meta item's fields a reader needs.
+struct Meta {
+    version: u64,
+    item: Item,
+}
+
+impl DynamoSessionStore {
+    /// The live meta item of the session, or `None` when there is none or it has expired.
+    async fn meta(&self, user: &UserId, session: &SessionId, now: i64) -> Result<Option<Meta>, StoreError> {
+        let pk = partition_key(user, session);
+        let found = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .key("pk", s(&pk))
+            .key("sk", s(META_SORT_KEY))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(|err| self.backend("GetItem", &pk, err))?;
+        let Some(item) = found.item else { return Ok(None) };
+        let context = format!("session {pk} META");
+        let reader = Reader { item: &item, context: &context };
+        if reader.int::<i64>("expires_at")? < now {
+            return Ok(None);
+        }
+        if reader.string("user_id")? != user.as_str() || reader.string("session_id")? != session.as_str() {
+            return Err(StoreError::Corrupt(format!("{context}: user_id/session_id do not match the key")));
+        }
+        let version = reader.int("version")?;
+        Ok(Some(Meta { version, item }))
+    }
+
+    /// Turns `newest`, `newest - 1`, ... as long as `more(turns read, bytes read, last turn)` says
+    /// so, strongly consistent; stops at an expired turn (older ones expired before it). Returns the
+    /// turns, newest first, and whether older live turns may remain.
+    pub(super) async fn turns_back(
+        &self,
+        pk: &str,
+        newest: u64,
+        page_turns: i32,
+        now: i64,
+        mut more: impl FnMut(usize, usize, &RawTurn) -> bool,
+    ) -> Result<(Vec<RawTurn>, bool), StoreError> {
+        let mut turns: Vec<RawTurn> = Vec::new();
+        let mut bytes = 0usize;
+        let mut start: Option<std::collections::HashMap<String, AttributeValue>> = None;
+        if newest == 0 {
+            return Ok((turns, false));
+        }
+        loop {
+            let page = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :newest")
+                .expression_attribute_names("#pk", "pk")
+                .expression_attribute_names("#sk", "sk")
+                .expression_attribute_values(":pk", s(pk))
+                .expression_attribute_values(":first", s(turn_sort_key(1)))
+                .expression_attribute_values(":newest", s(turn_sort_key(newest)))
+                .scan_index_forward(false)
+                .consistent_read(true)
+                .limit(page_turns)
+                .set_exclusive_start_key(start.take())
+                .send()
+                .await
+                .map_err(|err| self.backend("Query", pk, err))?;
+            let last_key = page.last_evaluated_key().filter(|key| !key.is_empty()).cloned();
+            for item in page.items.unwrap_or_default() {
+                let sk = item.get("sk").and_then(|sk| sk.as_s().ok()).cloned().unwrap_or_default();
+                let context = format!("session {pk} {sk}");
+                let number: u64 = sk
+                    .strip_prefix(TURN_SORT_KEY_PREFIX)
+                    .and_then(|number| number.parse().ok())
+                    .ok_or_else(|| StoreError::Corrupt(format!("session {pk}: bad turn sort key {sk:?}")))?;
+                let reader = Reader { item: &item, context: &context };
+                if reader.int::<i64>("expires_at")? < now {
+                    return Ok((turns, false));
+                }
+                let expected = turns.last().map_or(newest, |previous| previous.number - 1);
+                if number != expected {
+                    return Err(StoreError::Corrupt(format!("session {pk}: turn {expected} is missing")));
+                }
+                let offset = match reader.opt("message_offset") {
+                    Some(_) => Some(reader.int::<usize>("message_offset")?),
+                    None => None,
+                };
+                let turn_bytes = match item.get("messages") {
+                    Some(AttributeValue::S(json)) => json.len(),
+                    _ => SPILL_THRESHOLD_BYTES,
+                };
+                bytes += turn_bytes;
+                turns.push(RawTurn { number, offset, item });
+                let last = turns.last().expect("just pushed");
+                if last.number == 1 {
+                    return Ok((turns, false));
+                }
+                if !more(turns.len(), bytes, last) {
+                    return Ok((turns, true));
+                }
+            }
+            match last_key {
+                Some(key) => start = Some(key),
+                None => return Ok((turns, false)),
+            }
+        }
+    }
+
+    /// The messages of turns read by [`Self::turns_back`], oldest first.
+    async fn messages_of(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        turns: &[RawTurn],
+    ) -> Result<Vec<(u64, Vec<Message>)>, StoreError> {
+        let mut out = Vec::with_capacity(turns.len());
+        for turn in turns.iter().rev() {
+            out.push((turn.number, self.turn_messages(user, session, turn.number, &turn.item).await?));
+        }
+        Ok(out)
+    }
+
+    /// The session as its meta item describes it, with no history yet.
+    fn session_of(user: &UserId, session: &SessionId, meta: &Meta) -> Result<Session, StoreError> {
+        let context = format!("session {} META", partition_key(user, session));
+        let reader = Reader { item: &meta.item, context: &context };
+        Ok(Session {
+            user_id: user.clone(),
+            session_id: session.clone(),
+            version: meta.version,
+            history: Vec::new(),
+            history_offset: 0,
+            state: decode_state(&reader)?,
+            updated_at: reader.int("updated_at")?,
+        })
+    }
+
+    pub(super) async fn load_recent(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
+        let now = unix_now();
+        let Some(meta) = self.meta(user, session, now).await? else { return Ok(None) };
+        let mut loaded = Self::session_of(user, session, &meta)?;
+        let pk = partition_key(user, session);
+        // Without a summary every live turn is needed (within the bounds).
+        let boundary = loaded.state.summary.as_ref().map(|summary| summary.covers);
+
+        // Back from the newest turn to the one holding the summary's boundary, within the bounds.
+        let (turns, more) = self
+            .turns_back(&pk, meta.version, LOAD_PAGE_TURNS, now, |count, bytes, last| {
+                let reached = last.offset.zip(boundary).is_some_and(|(offset, boundary)| offset <= boundary);
+                !reached && count < MAX_LOADED_TURNS && bytes < MAX_LOADED_HISTORY_BYTES
+            })
+            .await?;
+        if meta.version > 0 && turns.first().map(|turn| turn.number) != Some(meta.version) {
+            return Err(StoreError::Corrupt(format!("session {pk}: turn {} is missing", meta.version)));
+        }
+        let history_offset = match turns.last() {
+            None => 0,
+            Some(oldest) if oldest.number == 1 => 0,
+            Some(oldest) => oldest.offset.unwrap_or_else(|| {
+                tracing::warn!(pk, turn = oldest.number, "a turn without message_offset; counting from it");
+                0
+            }),
+        };
+        if more && history_offset > boundary.unwrap_or(0) {
+            tracing::warn!(pk, history_offset, boundary, "the unsummarised history exceeds the load bounds");
+        }
+        loaded.history = self.messages_of(user, session, &turns).await?.into_iter().flat_map(|(_, m)| m).collect();
+        loaded.history_offset = history_offset;
+        Ok(Some(loaded))
+    }
+
+    pub(super) async fn page(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        before: Option<u64>,
+        max_turns: usize,
+        max_bytes: usize,
+    ) -> Result<Option<(Session, HistoryPage)>, StoreError> {
+        let now = unix_now();
+        let Some(meta) = self.meta(user, session, now).await? else { return Ok(None) };
+        let newest = before.map_or(meta.version, |before| before.saturating_sub(1).min(meta.version));
+        let pk = partition_key(user, session);
+        let page_turns = i32::try_from(max_turns.clamp(1, 100)).unwrap_or(100);
+        let (turns, more) = self
+            .turns_back(&pk, newest, page_turns, now, |count, bytes, _| count < max_turns && bytes < max_bytes)
+            .await?;
+        let next_before = if more { turns.last().map(|turn| turn.number) } else { None };
+        let mut turns = self.messages_of(user, session, &turns).await?;
+        turns.reverse();
+        Ok(Some((Self::session_of(user, session, &meta)?, HistoryPage { turns, next_before })))
+    }
+}
