@@ -206,7 +206,7 @@ async fn commits_store_history_and_state_as_native_attributes() {
         plan: Some(plan.clone()),
         workspace,
         todos: vec![TodoItem { content: "read the deed".into(), status: TodoStatus::InProgress }],
-        summary: Some(HistorySummary { text: "earlier: greetings".into(), covers: 2 }),
+        summary: Some(HistorySummary { text: "earlier: greetings".into(), covers: 2, from_turn: Some(2) }),
         summary_retry_at: Some(7),
     };
     let mut first_turn = turn("hola", "¿en qué puedo ayudar?");
@@ -369,7 +369,11 @@ async fn turns_older_than_the_ttl_drop_from_the_front_and_the_summary_stays_alig
         let t = now();
         for version in 0..3 {
             let state = SessionState {
-                summary: summary.map(|covers| agent_core::HistorySummary { text: "turn 1".into(), covers }),
+                summary: summary.map(|covers| agent_core::HistorySummary {
+                    text: "turn 1".into(),
+                    covers,
+                    from_turn: None,
+                }),
                 ..Default::default()
             };
             let messages = turn(&format!("q{version}"), &format!("a{version}"));
@@ -606,7 +610,8 @@ async fn a_load_reads_back_only_to_the_summary_and_pages_walk_the_rest() {
     for version in 0..60u64 {
         if version == 55 {
             // The summary covers turns 1..=54 (two messages each).
-            state.summary = Some(HistorySummary { text: "the first 54 turns".into(), covers: 108 });
+            state.summary =
+                Some(HistorySummary { text: "the first 54 turns".into(), covers: 108, from_turn: Some(55) });
         }
         let messages = turn(&format!("q{}", version + 1), &format!("a{}", version + 1));
         world.commit(&user, &session, version, messages, state.clone(), t).await.unwrap();

@@ -142,6 +142,10 @@ pub struct HistorySummary {
     pub text: String,
     /// How many messages from the start of the whole history (expired turns included) the summary replaces.
     pub covers: usize,
+    /// The turn whose first message is message `covers`: lets a store read back exactly the
+    /// turns after the summary in one request. Absent in summaries written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_turn: Option<u64>,
 }
 
 /// A session as loaded at the start of a turn.
@@ -156,6 +160,8 @@ pub struct Session {
     pub history: Vec<Message>,
     /// The index, in the whole history, of `history[0]`.
     pub history_offset: usize,
+    /// The loaded turns: (turn number, index of its first message in the whole history), oldest first.
+    pub turn_starts: Vec<(u64, usize)>,
     pub state: SessionState,
     /// Unix seconds of the last commit, 0 for a new session.
     pub updated_at: i64,
@@ -169,6 +175,7 @@ impl Session {
             version: 0,
             history: Vec::new(),
             history_offset: 0,
+            turn_starts: Vec::new(),
             state: SessionState::default(),
             updated_at: 0,
         }

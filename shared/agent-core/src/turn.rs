@@ -624,7 +624,16 @@ impl TurnService {
                 usage.add(response.usage);
                 let covers = start + cut;
                 tracing::info!(covers, summarised_tokens = tokens, "summarised older turns of the history");
-                (Some(HistorySummary { text: response.content.trim().to_owned(), covers }), None)
+                // The cut is at a user message, which is where a turn starts; when it is the end of
+                // the history, the turn about to be committed starts there.
+                let from_turn = session
+                    .turn_starts
+                    .iter()
+                    .find(|(_, start)| *start == covers)
+                    .map(|(turn, _)| *turn)
+                    .or_else(|| (covers == session.history_end()).then_some(session.version + 1));
+                let text = response.content.trim().to_owned();
+                (Some(HistorySummary { text, covers, from_turn }), None)
             }
             Ok(_) => {
                 tracing::warn!("the summary came back empty; keeping the history as it is");

@@ -205,12 +205,19 @@ impl SessionStore for MemorySessionStore {
                 break;
             }
         }
+        let mut turn_starts = Vec::new();
+        let mut start = end;
+        for (index, turn) in stored.turns.iter().enumerate().skip(first) {
+            turn_starts.push((index as u64 + 1, start));
+            start += turn.len();
+        }
         Ok(Some(Session {
             user_id: user.clone(),
             session_id: session.clone(),
             version: stored.version,
             history: stored.turns[first..].concat(),
             history_offset: end,
+            turn_starts,
             state: stored.state.clone(),
             updated_at: stored.updated_at,
         }))

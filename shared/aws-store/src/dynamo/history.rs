@@ -155,6 +155,7 @@ impl DynamoSessionStore {
             version: meta.version,
             history: Vec::new(),
             history_offset: 0,
+            turn_starts: Vec::new(),
             state: decode_state(&reader)?,
             updated_at: reader.int("updated_at")?,
         })
@@ -168,9 +169,16 @@ impl DynamoSessionStore {
         // Without a summary every live turn is needed (within the bounds).
         let boundary = loaded.state.summary.as_ref().map(|summary| summary.covers);
 
-        // Back from the newest turn to the one holding the summary's boundary, within the bounds.
+        // Back from the newest turn to the one holding the summary's boundary, within the bounds: one
+        // page of exactly those turns when the summary says where it ends.
+        let page_turns = match loaded.state.summary.as_ref().and_then(|summary| summary.from_turn) {
+            Some(from) if from >= 1 => {
+                i32::try_from((meta.version + 1).saturating_sub(from).clamp(1, 100)).unwrap_or(LOAD_PAGE_TURNS)
+            }
+            _ => LOAD_PAGE_TURNS,
+        };
         let (turns, more) = self
-            .turns_back(&pk, meta.version, LOAD_PAGE_TURNS, now, |count, bytes, last| {
+            .turns_back(&pk, meta.version, page_turns, now, |count, bytes, last| {
                 let reached = last.offset.zip(boundary).is_some_and(|(offset, boundary)| offset <= boundary);
                 !reached && count < MAX_LOADED_TURNS && bytes < MAX_LOADED_HISTORY_BYTES
             })
@@ -189,7 +197,12 @@ impl DynamoSessionStore {
         if more && history_offset > boundary.unwrap_or(0) {
             tracing::warn!(pk, history_offset, boundary, "the unsummarised history exceeds the load bounds");
         }
-        loaded.history = self.messages_of(user, session, &turns).await?.into_iter().flat_map(|(_, m)| m).collect();
+        let mut start = history_offset;
+        for (turn, messages) in self.messages_of(user, session, &turns).await? {
+            loaded.turn_starts.push((turn, start));
+            start += messages.len();
+            loaded.history.extend(messages);
+        }
         loaded.history_offset = history_offset;
         Ok(Some(loaded))
     }
