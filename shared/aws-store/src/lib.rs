@@ -69,11 +69,17 @@ impl StoreSettings {
                 }
             },
         };
-        let s3_force_path_style = get("AWS_ENDPOINT_URL").is_some()
-            || get("AWS_ENDPOINT_URL_S3").is_some()
-            || get("S3_FORCE_PATH_STYLE").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let s3_force_path_style = s3_path_style(&get);
         Ok(Self { sessions_table, skills_bucket, session_ttl_days, s3_force_path_style })
     }
+}
+
+/// Path-style S3 addressing: for a custom endpoint (a local stand-in has no per-bucket host names),
+/// or when `S3_FORCE_PATH_STYLE=true`.
+pub(crate) fn s3_path_style(get: &impl Fn(&str) -> Option<String>) -> bool {
+    get("AWS_ENDPOINT_URL").is_some()
+        || get("AWS_ENDPOINT_URL_S3").is_some()
+        || get("S3_FORCE_PATH_STYLE").is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// The two stores, sharing one S3 client (the session store spills large turns there).

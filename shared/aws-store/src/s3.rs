@@ -24,9 +24,7 @@ impl S3ObjectStore {
     pub async fn from_env(counter: Option<crate::CallCounter>) -> Result<Self, crate::ConfigError> {
         let get = |name: &str| std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let bucket = get("SKILLS_BUCKET").ok_or(crate::ConfigError::Missing("SKILLS_BUCKET"))?;
-        let path_style = get("AWS_ENDPOINT_URL").is_some()
-            || get("AWS_ENDPOINT_URL_S3").is_some()
-            || get("S3_FORCE_PATH_STYLE").is_some_and(|v| v.eq_ignore_ascii_case("true"));
+        let path_style = crate::s3_path_style(&get);
         let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
         let mut s3 = aws_sdk_s3::config::Builder::from(&config).force_path_style(path_style);
         if let Some(counter) = &counter {
