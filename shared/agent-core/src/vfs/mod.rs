@@ -63,6 +63,12 @@ pub const MAX_LINE_CHARS: usize = 2000;
 pub const MAX_GREP_MATCHES: usize = 200;
 /// `glob` stops after this many paths.
 pub const MAX_GLOB_RESULTS: usize = 500;
+/// Longest glob pattern (`glob`'s `pattern`, `grep`'s `glob`) accepted, in bytes.
+pub const MAX_GLOB_PATTERN_BYTES: usize = 1024;
+/// Deepest nesting of `{a,b}` alternatives in a glob pattern.
+pub const MAX_GLOB_NESTING: usize = 8;
+/// Longest `grep` regex accepted, in bytes.
+pub const MAX_REGEX_PATTERN_BYTES: usize = 4096;
 
 /// What `read_file` answers for a file with no content.
 pub const EMPTY_FILE_NOTE: &str = "System reminder: File exists but has empty contents";
@@ -331,16 +337,32 @@ impl Pattern {
         if pattern.is_empty() {
             return Err(VfsError::InvalidGlob("the pattern is empty".into()));
         }
+        if pattern.len() > MAX_GLOB_PATTERN_BYTES {
+            return Err(VfsError::InvalidGlob(format!("the pattern is longer than {MAX_GLOB_PATTERN_BYTES} bytes")));
+        }
+        let mut depth = 0usize;
+        let mut deepest = 0usize;
+        for byte in pattern.bytes() {
+            match byte {
+                b'{' => depth += 1,
+                b'}' => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+            deepest = deepest.max(depth);
+        }
+        if deepest > MAX_GLOB_NESTING {
+            return Err(VfsError::InvalidGlob(format!("alternatives nest deeper than {MAX_GLOB_NESTING} levels")));
+        }
         let glob = GlobBuilder::new(pattern)
             .literal_separator(true)
             .backslash_escape(true)
             .build()
             .map_err(|e| VfsError::InvalidGlob(e.to_string()))?;
-        Ok(Self {
-            matcher: glob.compile_matcher(),
-            absolute: pattern.starts_with('/'),
-            has_separator: pattern.contains('/'),
-        })
+        // globset compiles its regex without a size limit and panics when the regex crate refuses
+        // it; the length bound keeps ordinary patterns far from that, and this catches the rest.
+        let matcher = std::panic::catch_unwind(|| glob.compile_matcher())
+            .map_err(|_| VfsError::InvalidGlob("the pattern is too complex".into()))?;
+        Ok(Self { matcher, absolute: pattern.starts_with('/'), has_separator: pattern.contains('/') })
     }
 
     fn matches_path(&self, base: &str, vpath: &str) -> bool {
@@ -588,8 +610,13 @@ impl<'a> Vfs<'a> {
         if pattern.is_empty() {
             return Err(VfsError::Arguments("argument 'pattern' must not be empty".into()));
         }
+        if pattern.len() > MAX_REGEX_PATTERN_BYTES {
+            return Err(VfsError::InvalidRegex(format!("the pattern is longer than {MAX_REGEX_PATTERN_BYTES} bytes")));
+        }
         let regex = RegexBuilder::new(pattern)
             .size_limit(REGEX_SIZE_LIMIT)
+            .dfa_size_limit(REGEX_SIZE_LIMIT)
+            .nest_limit(64)
             .build()
             .map_err(|e| VfsError::InvalidRegex(e.to_string()))?;
         let filter = glob.map(Pattern::new).transpose()?;

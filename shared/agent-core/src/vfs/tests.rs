@@ -569,3 +569,36 @@ async fn run_file_tool_validates_arguments() {
     );
     assert_eq!(vfs.workspace().len(), 1);
 }
+
+#[tokio::test]
+async fn hostile_patterns_and_paths_are_error_results_never_panics() {
+    let store = MemStore::seeded();
+    let vfs = mounted(&store);
+    let huge = "a".repeat(450 * 1024);
+    let nested_groups = format!("{}a{}", "(".repeat(10_000), ")".repeat(10_000));
+    let nested_alternation = format!("{}a{}", "{a,".repeat(200), "}".repeat(200));
+    let many_globstars = "**/".repeat(10_000) + "*";
+    let classes = "[\u{0}-\u{10FFFF}]".repeat(100);
+    for pattern in [&huge, &nested_alternation, &many_globstars, &classes, &"\0".to_owned()] {
+        let result = vfs.glob(pattern, None).await;
+        if pattern.len() > MAX_GLOB_PATTERN_BYTES {
+            assert!(text(result).starts_with("Error: Invalid glob pattern"), "{}", pattern.len());
+        }
+        let filtered = vfs.grep("clausula", None, Some(pattern)).await;
+        if pattern.len() > MAX_GLOB_PATTERN_BYTES {
+            assert!(text(filtered).starts_with("Error: Invalid glob pattern"));
+        }
+    }
+    for pattern in [&huge, &nested_groups, &"\\p{L}{1000}{1000}".to_owned()] {
+        let result = text(vfs.grep(pattern, None, None).await);
+        assert!(result.starts_with("Error: Invalid regex pattern"), "{}: {result}", pattern.len());
+    }
+    // Catastrophic-backtracking shapes are ordinary patterns for a linear-time regex engine.
+    let result = text(vfs.grep(&"(a*)*b".repeat(500), None, None).await);
+    assert!(result.starts_with("No matches"), "{result}");
+    let nested = text(vfs.glob(&nested_alternation, None).await);
+    assert!(nested.starts_with("Error: Invalid glob pattern: alternatives nest deeper"), "{nested}");
+    let long_path = format!("/workspace/{}", "a".repeat(64 * 1024));
+    assert!(text(vfs.read_file(&long_path, 0, 10).await).starts_with("Error: Invalid path"));
+    assert!(text(vfs.glob("*", Some(&long_path)).await).starts_with("Error: Invalid path"));
+}
