@@ -249,10 +249,11 @@ async fn a_failing_spill_of_a_large_turn_answers_503_and_stores_nothing() {
     let http = world.http(&[]).await;
     let spill = Match::s3("PUT", &format!("/{USER}/sessions/{SESSION}/turns/"));
     world.storage.add(Rule::always(spill.clone(), Action::Status(500)));
-    // Over the 300 KB spill threshold once encoded with the rest of the turn.
-    world.stack.model.push([Reply::text(&"x".repeat(aws_store::SPILL_THRESHOLD_BYTES + 10_000))]);
+    // Over the 300 KB spill threshold once encoded: a long message and a long reply (each is
+    // bounded on its own, at 256 KiB).
+    world.stack.model.push([Reply::text(&"x".repeat(200_000))]);
 
-    let (status, body) = turn(&http, "Larga").await;
+    let (status, body) = turn(&http, &format!("Larga {}", "m".repeat(200_000))).await;
     assert_error(status, &body, 503, "storage_unavailable");
     assert_eq!(world.storage.faulted(&spill), 2, "the SDK retried the PUT once");
     assert_eq!(world.version().await, None);

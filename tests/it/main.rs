@@ -1,6 +1,7 @@
 //! The one integration-test binary.
 
 mod aws_store;
+mod bounds;
 mod catalog;
 mod exactly_once;
 mod faults;

@@ -13,6 +13,21 @@ use crate::prompt::SystemPrompt;
 
 /// Tool results longer than this are cut, so one huge file cannot swamp the context.
 pub const MAX_TOOL_RESULT_BYTES: usize = 64 * 1024;
+/// Tool calls run from one model reply; later calls of the reply get an error result.
+pub const MAX_TOOL_CALLS_PER_REPLY: usize = 16;
+/// Bytes of tool results one turn keeps; once spent, further calls get an error result.
+pub const MAX_TURN_TOOL_RESULT_BYTES: usize = 1024 * 1024;
+/// A tool call whose JSON arguments are longer than this (or that would take the turn's arguments
+/// past [`MAX_TURN_ARGUMENT_BYTES`]) is not run, and its stored arguments are replaced by
+/// `{"_omitted_bytes": n}`.
+pub const MAX_TOOL_ARGUMENT_BYTES: usize = 256 * 1024;
+/// Bytes of tool-call arguments one turn keeps.
+pub const MAX_TURN_ARGUMENT_BYTES: usize = 1024 * 1024;
+/// The model's text in one reply is kept (stored, returned) up to this many bytes.
+pub const MAX_REPLY_BYTES: usize = 256 * 1024;
+/// Longest tool-call id and tool name kept; longer ids are replaced, longer names cut.
+const MAX_TOOL_CALL_ID_BYTES: usize = 128;
+const MAX_TOOL_NAME_BYTES: usize = 128;
 
 /// What a strategy provides to the loop: the prompt and tools for the next call, and tool execution.
 /// The prompt is asked for before every model call, so a tool that changes state (load_skill)
@@ -104,6 +119,8 @@ pub async fn run(
     conversation.push(user_message);
     let mut usage = Usage::default();
     let mut steps = 0;
+    let mut result_bytes = 0usize;
+    let mut argument_bytes = 0usize;
 
     let mut aborted = None;
     let ending = loop {
@@ -133,21 +150,66 @@ pub async fn run(
         };
         steps += 1;
         usage.add(response.usage);
-        let calls = response.tool_calls;
-        conversation.push(Message::Assistant { content: response.content.clone(), tool_calls: calls.clone() });
+        let mut content = response.content;
+        cut_text(&mut content, MAX_REPLY_BYTES, "[reply cut: it was longer than the limit of one reply]");
+        let mut calls = response.tool_calls;
+        // What the model sent is bounded before it is run or stored.
+        let oversized: Vec<Option<usize>> = calls
+            .iter_mut()
+            .enumerate()
+            .map(|(index, call)| {
+                if call.id.is_empty() || call.id.len() > MAX_TOOL_CALL_ID_BYTES {
+                    call.id = format!("call_{steps}_{index}");
+                }
+                cut_text(&mut call.name, MAX_TOOL_NAME_BYTES, "");
+                let size = call.arguments.to_string().len();
+                let over = size > MAX_TOOL_ARGUMENT_BYTES || argument_bytes + size > MAX_TURN_ARGUMENT_BYTES;
+                if over {
+                    call.arguments = serde_json::json!({ "_omitted_bytes": size });
+                } else {
+                    argument_bytes += size;
+                }
+                over.then_some(size)
+            })
+            .collect();
+        conversation.push(Message::Assistant { content, tool_calls: calls.clone() });
         if calls.is_empty() {
             break Ending::Answered;
         }
-        for call in &calls {
+        for (index, call) in calls.iter().enumerate() {
             tracing::info!(tool = %call.name, step = steps, "tool call");
-            // After an abort the remaining calls are answered without running, so every call keeps
-            // its result and the stored history stays well-formed.
-            let output = match &aborted {
-                Some(_) => ToolOutput::from("Not run: the turn was aborted.".to_owned()),
+            // Calls that are not run still get a result, so the stored history stays well-formed:
+            // after an abort, past the per-reply cap, with oversized arguments, or once the turn's
+            // tool-result budget is spent.
+            let refused = if aborted.is_some() {
+                Some("Not run: the turn was aborted.".to_owned())
+            } else if index >= MAX_TOOL_CALLS_PER_REPLY {
+                Some(format!(
+                    "Error: at most {MAX_TOOL_CALLS_PER_REPLY} tool calls are run per reply; this call was not run. \
+                     Call it again in your next reply if you still need it."
+                ))
+            } else if let Some(size) = oversized[index] {
+                Some(format!(
+                    "Error: the arguments of this call are {size} bytes, over the limit of {MAX_TOOL_ARGUMENT_BYTES} \
+                     bytes a call and {MAX_TURN_ARGUMENT_BYTES} bytes a turn; it was not run. Split the work into \
+                     smaller calls, or continue in the next turn."
+                ))
+            } else if result_bytes >= MAX_TURN_TOOL_RESULT_BYTES {
+                Some(format!(
+                    "Error: this turn's tool results reached {} KiB, the limit of one turn; this call was \
+                     not run. Answer with what you have; the user can ask you to continue.",
+                    MAX_TURN_TOOL_RESULT_BYTES / 1024
+                ))
+            } else {
+                None
+            };
+            let output = match refused {
+                Some(text) => ToolOutput::from(text),
                 None => env.call_tool(call).await,
             };
             let mut content = output.content;
             truncate_tool_result(&mut content);
+            result_bytes += content.len();
             conversation.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content });
             if aborted.is_none() {
                 aborted = output.abort;
@@ -210,6 +272,22 @@ fn log_trim(trim: &Trim, step: u32) {
         Trim::StillOver { tokens, limit } => {
             tracing::warn!(step, tokens, limit, "context budget: still over the limit with nothing left to trim")
         }
+    }
+}
+
+/// Cuts `text` to at most `max` bytes at a character boundary, then appends `marker` (on its own line).
+fn cut_text(text: &mut String, max: usize, marker: &str) {
+    if text.len() <= max {
+        return;
+    }
+    let mut cut = max;
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    text.truncate(cut);
+    if !marker.is_empty() {
+        text.push('\n');
+        text.push_str(marker);
     }
 }
 

@@ -24,13 +24,13 @@ pub const TODO_READ: &str = "todoread";
 /// Tools a forced skill always keeps, whatever it declares.
 pub const ESSENTIAL_TOOLS: [&str; 3] = [ABORT, TODO_WRITE, TODO_READ];
 
-const MAX_TODOS: usize = 100;
+const MAX_TODOS: usize = 50;
 /// `find_skills` answers at most this many matches.
 const MAX_FOUND_SKILLS: usize = 20;
 const DEFAULT_FOUND_SKILLS: usize = 8;
 /// Characters of a description shown in a `find_skills` result.
 const FOUND_DESCRIPTION_CHARS: usize = 300;
-const MAX_TODO_CHARS: usize = 1000;
+const MAX_TODO_CHARS: usize = 500;
 
 pub fn load_skill_spec() -> ToolSpec {
     ToolSpec {

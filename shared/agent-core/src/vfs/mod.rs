@@ -1,4 +1,4 @@
-//! The agent's virtual filesystem: what the six file tools (`ls`, `read_file`, `write_file`,
+//! The agent's virtual filesystem: what the seven file tools (`ls`, `read_file`, `write_file`, `delete_file`,
 //! `edit_file`, `glob`, `grep`) see. Pure logic; every byte goes through an [`ObjectStore`].
 //!
 //! # Roots
@@ -52,7 +52,14 @@ use crate::store::{ObjectMeta, ObjectStore, StoreError, WorkspaceFile};
 /// Longest path accepted from the model, in bytes.
 pub const MAX_PATH_BYTES: usize = 1024;
 /// Largest file `write_file` / `edit_file` may produce.
-pub const MAX_FILE_BYTES: usize = 1 << 20;
+pub const MAX_FILE_BYTES: usize = 256 * 1024;
+/// Most files in a session's `/workspace`.
+pub const MAX_WORKSPACE_FILES: usize = 100;
+/// Most bytes of all `/workspace` files together.
+pub const MAX_WORKSPACE_BYTES: u64 = 10 * 1024 * 1024;
+/// Longest path of a `/workspace` file, after `/workspace/`: the manifest of every file is stored
+/// with the session in one DynamoDB item (400 KB).
+pub const MAX_WORKSPACE_PATH_BYTES: usize = 256;
 /// Largest file `read_file` / `grep` will fetch.
 pub const MAX_READ_BYTES: u64 = 8 << 20;
 /// `read_file`'s default number of lines.
@@ -118,6 +125,9 @@ pub enum VfsError {
     ContentTooLarge { size: usize },
     #[error("Error: File is too large to read: {path} ({size} bytes, at most {max})", max = MAX_READ_BYTES)]
     FileTooLarge { path: String, size: u64 },
+    /// A write that would take the workspace past a quota; the text names it.
+    #[error("Error: {0}")]
+    Quota(String),
     /// Bad tool arguments; the text names the argument.
     #[error("Error: {0}")]
     Arguments(String),
@@ -540,6 +550,18 @@ impl<'a> Vfs<'a> {
         if self.workspace.contains_key(&rel) {
             return Err(VfsError::AlreadyExists(shown));
         }
+        if rel.len() > MAX_WORKSPACE_PATH_BYTES {
+            return Err(VfsError::InvalidPath(format!(
+                "{shown} (a /workspace path is at most {MAX_WORKSPACE_PATH_BYTES} bytes after /workspace/)"
+            )));
+        }
+        if self.workspace.len() >= MAX_WORKSPACE_FILES {
+            return Err(VfsError::Quota(format!(
+                "/workspace already holds {MAX_WORKSPACE_FILES} files, its limit; delete files you no longer need \
+                 with delete_file, or edit an existing one"
+            )));
+        }
+        self.check_bytes_quota(0, content.len())?;
         let file = self.store_blob(content.as_bytes()).await?;
         self.workspace.insert(rel, file);
         Ok(format!("Updated file {shown}"))
@@ -576,9 +598,38 @@ impl<'a> Vfs<'a> {
             return Err(VfsError::ContentTooLarge { size: updated.len() });
         }
         let replaced = if replace_all { count } else { 1 };
+        self.check_bytes_quota(file.size, updated.len())?;
         let file = self.store_blob(updated.as_bytes()).await?;
         self.workspace.insert(rel, file);
         Ok(format!("Successfully replaced {replaced} instance(s) of the string in '{shown}'"))
+    }
+
+    /// Removes a `/workspace` file from the manifest (its content-addressed blob stays, unreferenced).
+    pub fn delete_file(&mut self, path: &str) -> Result<String, VfsError> {
+        let (rel, shown) = self.writable(path)?;
+        if self.workspace.remove(&rel).is_some() {
+            return Ok(format!("Deleted {shown}"));
+        }
+        let prefix = format!("{rel}/");
+        Err(if self.workspace.keys().any(|p| p.starts_with(&prefix)) {
+            VfsError::IsDirectory(shown)
+        } else {
+            VfsError::NotFound(shown)
+        })
+    }
+
+    /// Whether replacing `old` bytes by `new` keeps the workspace within [`MAX_WORKSPACE_BYTES`].
+    fn check_bytes_quota(&self, old: u64, new: usize) -> Result<(), VfsError> {
+        let total: u64 = self.workspace.values().map(|file| file.size).sum();
+        let after = total.saturating_sub(old).saturating_add(new as u64);
+        if after > MAX_WORKSPACE_BYTES {
+            return Err(VfsError::Quota(format!(
+                "/workspace would hold {after} bytes, over its limit of {} MiB; delete files you no longer need \
+                 with delete_file",
+                MAX_WORKSPACE_BYTES / (1024 * 1024)
+            )));
+        }
+        Ok(())
     }
 
     /// Files matching a glob pattern (relative to `path`, default `/`; or absolute when it starts

@@ -306,9 +306,8 @@ async fn workspace_write_read_edit_and_manifest() {
         "Error: Not a directory: /workspace/notes/a.md is a file"
     );
     let big = "x".repeat(MAX_FILE_BYTES + 1);
-    assert!(
-        text(vfs.write_file("/workspace/big.txt", &big).await).starts_with("Error: Content too large: 1048577 bytes")
-    );
+    assert!(text(vfs.write_file("/workspace/big.txt", &big).await)
+        .starts_with(&format!("Error: Content too large: {} bytes", MAX_FILE_BYTES + 1)));
 
     // Edits.
     assert_eq!(
@@ -601,4 +600,41 @@ async fn hostile_patterns_and_paths_are_error_results_never_panics() {
     let long_path = format!("/workspace/{}", "a".repeat(64 * 1024));
     assert!(text(vfs.read_file(&long_path, 0, 10).await).starts_with("Error: Invalid path"));
     assert!(text(vfs.glob("*", Some(&long_path)).await).starts_with("Error: Invalid path"));
+}
+
+#[tokio::test]
+async fn the_workspace_quota_is_enforced_where_the_model_writes_and_delete_file_makes_room() {
+    let store = MemStore::seeded();
+    let mut vfs = vfs(&store);
+    for i in 0..MAX_WORKSPACE_FILES {
+        vfs.write_file(&format!("/workspace/f{i}.txt"), &format!("file {i}")).await.unwrap();
+    }
+    let full = text(vfs.write_file("/workspace/one-more.txt", "x").await);
+    assert!(full.starts_with("Error: /workspace already holds 100 files") && full.contains("delete_file"), "{full}");
+    assert_eq!(vfs.delete_file("/workspace/f0.txt").unwrap(), "Deleted /workspace/f0.txt");
+    assert!(text(vfs.delete_file("/workspace/f0.txt")).starts_with("Error: File not found"));
+    assert!(text(vfs.delete_file("/skills/compraventa/SKILL.md")).starts_with("Error: Path is read-only"));
+    vfs.write_file("/workspace/one-more.txt", "x").await.unwrap();
+    assert_eq!(vfs.workspace().len(), MAX_WORKSPACE_FILES);
+
+    // Bytes: files of the largest size until the total would pass the limit.
+    let mut vfs = vfs_empty(&store);
+    let big = "y".repeat(MAX_FILE_BYTES);
+    let fits = (MAX_WORKSPACE_BYTES as usize) / MAX_FILE_BYTES;
+    for i in 0..fits {
+        vfs.write_file(&format!("/workspace/big{i}.txt"), &format!("{i:03}{}", &big[3..])).await.unwrap();
+    }
+    let over = text(vfs.write_file("/workspace/last.txt", "z").await);
+    assert!(over.starts_with("Error: /workspace would hold") && over.contains("10 MiB"), "{over}");
+    // An edit that shrinks a file makes room; one that grows the workspace past the limit is refused.
+    vfs.edit_file("/workspace/big0.txt", "000", "0", false).await.unwrap();
+    vfs.write_file("/workspace/two.txt", "ab").await.unwrap();
+    let grown = text(vfs.edit_file("/workspace/two.txt", "ab", "abc", false).await);
+    assert!(grown.starts_with("Error: /workspace would hold"), "{grown}");
+    let long = format!("/workspace/{}", "p".repeat(MAX_WORKSPACE_PATH_BYTES + 1));
+    assert!(text(vfs_empty(&store).write_file(&long, "x").await).starts_with("Error: Invalid path"));
+}
+
+fn vfs_empty(store: &MemStore) -> Vfs<'_> {
+    Vfs::new(store, user(), session(), None, BTreeMap::new())
 }

@@ -1,20 +1,22 @@
-//! The six file tools as the model sees them (names and arguments as LangChain deepagents'
+//! The seven file tools as the model sees them (names and arguments as LangChain deepagents'
 //! filesystem tools) and their dispatch onto a [`Vfs`].
 
 use serde_json::{json, Map, Value};
 
-use super::{Vfs, VfsError, DEFAULT_READ_LIMIT, MAX_FILE_BYTES, MAX_GREP_MATCHES};
+use super::{
+    Vfs, VfsError, DEFAULT_READ_LIMIT, MAX_FILE_BYTES, MAX_GREP_MATCHES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES,
+};
 use crate::message::ToolSpec;
 
 /// The file tools' names, as offered to the model.
-pub const FILE_TOOL_NAMES: [&str; 6] = ["ls", "read_file", "write_file", "edit_file", "glob", "grep"];
+pub const FILE_TOOL_NAMES: [&str; 7] = ["ls", "read_file", "write_file", "edit_file", "delete_file", "glob", "grep"];
 
 const ROOTS: &str = "The filesystem has up to three roots: /workspace (your private read-write \
     scratch space for this conversation), /ticket (read-only files of the current ticket, when there is one) \
     and /skills (read-only; only the skills you have loaded appear there, as /skills/<name>). \
     Paths must be absolute.";
 
-/// Specs of the six file tools for the model.
+/// Specs of the seven file tools for the model (deepagents' six and `delete_file`).
 pub fn file_tool_specs() -> Vec<ToolSpec> {
     let spec = |name: &str, description: String, parameters: Value| ToolSpec {
         name: name.to_owned(),
@@ -57,7 +59,9 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
             "write_file",
             format!(
                 "Creates a new text file under /workspace (parent directories are implied). It fails if the \
-                 file already exists: use edit_file to change an existing file. At most {MAX_FILE_BYTES} bytes."
+                 file already exists: use edit_file to change an existing file. At most {MAX_FILE_BYTES} bytes \
+                 a file; /workspace holds at most {MAX_WORKSPACE_FILES} files and {} MiB in all.",
+                MAX_WORKSPACE_BYTES / (1024 * 1024)
             ),
             json!({
                 "type": "object",
@@ -83,6 +87,17 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
                     "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
                 },
                 "required": ["file_path", "old_string", "new_string"]
+            }),
+        ),
+        spec(
+            "delete_file",
+            "Deletes a file under /workspace, for instance to make room when the workspace is full.".to_owned(),
+            json!({
+                "type": "object",
+                "properties": {
+                    "file_path": {"type": "string", "description": "Absolute path of the file, under /workspace."}
+                },
+                "required": ["file_path"]
             }),
         ),
         spec(
@@ -149,6 +164,7 @@ async fn dispatch(vfs: &mut Vfs<'_>, name: &str, args: &Value) -> Result<String,
             )
             .await
         }
+        "delete_file" => vfs.delete_file(args.string("file_path")?),
         "glob" => vfs.glob(args.string("pattern")?, args.optional_string("path")?).await,
         "grep" => {
             let glob = args.optional_string("glob")?;
