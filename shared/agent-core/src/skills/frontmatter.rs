@@ -14,6 +14,13 @@ pub const SPEC_DESCRIPTION_MAX: usize = 1024;
 pub const MAX_SKILL_MD_BYTES: u64 = 512 * 1024;
 /// Largest frontmatter block handed to the YAML parser, so its cost stays small and linear.
 pub const MAX_FRONTMATTER_BYTES: usize = 64 * 1024;
+/// Deepest nesting of `[` / `{` flow collections in a frontmatter: the parser's cost grows with
+/// the square of it.
+pub const MAX_FRONTMATTER_FLOW_DEPTH: usize = 16;
+/// Most YAML aliases (`*anchor`) in a frontmatter: each may expand a whole anchored subtree.
+pub const MAX_FRONTMATTER_ALIASES: usize = 8;
+/// Most lines in a frontmatter.
+pub const MAX_FRONTMATTER_LINES: usize = 2000;
 /// What the index keeps of long values: the listing never shows more than the spec's limits.
 const KEPT_NAME_CHARS: usize = 128;
 const KEPT_CATEGORY_CHARS: usize = 96;
@@ -31,6 +38,9 @@ pub enum SkipReason {
     FrontmatterTooLarge,
     #[error("the frontmatter is not valid YAML: {0}")]
     Yaml(String),
+    /// A shape that would make the YAML parser's cost superlinear; refused before parsing.
+    #[error("the frontmatter {0}")]
+    TooComplex(String),
     #[error("the frontmatter is not a YAML mapping")]
     NotAMapping,
     #[error("the frontmatter has no `description`, so no one could know when to use the skill")]
@@ -100,6 +110,75 @@ fn frontmatter_block(text: &str) -> Result<&str, SkipReason> {
         }
     }
     Err(SkipReason::MissingClosing)
+}
+
+/// One linear pass over the frontmatter that refuses the shapes whose parse is superlinear (deep flow
+/// nesting, alias expansion) or needlessly long, so the YAML parser only ever sees bounded input.
+/// Quoted text is skipped, so brackets and asterisks inside strings do not count.
+fn check_shape(block: &str) -> Result<(), SkipReason> {
+    let lines = block.lines().count();
+    if lines > MAX_FRONTMATTER_LINES {
+        return Err(SkipReason::TooComplex(format!("has {lines} lines, more than {MAX_FRONTMATTER_LINES}")));
+    }
+    let (mut depth, mut deepest, mut aliases) = (0usize, 0usize, 0usize);
+    let mut quote: Option<char> = None;
+    // The character before the current one, ignoring spaces: an alias starts a value.
+    let mut before = '\n';
+    let mut chars = block.chars().peekable();
+    while let Some(c) = chars.next() {
+        match quote {
+            Some('"') if c == '\\' => {
+                chars.next();
+                continue;
+            }
+            Some(q) if c == q => quote = None,
+            Some(_) => {}
+            None => match c {
+                '"' | '\'' if matches!(before, '\n' | ':' | '[' | '{' | ',' | '-' | '?') => quote = Some(c),
+                '[' | '{' => {
+                    depth += 1;
+                    deepest = deepest.max(depth);
+                }
+                ']' | '}' => depth = depth.saturating_sub(1),
+                '*' if matches!(before, '\n' | ':' | '[' | '{' | ',' | '-' | '?')
+                    && chars.peek().is_some_and(|next| next.is_alphanumeric() || *next == '_') =>
+                {
+                    aliases += 1
+                }
+                '#' if before == '\n' || before == ' ' => {
+                    // A comment runs to the end of the line.
+                    for next in chars.by_ref() {
+                        if next == '\n' {
+                            break;
+                        }
+                    }
+                    before = '\n';
+                    continue;
+                }
+                _ => {}
+            },
+        }
+        if quote.is_none() && c == '\n' {
+            before = '\n';
+        } else if c != ' ' && c != '\t' {
+            before = c;
+        } else if quote.is_none() && before == '\n' {
+            // Indentation keeps "start of line".
+        } else if c == ' ' && before != '\n' {
+            before = if matches!(before, ':' | '[' | '{' | ',' | '-' | '?') { before } else { ' ' };
+        }
+    }
+    if deepest > MAX_FRONTMATTER_FLOW_DEPTH {
+        return Err(SkipReason::TooComplex(format!(
+            "nests `[`/`{{` collections {deepest} deep, more than {MAX_FRONTMATTER_FLOW_DEPTH}"
+        )));
+    }
+    if aliases > MAX_FRONTMATTER_ALIASES {
+        return Err(SkipReason::TooComplex(format!(
+            "uses {aliases} YAML aliases (`*name`), more than {MAX_FRONTMATTER_ALIASES}"
+        )));
+    }
+    Ok(())
 }
 
 fn truncate_chars(text: &str, max: usize) -> String {
@@ -211,6 +290,7 @@ fn declared_tool_names(value: &serde_norway::Value) -> Result<Vec<String>, &'sta
 /// frontmatter, YAML that does not parse, no description); repairs and reports everything else.
 pub fn parse_skill_md(text: &str, folder: &str) -> Result<Parsed, SkipReason> {
     let block = frontmatter_block(text)?;
+    check_shape(block)?;
     let value: serde_norway::Value = serde_norway::from_str(block).map_err(|err| SkipReason::Yaml(err.to_string()))?;
     if !matches!(value, serde_norway::Value::Mapping(_)) {
         return Err(SkipReason::NotAMapping);
@@ -364,5 +444,23 @@ mod tests {
         for bad in ["", "PDF", "-a", "a-", "a--b", "a_b", &"a".repeat(65)] {
             assert!(spec_name_problem(bad).is_some(), "{bad}");
         }
+    }
+
+    #[test]
+    fn shapes_with_superlinear_parses_are_refused_before_the_parser_and_ordinary_text_is_not() {
+        let skill = |frontmatter: &str| parse_skill_md(&format!("---\ndescription: d\n{frontmatter}---\n"), "a");
+        let too_complex = |result: Result<Parsed, SkipReason>| matches!(result, Err(SkipReason::TooComplex(_)));
+        assert!(too_complex(skill(&format!("x: {}{}\n", "[".repeat(17), "]".repeat(17)))));
+        assert!(too_complex(skill(&format!("x: {}1{}\n", "{a: ".repeat(17), "}".repeat(17)))));
+        let laughs = format!("a: &a [x, x]\nb: &b [{}]\nc: [{}]\n", "*a, ".repeat(5), "*b, ".repeat(5));
+        assert!(too_complex(skill(&laughs)));
+        assert!(too_complex(skill(&"k: v\n".repeat(MAX_FRONTMATTER_LINES + 1))));
+        // Asterisks, brackets and quotes in ordinary text are not structure.
+        let ordinary = "metadata:\n  note: \"use [[[[[[[[[[[[[[[[[[x]]]]]]]]]]]]]]]]]] and *bold*\"\n  \
+                        other: Matches *.md files, **bold** text and a [link](http://x) # a comment *a *b *c *d *e *f *g *h *i\n\
+                        tools: [Read, Grep]\n";
+        assert!(skill(ordinary).is_ok(), "{:?}", skill(ordinary));
+        // A few aliases are fine.
+        assert!(skill("a: &a x\nb: *a\n").is_ok());
     }
 }
