@@ -12,7 +12,7 @@ tasks:
   demo    a demo conversation through the real HTTP handler over the embedded store
           (replayed model replies; set LLM_PROVIDER/LLM_MODEL/LLM_API_KEY for a real model)
   test    build the functions, then run every test (needs moto_server on PATH)
-  bench   the per-turn benchmark (CPU time, storage calls, cold start, peak RSS)
+  bench   the benchmarks: per turn at 10 to 10,000 skills, a 300-turn session, hostile input
   lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml";
 
 fn main() -> ExitCode {
@@ -82,7 +82,9 @@ fn bench() -> Result<(), String> {
         "cargo",
         &["build", "--release", "--package", "http-turn", "--package", "queue-turn", "--package", "skills-index"],
     )?;
-    run("cargo", &["run", "--release", "--package", "tests", "--bin", "turn-bench"])
+    run("cargo", &["run", "--release", "--package", "tests", "--bin", "turn-bench"])?;
+    run("cargo", &["run", "--release", "--package", "tests", "--bin", "session-bench"])?;
+    run("cargo", &["run", "--release", "--package", "tests", "--bin", "input-bench"])
 }
 
 fn lint() -> Result<(), String> {
