@@ -90,3 +90,34 @@ async fn calls_past_the_per_reply_cap_and_oversized_arguments_are_not_run() {
         .expect("the oversized call is stored without its arguments");
     assert!(stored_call["arguments"]["_omitted_bytes"].as_u64().unwrap() > 300 * 1024);
 }
+
+#[tokio::test]
+async fn large_tool_results_are_kept_by_reference_in_the_stored_history() {
+    let stack = Stack::new().await;
+    let line = "Una línea del borrador con bastante texto para ocupar sitio.\n";
+    stack.model.push([
+        Reply::tool("write_file", json!({"file_path": "/workspace/borrador.md", "content": line.repeat(800)})),
+        Reply::tool("read_file", json!({"file_path": "/workspace/borrador.md"})),
+        Reply::text("Leído."),
+        Reply::text("Sigo."),
+    ]);
+    // A context large enough that the next turn carries the history itself, not a summary of it.
+    let http = stack.http(&[("LLM_CONTEXT_TOKENS", "200000"), ("HISTORY_SUMMARY_TOKENS", "100000")]).await;
+    assert_eq!(turn(&http, "refs").await.0, 200);
+    // Within the turn the model saw the result (as much of it as its context budget allowed).
+    let within = tool_results(&stack.model.requests()[2]);
+    assert!(within[1].len() > 16 * 1024, "{}", within[1].len());
+
+    let (_, session) = status_and_body(&http.call(get_event(Some(USER), "refs")).await);
+    let stored = session["history"].as_array().unwrap().iter().filter(|m| m["role"] == "tool").nth(1).unwrap().clone();
+    let content = stored["content"].as_str().unwrap();
+    assert!(content.len() < 5_000, "{}", content.len());
+    let sha = content.rsplit("Stored as result ").next().unwrap().trim_end_matches(']');
+    let object = stack.get(&format!("{USER}/sessions/refs/results/{sha}")).await.expect("the full result is stored");
+    assert!(object.len() >= within[1].len() && object.len() > 45_000, "{}", object.len());
+
+    // The next turn sends the preview, not the whole result.
+    assert_eq!(turn(&http, "refs").await.0, 200);
+    let next = tool_results(stack.model.requests().last().unwrap());
+    assert_eq!(next[1], content);
+}

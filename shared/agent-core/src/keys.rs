@@ -39,6 +39,12 @@ pub fn workspace_blob_key(user: &UserId, session: &SessionId, sha256: &str) -> S
     format!("{user}/workspaces/{session}/blobs/{sha256}")
 }
 
+/// A large tool result of a stored turn, addressed by its SHA-256: the history keeps a preview
+/// and this key.
+pub fn tool_result_key(user: &UserId, session: &SessionId, sha256: &str) -> String {
+    format!("{user}/sessions/{session}/results/{sha256}")
+}
+
 /// Where a session store may spill a turn too large for its database item. The content hash in
 /// the key means two racing commits of the same turn never overwrite each other's object.
 pub fn turn_spill_key(user: &UserId, session: &SessionId, turn: u64, sha256: &str) -> String {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use serde::{Deserialize, Serialize};
+use sha2::Digest;
 use thiserror::Error;
 pub use time::OffsetDateTime;
 use tokio::time::Instant;
@@ -482,6 +483,7 @@ impl TurnService {
             }),
             None => None,
         };
+        let new_messages = self.keep_large_results_by_reference(request, new_messages).await?;
         let commit = TurnCommit {
             expected_version: session.version,
             new_messages,
@@ -492,6 +494,37 @@ impl TurnService {
             idempotency,
         };
         Ok(self.sessions.commit(&request.user, &request.session, &commit).await?)
+    }
+
+    /// Tool results over [`INLINE_TOOL_RESULT_BYTES`] are stored as objects of their own (content-
+    /// addressed, so a retried or failed turn leaves at most an unreferenced object), and the history
+    /// keeps a preview with the key: later turns and `GET /sessions/{id}` read the preview only.
+    async fn keep_large_results_by_reference(
+        &self,
+        request: &TurnRequest,
+        mut messages: Vec<Message>,
+    ) -> Result<Vec<Message>, TurnError> {
+        for message in &mut messages {
+            let Message::Tool { content, .. } = message else { continue };
+            if content.len() <= INLINE_TOOL_RESULT_BYTES {
+                continue;
+            }
+            let sha = hex::encode(sha2::Sha256::digest(content.as_bytes()));
+            let key = crate::keys::tool_result_key(&request.user, &request.session, &sha);
+            self.objects.put(&key, content.as_bytes().to_vec()).await?;
+            let mut cut = TOOL_RESULT_PREVIEW_BYTES;
+            while !content.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            let total = content.len();
+            content.truncate(cut);
+            content.push_str(&format!(
+                "\n[... {} more bytes of this result are not kept in the conversation; run the tool again to \
+                 see them. Stored as result {sha}]",
+                total - cut
+            ));
+        }
+        Ok(messages)
     }
 
     /// A turn of the planner strategy. Only the user's message and the final reply enter the
@@ -666,6 +699,11 @@ impl TurnService {
         }
     }
 }
+
+/// Tool results longer than this are kept by reference in the stored history.
+pub const INLINE_TOOL_RESULT_BYTES: usize = 16 * 1024;
+/// What the stored history keeps of such a result.
+const TOOL_RESULT_PREVIEW_BYTES: usize = 4 * 1024;
 
 /// Messages added after a failed summary attempt before the next one.
 const SUMMARY_RETRY_MESSAGES: usize = 8;
