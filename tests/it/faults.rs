@@ -178,6 +178,30 @@ async fn a_commit_applied_but_unanswered_is_retried_and_stored_once() {
     assert_eq!(copies_in_history(&http, "Dos").await, 1);
 }
 
+/// The same with an idempotency key: the claim's put and the commit (which completes the claim)
+/// are both applied and unanswered once, and both retries are recognised as our own writes.
+#[tokio::test]
+async fn a_keyed_turn_whose_claim_and_commit_answers_are_dropped_runs_and_is_stored_once() {
+    let world = World::new().await;
+    let http = world.http(&[]).await;
+    let claim = Match::dynamodb("PutItem");
+    let commit = Match::dynamodb("TransactWriteItems");
+    world.storage.add(Rule::nth(claim.clone(), 1, Action::DropAfterApplied));
+    world.storage.add(Rule::nth(commit.clone(), 1, Action::DropAfterApplied));
+    world.stack.model.push([Reply::text("Una vez."), Reply::text("never sent")]);
+    let mut event = turn_event(Some(USER), SESSION, json!({"message": "Uno"}));
+    event["headers"]["idempotency-key"] = json!("dropped-answers");
+
+    let (status, body) = status_and_body(&http.call(event.clone()).await);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((world.storage.count(&claim), world.storage.count(&commit)), (2, 2), "each retried once");
+    assert_eq!((world.version().await, world.turn_items().await.len()), (Some(1), 1));
+    // And the key now replays.
+    let replay = http.call(event).await;
+    assert_eq!(replay["headers"]["idempotent-replayed"], "true", "{replay}");
+    assert_eq!(world.stack.model.requests().len(), 1);
+}
+
 #[tokio::test]
 async fn a_slow_commit_is_waited_for_and_stored_once() {
     let world = World::new().await;

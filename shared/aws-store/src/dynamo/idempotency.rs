@@ -97,6 +97,10 @@ impl DynamoSessionStore {
             if reader.string("request_hash")? != key.request_hash {
                 return Ok(Claim::Mismatch);
             }
+            // An SDK retry of our own put that had been applied: the claim is ours.
+            if reader.string("owner")? == owner && reader.string("status")? == RUNNING {
+                return Ok(Claim::Claimed { owner });
+            }
             return match reader.string("status")? {
                 COMMITTED => Ok(Claim::Committed { reply: attr_to_json(reader.get("reply")?)? }),
                 RUNNING => Ok(Claim::Running),
