@@ -20,6 +20,6 @@ pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};
 pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
 pub use model::{ChatModel, ModelError};
 pub use store::{
-    Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore, Session, SessionState, SessionStore, StoreError, TodoItem,
-    TodoStatus, TurnCommit, WorkspaceFile,
+    Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore, Session,
+    SessionState, SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit, WorkspaceFile,
 };
