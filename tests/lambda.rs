@@ -14,6 +14,8 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
+use bytes::Bytes;
+use http_body_util::BodyExt;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
@@ -25,6 +27,134 @@ pub enum Invocation {
     Response(Value),
     /// The function reported an error (`/invocation/{id}/error` or `/init/error`).
     Error(Value),
+    /// The function answered in streaming mode (`Lambda-Runtime-Function-Response-Mode: streaming`),
+    /// as a function behind a `RESPONSE_STREAM` Function URL does; the body arrives as it is sent.
+    Stream(StreamedResponse),
+}
+
+/// One piece of a streamed response, with the moment the Runtime API received it.
+#[derive(Debug)]
+enum StreamFrame {
+    Data(Bytes, std::time::Instant),
+    Trailers(HeaderMap),
+}
+
+/// A response the function is streaming: the HTTP integration prelude (status, headers, cookies),
+/// then the body as it arrives. Dropping it is a client that disconnects: the Runtime API keeps
+/// reading what the function sends, as Lambda does, and the function is not told.
+#[derive(Debug)]
+pub struct StreamedResponse {
+    /// When the function began to post its response.
+    pub started: std::time::Instant,
+    frames: mpsc::UnboundedReceiver<StreamFrame>,
+    pending: Vec<u8>,
+    prelude: Option<Value>,
+    trailers: Option<HeaderMap>,
+    ended: bool,
+}
+
+/// One Server-Sent Event of a streamed body.
+#[derive(Debug, Clone)]
+pub struct SseEvent {
+    pub name: String,
+    pub data: Value,
+    /// When the chunk that completed the event arrived.
+    pub at: std::time::Instant,
+}
+
+impl StreamedResponse {
+    /// Reads more of the body; false once the function has ended its response.
+    async fn fill(&mut self) -> Option<std::time::Instant> {
+        if self.ended {
+            return None;
+        }
+        match self.frames.recv().await {
+            Some(StreamFrame::Data(bytes, at)) => {
+                self.pending.extend_from_slice(&bytes);
+                Some(at)
+            }
+            Some(StreamFrame::Trailers(trailers)) => {
+                self.trailers = Some(trailers);
+                self.ended = true;
+                None
+            }
+            None => {
+                self.ended = true;
+                None
+            }
+        }
+    }
+
+    /// The prelude the function sent before its body: `{"statusCode": .., "headers": {..}}`.
+    pub async fn prelude(&mut self) -> Value {
+        if let Some(prelude) = &self.prelude {
+            return prelude.clone();
+        }
+        loop {
+            if let Some(end) = self.pending.windows(8).position(|window| window == [0u8; 8]) {
+                let prelude: Value = serde_json::from_slice(&self.pending[..end]).expect("the prelude is JSON");
+                self.pending.drain(..end + 8);
+                self.prelude = Some(prelude.clone());
+                return prelude;
+            }
+            if self.fill().await.is_none() {
+                panic!("the stream ended before the prelude's delimiter: {:?}", String::from_utf8_lossy(&self.pending));
+            }
+        }
+    }
+
+    /// The prelude's status code.
+    pub async fn status(&mut self) -> u16 {
+        let prelude = self.prelude().await;
+        prelude["statusCode"].as_u64().expect("statusCode") as u16
+    }
+
+    /// The next Server-Sent Event of the body, or `None` at its end.
+    pub async fn next_event(&mut self) -> Option<SseEvent> {
+        self.prelude().await;
+        let mut at = std::time::Instant::now();
+        loop {
+            if let Some(end) = self.pending.windows(2).position(|window| window == b"\n\n") {
+                let block: Vec<u8> = self.pending.drain(..end + 2).collect();
+                let block = String::from_utf8(block).expect("an SSE event is UTF-8");
+                let mut name = "message".to_owned();
+                let mut data = String::new();
+                for line in block.lines() {
+                    if let Some(value) = line.strip_prefix("event:") {
+                        name = value.trim().to_owned();
+                    } else if let Some(value) = line.strip_prefix("data:") {
+                        if !data.is_empty() {
+                            data.push('\n');
+                        }
+                        data.push_str(value.strip_prefix(' ').unwrap_or(value));
+                    }
+                }
+                if data.is_empty() && name == "message" {
+                    continue; // A comment or keep-alive.
+                }
+                let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
+                return Some(SseEvent { name, data, at });
+            }
+            match self.fill().await {
+                Some(arrived) => at = arrived,
+                None => return None,
+            }
+        }
+    }
+
+    /// The rest of the body after the prelude, as text, once the function has ended it.
+    pub async fn body_text(&mut self) -> String {
+        self.prelude().await;
+        while self.fill().await.is_some() {}
+        String::from_utf8(std::mem::take(&mut self.pending)).expect("the body is UTF-8")
+    }
+
+    /// The error trailer (`Lambda-Runtime-Function-Error-Type`) the function sent, if any, once ended.
+    pub async fn error_trailer(&mut self) -> Option<String> {
+        while self.fill().await.is_some() {}
+        let trailers = self.trailers.as_ref()?;
+        trailers.get("lambda-runtime-function-error-type").map(|value| value.to_str().unwrap_or("").to_owned())
+    }
 }
 
 type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Invocation>>>>;
@@ -227,11 +357,21 @@ impl Function {
         self.invoke_with_budget(event, Duration::from_secs(60)).await
     }
 
+    /// Sends one event and returns the response the function streams, as soon as it starts;
+    /// panics if it answered in buffered mode or failed.
+    pub async fn invoke_streaming(&self, event: Value, budget: Duration) -> StreamedResponse {
+        match self.invoke_with_budget(event, budget).await {
+            Invocation::Stream(stream) => stream,
+            other => panic!("the function did not stream its response: {other:?}"),
+        }
+    }
+
     /// Like [`Function::invoke`] but panics unless the function returned a response.
     pub async fn call(&self, event: Value) -> Value {
         match self.invoke(event).await {
             Invocation::Response(value) => value,
             Invocation::Error(error) => panic!("the function failed: {error}"),
+            Invocation::Stream(_) => panic!("the function streamed its response; use invoke_streaming"),
         }
     }
 
@@ -332,13 +472,53 @@ fn settle(state: &ApiState, id: &str, outcome: Invocation) {
     }
 }
 
-async fn invocation_response(State(state): State<ApiState>, Path(id): Path<String>, body: String) -> StatusCode {
+async fn invocation_response(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Body,
+) -> StatusCode {
     if state.swallow.load(std::sync::atomic::Ordering::SeqCst) {
         state.swallowed.notify_one();
         std::future::pending::<()>().await;
     }
+    let streaming = headers
+        .get("lambda-runtime-function-response-mode")
+        .is_some_and(|mode| mode.as_bytes().eq_ignore_ascii_case(b"streaming"));
+    if streaming {
+        return stream_response(&state, &id, body).await;
+    }
+    let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else { return StatusCode::BAD_REQUEST };
+    let body = String::from_utf8_lossy(&body).into_owned();
     let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
     settle(&state, &id, Invocation::Response(value));
+    StatusCode::ACCEPTED
+}
+
+/// Hands the invocation's caller a [`StreamedResponse`] at once, then forwards the body frame by
+/// frame until the function ends it. Frames keep being read after the caller went away.
+async fn stream_response(state: &ApiState, id: &str, mut body: axum::body::Body) -> StatusCode {
+    let (sender, frames) = mpsc::unbounded_channel();
+    let response = StreamedResponse {
+        started: std::time::Instant::now(),
+        frames,
+        pending: Vec::new(),
+        prelude: None,
+        trailers: None,
+        ended: false,
+    };
+    settle(state, id, Invocation::Stream(response));
+    while let Some(frame) = body.frame().await {
+        let Ok(frame) = frame else { break };
+        let frame = match frame.into_data() {
+            Ok(data) => StreamFrame::Data(data, std::time::Instant::now()),
+            Err(frame) => match frame.into_trailers() {
+                Ok(trailers) => StreamFrame::Trailers(trailers),
+                Err(_) => continue,
+            },
+        };
+        let _ = sender.send(frame);
+    }
     StatusCode::ACCEPTED
 }
 

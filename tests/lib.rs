@@ -2,6 +2,7 @@
 
 pub mod experts;
 pub mod faults;
+pub mod identity;
 pub mod lambda;
 pub mod model_server;
 pub mod moto;

@@ -1,5 +1,6 @@
-//! A scripted model server speaking the OpenAI Chat Completions HTTP API on loopback. Tests queue
-//! the replies it gives and read back every request it received.
+//! A scripted model server speaking the OpenAI Chat Completions HTTP API on loopback, buffered or
+//! streamed (`"stream": true`: Server-Sent Events, one chunk per word after a set delay). Tests
+//! queue the replies it gives and read back every request it received.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -23,6 +24,10 @@ pub enum Reply {
     Status(u16),
     /// Wait, then answer.
     Delayed(Duration, Box<Reply>),
+    /// A text in these pieces: streamed one per chunk, or joined when the request does not stream.
+    Chunks(Vec<String>),
+    /// Streams these pieces, then drops the connection without finishing the response.
+    BrokenAfter(Vec<String>),
 }
 
 impl Reply {
@@ -40,6 +45,10 @@ struct Script {
     replies: VecDeque<Reply>,
     requests: Vec<Value>,
     calls: u64,
+    /// The wait before each streamed chunk: the model's time per token.
+    chunk_delay: Duration,
+    /// When each streamed chunk was sent, in order.
+    sent_chunks: Vec<std::time::Instant>,
 }
 
 /// A running scripted model server.
@@ -71,6 +80,16 @@ impl ModelServer {
         self.script.lock().unwrap().requests.clone()
     }
 
+    /// The wait before each streamed chunk (the first one included): the model's time per token.
+    pub fn set_chunk_delay(&self, delay: Duration) {
+        self.script.lock().unwrap().chunk_delay = delay;
+    }
+
+    /// When each streamed text chunk was sent so far, in order.
+    pub fn sent_chunks(&self) -> Vec<std::time::Instant> {
+        self.script.lock().unwrap().sent_chunks.clone()
+    }
+
     /// Replies not yet served.
     pub fn remaining(&self) -> usize {
         self.script.lock().unwrap().replies.len()
@@ -78,11 +97,12 @@ impl ModelServer {
 }
 
 async fn complete(State(script): State<Arc<Mutex<Script>>>, Json(request): Json<Value>) -> Response {
-    let (reply, call) = {
+    let streamed = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
+    let (reply, call, chunk_delay) = {
         let mut script = script.lock().unwrap();
         script.requests.push(request);
         script.calls += 1;
-        (script.replies.pop_front(), script.calls)
+        (script.replies.pop_front(), script.calls, script.chunk_delay)
     };
     let Some(mut reply) = reply else {
         return (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"message": "script exhausted"}})))
@@ -91,6 +111,12 @@ async fn complete(State(script): State<Arc<Mutex<Script>>>, Json(request): Json<
     while let Reply::Delayed(delay, inner) = reply {
         tokio::time::sleep(delay).await;
         reply = *inner;
+    }
+    if streamed {
+        return stream(script, reply, call, chunk_delay);
+    }
+    if let Reply::Chunks(pieces) | Reply::BrokenAfter(pieces) = reply {
+        reply = Reply::Text(pieces.concat());
     }
     let usage = json!({"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110});
     match reply {
@@ -126,6 +152,87 @@ async fn complete(State(script): State<Arc<Mutex<Script>>>, Json(request): Json<
             Json(json!({"error": {"message": format!("scripted status {status}"), "type": "server_error"}})),
         )
             .into_response(),
-        Reply::Delayed(..) => unreachable!("unwrapped above"),
+        Reply::Delayed(..) | Reply::Chunks(_) | Reply::BrokenAfter(_) => unreachable!("unwrapped above"),
     }
+}
+
+/// One `chat.completion.chunk` event.
+fn chunk_event(call: u64, delta: Value, finish_reason: Option<&str>) -> String {
+    let chunk = json!({
+        "id": format!("chatcmpl-{call}"),
+        "object": "chat.completion.chunk",
+        "model": "scripted",
+        "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}],
+    });
+    format!("data: {chunk}\n\n")
+}
+
+/// The reply as Server-Sent Events, as OpenAI streams it: text pieces after `chunk_delay` each,
+/// tool calls in fragments, the finish reason, a usage chunk, and `[DONE]`.
+fn stream(script: Arc<Mutex<Script>>, reply: Reply, call: u64, chunk_delay: Duration) -> Response {
+    enum Piece {
+        Text(String),
+        Now(String),
+        Break,
+    }
+    let mut pieces = Vec::new();
+    let finish = |pieces: &mut Vec<Piece>, reason: &str| {
+        pieces.push(Piece::Now(chunk_event(call, json!({}), Some(reason))));
+        let usage = json!({"id": format!("chatcmpl-{call}"), "object": "chat.completion.chunk", "choices": [],
+                           "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110}});
+        pieces.push(Piece::Now(format!("data: {usage}\n\n")));
+        pieces.push(Piece::Now("data: [DONE]\n\n".to_owned()));
+    };
+    match reply {
+        Reply::Status(status) => {
+            return (
+                StatusCode::from_u16(status).unwrap(),
+                Json(json!({"error": {"message": format!("scripted status {status}"), "type": "server_error"}})),
+            )
+                .into_response()
+        }
+        Reply::Text(text) => {
+            pieces.extend(text.split_inclusive(' ').map(|word| Piece::Text(word.to_owned())));
+            finish(&mut pieces, "stop");
+        }
+        Reply::Chunks(texts) => {
+            pieces.extend(texts.into_iter().map(Piece::Text));
+            finish(&mut pieces, "stop");
+        }
+        Reply::BrokenAfter(texts) => {
+            pieces.extend(texts.into_iter().map(Piece::Text));
+            pieces.push(Piece::Break);
+        }
+        Reply::Tools(calls) => {
+            for (i, (name, args)) in calls.iter().enumerate() {
+                let opening = json!({"tool_calls": [{"index": i, "id": format!("call_{call}_{i}"), "type": "function",
+                                                     "function": {"name": name, "arguments": ""}}]});
+                pieces.push(Piece::Now(chunk_event(call, opening, None)));
+                let arguments = json!({"tool_calls": [{"index": i, "function": {"arguments": args.to_string()}}]});
+                pieces.push(Piece::Now(chunk_event(call, arguments, None)));
+            }
+            finish(&mut pieces, "tool_calls");
+        }
+        Reply::Delayed(..) => unreachable!("unwrapped by the caller"),
+    }
+    let role = Piece::Now(chunk_event(call, json!({"role": "assistant", "content": ""}), None));
+    pieces.insert(0, role);
+    let events = futures::stream::unfold(pieces.into_iter(), move |mut pieces| {
+        let script = script.clone();
+        async move {
+            let chunk = match pieces.next()? {
+                Piece::Now(text) => Ok(bytes::Bytes::from(text)),
+                Piece::Text(text) => {
+                    tokio::time::sleep(chunk_delay).await;
+                    script.lock().unwrap().sent_chunks.push(std::time::Instant::now());
+                    Ok(bytes::Bytes::from(chunk_event(call, json!({"content": text}), None)))
+                }
+                Piece::Break => Err(std::io::Error::other("scripted connection drop")),
+            };
+            Some((chunk, pieces))
+        }
+    });
+    let mut response = axum::body::Body::from_stream(events).into_response();
+    response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
+    response
 }

@@ -39,6 +39,7 @@ async fn run_index(function: &Function, event: Value) -> Value {
     match function.invoke_with_budget(event, Duration::from_secs(240)).await {
         Invocation::Response(value) => value,
         Invocation::Error(error) => panic!("skills-index failed: {error}"),
+        Invocation::Stream(_) => panic!("skills-index streamed its answer"),
     }
 }
 

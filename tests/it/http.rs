@@ -258,6 +258,7 @@ async fn the_deadline_ends_the_turn_in_time_to_persist() {
     let response = match http.invoke_with_budget(event, std::time::Duration::from_secs(3)).await {
         tests::lambda::Invocation::Response(value) => value,
         tests::lambda::Invocation::Error(error) => panic!("{error}"),
+        tests::lambda::Invocation::Stream(_) => panic!("http-turn streamed its answer"),
     };
     assert!(started.elapsed() < std::time::Duration::from_secs(3), "answered before the deadline");
     let (status, body) = status_and_body(&response);

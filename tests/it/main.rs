@@ -1,6 +1,7 @@
 //! The one integration-test binary.
 
 mod aws_store;
+mod background;
 mod bounds;
 mod catalog;
 mod exactly_once;
@@ -10,3 +11,4 @@ mod http;
 mod long_sessions;
 mod planner;
 mod queue;
+mod streaming;

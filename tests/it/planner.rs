@@ -269,6 +269,7 @@ async fn a_slow_planning_call_gives_way_to_the_deadline() {
     let response = match http.invoke_with_budget(event, std::time::Duration::from_secs(4)).await {
         tests::lambda::Invocation::Response(value) => value,
         tests::lambda::Invocation::Error(error) => panic!("{error}"),
+        tests::lambda::Invocation::Stream(_) => panic!("http-turn streamed its answer"),
     };
     assert!(started.elapsed() < std::time::Duration::from_secs(4), "answered before the deadline");
     let (status, body) = status_and_body(&response);

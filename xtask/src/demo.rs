@@ -1,12 +1,18 @@
-//! The demo: a short conversation through the real `http-turn` handler over the embedded store,
-//! printing for every model call the prompt state, the tool calls and their results.
+//! The demo: a short conversation over the embedded store, each turn validated by the HTTP
+//! contract (`http-turn`) and run as the streaming endpoint runs it, printing the model's text as it
+//! streams and, for every model call, the prompt state, the tool calls and their results.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use agent_core::turn::TurnService;
-use agent_core::{ChatModel, ChatRequest, ChatResponse, Message, ModelError};
+use std::io::Write;
+use std::sync::atomic::AtomicBool;
+
+use agent_core::turn::{TurnService, UserProfile};
+use agent_core::{
+    ChatModel, ChatRequest, ChatResponse, DeltaSink, Message, ModelError, SessionId, TurnEvent, TurnObserver, UserId,
+};
 use async_trait::async_trait;
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use aws_lambda_events::encodings::Body;
@@ -56,20 +62,21 @@ async fn conversation(root: &Path) -> Result<(), String> {
 
     for (turn, message) in DEMO_MESSAGES.iter().enumerate() {
         println!("\n━━ Turn {} ━━\nuser: {message}", turn + 1);
-        let mut event = template.clone();
-        event["body"] = Value::String(json!({ "message": message }).to_string());
-        let response = invoke(&service, event).await?;
-        let body = &response["body"];
-        if response["statusCode"] != 200 {
-            return Err(format!("turn {} failed: {response}", turn + 1));
-        }
+        let body = json!({ "message": message }).to_string();
+        let body = http_turn::parse_turn_body(Some(&body), false).map_err(|err| err.message)?;
+        let user = UserId::parse(DEMO_USER).map_err(|err| err.to_string())?;
+        let session = SessionId::parse("demo-session").map_err(|err| err.to_string())?;
+        let request = http_turn::turn_request(user, session, body, &Default::default(), UserProfile::default(), None)
+            .map_err(|err| err.message)?;
+        let printer = StreamPrinter::default();
+        let reply =
+            service.run_turn_observed(request, &printer).await.map_err(|err| format!("turn {}: {err}", turn + 1))?;
         println!(
-            "assistant ({} model calls, ended in skill {}, {} tokens in / {} out):\n{}",
-            body["steps"],
-            body["current_skill"],
-            body["usage"]["input_tokens"],
-            body["usage"]["output_tokens"],
-            indent(body["reply"].as_str().unwrap_or(""))
+            "\n  ({} model calls, ended in skill {}, {} tokens in / {} out)",
+            reply.steps,
+            reply.current_skill.map_or("none".to_owned(), |skill| skill.to_string()),
+            reply.usage.input_tokens,
+            reply.usage.output_tokens,
         );
     }
 
@@ -92,7 +99,7 @@ async fn conversation(root: &Path) -> Result<(), String> {
 
 async fn invoke(service: &TurnService, event: Value) -> Result<Value, String> {
     let request: ApiGatewayV2httpRequest = serde_json::from_value(event).map_err(|err| err.to_string())?;
-    let response = http_turn::handle(service, request, None).await;
+    let response = http_turn::handle(service, request, None, None).await;
     let body = match response.body {
         Some(Body::Text(text)) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
         _ => Value::Null,
@@ -100,8 +107,29 @@ async fn invoke(service: &TurnService, event: Value) -> Result<Value, String> {
     Ok(json!({"statusCode": response.status_code, "body": body}))
 }
 
-fn indent(text: &str) -> String {
-    text.lines().map(|line| format!("  {line}")).collect::<Vec<_>>().join("\n")
+/// Prints the model's text as it streams, and the skills that become current.
+#[derive(Default)]
+struct StreamPrinter {
+    writing: AtomicBool,
+}
+
+impl TurnObserver for StreamPrinter {
+    fn event(&self, event: TurnEvent) {
+        let mut out = std::io::stdout().lock();
+        match event {
+            TurnEvent::MessageDelta { text } => {
+                if !self.writing.swap(true, Ordering::Relaxed) {
+                    let _ = write!(out, "  assistant ▸ ");
+                }
+                let _ = write!(out, "{}", text.replace('\n', "\n    "));
+            }
+            TurnEvent::SkillLoaded { skill, forced } => {
+                let _ = writeln!(out, "    ✓ skill {skill} loaded{}", if forced { " (forced)" } else { "" });
+            }
+            _ => {}
+        }
+        let _ = out.flush();
+    }
 }
 
 fn preview(text: &str, max: usize) -> String {
@@ -142,6 +170,25 @@ fn prompt_state(system: &str) -> String {
 #[async_trait]
 impl ChatModel for Narrator {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        self.narrate_call(request);
+        let response = self.inner.complete(request).await?;
+        Ok(self.narrate_answer(response))
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ModelError> {
+        self.narrate_call(request);
+        let response = self.inner.complete_streaming(request, sink).await?;
+        Ok(self.narrate_answer(response))
+    }
+}
+
+impl Narrator {
+    /// The tool results since the previous call, and the prompt state this call is sent.
+    fn narrate_call(&self, request: &ChatRequest) {
         let call = self.calls.fetch_add(1, Ordering::Relaxed) + 1;
         for message in request
             .messages
@@ -157,10 +204,12 @@ impl ChatModel for Narrator {
             }
         }
         println!("  · model call {call}: {}", prompt_state(&request.system));
-        let response = self.inner.complete(request).await?;
+    }
+
+    fn narrate_answer(&self, response: ChatResponse) -> ChatResponse {
         for tool_call in &response.tool_calls {
             println!("    → {}({})", tool_call.name, preview(&tool_call.arguments.to_string(), 100));
         }
-        Ok(response)
+        response
     }
 }

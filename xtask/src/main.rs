@@ -71,6 +71,8 @@ fn test() -> Result<(), String> {
             "--package",
             "skills-index",
             "--package",
+            "stream-turn",
+            "--package",
             "xtask",
         ],
     )?;
@@ -80,7 +82,18 @@ fn test() -> Result<(), String> {
 fn bench() -> Result<(), String> {
     run(
         "cargo",
-        &["build", "--release", "--package", "http-turn", "--package", "queue-turn", "--package", "skills-index"],
+        &[
+            "build",
+            "--release",
+            "--package",
+            "http-turn",
+            "--package",
+            "queue-turn",
+            "--package",
+            "skills-index",
+            "--package",
+            "stream-turn",
+        ],
     )?;
     run("cargo", &["run", "--release", "--package", "tests", "--bin", "turn-bench"])?;
     run("cargo", &["run", "--release", "--package", "tests", "--bin", "session-bench"])?;

@@ -1,6 +1,7 @@
 //! The HTTP API contract: routing, identity from the JWT, body validation, and the mapping of
 //! every failure to a precise status with a JSON error body safe to show a client.
 
+use agent_app::queue::TurnQueue;
 use agent_core::skills::Catalog;
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile, MAX_MESSAGE_BYTES};
 use agent_core::{IdempotencyKey, ModelError, SessionId, StoreError, TicketId, UserId};
@@ -18,6 +19,7 @@ use tokio::time::Instant;
 /// is measured after decoding.
 const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096;
 
+mod background;
 mod session_view;
 use session_view::session_view;
 pub use session_view::PageRequest;
@@ -36,15 +38,25 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
         Self { status, code, message: message.into() }
     }
 
-    pub(crate) fn bad_request(message: impl Into<String>) -> Self {
+    /// The JSON body every error answers with.
+    pub fn body(&self) -> Value {
+        json!({"error": {"code": self.code, "message": self.message}})
+    }
+
+    /// What a failed background turn keeps for its poller: the status, code and message.
+    pub fn stored(&self) -> Value {
+        json!({"status": self.status, "code": self.code, "message": self.message})
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
         Self::new(400, "bad_request", message)
     }
 
-    fn not_found(message: impl Into<String>) -> Self {
+    pub fn not_found(message: impl Into<String>) -> Self {
         Self::new(404, "not_found", message)
     }
 }
@@ -69,6 +81,14 @@ impl From<TurnError> for ApiError {
                 "idempotency_key_reused",
                 "this Idempotency-Key was already used with a different request",
             ),
+            TurnError::AlreadyFailed { error } => {
+                let earlier = error.get("message").and_then(Value::as_str).unwrap_or("it failed").to_owned();
+                ApiError::new(
+                    422,
+                    "turn_failed",
+                    format!("the turn with this Idempotency-Key failed earlier ({earlier}); send it with a new key"),
+                )
+            }
             TurnError::Internal(detail) => {
                 tracing::error!(error = %detail, "internal error");
                 internal_error()
@@ -102,53 +122,63 @@ impl From<TurnError> for ApiError {
 /// The body of `POST /sessions/{session_id}/turns`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct TurnBody {
-    message: String,
+pub struct TurnBody {
+    pub message: String,
     #[serde(default)]
-    ticket_id: Option<String>,
+    pub ticket_id: Option<String>,
 }
 
-/// Handles one API Gateway (HTTP API, payload 2.0) event. Never fails: every error becomes a response.
+/// Handles one API Gateway (HTTP API, payload 2.0) event. Never fails: every error becomes a
+/// response. With `queue`, a turn sent with `Prefer: respond-async` runs in the background.
 pub async fn handle(
     service: &TurnService,
     event: ApiGatewayV2httpRequest,
     deadline: Option<Instant>,
+    queue: Option<&dyn TurnQueue>,
 ) -> ApiGatewayV2httpResponse {
     let request_id = event.request_context.request_id.clone().unwrap_or_default();
     // A defect must cost one request a 500, never the runtime (and with it the warm process).
-    let routed = std::panic::AssertUnwindSafe(route(service, &event, deadline)).catch_unwind().await;
+    let routed = std::panic::AssertUnwindSafe(route(service, &event, deadline, queue)).catch_unwind().await;
     let routed = routed.unwrap_or_else(|_| {
         tracing::error!(request_id, "the request panicked");
         Err(internal_error())
     });
     match routed {
         Ok(answer) => {
-            let mut response = respond(200, &answer.body);
+            let mut response = respond(answer.status, &answer.body);
             if answer.replayed {
                 response.headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+            }
+            for (name, value) in answer.headers {
+                if let Ok(value) = HeaderValue::from_str(&value) {
+                    response.headers.insert(name, value);
+                }
             }
             response
         }
         Err(err) => {
             tracing::info!(status = err.status, code = err.code, request_id, "request refused");
-            respond(err.status, &json!({"error": {"code": err.code, "message": err.message}}))
+            respond(err.status, &err.body())
         }
     }
 }
 
-fn internal_error() -> ApiError {
+/// The answer to a defect: nothing about it reaches the client.
+pub fn internal_error() -> ApiError {
     ApiError::new(500, "internal_error", "an internal error occurred; nothing was saved")
 }
 
-/// A successful answer: its body, and whether it replays an earlier delivery.
+/// A successful answer: its status, body and extra headers, and whether it replays an earlier delivery.
 struct Answer {
+    status: u16,
     body: Value,
+    headers: Vec<(&'static str, String)>,
     replayed: bool,
 }
 
 impl From<Value> for Answer {
     fn from(body: Value) -> Self {
-        Self { body, replayed: false }
+        Self { status: 200, body, headers: Vec::new(), replayed: false }
     }
 }
 
@@ -156,6 +186,7 @@ async fn route(
     service: &TurnService,
     event: &ApiGatewayV2httpRequest,
     deadline: Option<Instant>,
+    queue: Option<&dyn TurnQueue>,
 ) -> Result<Answer, ApiError> {
     let method = event.request_context.http.method.clone();
     let path = event.raw_path.as_deref().unwrap_or("");
@@ -173,8 +204,9 @@ async fn route(
     let route = match segments.as_slice() {
         ["sessions", id, "turns"] if method == Method::POST => Route::PostTurn(id),
         ["sessions", id] if method == Method::GET => Route::GetSession(id),
+        ["sessions", id, "turns", turn] if method == Method::GET => Route::GetTurn(id, turn),
         ["skills"] if method == Method::GET => Route::ListSkills,
-        ["sessions", _, "turns"] | ["sessions", _] | ["skills"] => {
+        ["sessions", _, "turns"] | ["sessions", _] | ["sessions", _, "turns", _] | ["skills"] => {
             return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on this path")))
         }
         _ => return Err(not_found()),
@@ -183,26 +215,18 @@ async fn route(
     match route {
         Route::PostTurn(id) => {
             let session = parse_session_id(id)?;
-            let body = parse_body(event)?;
-            let idempotency = idempotency_key(event, &body)?;
-            let ticket = body
-                .ticket_id
-                .map(TicketId::parse)
-                .transpose()
-                .map_err(|err| ApiError::bad_request(format!("`ticket_id`: {err}")))?;
-            let request = TurnRequest {
-                user,
-                session,
-                message: body.message,
-                ticket,
-                profile: profile_from_claims(event),
-                deadline,
-                now: time::OffsetDateTime::now_utc(),
-                idempotency,
-            };
+            let body = parse_turn_body(event.body.as_deref(), event.is_base64_encoded)?;
+            if let (Some(queue), true) = (queue, background::prefers_async(&event.headers)) {
+                return background::accept(service, queue, user, session, body, &event.headers).await;
+            }
+            let request = turn_request(user, session, body, &event.headers, profile_from_claims(event), deadline)?;
             let reply = service.run_turn(request).await?;
             let body = serde_json::to_value(&reply).map_err(|_| internal_error())?;
-            Ok(Answer { body, replayed: reply.replayed })
+            Ok(Answer { status: 200, body, headers: Vec::new(), replayed: reply.replayed })
+        }
+        Route::GetTurn(id, turn) => {
+            let session = parse_session_id(id)?;
+            background::status(service, &user, &session, turn).await
         }
         Route::ListSkills => {
             let page = SkillsPage::from_query(event)?;
@@ -223,6 +247,7 @@ async fn route(
 
 enum Route<'a> {
     PostTurn(&'a str),
+    GetTurn(&'a str, &'a str),
     GetSession(&'a str),
     ListSkills,
 }
@@ -325,26 +350,62 @@ fn profile_from_claims(event: &ApiGatewayV2httpRequest) -> UserProfile {
     UserProfile { name: claim("name"), language: claim("locale"), description: claim("profile") }
 }
 
-fn parse_session_id(from_path: &str) -> Result<SessionId, ApiError> {
+/// The session id of a path, validated.
+pub fn parse_session_id(from_path: &str) -> Result<SessionId, ApiError> {
     SessionId::parse(from_path).map_err(|err| ApiError::bad_request(format!("`session_id`: {err}")))
 }
 
+/// The validated request for one turn: the body's message and ticket, the `Idempotency-Key`
+/// header fingerprinted with them, and the caller's verified identity.
+pub fn turn_request(
+    user: UserId,
+    session: SessionId,
+    body: TurnBody,
+    headers: &HeaderMap,
+    profile: UserProfile,
+    deadline: Option<Instant>,
+) -> Result<TurnRequest, ApiError> {
+    let idempotency = idempotency_key(headers, &body)?;
+    let ticket = body
+        .ticket_id
+        .map(TicketId::parse)
+        .transpose()
+        .map_err(|err| ApiError::bad_request(format!("`ticket_id`: {err}")))?;
+    Ok(TurnRequest {
+        user,
+        session,
+        message: body.message,
+        ticket,
+        profile,
+        deadline,
+        now: time::OffsetDateTime::now_utc(),
+        idempotency,
+    })
+}
+
+/// The `Idempotency-Key` header as sent, validated as a header value; `None` without one.
+fn client_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY_HEADER) else { return Ok(None) };
+    value.to_str().map(Some).map_err(|_| ApiError::bad_request("`Idempotency-Key` must be visible ASCII"))
+}
+
 /// The `Idempotency-Key` header, fingerprinted with what the turn is asked; `None` without one.
-fn idempotency_key(event: &ApiGatewayV2httpRequest, body: &TurnBody) -> Result<Option<IdempotencyKey>, ApiError> {
-    let Some(value) = event.headers.get(IDEMPOTENCY_KEY_HEADER) else { return Ok(None) };
-    let key = value.to_str().map_err(|_| ApiError::bad_request("`Idempotency-Key` must be visible ASCII"))?;
+fn idempotency_key(headers: &HeaderMap, body: &TurnBody) -> Result<Option<IdempotencyKey>, ApiError> {
+    let Some(key) = client_key(headers)? else { return Ok(None) };
     let request = [body.message.as_str(), body.ticket_id.as_deref().unwrap_or("")];
     IdempotencyKey::new(key, &request)
         .map(Some)
         .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))
 }
 
-fn parse_body(event: &ApiGatewayV2httpRequest) -> Result<TurnBody, ApiError> {
-    let raw = event.body.as_deref().unwrap_or("");
+/// The body of `POST /sessions/{session_id}/turns`, bounded and validated; `base64` when the
+/// integration encoded it.
+pub fn parse_turn_body(raw: Option<&str>, base64: bool) -> Result<TurnBody, ApiError> {
+    let raw = raw.unwrap_or("");
     if raw.len() > 2 * MAX_BODY_BYTES {
         return Err(too_large());
     }
-    let bytes = if event.is_base64_encoded {
+    let bytes = if base64 {
         base64::engine::general_purpose::STANDARD
             .decode(raw)
             .map_err(|_| ApiError::bad_request("the body is not valid base64"))?

@@ -1,5 +1,8 @@
 //! Lambda entry point of `http-turn`: builds the clients once, then serves API Gateway events.
 
+use std::sync::Arc;
+
+use agent_app::queue::{SqsTurnQueue, TurnQueue};
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
@@ -7,14 +10,17 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 async fn main() -> Result<(), Error> {
     agent_app::init_logging();
     let app = agent_app::app_from_env().await?;
+    // `Prefer: respond-async` turns go to the turn queue when there is one.
+    let queue: Option<Arc<dyn TurnQueue>> =
+        SqsTurnQueue::from_env().await.map(|queue| Arc::new(queue) as Arc<dyn TurnQueue>);
     lambda_runtime::run(service_fn(|event: LambdaEvent<ApiGatewayV2httpRequest>| {
-        let app = app.clone();
+        let (app, queue) = (app.clone(), queue.clone());
         async move {
             let deadline = agent_app::deadline_from_epoch_millis(event.context.deadline);
             // The storage requests are logged before the response is posted.
             let response = agent_app::with_request_log(
                 &app.storage_requests,
-                http_turn::handle(&app.service, event.payload, deadline),
+                http_turn::handle(&app.service, event.payload, deadline, queue.as_deref()),
             )
             .await;
             Ok::<_, Error>(response)

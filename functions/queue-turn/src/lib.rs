@@ -7,9 +7,9 @@ use std::time::Duration;
 use agent_core::agent::Ending;
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile};
 use agent_core::{IdempotencyKey, SessionId, TicketId, UserId};
-use async_trait::async_trait;
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::FutureExt;
+use http_turn::ApiError;
 use serde::Deserialize;
 use tokio::time::Instant;
 
@@ -34,48 +34,16 @@ struct RecordBody {
 /// The message that asks a saved plan to go on.
 pub const CONTINUE_MESSAGE: &str = "continue";
 
-/// Where a turn that saved an unfinished plan enqueues its own continuation.
-#[async_trait]
-pub trait Continuations: Send + Sync {
-    /// Sends `body` to the turn queue in message group `group`, deduplicated by `dedup_id`.
-    async fn enqueue(&self, body: serde_json::Value, group: &str, dedup_id: &str) -> Result<(), String>;
-}
-
-/// Continuations on the SQS FIFO queue named by `TURN_QUEUE_URL`.
-pub struct SqsContinuations {
-    client: aws_sdk_sqs::Client,
-    queue_url: String,
-}
-
-impl SqsContinuations {
-    pub fn new(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
-        Self { client, queue_url }
-    }
-}
-
-#[async_trait]
-impl Continuations for SqsContinuations {
-    async fn enqueue(&self, body: serde_json::Value, group: &str, dedup_id: &str) -> Result<(), String> {
-        self.client
-            .send_message()
-            .queue_url(&self.queue_url)
-            .message_body(body.to_string())
-            .message_group_id(group)
-            .message_deduplication_id(dedup_id)
-            .send()
-            .await
-            .map(|_| ())
-            .map_err(|err| format!("SQS SendMessage: {}", aws_sdk_sqs::error::DisplayErrorContext(err)))
-    }
-}
+/// Where a turn that saved an unfinished plan enqueues its own continuation: the turn queue.
+pub use agent_app::queue::{SqsTurnQueue, TurnQueue};
 
 /// Why a record was not processed; logged, never returned to SQS (which only takes ids).
 #[derive(Debug, thiserror::Error)]
 enum RecordError {
     #[error("malformed record: {0}")]
     Malformed(String),
-    #[error("turn failed: {0}")]
-    Turn(TurnError),
+    #[error("turn failed: {} ({})", .0.message, .0.code)]
+    Turn(ApiError),
     /// An earlier record of the same message group failed: this one waits to keep the order.
     #[error("held back behind an earlier failed record of the same session")]
     BlockedByEarlierFailure,
@@ -83,13 +51,34 @@ enum RecordError {
     OutOfTime,
 }
 
+/// Failures that the same request would meet again: retrying them cannot help.
+fn is_permanent(err: &TurnError) -> bool {
+    matches!(
+        err,
+        TurnError::InvalidInput(_)
+            | TurnError::UnknownSkill { .. }
+            | TurnError::IdempotencyMismatch
+            | TurnError::Config(_)
+    )
+}
+
+/// How many times SQS has handed this record out, this delivery included.
+fn receive_count(record: &SqsMessage) -> u32 {
+    record.attributes.get("ApproximateReceiveCount").and_then(|count| count.parse().ok()).unwrap_or(1)
+}
+
 /// Processes the batch in order. Records of one message group (one session) stay in order: after
 /// a failure, the group's later records are reported failed without being run.
+///
+/// A background turn (one recorded by `Prefer: respond-async`) that fails for good, because the
+/// request is wrong or on its last delivery (`max_receives`, the queue's `maxReceiveCount`), is
+/// recorded as failed for its poller and not retried.
 pub async fn handle(
     service: &TurnService,
     event: SqsEvent,
     deadline: Option<Instant>,
-    continuations: Option<&dyn Continuations>,
+    continuations: Option<&dyn TurnQueue>,
+    max_receives: u32,
 ) -> SqsBatchResponse {
     let mut response = SqsBatchResponse::default();
     let mut failed_groups: HashSet<String> = HashSet::new();
@@ -101,7 +90,7 @@ pub async fn handle(
         } else if deadline.is_some_and(|at| at.saturating_duration_since(Instant::now()) < MIN_TIME_FOR_A_TURN) {
             Err(RecordError::OutOfTime)
         } else {
-            process(service, &record, deadline, continuations).await
+            process(service, &record, deadline, continuations, max_receives).await
         };
         if let Err(err) = outcome {
             tracing::warn!(message_id = %id, error = %err, "record failed; SQS will retry it");
@@ -118,7 +107,8 @@ async fn process(
     service: &TurnService,
     record: &SqsMessage,
     deadline: Option<Instant>,
-    continuations: Option<&dyn Continuations>,
+    continuations: Option<&dyn TurnQueue>,
+    max_receives: u32,
 ) -> Result<(), RecordError> {
     let body = record.body.as_deref().ok_or_else(|| RecordError::Malformed("the record has no body".to_owned()))?;
     let body: RecordBody =
@@ -136,23 +126,42 @@ async fn process(
         .as_deref()
         .or(record.message_id.as_deref())
         .ok_or_else(|| RecordError::Malformed("the record has no message id".to_owned()))?;
-    let fingerprint =
-        [user.as_str(), session.as_str(), body.message.as_str(), ticket.as_ref().map_or("", |t| t.as_str())];
-    let idempotency = IdempotencyKey::new(key, &fingerprint).map_err(RecordError::Malformed)?;
+    let idempotency =
+        IdempotencyKey::for_queued_turn(key, &user, &session, &body.message, ticket.as_ref().map(|t| t.as_str()))
+            .map_err(RecordError::Malformed)?;
     let request = TurnRequest {
         user: user.clone(),
-        session,
+        session: session.clone(),
         message: body.message,
         ticket: ticket.clone(),
         profile: UserProfile::default(),
         deadline,
         now: time::OffsetDateTime::now_utc(),
-        idempotency: Some(idempotency),
+        idempotency: Some(idempotency.clone()),
     };
     // A defect fails this record only; the rest of the batch and the warm process go on.
     let turn = std::panic::AssertUnwindSafe(service.run_turn(request)).catch_unwind().await;
-    let reply =
-        turn.unwrap_or_else(|_| Err(TurnError::Internal("the turn panicked".to_owned()))).map_err(RecordError::Turn)?;
+    let reply = match turn.unwrap_or_else(|_| Err(TurnError::Internal("the turn panicked".to_owned()))) {
+        Ok(reply) => reply,
+        // Recorded for the poller already: nothing more to do with this delivery.
+        Err(TurnError::AlreadyFailed { .. }) => return Ok(()),
+        Err(err) => {
+            let for_good = is_permanent(&err) || receive_count(record) >= max_receives;
+            let error = ApiError::from(err);
+            if for_good {
+                let now = time::OffsetDateTime::now_utc();
+                match service.fail_background(&user, &session, &idempotency, &error.stored(), now).await {
+                    Ok(true) => {
+                        tracing::warn!(session = %session, code = error.code, "background turn failed for good");
+                        return Ok(());
+                    }
+                    Ok(false) => {}
+                    Err(store) => tracing::error!(session = %session, error = %store, "could not record the failure"),
+                }
+            }
+            return Err(RecordError::Turn(error));
+        }
+    };
     tracing::info!(
         message_id = record.message_id.as_deref().unwrap_or(""),
         session = %reply.session_id,

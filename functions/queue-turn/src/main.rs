@@ -2,26 +2,29 @@
 
 use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
-use queue_turn::{Continuations, SqsContinuations};
+use queue_turn::{SqsTurnQueue, TurnQueue};
 
 #[tokio::main]
 async fn main() -> Result<(), Error> {
     agent_app::init_logging();
     let app = agent_app::app_from_env().await?;
     // A plan that does not fit one invocation re-enqueues itself when the queue is known.
-    let continuations: Option<std::sync::Arc<dyn Continuations>> = match std::env::var("TURN_QUEUE_URL") {
-        Ok(url) if !url.is_empty() => {
-            let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
-            Some(std::sync::Arc::new(SqsContinuations::new(aws_sdk_sqs::Client::new(&config), url)))
+    let continuations: Option<std::sync::Arc<dyn TurnQueue>> =
+        SqsTurnQueue::from_env().await.map(|queue| std::sync::Arc::new(queue) as std::sync::Arc<dyn TurnQueue>);
+    // The queue's maxReceiveCount: on the last delivery a background turn's failure is final.
+    let max_receives = match std::env::var("TURN_MAX_RECEIVE_COUNT") {
+        Ok(count) => {
+            count.parse().map_err(|_| format!("TURN_MAX_RECEIVE_COUNT must be a whole number, not {count:?}"))?
         }
-        _ => None,
+        Err(_) => 5,
     };
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
         let (app, continuations) = (app.clone(), continuations.clone());
         async move {
             let deadline = agent_app::deadline_from_epoch_millis(event.context.deadline);
             // The storage requests are logged before the response is posted.
-            let handled = queue_turn::handle(&app.service, event.payload, deadline, continuations.as_deref());
+            let handled =
+                queue_turn::handle(&app.service, event.payload, deadline, continuations.as_deref(), max_receives);
             Ok::<_, Error>(agent_app::with_request_log(&app.storage_requests, handled).await)
         }
     }))

@@ -11,6 +11,9 @@ use agent_core::prompt::SkillPromptMode;
 use agent_core::turn::{AgentConfig, TurnService};
 use thiserror::Error;
 
+pub mod jwt;
+pub mod queue;
+
 pub use aws_store::CallCounter;
 
 /// A configuration problem found at start-up; the message names the variable.

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::budget::{self, Trim};
+use crate::events::{self, DeltaEvents, TurnEvent, TurnObserver};
 use crate::message::{ChatRequest, Message, ToolCall, ToolSpec, Usage};
 use crate::model::{ChatModel, ModelError};
 use crate::prompt::SystemPrompt;
@@ -51,11 +52,13 @@ pub struct ToolOutput {
     pub content: String,
     /// Set by `abort`: end the turn now with this reply.
     pub abort: Option<String>,
+    /// Set by `load_skill` when a skill became current.
+    pub loaded_skill: Option<String>,
 }
 
 impl From<String> for ToolOutput {
     fn from(content: String) -> Self {
-        Self { content, abort: None }
+        Self { content, abort: None, loaded_skill: None }
     }
 }
 
@@ -105,13 +108,15 @@ pub struct LoopOutcome {
 }
 
 /// Runs one turn. Only a model failure is an error; tool failures are tool results, and hitting a
-/// bound ends the turn normally with a reply that says so.
+/// bound ends the turn normally with a reply that says so. `events` hears the model's text as it
+/// arrives (when it wants it), every tool call and result, and every skill loaded.
 pub async fn run(
     model: &dyn ChatModel,
     env: &mut dyn TurnEnv,
     history: &[Message],
     user_message: Message,
     limits: &Limits,
+    events: &dyn TurnObserver,
 ) -> Result<LoopOutcome, ModelError> {
     let mut conversation = Vec::with_capacity(history.len() + 8);
     conversation.extend_from_slice(history);
@@ -141,12 +146,20 @@ pub async fn run(
             log_trim(&trim, steps);
         }
         let request = ChatRequest { system: system.render(), messages, tools, ..ChatRequest::default() };
+        let deltas = DeltaEvents::new(events, MAX_REPLY_BYTES);
+        let call = async {
+            if events.wants_deltas() {
+                model.complete_streaming(&request, &deltas).await
+            } else {
+                model.complete(&request).await
+            }
+        };
         let response = match call_deadline {
-            Some(at) => match tokio::time::timeout_at(at, model.complete(&request)).await {
+            Some(at) => match tokio::time::timeout_at(at, call).await {
                 Ok(response) => response?,
                 Err(_) => break Ending::Deadline,
             },
-            None => model.complete(&request).await?,
+            None => call.await?,
         };
         steps += 1;
         usage.add(response.usage);
@@ -178,6 +191,11 @@ pub async fn run(
         }
         for (index, call) in calls.iter().enumerate() {
             tracing::info!(tool = %call.name, step = steps, "tool call");
+            events.event(TurnEvent::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                summary: events::summarise_arguments(&call.arguments),
+            });
             // Calls that are not run still get a result, so the stored history stays well-formed:
             // after an abort, past the per-reply cap, with oversized arguments, or once the turn's
             // tool-result budget is spent.
@@ -210,6 +228,16 @@ pub async fn run(
             let mut content = output.content;
             truncate_tool_result(&mut content);
             result_bytes += content.len();
+            events.event(TurnEvent::ToolResult {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                ok: !events::is_error_result(&content),
+                bytes: content.len(),
+                summary: events::summarise_result(&content),
+            });
+            if let Some(skill) = output.loaded_skill {
+                events.event(TurnEvent::SkillLoaded { skill, forced: false });
+            }
             conversation.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content });
             if aborted.is_none() {
                 aborted = output.abort;

@@ -3,6 +3,7 @@
 
 pub mod agent;
 pub mod budget;
+pub mod events;
 pub mod expert;
 pub mod ids;
 pub mod keys;
@@ -16,10 +17,11 @@ pub mod tools;
 pub mod turn;
 pub mod vfs;
 
+pub use events::{NoObserver, TurnEvent, TurnObserver};
 pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};
 pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
-pub use model::{ChatModel, ModelError};
+pub use model::{ChatModel, DeltaSink, ModelError};
 pub use store::{
-    Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore, Session,
-    SessionState, SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit, WorkspaceFile,
+    Accepted, Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore, Session,
+    SessionState, SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit, TurnStatus, WorkspaceFile,
 };

@@ -23,8 +23,30 @@ pub enum ModelError {
     Config(String),
 }
 
+/// Receives a reply's text as the model produces it.
+pub trait DeltaSink: Send + Sync {
+    fn delta(&self, text: &str);
+}
+
 /// A chat model with tool calling.
 #[async_trait]
 pub trait ChatModel: Send + Sync {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError>;
+
+    /// Like [`ChatModel::complete`], but hands the reply's text to `sink` as it arrives; the
+    /// returned response carries the whole text, equal to the deltas joined. A provider retries
+    /// only until the first delta has been handed over: after that a failure is final, since the
+    /// text already shown cannot be taken back. The default makes a buffered call and hands its
+    /// whole text over as one delta.
+    async fn complete_streaming(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ModelError> {
+        let response = self.complete(request).await?;
+        if !response.content.is_empty() {
+            sink.delta(&response.content);
+        }
+        Ok(response)
+    }
 }

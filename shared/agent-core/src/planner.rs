@@ -13,6 +13,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use crate::agent::{self, Ending, Limits, ToolOutput, TurnEnv};
+use crate::events::{DeltaEvents, TurnObserver, WithoutDeltas};
 use crate::expert::{ExpertInfo, ExpertSession, PromptInfo};
 use crate::message::{ChatRequest, JsonSchemaFormat, Message, ToolCall, ToolSpec, Usage};
 use crate::model::{ChatModel, ModelError};
@@ -166,6 +167,8 @@ pub struct Planner<'a> {
     pub model: &'a dyn ChatModel,
     pub experts: &'a dyn ExpertSession,
     pub config: &'a PlannerConfig,
+    /// Hears tool calls of the expert rounds, and the final answer's text as it arrives.
+    pub events: &'a dyn TurnObserver,
 }
 
 const PLANNER_INSTRUCTIONS: &str = "You plan how to answer the user's request with the available experts. \
@@ -461,7 +464,7 @@ impl Planner<'_> {
                 input_tokens: bounds.input_tokens,
             };
             let opening = Message::user(format!("Request: {}\nYour task: {}", state.request, task.task));
-            let outcome = agent::run(self.model, &mut env, &[], opening, &limits).await?;
+            let outcome = agent::run(self.model, &mut env, &[], opening, &limits, &WithoutDeltas(self.events)).await?;
             bounds.steps_left -= outcome.steps.min(bounds.steps_left);
             usage.add(outcome.usage);
             if matches!(outcome.ending, Ending::StepLimit | Ending::Deadline) {
@@ -631,7 +634,7 @@ impl Planner<'_> {
             ..ChatRequest::default()
         };
         bounds.steps_left -= 1;
-        let response = self.complete(&request, bounds).await?;
+        let response = self.complete_answer(&request, bounds).await?;
         usage.add(response.usage);
         Ok(response.content)
     }
@@ -644,6 +647,26 @@ impl Planner<'_> {
                 Err(_) => Err(Stop::OutOfBudget),
             },
             None => Ok(self.model.complete(request).await?),
+        }
+    }
+
+    /// The final answer's call: its text is the reply, so it streams to the observer when wanted.
+    async fn complete_answer(
+        &self,
+        request: &ChatRequest,
+        bounds: &Bounds,
+    ) -> Result<crate::message::ChatResponse, Stop> {
+        if !self.events.wants_deltas() {
+            return self.complete(request, bounds).await;
+        }
+        let deltas = DeltaEvents::new(self.events, crate::agent::MAX_REPLY_BYTES);
+        let call = self.model.complete_streaming(request, &deltas);
+        match bounds.deadline.map(|deadline| deadline.checked_sub(bounds.reserve).unwrap_or(deadline)) {
+            Some(at) => match tokio::time::timeout_at(at, call).await {
+                Ok(response) => Ok(response?),
+                Err(_) => Err(Stop::OutOfBudget),
+            },
+            None => Ok(call.await?),
         }
     }
 

@@ -236,6 +236,20 @@ impl IdempotencyKey {
     }
 }
 
+impl IdempotencyKey {
+    /// The key of a queued turn, fingerprinted with everything its record asks (user, session,
+    /// message, ticket): the queue worker and the HTTP function that enqueues it compute the same.
+    pub fn for_queued_turn(
+        key: &str,
+        user: &UserId,
+        session: &SessionId,
+        message: &str,
+        ticket: Option<&str>,
+    ) -> Result<Self, String> {
+        Self::new(key, &[user.as_str(), session.as_str(), message, ticket.unwrap_or("")])
+    }
+}
+
 /// What a claim on an idempotency key found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Claim {
@@ -245,6 +259,32 @@ pub enum Claim {
     Committed { reply: serde_json::Value },
     /// A turn with this key is running now.
     Running,
+    /// The key was used with a different request.
+    Mismatch,
+    /// A background turn with this key failed for good: its error, as stored.
+    Failed { error: serde_json::Value },
+}
+
+/// Where a turn known by its idempotency key stands (the poll of a background turn).
+#[derive(Debug, Clone, PartialEq)]
+pub enum TurnStatus {
+    /// Accepted for the background and waiting in the queue (also between retries).
+    Queued,
+    /// A worker is running it now.
+    Running,
+    /// Committed: the reply a synchronous turn would have answered.
+    Committed { reply: serde_json::Value },
+    /// Failed for good: the error a synchronous turn would have answered.
+    Failed { error: serde_json::Value },
+}
+
+/// What recording a background turn found.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Accepted {
+    /// The key is new: the turn is recorded as queued.
+    New,
+    /// The key was recorded before with the same request (a client's retry): where that turn stands.
+    Existing(TurnStatus),
     /// The key was used with a different request.
     Mismatch,
 }
@@ -308,7 +348,8 @@ pub trait SessionStore: Send + Sync {
         lease_until: i64,
     ) -> Result<Claim, StoreError>;
     /// Gives up a claim whose turn failed, so a retry can run at once; a no-op when `owner` no
-    /// longer holds it.
+    /// longer holds it. A background turn's record goes back to queued rather than away, so its
+    /// poller keeps seeing it pending.
     async fn release(
         &self,
         user: &UserId,
@@ -316,4 +357,31 @@ pub trait SessionStore: Send + Sync {
         key: &IdempotencyKey,
         owner: &str,
     ) -> Result<(), StoreError>;
+    /// Records a background turn under `key` as queued, atomically: a key recorded before with the
+    /// same request is left as it is. The record lives until the key's TTL after its last change.
+    async fn accept(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        now: i64,
+    ) -> Result<Accepted, StoreError>;
+    /// Where the turn whose key hashes to `key_hash` stands; `None` when no live record has it.
+    async fn turn_status(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key_hash: &str,
+        now: i64,
+    ) -> Result<Option<TurnStatus>, StoreError>;
+    /// Marks a queued background turn as failed for good with `error`; false (and nothing changes)
+    /// unless the key's record is a background turn waiting in the queue.
+    async fn fail_queued(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        error: &serde_json::Value,
+        now: i64,
+    ) -> Result<bool, StoreError>;
 }

@@ -493,7 +493,13 @@ impl TurnEnv for SkillsEnv<'_> {
             return ToolOutput::from(content);
         }
         let content = match call.name.as_str() {
-            LOAD_SKILL => self.run_load_skill(&call.arguments).await,
+            LOAD_SKILL => {
+                let content = self.run_load_skill(&call.arguments).await;
+                let loaded_skill = (!crate::events::is_error_result(&content))
+                    .then(|| self.current_skill.as_ref().map(|doc| doc.path.to_string()))
+                    .flatten();
+                return ToolOutput { content, abort: None, loaded_skill };
+            }
             FIND_SKILLS => self.run_find_skills(&call.arguments),
             TODO_WRITE => self.run_todo_write(&call.arguments),
             TODO_READ => self.run_todo_read(),
@@ -503,7 +509,11 @@ impl TurnEnv for SkillsEnv<'_> {
                     "Error: abort needs `reason`, the answer to give the user".to_owned()
                 } else {
                     tracing::info!(reason, "the model aborted the turn");
-                    return ToolOutput { content: "Turn aborted.".to_owned(), abort: Some(reason.to_owned()) };
+                    return ToolOutput {
+                        content: "Turn aborted.".to_owned(),
+                        abort: Some(reason.to_owned()),
+                        loaded_skill: None,
+                    };
                 }
             }
             name => vfs::run_file_tool(&mut self.vfs, name, &call.arguments)

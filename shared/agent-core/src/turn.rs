@@ -13,6 +13,7 @@ use tokio::time::Instant;
 
 use crate::agent::{self, Ending, Limits};
 use crate::budget;
+use crate::events::{NoObserver, TurnEvent, TurnObserver};
 use crate::expert::{ExpertSession, Experts, NoExperts};
 use crate::ids::{SessionId, SkillPath, TicketId, UserId};
 use crate::message::{ChatRequest, Message, Usage};
@@ -21,8 +22,8 @@ use crate::planner::{PlanState, Planner, PlannerConfig};
 use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
 use crate::skills::{Catalog, Resolved, SkillDoc, SkillLibrary};
 use crate::store::{
-    Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore,
-    StoreError, TurnCommit,
+    Accepted, Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, ObjectStore, Session, SessionState,
+    SessionStore, StoreError, TurnCommit, TurnStatus,
 };
 use crate::tools::{LoadSkillError, SkillSource, SkillsEnv};
 use crate::vfs::{BlobCache, Vfs};
@@ -180,6 +181,9 @@ pub enum TurnError {
     /// The idempotency key was used before with a different request.
     #[error("this idempotency key was used with a different request")]
     IdempotencyMismatch,
+    /// The background turn with this idempotency key failed for good; `error` is what it answered.
+    #[error("the turn with this idempotency key failed: {error}")]
+    AlreadyFailed { error: serde_json::Value },
     /// A defect (a panic) inside the turn; nothing was committed.
     #[error("internal error: {0}")]
     Internal(String),
@@ -298,15 +302,61 @@ impl TurnService {
         Ok(self.sessions.history_page(user, session, before, max_turns, max_bytes).await?)
     }
 
+    /// Records a turn to run in the background under `key` (see [`SessionStore::accept`]).
+    pub async fn accept_background(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        now: OffsetDateTime,
+    ) -> Result<Accepted, TurnError> {
+        Ok(self.sessions.accept(user, session, key, now.unix_timestamp()).await?)
+    }
+
+    /// Where the turn whose idempotency key hashes to `turn_id` stands, for its owner only.
+    pub async fn turn_status(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        turn_id: &str,
+        now: OffsetDateTime,
+    ) -> Result<Option<TurnStatus>, TurnError> {
+        Ok(self.sessions.turn_status(user, session, turn_id, now.unix_timestamp()).await?)
+    }
+
+    /// Records that the queued background turn under `key` failed for good with `error` (the body
+    /// a synchronous turn would have answered); false when the key is not a queued background turn.
+    pub async fn fail_background(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        error: &serde_json::Value,
+        now: OffsetDateTime,
+    ) -> Result<bool, TurnError> {
+        Ok(self.sessions.fail_queued(user, session, key, error, now.unix_timestamp()).await?)
+    }
+
     /// Runs one turn exactly once per idempotency key: a committed key replays its reply, a
     /// running one is refused, and a failed (or panicking) turn gives its key back.
     pub async fn run_turn(&self, request: TurnRequest) -> Result<TurnReply, TurnError> {
+        self.run_turn_observed(request, &NoObserver).await
+    }
+
+    /// [`TurnService::run_turn`], reporting the turn's progress to `events` as it runs: the model's
+    /// text as it arrives, skills loaded, tool calls and results. The commit is the same.
+    pub async fn run_turn_observed(
+        &self,
+        request: TurnRequest,
+        events: &dyn TurnObserver,
+    ) -> Result<TurnReply, TurnError> {
         if request.message.trim().is_empty() {
             return Err(TurnError::InvalidInput("`message` must not be empty".to_owned()));
         }
         if request.message.len() > MAX_MESSAGE_BYTES {
             return Err(TurnError::InvalidInput(format!("`message` is larger than {MAX_MESSAGE_BYTES} bytes")));
         }
+        events.event(TurnEvent::Started { session_id: request.session.to_string() });
         let now = request.now.unix_timestamp();
         let claim = match &request.idempotency {
             None => None,
@@ -331,11 +381,13 @@ impl TurnService {
                     }
                     Claim::Running => return Err(TurnError::InProgress),
                     Claim::Mismatch => return Err(TurnError::IdempotencyMismatch),
+                    Claim::Failed { error } => return Err(TurnError::AlreadyFailed { error }),
                 }
             }
         };
         let (user, session) = (request.user.clone(), request.session.clone());
-        let attempt = std::panic::AssertUnwindSafe(self.run_claimed(request, claim.as_ref())).catch_unwind().await;
+        let attempt =
+            std::panic::AssertUnwindSafe(self.run_claimed(request, claim.as_ref(), events)).catch_unwind().await;
         let result = attempt.unwrap_or_else(|panic| {
             let message = panic_message(panic.as_ref());
             tracing::error!(session = %session, panic = %message, "the turn panicked; nothing was committed");
@@ -350,9 +402,14 @@ impl TurnService {
         result
     }
 
-    async fn run_claimed(&self, request: TurnRequest, claim: Option<&Claimed>) -> Result<TurnReply, TurnError> {
+    async fn run_claimed(
+        &self,
+        request: TurnRequest,
+        claim: Option<&Claimed>,
+        events: &dyn TurnObserver,
+    ) -> Result<TurnReply, TurnError> {
         if self.config.strategy == Strategy::Planner {
-            return self.run_planner_turn(request, claim).await;
+            return self.run_planner_turn(request, claim, events).await;
         }
         // The session and the catalog are independent reads: fetch them concurrently.
         let (session, catalog) = tokio::try_join!(
@@ -410,6 +467,7 @@ impl TurnService {
             let _ = env.load_skill(&skill.to_string()).await;
         }
         if let Some(doc) = forced {
+            events.event(TurnEvent::SkillLoaded { skill: doc.path.to_string(), forced: true });
             env.force(doc);
         }
 
@@ -419,7 +477,8 @@ impl TurnService {
             reserve: self.config.deadline_reserve,
             input_tokens: self.config.input_tokens(),
         };
-        let outcome = agent::run(self.model.as_ref(), &mut env, &history, Message::user(user_message), &limits).await?;
+        let outcome =
+            agent::run(self.model.as_ref(), &mut env, &history, Message::user(user_message), &limits, events).await?;
         usage.add(outcome.usage);
         let ended_in = env.current_skill().map(|doc| doc.path.clone());
         let forced_skill = env.forced_skill().map(|doc| doc.path.clone());
@@ -529,7 +588,12 @@ impl TurnService {
 
     /// A turn of the planner strategy. Only the user's message and the final reply enter the
     /// history; the plan, with its position and any pending prompt choice, is stored in `plan`.
-    async fn run_planner_turn(&self, request: TurnRequest, claim: Option<&Claimed>) -> Result<TurnReply, TurnError> {
+    async fn run_planner_turn(
+        &self,
+        request: TurnRequest,
+        claim: Option<&Claimed>,
+        events: &dyn TurnObserver,
+    ) -> Result<TurnReply, TurnError> {
         let session = self.sessions.load(&request.user, &request.session).await?;
         let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
         let plan: Option<PlanState> = match &session.state.plan {
@@ -547,7 +611,8 @@ impl TurnService {
             Some(experts) => experts.open(&request.user).await,
             None => Box::new(NoExperts),
         };
-        let planner = Planner { model: self.model.as_ref(), experts: opened.as_ref(), config: &self.config.planner };
+        let planner =
+            Planner { model: self.model.as_ref(), experts: opened.as_ref(), config: &self.config.planner, events };
         let limits = Limits {
             max_steps: self.config.max_steps,
             deadline: request.deadline,

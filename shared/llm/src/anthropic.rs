@@ -1,14 +1,15 @@
 //! Anthropic Messages API provider, converting to and from core types.
 
 use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, Usage,
+    ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, Usage,
 };
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::LlmConfig;
-use crate::retry::{http_client, send_with_retry, RetryPolicy};
+use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
+use crate::stream::{stream_with_retry, Assembler, StreamFault};
 
 const PROVIDER: &str = "anthropic";
 const API_VERSION: &str = "2023-06-01";
@@ -18,6 +19,7 @@ const STRUCTURED_TOOL_DESCRIPTION: &str = "Respond with the structured result.";
 /// A chat model reached through `POST {base_url}/v1/messages`.
 pub struct AnthropicModel {
     client: reqwest::Client,
+    streaming: reqwest::Client,
     endpoint: String,
     model: String,
     api_key: String,
@@ -35,6 +37,7 @@ impl AnthropicModel {
             .ok_or_else(|| ModelError::Config("an API key is required for provider anthropic".to_string()))?;
         Ok(AnthropicModel {
             client: http_client(config.timeout)?,
+            streaming: streaming_client(config.timeout)?,
             endpoint: format!("{}/v1/messages", config.base_url.trim_end_matches('/')),
             model: config.model.clone(),
             api_key,
@@ -69,6 +72,170 @@ impl ChatModel for AnthropicModel {
         let response = from_wire(wire, structured)?;
         crate::log_call_done(PROVIDER, model, &response);
         Ok(response)
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ModelError> {
+        // A structured reply arrives as a forced tool's input, not as text: nothing to stream.
+        if request.response_format.is_some() {
+            let response = self.complete(request).await?;
+            if !response.content.is_empty() {
+                sink.delta(&response.content);
+            }
+            return Ok(response);
+        }
+        let model = crate::effective_model(request, &self.model);
+        let mut body = serde_json::to_value(to_wire(model, self.max_tokens, request)?)
+            .map_err(|e| ModelError::InvalidResponse(format!("{PROVIDER}: could not encode the request: {e}")))?;
+        body["stream"] = Value::Bool(true);
+        tracing::debug!(provider = PROVIDER, model, "streamed model call");
+        let make_request = || {
+            self.streaming
+                .post(&self.endpoint)
+                .header("x-api-key", &self.api_key)
+                .header("anthropic-version", API_VERSION)
+                .json(&body)
+        };
+        let response =
+            stream_with_retry(&self.retry, PROVIDER, Some(&self.api_key), make_request, StreamedMessage::default, sink)
+                .await?;
+        crate::log_call_done(PROVIDER, model, &response);
+        Ok(response)
+    }
+}
+
+// ---- Streamed response ----
+
+/// Most content blocks one streamed reply may carry (their `index`).
+const MAX_STREAMED_BLOCKS: usize = 64;
+
+/// A content block as its deltas arrive.
+enum PartialBlock {
+    Text(String),
+    ToolUse { id: String, name: String, json: String },
+    Other,
+}
+
+/// A message assembled from the Messages API's stream events.
+#[derive(Default)]
+struct StreamedMessage {
+    blocks: Vec<PartialBlock>,
+    input_tokens: u64,
+    output_tokens: u64,
+    stop_reason: Option<String>,
+}
+
+fn invalid(message: String) -> StreamFault {
+    StreamFault::Fatal(ModelError::InvalidResponse(format!("{PROVIDER}: {message}")))
+}
+
+impl StreamedMessage {
+    fn block(&mut self, event: &Value) -> Result<&mut PartialBlock, StreamFault> {
+        let index =
+            event.get("index").and_then(Value::as_u64).ok_or_else(|| invalid("an event without its index".into()))?;
+        let index = usize::try_from(index).unwrap_or(usize::MAX);
+        if index >= MAX_STREAMED_BLOCKS {
+            return Err(invalid(format!("a content block has index {index}, over {MAX_STREAMED_BLOCKS}")));
+        }
+        while self.blocks.len() <= index {
+            self.blocks.push(PartialBlock::Other);
+        }
+        Ok(&mut self.blocks[index])
+    }
+}
+
+impl Assembler for StreamedMessage {
+    fn event(&mut self, name: &str, data: &str, sink: &dyn DeltaSink) -> Result<bool, StreamFault> {
+        let event: Value =
+            serde_json::from_str(data).map_err(|e| invalid(format!("a streamed event is not valid JSON: {e}")))?;
+        let kind = event.get("type").and_then(Value::as_str).unwrap_or(name);
+        let text = |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or("").to_owned();
+        match kind {
+            "message_start" => {
+                let usage = event.pointer("/message/usage");
+                self.input_tokens = usage.and_then(|u| u.get("input_tokens")).and_then(Value::as_u64).unwrap_or(0);
+                self.output_tokens = usage.and_then(|u| u.get("output_tokens")).and_then(Value::as_u64).unwrap_or(0);
+            }
+            "content_block_start" => {
+                let started = event.get("content_block").cloned().unwrap_or(Value::Null);
+                let block = match started.get("type").and_then(Value::as_str) {
+                    Some("text") => PartialBlock::Text(text(started.get("text"))),
+                    Some("tool_use") => PartialBlock::ToolUse {
+                        id: text(started.get("id")),
+                        name: text(started.get("name")),
+                        json: String::new(),
+                    },
+                    _ => PartialBlock::Other,
+                };
+                if let PartialBlock::Text(initial) = &block {
+                    if !initial.is_empty() {
+                        sink.delta(initial);
+                    }
+                }
+                *self.block(&event)? = block;
+            }
+            "content_block_delta" => {
+                let delta = event.get("delta").cloned().unwrap_or(Value::Null);
+                match (delta.get("type").and_then(Value::as_str), self.block(&event)?) {
+                    (Some("text_delta"), PartialBlock::Text(content)) => {
+                        let piece = text(delta.get("text"));
+                        if !piece.is_empty() {
+                            sink.delta(&piece);
+                            content.push_str(&piece);
+                        }
+                    }
+                    (Some("input_json_delta"), PartialBlock::ToolUse { json, .. }) => {
+                        json.push_str(&text(delta.get("partial_json")));
+                    }
+                    _ => {}
+                }
+            }
+            "message_delta" => {
+                if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
+                    self.stop_reason = Some(reason.to_owned());
+                }
+                if let Some(tokens) = event.pointer("/usage/output_tokens").and_then(Value::as_u64) {
+                    self.output_tokens = tokens;
+                }
+            }
+            "message_stop" => return Ok(true),
+            "error" => {
+                let kind = event.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
+                let message = text(event.pointer("/error/message"));
+                let message = format!("{PROVIDER}: the stream reported {kind}: {message}");
+                return Err(match kind {
+                    "overloaded_error" | "api_error" | "rate_limit_error" => StreamFault::Retryable(message),
+                    _ => StreamFault::Fatal(ModelError::InvalidResponse(message)),
+                });
+            }
+            _ => {}
+        }
+        Ok(false)
+    }
+
+    fn finish(self) -> Result<ChatResponse, ModelError> {
+        let mut content = Vec::with_capacity(self.blocks.len());
+        for block in self.blocks {
+            content.push(match block {
+                PartialBlock::Text(text) => ResponseBlock::Text { text },
+                PartialBlock::ToolUse { id, name, json } => {
+                    let input = if json.trim().is_empty() {
+                        Value::Object(Default::default())
+                    } else {
+                        serde_json::from_str(&json).map_err(|e| {
+                            ModelError::InvalidResponse(format!("{PROVIDER}: a streamed tool input is not JSON: {e}"))
+                        })?
+                    };
+                    ResponseBlock::ToolUse { id, name, input }
+                }
+                PartialBlock::Other => ResponseBlock::Other,
+            });
+        }
+        let usage = Some(WireUsage { input_tokens: self.input_tokens, output_tokens: self.output_tokens });
+        from_wire(MessagesResponse { content, usage, stop_reason: self.stop_reason }, None)
     }
 }
 

@@ -7,6 +7,7 @@ pub mod config;
 pub mod openai;
 pub mod replay;
 pub mod retry;
+mod stream;
 
 use std::sync::Arc;
 

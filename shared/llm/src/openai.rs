@@ -1,20 +1,22 @@
 //! OpenAI-compatible Chat Completions provider (OpenAI, Ollama, vLLM, ...), converting to and from core types.
 
 use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, Usage,
+    ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, Usage,
 };
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::LlmConfig;
-use crate::retry::{http_client, send_with_retry, RetryPolicy};
+use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
+use crate::stream::{stream_with_retry, Assembler, StreamFault};
 
 const PROVIDER: &str = "openai";
 
 /// A chat model reached through `POST {base_url}/chat/completions`.
 pub struct OpenAiModel {
     client: reqwest::Client,
+    streaming: reqwest::Client,
     endpoint: String,
     model: String,
     api_key: Option<String>,
@@ -30,6 +32,7 @@ impl OpenAiModel {
         let base_url = config.base_url.trim_end_matches('/');
         Ok(OpenAiModel {
             client: http_client(config.timeout)?,
+            streaming: streaming_client(config.timeout)?,
             endpoint: format!("{base_url}/chat/completions"),
             model: config.model.clone(),
             api_key: config.api_key.clone(),
@@ -71,6 +74,186 @@ impl ChatModel for OpenAiModel {
         let response = from_wire(wire)?;
         crate::log_call_done(PROVIDER, model, &response);
         Ok(response)
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ModelError> {
+        let (max_tokens, max_completion_tokens) =
+            if self.official_api { (None, Some(self.max_tokens)) } else { (Some(self.max_tokens), None) };
+        let model = crate::effective_model(request, &self.model);
+        let mut body = serde_json::to_value(to_wire(model, request, max_tokens, max_completion_tokens))
+            .map_err(|e| ModelError::InvalidResponse(format!("{PROVIDER}: could not encode the request: {e}")))?;
+        body["stream"] = Value::Bool(true);
+        body["stream_options"] = serde_json::json!({"include_usage": true});
+        tracing::debug!(provider = PROVIDER, model, "streamed model call");
+        let make_request = || {
+            let builder = self.streaming.post(&self.endpoint).json(&body);
+            match &self.api_key {
+                Some(key) => builder.bearer_auth(key),
+                None => builder,
+            }
+        };
+        let response = stream_with_retry(
+            &self.retry,
+            PROVIDER,
+            self.api_key.as_deref(),
+            make_request,
+            StreamedReply::default,
+            sink,
+        )
+        .await?;
+        crate::log_call_done(PROVIDER, model, &response);
+        Ok(response)
+    }
+}
+
+// ---- Streamed response ----
+
+/// Most tool calls one streamed reply may carry (their `index`).
+const MAX_STREAMED_TOOL_CALLS: usize = 64;
+
+#[derive(Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<ChunkChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct ChunkChoice {
+    #[serde(default)]
+    delta: Option<ChunkDelta>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ChunkDelta {
+    #[serde(default)]
+    content: Option<String>,
+    #[serde(default)]
+    tool_calls: Option<Vec<ChunkToolCall>>,
+}
+
+#[derive(Deserialize)]
+struct ChunkToolCall {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: Option<ChunkFunction>,
+}
+
+#[derive(Deserialize)]
+struct ChunkFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// A tool call as its fragments arrive.
+#[derive(Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: String,
+    arguments: String,
+}
+
+/// A reply assembled from `chat.completion.chunk` events.
+#[derive(Default)]
+struct StreamedReply {
+    content: String,
+    calls: Vec<PartialCall>,
+    finish_reason: Option<String>,
+    usage: Option<WireUsage>,
+}
+
+impl Assembler for StreamedReply {
+    fn event(&mut self, _name: &str, data: &str, sink: &dyn DeltaSink) -> Result<bool, StreamFault> {
+        let data = data.trim();
+        if data == "[DONE]" {
+            return Ok(true);
+        }
+        let chunk: Chunk = serde_json::from_str(data).map_err(|e| {
+            StreamFault::Fatal(ModelError::InvalidResponse(format!("{PROVIDER}: a streamed chunk is not valid: {e}")))
+        })?;
+        if let Some(error) = chunk.error {
+            let message = crate::retry::error_message(error.to_string().as_bytes(), None);
+            return Err(StreamFault::Retryable(format!("{PROVIDER}: the stream reported an error: {message}")));
+        }
+        if chunk.usage.is_some() {
+            self.usage = chunk.usage;
+        }
+        let Some(choice) = chunk.choices.into_iter().next() else { return Ok(false) };
+        if let Some(delta) = choice.delta {
+            if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
+                sink.delta(&text);
+                self.content.push_str(&text);
+            }
+            for fragment in delta.tool_calls.unwrap_or_default() {
+                let index = fragment.index.unwrap_or(self.calls.len().saturating_sub(1));
+                if index >= MAX_STREAMED_TOOL_CALLS {
+                    return Err(StreamFault::Fatal(ModelError::InvalidResponse(format!(
+                        "{PROVIDER}: a streamed tool call has index {index}, over {MAX_STREAMED_TOOL_CALLS}"
+                    ))));
+                }
+                if self.calls.len() <= index {
+                    self.calls.resize_with(index + 1, PartialCall::default);
+                }
+                let call = &mut self.calls[index];
+                if let Some(id) = fragment.id.filter(|id| !id.is_empty()) {
+                    call.id = Some(id);
+                }
+                if let Some(function) = fragment.function {
+                    if let Some(name) = function.name {
+                        call.name.push_str(&name);
+                    }
+                    if let Some(arguments) = function.arguments {
+                        call.arguments.push_str(&arguments);
+                    }
+                }
+            }
+        }
+        if choice.finish_reason.is_some() {
+            self.finish_reason = choice.finish_reason;
+        }
+        Ok(false)
+    }
+
+    fn finish(self) -> Result<ChatResponse, ModelError> {
+        let tool_calls = self
+            .calls
+            .into_iter()
+            .filter(|call| !call.name.is_empty())
+            .map(|call| ToolCall {
+                id: call.id.unwrap_or_else(generate_call_id),
+                name: call.name,
+                arguments: decode_arguments(Some(Value::String(call.arguments))),
+            })
+            .collect();
+        let wire = CompletionResponse {
+            choices: vec![Choice {
+                message: ResponseMessage { content: Some(self.content), tool_calls: Some(Vec::new()) },
+                finish_reason: self.finish_reason,
+            }],
+            usage: self.usage,
+        };
+        let mut response = from_wire(wire)?;
+        response.tool_calls = tool_calls;
+        Ok(response)
+    }
+
+    /// Some compatible servers end the stream after the finish reason without `[DONE]`.
+    fn complete_without_end(&self) -> bool {
+        self.finish_reason.is_some()
     }
 }
 

@@ -1,12 +1,13 @@
 //! Recorded model replies: replay them from a JSON Lines file, or record a live model's replies into one.
 //!
 //! The format is one [`ChatResponse`] in its serde JSON form per line, in call order; blank lines are
-//! skipped. A file written by [`RecordingModel`] can be served back by [`ReplayModel`].
+//! skipped. A line may also carry `deltas`, the reply's text in the pieces it streamed in, which a
+//! streamed call replays in order. A file written by [`RecordingModel`] can be served back by [`ReplayModel`].
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agent_core::{ChatModel, ChatRequest, ChatResponse, ModelError};
+use agent_core::{ChatModel, ChatRequest, ChatResponse, DeltaSink, ModelError};
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
@@ -14,6 +15,8 @@ use tokio::io::AsyncWriteExt;
 pub struct ReplayModel {
     source: String,
     replies: Vec<ChatResponse>,
+    /// For each reply, the pieces its text streamed in, when recorded.
+    deltas: Vec<Option<Vec<String>>>,
     cursor: Mutex<usize>,
 }
 
@@ -30,21 +33,47 @@ impl ReplayModel {
     pub fn from_jsonl(source: impl Into<String>, text: &str) -> Result<Self, ModelError> {
         let source = source.into();
         let mut replies = Vec::new();
+        let mut deltas = Vec::new();
         for (index, line) in text.lines().enumerate() {
             if line.trim().is_empty() {
                 continue;
             }
-            let reply = serde_json::from_str(line).map_err(|e| {
+            let not_a_reply = |e: serde_json::Error| {
                 ModelError::Config(format!("replay file {source} line {}: not a chat response: {e}", index + 1))
-            })?;
-            replies.push(reply);
+            };
+            let mut value: serde_json::Value = serde_json::from_str(line).map_err(not_a_reply)?;
+            let pieces = match value.as_object_mut().and_then(|fields| fields.remove("deltas")) {
+                None => None,
+                Some(pieces) => Some(serde_json::from_value::<Vec<String>>(pieces).map_err(not_a_reply)?),
+            };
+            replies.push(serde_json::from_value(value).map_err(not_a_reply)?);
+            deltas.push(pieces);
         }
-        Ok(ReplayModel { source, replies, cursor: Mutex::new(0) })
+        Ok(ReplayModel { source, replies, deltas, cursor: Mutex::new(0) })
     }
 
     /// Replies in the same order as they will be served.
     pub fn from_replies(source: impl Into<String>, replies: Vec<ChatResponse>) -> Self {
-        ReplayModel { source: source.into(), replies, cursor: Mutex::new(0) }
+        let deltas = vec![None; replies.len()];
+        ReplayModel { source: source.into(), replies, deltas, cursor: Mutex::new(0) }
+    }
+
+    /// The next reply and its recorded pieces, advancing the cursor.
+    fn next_reply(&self) -> Result<(ChatResponse, Option<Vec<String>>), ModelError> {
+        let mut cursor = self.lock_cursor();
+        let reply = self.replies.get(*cursor).cloned().ok_or_else(|| {
+            ModelError::Config(format!("replay file {} exhausted after {} replies", self.source, self.replies.len()))
+        })?;
+        let pieces = self.deltas.get(*cursor).cloned().flatten();
+        *cursor += 1;
+        tracing::debug!(
+            provider = "replay",
+            reply = *cursor,
+            input_tokens = reply.usage.input_tokens,
+            output_tokens = reply.usage.output_tokens,
+            "model call done"
+        );
+        Ok((reply, pieces))
     }
 
     /// How many replies have not been served yet.
@@ -61,18 +90,21 @@ impl ReplayModel {
 #[async_trait]
 impl ChatModel for ReplayModel {
     async fn complete(&self, _request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        let mut cursor = self.lock_cursor();
-        let reply = self.replies.get(*cursor).cloned().ok_or_else(|| {
-            ModelError::Config(format!("replay file {} exhausted after {} replies", self.source, self.replies.len()))
-        })?;
-        *cursor += 1;
-        tracing::debug!(
-            provider = "replay",
-            reply = *cursor,
-            input_tokens = reply.usage.input_tokens,
-            output_tokens = reply.usage.output_tokens,
-            "model call done"
-        );
+        Ok(self.next_reply()?.0)
+    }
+
+    /// Hands over the recorded pieces in order, or the whole text as one when none were recorded.
+    async fn complete_streaming(
+        &self,
+        _request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ModelError> {
+        let (reply, pieces) = self.next_reply()?;
+        match pieces {
+            Some(pieces) => pieces.iter().filter(|piece| !piece.is_empty()).for_each(|piece| sink.delta(piece)),
+            None if !reply.content.is_empty() => sink.delta(&reply.content),
+            None => {}
+        }
         Ok(reply)
     }
 }
@@ -94,8 +126,12 @@ impl RecordingModel {
         &self.path
     }
 
-    async fn append(&self, reply: &ChatResponse) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(reply)?;
+    async fn append(&self, reply: &ChatResponse, deltas: Option<Vec<String>>) -> std::io::Result<()> {
+        let mut value = serde_json::to_value(reply)?;
+        if let (Some(fields), Some(deltas)) = (value.as_object_mut(), deltas) {
+            fields.insert("deltas".to_owned(), serde_json::Value::from(deltas));
+        }
+        let mut line = serde_json::to_vec(&value)?;
         line.push(b'\n');
         let _guard = self.write_lock.lock().await;
         let mut file = tokio::fs::OpenOptions::new().create(true).append(true).open(&self.path).await?;
@@ -109,10 +145,38 @@ impl ChatModel for RecordingModel {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let reply = self.inner.complete(request).await?;
         // A recording with a hole would replay the wrong replies later, so a failed write fails the call.
-        self.append(&reply)
+        self.append(&reply, None)
             .await
             .map_err(|e| ModelError::Config(format!("could not append to record file {}: {e}", self.path.display())))?;
         Ok(reply)
+    }
+
+    /// Passes every delta through and records them with the reply.
+    async fn complete_streaming(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ModelError> {
+        let recorder = Recorder { inner: sink, pieces: Mutex::new(Vec::new()) };
+        let reply = self.inner.complete_streaming(request, &recorder).await?;
+        let pieces = recorder.pieces.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.append(&reply, Some(pieces))
+            .await
+            .map_err(|e| ModelError::Config(format!("could not append to record file {}: {e}", self.path.display())))?;
+        Ok(reply)
+    }
+}
+
+/// Forwards deltas and keeps a copy of each.
+struct Recorder<'a> {
+    inner: &'a dyn DeltaSink,
+    pieces: Mutex<Vec<String>>,
+}
+
+impl DeltaSink for Recorder<'_> {
+    fn delta(&self, text: &str) {
+        self.pieces.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).push(text.to_owned());
+        self.inner.delta(text);
     }
 }
 

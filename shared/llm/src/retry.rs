@@ -49,7 +49,7 @@ impl RetryPolicy {
     }
 
     /// The wait before the next attempt: the server's `Retry-After` if any, otherwise the backoff.
-    fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+    pub(crate) fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
         match retry_after {
             Some(wait) => wait.min(self.max_delay),
             None => self.backoff(attempt),
@@ -61,6 +61,16 @@ impl RetryPolicy {
 pub(crate) fn http_client(timeout: Duration) -> Result<reqwest::Client, ModelError> {
     reqwest::Client::builder()
         .timeout(timeout)
+        .connect_timeout(timeout.min(Duration::from_secs(10)))
+        .build()
+        .map_err(|e| ModelError::Config(format!("could not build the HTTP client: {e}")))
+}
+
+/// The client for streamed calls: a model may stream for minutes, so `timeout` bounds the wait
+/// for each read (the silence between two chunks), not the whole response.
+pub(crate) fn streaming_client(timeout: Duration) -> Result<reqwest::Client, ModelError> {
+    reqwest::Client::builder()
+        .read_timeout(timeout)
         .connect_timeout(timeout.min(Duration::from_secs(10)))
         .build()
         .map_err(|e| ModelError::Config(format!("could not build the HTTP client: {e}")))
@@ -150,7 +160,7 @@ async fn try_once(request: RequestBuilder, secret: Option<&str>) -> Attempt {
     }
 }
 
-fn is_retryable(status: StatusCode) -> bool {
+pub(crate) fn is_retryable(status: StatusCode) -> bool {
     status == StatusCode::TOO_MANY_REQUESTS || status.is_server_error()
 }
 
@@ -186,7 +196,7 @@ pub(crate) fn error_message(body: &[u8], secret: Option<&str>) -> String {
     truncate(&redact(&text, secret), MAX_MESSAGE_CHARS)
 }
 
-fn redact(text: &str, secret: Option<&str>) -> String {
+pub(crate) fn redact(text: &str, secret: Option<&str>) -> String {
     match secret {
         Some(secret) if !secret.is_empty() => text.replace(secret, "[redacted]"),
         _ => text.to_string(),
@@ -200,7 +210,7 @@ fn truncate(text: &str, max_chars: usize) -> String {
     }
 }
 
-fn parse_retry_after_header(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
+pub(crate) fn parse_retry_after_header(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     headers.get(RETRY_AFTER)?.to_str().ok().and_then(|value| parse_retry_after(value, now))
 }
 

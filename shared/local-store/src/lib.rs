@@ -9,8 +9,8 @@ use std::sync::Mutex;
 use agent_core::store::{Fetched, WriteCondition};
 use agent_core::store::{MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
 use agent_core::{
-    Claim, HistoryPage, IdempotencyKey, Message, Object, ObjectMeta, ObjectStore, Session, SessionId, SessionState,
-    SessionStore, StoreError, TurnCommit, UserId,
+    Accepted, Claim, HistoryPage, IdempotencyKey, Message, Object, ObjectMeta, ObjectStore, Session, SessionId,
+    SessionState, SessionStore, StoreError, TurnCommit, TurnStatus, UserId,
 };
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -151,13 +151,32 @@ struct StoredSession {
     updated_at: i64,
 }
 
-/// An idempotency record: running under an owner until its lease ends, or committed with its reply.
+/// An idempotency record: running under an owner until its lease ends, committed with its reply,
+/// or (a background turn) queued, or failed with its error.
 #[derive(Debug, Clone)]
 struct KeyRecord {
     request_hash: String,
-    owner: String,
+    /// `None` while a background turn waits in the queue.
+    owner: Option<String>,
     lease_until: i64,
     reply: Option<serde_json::Value>,
+    error: Option<serde_json::Value>,
+    background: bool,
+    expires_at: i64,
+}
+
+/// How long a finished key is remembered, as in the DynamoDB adapter.
+const KEY_TTL_SECS: i64 = 24 * 60 * 60;
+
+impl KeyRecord {
+    fn status(&self) -> TurnStatus {
+        match (&self.reply, &self.error, &self.owner) {
+            (Some(reply), _, _) => TurnStatus::Committed { reply: reply.clone() },
+            (None, Some(error), _) => TurnStatus::Failed { error: error.clone() },
+            (None, None, Some(_)) => TurnStatus::Running,
+            (None, None, None) => TurnStatus::Queued,
+        }
+    }
 }
 
 /// A fresh owner token: only needs to differ between claims of one process.
@@ -263,8 +282,13 @@ impl SessionStore for MemorySessionStore {
         if let Some(idempotency) = &commit.idempotency {
             let id = (user.clone(), session.clone(), idempotency.key.key_hash.clone());
             match keys.get_mut(&id) {
-                Some(record) if record.owner == idempotency.owner && record.reply.is_none() => {
+                Some(record)
+                    if record.owner.as_deref() == Some(idempotency.owner.as_str())
+                        && record.reply.is_none()
+                        && record.error.is_none() =>
+                {
                     record.reply = Some(idempotency.reply.clone());
+                    record.expires_at = commit.now + KEY_TTL_SECS;
                 }
                 _ => return Err(StoreError::Conflict),
             }
@@ -292,20 +316,28 @@ impl SessionStore for MemorySessionStore {
     ) -> Result<Claim, StoreError> {
         let mut keys = lock(&self.keys);
         let id = (user.clone(), session.clone(), key.key_hash.clone());
-        if let Some(record) = keys.get(&id) {
+        let mut background = false;
+        if let Some(record) = keys.get(&id).filter(|record| record.expires_at >= now) {
             if record.request_hash != key.request_hash {
                 return Ok(Claim::Mismatch);
             }
-            if let Some(reply) = &record.reply {
-                return Ok(Claim::Committed { reply: reply.clone() });
-            }
-            if record.lease_until >= now {
-                return Ok(Claim::Running);
+            match record.status() {
+                TurnStatus::Committed { reply } => return Ok(Claim::Committed { reply }),
+                TurnStatus::Failed { error } => return Ok(Claim::Failed { error }),
+                TurnStatus::Running if record.lease_until >= now => return Ok(Claim::Running),
+                TurnStatus::Running | TurnStatus::Queued => background = record.background,
             }
         }
         let owner = format!("{:032x}", rand_owner());
-        let record =
-            KeyRecord { request_hash: key.request_hash.clone(), owner: owner.clone(), lease_until, reply: None };
+        let record = KeyRecord {
+            request_hash: key.request_hash.clone(),
+            owner: Some(owner.clone()),
+            lease_until,
+            reply: None,
+            error: None,
+            background,
+            expires_at: lease_until + KEY_TTL_SECS,
+        };
         keys.insert(id, record);
         Ok(Claim::Claimed { owner })
     }
@@ -319,10 +351,76 @@ impl SessionStore for MemorySessionStore {
     ) -> Result<(), StoreError> {
         let mut keys = lock(&self.keys);
         let id = (user.clone(), session.clone(), key.key_hash.clone());
-        if keys.get(&id).is_some_and(|record| record.owner == owner && record.reply.is_none()) {
+        let Some(record) = keys.get_mut(&id) else { return Ok(()) };
+        if record.owner.as_deref() != Some(owner) || record.reply.is_some() || record.error.is_some() {
+            return Ok(());
+        }
+        if record.background {
+            record.owner = None;
+        } else {
             keys.remove(&id);
         }
         Ok(())
+    }
+
+    async fn accept(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        now: i64,
+    ) -> Result<Accepted, StoreError> {
+        let mut keys = lock(&self.keys);
+        let id = (user.clone(), session.clone(), key.key_hash.clone());
+        if let Some(record) = keys.get(&id).filter(|record| record.expires_at >= now) {
+            if record.request_hash != key.request_hash {
+                return Ok(Accepted::Mismatch);
+            }
+            return Ok(Accepted::Existing(record.status()));
+        }
+        let record = KeyRecord {
+            request_hash: key.request_hash.clone(),
+            owner: None,
+            lease_until: 0,
+            reply: None,
+            error: None,
+            background: true,
+            expires_at: now + KEY_TTL_SECS,
+        };
+        keys.insert(id, record);
+        Ok(Accepted::New)
+    }
+
+    async fn turn_status(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key_hash: &str,
+        now: i64,
+    ) -> Result<Option<TurnStatus>, StoreError> {
+        let keys = lock(&self.keys);
+        let id = (user.clone(), session.clone(), key_hash.to_owned());
+        Ok(keys.get(&id).filter(|record| record.expires_at >= now).map(KeyRecord::status))
+    }
+
+    async fn fail_queued(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        error: &serde_json::Value,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut keys = lock(&self.keys);
+        let id = (user.clone(), session.clone(), key.key_hash.clone());
+        match keys.get_mut(&id) {
+            Some(record) if record.background && record.status() == TurnStatus::Queued => {
+                record.error = Some(error.clone());
+                record.expires_at = now + KEY_TTL_SECS;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 }
 

@@ -302,6 +302,7 @@ async fn aws_figures(stack: &Stack, user: &UserId) -> AwsFigures {
             Ok((indexer.storage_requests_since(mark).await, wall))
         }
         Invocation::Error(error) => Err(format!("the rebuild failed: {error}")),
+        Invocation::Stream(_) => Err("the rebuild streamed its answer".to_owned()),
     };
     drop(indexer);
     match &rebuild {

@@ -20,8 +20,8 @@ use agent_core::ids::{SessionId, SkillPath, UserId};
 use agent_core::keys;
 use agent_core::message::Message;
 use agent_core::store::{
-    Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore, StoreError, TurnCommit,
-    WorkspaceFile,
+    Accepted, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore, StoreError,
+    TurnCommit, TurnStatus, WorkspaceFile,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
@@ -293,6 +293,37 @@ impl SessionStore for DynamoSessionStore {
         owner: &str,
     ) -> Result<(), StoreError> {
         self.release_key(user, session, key, owner).await
+    }
+
+    async fn accept(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        now: i64,
+    ) -> Result<Accepted, StoreError> {
+        self.accept_key(user, session, key, now).await
+    }
+
+    async fn turn_status(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key_hash: &str,
+        now: i64,
+    ) -> Result<Option<TurnStatus>, StoreError> {
+        self.key_status(user, session, key_hash, now).await
+    }
+
+    async fn fail_queued(
+        &self,
+        user: &UserId,
+        session: &SessionId,
+        key: &IdempotencyKey,
+        error: &serde_json::Value,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        self.fail_queued_key(user, session, key, error, now).await
     }
 
     async fn commit(&self, user: &UserId, session: &SessionId, commit: &TurnCommit) -> Result<(), StoreError> {

@@ -1,0 +1,233 @@
+//! The streaming endpoint's contract: `POST /sessions/{session_id}/turns` behind a Lambda Function
+//! URL in `RESPONSE_STREAM` mode. With `Accept: text/event-stream` the turn is streamed as
+//! Server-Sent Events while it runs; without it the answer is today's JSON. The caller's JWT is
+//! verified here (there is no authorizer in front of a Function URL).
+
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::time::Duration;
+
+use agent_app::jwt::{bearer_token, JwtVerifier, VerifiedClaims};
+use agent_app::App;
+use agent_core::turn::{TurnRequest, UserProfile};
+use agent_core::{TurnEvent, TurnObserver, UserId};
+use aws_lambda_events::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use aws_lambda_events::lambda_function_urls::LambdaFunctionUrlRequest;
+use bytes::Bytes;
+use futures::{FutureExt, Stream};
+use http_turn::{internal_error, parse_session_id, parse_turn_body, turn_request, ApiError, REPLAYED_HEADER};
+use lambda_runtime::{MetadataPrelude, StreamResponse};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// The body a streaming response sends, chunk by chunk.
+pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>;
+
+/// How often a comment line is sent while the turn is quiet (a slow model call, a long tool), so
+/// that proxies and clients do not take the stream for dead.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// What the request asks for once it is validated.
+struct Accepted {
+    request: TurnRequest,
+    events: bool,
+}
+
+/// Handles one Function URL request. Never fails: every error becomes a response.
+pub async fn handle(
+    app: &App,
+    verifier: &JwtVerifier,
+    event: LambdaFunctionUrlRequest,
+    deadline: Option<Instant>,
+) -> StreamResponse<BodyStream> {
+    let request_id = event.request_context.request_id.clone().unwrap_or_default();
+    // A defect must cost one request a 500, never the runtime.
+    let accepted = std::panic::AssertUnwindSafe(accept(verifier, &event, deadline)).catch_unwind().await;
+    let accepted = accepted.unwrap_or_else(|_| {
+        tracing::error!(request_id, "the request panicked");
+        Err(internal_error())
+    });
+    match accepted {
+        Err(err) => {
+            tracing::info!(status = err.status, code = err.code, request_id, "request refused");
+            error_response(&err)
+        }
+        Ok(Accepted { request, events: true }) => event_stream(app, request),
+        Ok(Accepted { request, events: false }) => {
+            match app.service.run_turn(request).await.map_err(ApiError::from).and_then(|reply| {
+                let body = serde_json::to_value(&reply).map_err(|_| internal_error())?;
+                Ok((body, reply.replayed))
+            }) {
+                Ok((body, replayed)) => {
+                    let mut headers = json_headers();
+                    if replayed {
+                        headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+                    }
+                    whole_body(StatusCode::OK, headers, body.to_string())
+                }
+                Err(err) => error_response(&err),
+            }
+        }
+    }
+}
+
+/// Routes on the raw path and method, verifies the caller's token, and validates the body.
+async fn accept(
+    verifier: &JwtVerifier,
+    event: &LambdaFunctionUrlRequest,
+    deadline: Option<Instant>,
+) -> Result<Accepted, ApiError> {
+    let method = event.request_context.http.method.as_deref().unwrap_or("");
+    let path = event.raw_path.as_deref().unwrap_or("");
+    let segments: Vec<&str> = path.strip_prefix('/').map(|rest| rest.split('/').collect()).unwrap_or_default();
+    let session_id = match segments.as_slice() {
+        ["sessions", id, "turns"] if !id.is_empty() => {
+            if !method.eq_ignore_ascii_case(Method::POST.as_str()) {
+                return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on this path")));
+            }
+            *id
+        }
+        _ => return Err(ApiError::not_found("no such route")),
+    };
+    let claims = authenticate(verifier, &event.headers).await?;
+    let user = UserId::parse(&claims.sub)
+        .map_err(|_| ApiError::new(401, "unauthorized", "the authenticated user id is not supported"))?;
+    let session = parse_session_id(session_id)?;
+    let body = parse_turn_body(event.body.as_deref(), event.is_base64_encoded)?;
+    let profile = UserProfile { name: claims.name, language: claims.locale, description: claims.profile };
+    let request = turn_request(user, session, body, &event.headers, profile, deadline)?;
+    Ok(Accepted { request, events: wants_events(&event.headers) })
+}
+
+/// The verified claims of the `Authorization: Bearer` token.
+async fn authenticate(verifier: &JwtVerifier, headers: &HeaderMap) -> Result<VerifiedClaims, ApiError> {
+    let header = headers
+        .get("authorization")
+        .and_then(|value| value.to_str().ok())
+        .ok_or_else(|| ApiError::new(401, "unauthorized", "send the token as `Authorization: Bearer <jwt>`"))?;
+    let token = bearer_token(header)
+        .ok_or_else(|| ApiError::new(401, "unauthorized", "send the token as `Authorization: Bearer <jwt>`"))?;
+    verifier.verify(token).await.map_err(|err| {
+        let status = err.status();
+        tracing::info!(status, error = %err, "token refused");
+        if status == 503 {
+            ApiError::new(503, "identity_unavailable", err.to_string())
+        } else {
+            ApiError::new(401, "unauthorized", err.to_string())
+        }
+    })
+}
+
+/// Whether the client asked for Server-Sent Events.
+fn wants_events(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("accept")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|media| media.split(';').next().is_some_and(|kind| kind.trim().eq_ignore_ascii_case("text/event-stream")))
+}
+
+/// Sends a turn's events as Server-Sent Events while it runs in a task of its own: the stream ends
+/// when the turn has ended (`turn.completed` or `turn.failed`). The task does not depend on the
+/// stream being read, so a client that goes away does not stop the turn from committing.
+fn event_stream(app: &App, request: TurnRequest) -> StreamResponse<BodyStream> {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<Bytes>();
+    let heartbeat = sender.downgrade();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
+        loop {
+            tick.tick().await;
+            match heartbeat.upgrade() {
+                Some(sender) => {
+                    let _ = sender.send(Bytes::from_static(b": keep-alive\n\n"));
+                }
+                None => return,
+            }
+        }
+    });
+    let (service, counter) = (app.service.clone(), app.storage_requests.clone());
+    tokio::spawn(async move {
+        let observer = SseObserver { sender };
+        let outcome = agent_app::with_request_log(&counter, service.run_turn_observed(request, &observer)).await;
+        let (name, body) = match outcome
+            .map_err(ApiError::from)
+            .and_then(|reply| serde_json::to_value(&reply).map_err(|_| internal_error()))
+        {
+            Ok(reply) => ("turn.completed", reply),
+            Err(err) => {
+                tracing::info!(status = err.status, code = err.code, "streamed turn failed");
+                ("turn.failed", err.body())
+            }
+        };
+        observer.send(name, &body);
+    });
+    let stream = futures::stream::poll_fn(move |context| receiver.poll_recv(context).map(|chunk| chunk.map(Ok)));
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("text/event-stream; charset=utf-8"));
+    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    StreamResponse {
+        metadata_prelude: MetadataPrelude { status_code: StatusCode::OK, headers, cookies: Vec::new() },
+        stream: Box::pin(stream),
+    }
+}
+
+/// Writes each event as one SSE block: `event: <name>` and one `data:` line of JSON.
+struct SseObserver {
+    sender: mpsc::UnboundedSender<Bytes>,
+}
+
+impl SseObserver {
+    fn send(&self, name: &str, data: &Value) {
+        // A client that went away leaves nobody to read; the turn carries on regardless.
+        let _ = self.sender.send(Bytes::from(format!("event: {name}\ndata: {data}\n\n")));
+    }
+}
+
+impl TurnObserver for SseObserver {
+    fn event(&self, event: TurnEvent) {
+        let name = event.name();
+        let data = serde_json::to_value(&event).unwrap_or(Value::Null);
+        self.send(name, &data);
+    }
+}
+
+fn json_headers() -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    headers.insert("content-type", HeaderValue::from_static("application/json"));
+    headers
+}
+
+fn error_response(err: &ApiError) -> StreamResponse<BodyStream> {
+    let mut headers = json_headers();
+    if err.status == 401 {
+        headers.insert("www-authenticate", HeaderValue::from_static("Bearer"));
+    }
+    let status = StatusCode::from_u16(err.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    whole_body(status, headers, err.body().to_string())
+}
+
+/// A response whose body is known at once, sent as one chunk.
+fn whole_body(status: StatusCode, headers: HeaderMap, body: String) -> StreamResponse<BodyStream> {
+    StreamResponse {
+        metadata_prelude: MetadataPrelude { status_code: status, headers, cookies: Vec::new() },
+        stream: Box::pin(futures::stream::once(async move { Ok(Bytes::from(body)) })),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_header_negotiation() {
+        let mut headers = HeaderMap::new();
+        assert!(!wants_events(&headers));
+        headers.insert("accept", HeaderValue::from_static("application/json, Text/Event-Stream;q=0.9"));
+        assert!(wants_events(&headers));
+        headers.insert("accept", HeaderValue::from_static("application/json"));
+        assert!(!wants_events(&headers));
+    }
+}
