@@ -51,6 +51,7 @@ pub struct StreamedResponse {
     prelude: Option<Value>,
     trailers: Option<HeaderMap>,
     ended: bool,
+    first_byte: Option<std::time::Instant>,
 }
 
 /// One Server-Sent Event of a streamed body.
@@ -71,6 +72,7 @@ impl StreamedResponse {
         match self.frames.recv().await {
             Some(StreamFrame::Data(bytes, at)) => {
                 self.pending.extend_from_slice(&bytes);
+                self.first_byte.get_or_insert(at);
                 Some(at)
             }
             Some(StreamFrame::Trailers(trailers)) => {
@@ -101,6 +103,11 @@ impl StreamedResponse {
                 panic!("the stream ended before the prelude's delimiter: {:?}", String::from_utf8_lossy(&self.pending));
             }
         }
+    }
+
+    /// When the first byte of the response (its prelude) arrived, once read.
+    pub fn first_byte(&self) -> Option<std::time::Instant> {
+        self.first_byte
     }
 
     /// The prelude's status code.
@@ -506,6 +513,7 @@ async fn stream_response(state: &ApiState, id: &str, mut body: axum::body::Body)
         prelude: None,
         trailers: None,
         ended: false,
+        first_byte: None,
     };
     settle(state, id, Invocation::Stream(response));
     while let Some(frame) = body.frame().await {

@@ -165,7 +165,7 @@ async fn routing_follows_the_raw_path_and_the_message_limit_counts_decoded_bytes
     stack.model.push([Reply::text("Recibido.")]);
     let http = stack.http(&[]).await;
     // `pathParameters` say a valid route, the raw path does not: nothing runs.
-    for path in ["/admin/sessions/s/turns", "/sessions/s/turns/extra", "//sessions/s/turns", "/sessions//turns"] {
+    for path in ["/admin/sessions/s/turns", "/sessions/s/turns/extra/more", "//sessions/s/turns", "/sessions//turns"] {
         let mut event = turn_event(Some(USER), "s", json!({"message": "hola"}));
         event["rawPath"] = json!(path);
         let (status, body) = status_and_body(&http.call(event).await);

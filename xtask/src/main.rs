@@ -9,10 +9,11 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  demo    a demo conversation through the real HTTP handler over the embedded store
+  demo    a demo conversation over the embedded store, the model's text printed as it streams
           (replayed model replies; set LLM_PROVIDER/LLM_MODEL/LLM_API_KEY for a real model)
   test    build the functions, then run every test (needs moto_server on PATH)
-  bench   the benchmarks: per turn at 10 to 10,000 skills, a 300-turn session, hostile input
+  bench   the benchmarks: per turn at 10 to 10,000 skills, a 300-turn session, hostile input,
+          time to the first streamed byte and delta
   lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml";
 
 fn main() -> ExitCode {
@@ -97,7 +98,8 @@ fn bench() -> Result<(), String> {
     )?;
     run("cargo", &["run", "--release", "--package", "tests", "--bin", "turn-bench"])?;
     run("cargo", &["run", "--release", "--package", "tests", "--bin", "session-bench"])?;
-    run("cargo", &["run", "--release", "--package", "tests", "--bin", "input-bench"])
+    run("cargo", &["run", "--release", "--package", "tests", "--bin", "input-bench"])?;
+    run("cargo", &["run", "--release", "--package", "tests", "--bin", "stream-bench"])
 }
 
 fn lint() -> Result<(), String> {

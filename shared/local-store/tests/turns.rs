@@ -100,3 +100,35 @@ async fn a_key_in_use_is_in_progress_until_its_turn_commits() {
     assert!(replayed.replayed && replayed.version == committed.version);
     assert_eq!(model.calls.load(Ordering::SeqCst), 1);
 }
+
+#[tokio::test]
+async fn a_background_record_goes_queued_running_queued_then_failed_or_committed() {
+    use agent_core::{Accepted, Claim, TurnStatus};
+    let store = MemorySessionStore::new();
+    let (user, session) = (UserId::parse("u1").unwrap(), SessionId::parse("s1").unwrap());
+    let key = IdempotencyKey::for_queued_turn("k1", &user, &session, "hola", None).unwrap();
+    assert_eq!(store.accept(&user, &session, &key, 100).await.unwrap(), Accepted::New);
+    assert_eq!(store.accept(&user, &session, &key, 101).await.unwrap(), Accepted::Existing(TurnStatus::Queued));
+    let other = IdempotencyKey::for_queued_turn("k1", &user, &session, "adiós", None).unwrap();
+    assert_eq!(store.accept(&user, &session, &other, 101).await.unwrap(), Accepted::Mismatch);
+    let status = || store.turn_status(&user, &session, &key.key_hash, 102);
+    assert_eq!(status().await.unwrap(), Some(TurnStatus::Queued));
+
+    // A worker claims it; a failed attempt puts it back in the queue rather than away.
+    let Claim::Claimed { owner } = store.claim(&user, &session, &key, 102, 200).await.unwrap() else { panic!() };
+    assert_eq!(status().await.unwrap(), Some(TurnStatus::Running));
+    assert_eq!(store.claim(&user, &session, &key, 103, 200).await.unwrap(), Claim::Running);
+    store.release(&user, &session, &key, &owner).await.unwrap();
+    assert_eq!(status().await.unwrap(), Some(TurnStatus::Queued));
+
+    // Only a queued background record can be marked failed; then every later claim sees the error.
+    let error = serde_json::json!({"status": 502, "code": "model_provider_failed", "message": "down"});
+    assert!(store.fail_queued(&user, &session, &key, &error, 104).await.unwrap());
+    assert_eq!(status().await.unwrap(), Some(TurnStatus::Failed { error: error.clone() }));
+    assert_eq!(store.claim(&user, &session, &key, 105, 200).await.unwrap(), Claim::Failed { error });
+    let plain = IdempotencyKey::new("plain", &["x"]).unwrap();
+    let Claim::Claimed { .. } = store.claim(&user, &session, &plain, 105, 200).await.unwrap() else { panic!() };
+    assert!(!store.fail_queued(&user, &session, &plain, &serde_json::json!({}), 106).await.unwrap());
+    // Nothing is known of a key that never was.
+    assert_eq!(store.turn_status(&user, &session, &"0".repeat(64), 106).await.unwrap(), None);
+}
