@@ -219,6 +219,19 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// Creates a FIFO queue with a unique name, as the template's turn queue is, and returns its URL.
+pub async fn create_fifo_queue(client: &aws_sdk_sqs::Client) -> String {
+    client
+        .create_queue()
+        .queue_name(format!("{}.fifo", unique_name("turns")))
+        .attributes(aws_sdk_sqs::types::QueueAttributeName::FifoQueue, "true")
+        .send()
+        .await
+        .expect("create queue")
+        .queue_url
+        .expect("queue url")
+}
+
 pub async fn create_bucket(client: &aws_sdk_s3::Client, name: &str) {
     client.create_bucket().bucket(name).send().await.unwrap_or_else(|err| panic!("create bucket {name}: {err:?}"));
 }

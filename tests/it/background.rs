@@ -2,7 +2,7 @@
 //! respond-async` answers 202 with a turn id, the record waits in the queue (group = session), the
 //! queue function runs it, and the owner (only) polls it as pending, completed or failed.
 
-use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+use aws_sdk_sqs::types::MessageSystemAttributeName;
 use serde_json::{json, Value};
 use tests::lambda::Function;
 use tests::model_server::Reply;
@@ -22,15 +22,7 @@ impl Background {
     async fn start() -> Background {
         let stack = Stack::new().await;
         let sqs = aws_sdk_sqs::Client::new(&tests::moto::sdk_config(&stack.endpoint).await);
-        let queue_url = sqs
-            .create_queue()
-            .queue_name(format!("{}.fifo", tests::moto::unique_name("turns")))
-            .attributes(QueueAttributeName::FifoQueue, "true")
-            .send()
-            .await
-            .expect("create queue")
-            .queue_url
-            .expect("queue url");
+        let queue_url = tests::moto::create_fifo_queue(&sqs).await;
         let http = stack.http(&[("TURN_QUEUE_URL", &queue_url)]).await;
         let worker = stack.queue(&[("TURN_QUEUE_URL", &queue_url), ("TURN_MAX_RECEIVE_COUNT", "3")]).await;
         Background { stack, sqs, queue_url, http, worker }

@@ -334,20 +334,11 @@ async fn one_model_failure_then_success_is_one_stored_turn() {
 /// A planner turn from the queue whose plan does not fit (as in `queue.rs`), so it saves the
 /// plan and enqueues a continuation; returns the batch failures and the messages left on the queue.
 async fn continued_plan(world: &World) -> (Vec<Value>, usize) {
-    use aws_sdk_sqs::types::QueueAttributeName;
     use tests::experts::ExpertServer;
 
     let alpha = ExpertServer::start();
     let sqs = aws_sdk_sqs::Client::new(&tests::moto::sdk_config(&world.stack.endpoint).await);
-    let queue_url = sqs
-        .create_queue()
-        .queue_name(format!("{}.fifo", tests::moto::unique_name("turns")))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .send()
-        .await
-        .expect("create queue")
-        .queue_url
-        .expect("queue url");
+    let queue_url = tests::moto::create_fifo_queue(&sqs).await;
     let structured = |value: Value| Reply::Text(value.to_string());
     world.stack.model.push([
         structured(json!({"decision": "replace", "plan": [{"expert": "alpha", "task": "One"}, {"expert": "alpha", "task": "Two"}],

@@ -74,22 +74,14 @@ async fn a_failed_record_holds_back_its_sessions_later_records_but_not_other_ses
 
 #[tokio::test]
 async fn a_plan_that_does_not_fit_enqueues_its_own_continuation() {
-    use aws_sdk_sqs::types::{MessageSystemAttributeName, QueueAttributeName};
+    use aws_sdk_sqs::types::MessageSystemAttributeName;
     use tests::experts::ExpertServer;
 
     let alpha = ExpertServer::start();
     let stack = Stack::new().await;
     let config = tests::moto::sdk_config(&stack.endpoint).await;
     let sqs = aws_sdk_sqs::Client::new(&config);
-    let queue_url = sqs
-        .create_queue()
-        .queue_name(format!("{}.fifo", tests::moto::unique_name("turns")))
-        .attributes(QueueAttributeName::FifoQueue, "true")
-        .send()
-        .await
-        .expect("create queue")
-        .queue_url
-        .expect("queue url");
+    let queue_url = tests::moto::create_fifo_queue(&sqs).await;
 
     let structured = |value: Value| Reply::Text(value.to_string());
     let assessed = structured(json!({"is_completed": true, "explanation": "ok", "confidence": 0.9}));

@@ -76,9 +76,9 @@ pub(crate) fn streaming_client(timeout: Duration) -> Result<reqwest::Client, Mod
         .map_err(|e| ModelError::Config(format!("could not build the HTTP client: {e}")))
 }
 
-/// What one attempt came to.
-enum Attempt {
-    Done(Vec<u8>),
+/// What one attempt came to: its result, a failure worth another attempt, or a final failure.
+pub(crate) enum Attempt<T> {
+    Done(T),
     Retry { status: Option<u16>, message: String, retry_after: Option<Duration> },
     Fail(ModelError),
 }
@@ -91,7 +91,6 @@ pub(crate) async fn send_with_retry(
     secret: Option<&str>,
     make_request: impl Fn() -> RequestBuilder,
 ) -> Result<Vec<u8>, ModelError> {
-    let max_attempts = policy.max_attempts.max(1);
     let mut attempt = 1;
     loop {
         let (status, message, retry_after) = match try_once(make_request(), secret).await {
@@ -99,25 +98,40 @@ pub(crate) async fn send_with_retry(
             Attempt::Fail(error) => return Err(error),
             Attempt::Retry { status, message, retry_after } => (status, message, retry_after),
         };
-        if attempt >= max_attempts {
-            return Err(ModelError::Unavailable { attempts: attempt, message });
-        }
-        let delay = policy.delay(attempt, retry_after);
-        tracing::warn!(
-            provider,
-            attempt,
-            max_attempts,
-            status,
-            delay_ms = delay.as_millis() as u64,
-            error = %message,
-            "model call failed; retrying"
-        );
-        tokio::time::sleep(delay).await;
+        pause_before_retry(policy, provider, attempt, status, message, retry_after).await?;
         attempt += 1;
     }
 }
 
-async fn try_once(request: RequestBuilder, secret: Option<&str>) -> Attempt {
+/// After failed attempt `attempt`: gives up (the error to return) once the policy's attempts are
+/// spent, otherwise logs the failure and waits the backoff or `Retry-After`.
+pub(crate) async fn pause_before_retry(
+    policy: &RetryPolicy,
+    provider: &'static str,
+    attempt: u32,
+    status: Option<u16>,
+    message: String,
+    retry_after: Option<Duration>,
+) -> Result<(), ModelError> {
+    let max_attempts = policy.max_attempts.max(1);
+    if attempt >= max_attempts {
+        return Err(ModelError::Unavailable { attempts: attempt, message });
+    }
+    let delay = policy.delay(attempt, retry_after);
+    tracing::warn!(
+        provider,
+        attempt,
+        max_attempts,
+        status,
+        delay_ms = delay.as_millis() as u64,
+        error = %message,
+        "model call failed; retrying"
+    );
+    tokio::time::sleep(delay).await;
+    Ok(())
+}
+
+async fn try_once(request: RequestBuilder, secret: Option<&str>) -> Attempt<Vec<u8>> {
     let response = match request.send().await {
         Ok(response) => response,
         // A request that cannot even be built will fail the same way every time.

@@ -9,7 +9,9 @@ use eventsource_stream::Eventsource;
 use futures::StreamExt;
 use reqwest::RequestBuilder;
 
-use crate::retry::{error_message, is_retryable, parse_retry_after_header, redact, RetryPolicy};
+use crate::retry::{
+    error_message, is_retryable, parse_retry_after_header, pause_before_retry, redact, Attempt, RetryPolicy,
+};
 
 /// One event's data may not exceed this; nor may a whole streamed reply exceed the second bound.
 pub(crate) const MAX_EVENT_BYTES: usize = 1024 * 1024;
@@ -54,13 +56,6 @@ impl DeltaSink for Watched<'_> {
     }
 }
 
-/// What one attempt came to.
-enum Attempt {
-    Done(ChatResponse),
-    Retry { status: Option<u16>, message: String, retry_after: Option<std::time::Duration> },
-    Fail(ModelError),
-}
-
 /// Sends the streaming request built by `make_request` and assembles its events with a fresh
 /// assembler from `assembler` per attempt. Failures are retried by the policy until the first
 /// delta has been handed to `sink`; after that, a failure is final.
@@ -73,7 +68,6 @@ pub(crate) async fn stream_with_retry<A: Assembler>(
     sink: &dyn DeltaSink,
 ) -> Result<ChatResponse, ModelError> {
     let watched = Watched { inner: sink, sent: AtomicBool::new(false) };
-    let max_attempts = policy.max_attempts.max(1);
     let mut attempt = 1;
     loop {
         let outcome = try_stream(make_request(), secret, assembler(), &watched).await;
@@ -88,20 +82,7 @@ pub(crate) async fn stream_with_retry<A: Assembler>(
                 message: format!("the stream broke after the reply began: {message}"),
             });
         }
-        if attempt >= max_attempts {
-            return Err(ModelError::Unavailable { attempts: attempt, message });
-        }
-        let delay = policy.delay(attempt, retry_after);
-        tracing::warn!(
-            provider,
-            attempt,
-            max_attempts,
-            status,
-            delay_ms = delay.as_millis() as u64,
-            error = %message,
-            "streamed model call failed before its first delta; retrying"
-        );
-        tokio::time::sleep(delay).await;
+        pause_before_retry(policy, provider, attempt, status, message, retry_after).await?;
         attempt += 1;
     }
 }
@@ -111,7 +92,7 @@ async fn try_stream<A: Assembler>(
     secret: Option<&str>,
     mut assembler: A,
     sink: &Watched<'_>,
-) -> Attempt {
+) -> Attempt<ChatResponse> {
     let response = match request.send().await {
         Ok(response) => response,
         Err(error) if error.is_builder() => {
@@ -190,7 +171,7 @@ async fn try_stream<A: Assembler>(
     }
 }
 
-fn assembled<A: Assembler>(assembler: A) -> Attempt {
+fn assembled<A: Assembler>(assembler: A) -> Attempt<ChatResponse> {
     match assembler.finish() {
         Ok(response) => Attempt::Done(response),
         Err(error) => Attempt::Fail(error),
