@@ -329,6 +329,14 @@ impl Function {
 
     /// Sends one event and waits for the answer, with a deadline `budget` from now.
     pub async fn invoke_with_budget(&self, event: Value, budget: Duration) -> Invocation {
+        let deadline_ms = (SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + budget).as_millis() as u64;
+        self.invoke_with_deadline_header(event, deadline_ms, budget).await
+    }
+
+    /// Sends one event with `deadline_ms` as the `Lambda-Runtime-Deadline-Ms` header, exactly (an
+    /// epoch time, as Lambda sends it, or a duration, as `cargo lambda watch` does), and waits up to
+    /// `wait` (plus 30 s) for the answer.
+    pub async fn invoke_with_deadline_header(&self, event: Value, deadline_ms: u64, budget: Duration) -> Invocation {
         let id = {
             let mut counter = self.counter.lock().unwrap();
             *counter += 1;
@@ -336,7 +344,6 @@ impl Function {
         };
         let (sender, receiver) = oneshot::channel();
         self.pending.lock().unwrap().insert(id.clone(), sender);
-        let deadline_ms = (SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + budget).as_millis() as u64;
         let sent_at = self.log_mark();
         self.events.send(Queued { id, event, deadline_ms }).expect("runtime api alive");
         let wait = async {

@@ -269,6 +269,36 @@ async fn the_deadline_ends_the_turn_in_time_to_persist() {
 }
 
 #[tokio::test]
+async fn a_cargo_lambda_deadline_is_relative_and_a_turn_without_time_for_the_model_saves_nothing() {
+    use std::time::{Duration, SystemTime, UNIX_EPOCH};
+    let stack = Stack::new().await;
+    stack.model.push([Reply::text("Con tiempo.")]);
+    let http = stack.http(&[]).await;
+    let event = turn_event(Some(USER), "s1", json!({"message": "Hola"}));
+    // `cargo lambda watch` sends the function's timeout as a duration: 600000.
+    let response = match http.invoke_with_deadline_header(event, 600_000, Duration::from_secs(60)).await {
+        tests::lambda::Invocation::Response(value) => value,
+        other => panic!("{other:?}"),
+    };
+    let (status, body) = status_and_body(&response);
+    assert_eq!((status, body["reply"].as_str()), (200, Some("Con tiempo.")), "{body}");
+    assert!(http.logs().iter().any(|line| line.contains("reading it as relative")));
+
+    // One second left, inside the three-second reserve: no model call can be made, so nothing is
+    // committed and the answer is a retryable 503, not a canned reply.
+    let soon = (SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + Duration::from_secs(1)).as_millis() as u64;
+    let event = turn_event(Some(USER), "s2", json!({"message": "Hola"}));
+    let response = match http.invoke_with_deadline_header(event, soon, Duration::from_secs(5)).await {
+        tests::lambda::Invocation::Response(value) => value,
+        other => panic!("{other:?}"),
+    };
+    let (status, body) = status_and_body(&response);
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("out_of_time")), "{body}");
+    assert_eq!(stack.model.requests().len(), 1, "the model was not called");
+    assert!(stack.session_item(USER, "s2").await.is_none(), "nothing was committed");
+}
+
+#[tokio::test]
 async fn bad_input_is_refused_precisely_and_writes_nothing() {
     let stack = Stack::new().await;
     stack.upload_example_skills(USER).await;

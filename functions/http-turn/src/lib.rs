@@ -89,6 +89,11 @@ impl From<TurnError> for ApiError {
                     format!("the turn with this Idempotency-Key failed earlier ({earlier}); send it with a new key"),
                 )
             }
+            TurnError::OutOfTime => ApiError::new(
+                503,
+                "out_of_time",
+                "the request's time ran out before the model could be called; nothing was saved, try again",
+            ),
             TurnError::Internal(detail) => {
                 tracing::error!(error = %detail, "internal error");
                 internal_error()

@@ -15,6 +15,7 @@ pub mod jwt;
 pub mod queue;
 
 pub use aws_store::CallCounter;
+pub use jwt::{bearer_token, JwtConfig, JwtError, JwtVerifier, VerifiedClaims};
 
 /// A configuration problem found at start-up; the message names the variable.
 #[derive(Debug, Error)]
@@ -182,10 +183,25 @@ pub fn init_logging() {
     let _ = result;
 }
 
-/// Converts Lambda's deadline (milliseconds since the Unix epoch) into a monotonic instant.
+/// Deadlines below this many milliseconds cannot be epoch times (it is September 2001): they are
+/// durations, as `cargo lambda watch` sends them (`600000`).
+const EPOCH_MILLIS_FLOOR: u64 = 1_000_000_000_000;
+
+/// Converts Lambda's deadline into a monotonic instant. The Runtime API sends milliseconds since
+/// the Unix epoch; a value too small to be one is read as milliseconds from now, with a warning.
 pub fn deadline_from_epoch_millis(deadline_ms: u64) -> Option<tokio::time::Instant> {
     if deadline_ms == 0 {
         return None;
+    }
+    if deadline_ms < EPOCH_MILLIS_FLOOR {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            tracing::warn!(
+                deadline_ms,
+                "the runtime's deadline is not an epoch time (cargo lambda sends a duration); reading it as relative"
+            )
+        });
+        return Some(tokio::time::Instant::now() + Duration::from_millis(deadline_ms));
     }
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_millis() as u64;
     let remaining = Duration::from_millis(deadline_ms.saturating_sub(now_ms));
@@ -195,6 +211,19 @@ pub fn deadline_from_epoch_millis(deadline_ms: u64) -> Option<tokio::time::Insta
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn deadlines_are_epoch_times_or_durations() {
+        let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+        let left = |deadline: tokio::time::Instant| deadline - tokio::time::Instant::now();
+        let epoch = deadline_from_epoch_millis(now_ms + 30_000).unwrap();
+        assert!(left(epoch) > Duration::from_secs(29) && left(epoch) <= Duration::from_secs(30));
+        let relative = deadline_from_epoch_millis(600_000).unwrap();
+        assert!(left(relative) > Duration::from_secs(599), "cargo lambda's duration is read as relative");
+        let past = deadline_from_epoch_millis(now_ms - 5_000).unwrap();
+        assert_eq!(left(past), Duration::ZERO);
+        assert!(deadline_from_epoch_millis(0).is_none());
+    }
 
     #[test]
     fn reads_and_validates_agent_settings() {

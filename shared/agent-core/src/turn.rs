@@ -184,6 +184,10 @@ pub enum TurnError {
     /// The background turn with this idempotency key failed for good; `error` is what it answered.
     #[error("the turn with this idempotency key failed: {error}")]
     AlreadyFailed { error: serde_json::Value },
+    /// The invocation's deadline came before a single model call could be made; nothing was
+    /// committed, and a retry with more time runs the turn.
+    #[error("no time was left for a model call before the invocation's deadline")]
+    OutOfTime,
     /// A defect (a panic) inside the turn; nothing was committed.
     #[error("internal error: {0}")]
     Internal(String),
@@ -479,6 +483,11 @@ impl TurnService {
         };
         let outcome =
             agent::run(self.model.as_ref(), &mut env, &history, Message::user(user_message), &limits, events).await?;
+        // A turn that never reached the model has nothing to say: a canned "out of time" reply
+        // committed in its place would hide the failure and use up the user's message.
+        if outcome.steps == 0 && outcome.ending == Ending::Deadline {
+            return Err(TurnError::OutOfTime);
+        }
         usage.add(outcome.usage);
         let ended_in = env.current_skill().map(|doc| doc.path.clone());
         let forced_skill = env.forced_skill().map(|doc| doc.path.clone());
