@@ -270,6 +270,11 @@ impl Function {
             .with_state(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind runtime api");
         let address = listener.local_addr().expect("runtime api address");
+        // Small writes (the prelude, one SSE event) are not held back by Nagle's algorithm, as on
+        // Lambda's own Runtime API: the streaming measurements are of the function, not of TCP.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });

@@ -1,6 +1,7 @@
 //! `cargo xtask <task>`: the project's tasks in Rust instead of shell scripts.
 
 mod demo;
+mod python;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -11,10 +12,10 @@ usage: cargo xtask <task>
 tasks:
   demo    a demo conversation over the embedded store, the model's text printed as it streams
           (replayed model replies; set LLM_PROVIDER/LLM_MODEL/LLM_API_KEY for a real model)
-  test    build the functions, then run every test (needs moto_server on PATH)
+  test    build the functions, then run every test (sets up .venv with the pinned Python tools first)
   bench   the benchmarks: per turn at 10 to 10,000 skills, a 300-turn session, hostile input,
           time to the first streamed byte and delta
-  lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml";
+  lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml (from .venv)";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1);
@@ -57,9 +58,7 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
 }
 
 fn test() -> Result<(), String> {
-    if Command::new("moto_server").arg("--help").output().is_err() {
-        return Err("moto_server is not on PATH: pip install \"moto[server]\"".to_owned());
-    }
+    python::activate(&root())?;
     // The integration tests run the compiled functions, so build them first.
     run(
         "cargo",
@@ -81,6 +80,7 @@ fn test() -> Result<(), String> {
 }
 
 fn bench() -> Result<(), String> {
+    python::activate(&root())?;
     run(
         "cargo",
         &[
@@ -103,7 +103,8 @@ fn bench() -> Result<(), String> {
 }
 
 fn lint() -> Result<(), String> {
+    python::activate(&root())?;
     run("cargo", &["fmt", "--all", "--check"])?;
-    run("cargo", &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"])?;
+    run("cargo", &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
     run("cfn-lint", &["template.yaml"])
 }

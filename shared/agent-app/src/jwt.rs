@@ -245,6 +245,7 @@ impl JwtVerifier {
         self
     }
 
+    /// Whose tokens this verifier accepts.
     pub fn config(&self) -> &JwtConfig {
         &self.config
     }

@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_app::jwt::{bearer_token, JwtConfig, JwtError, JwtVerifier, MAX_TOKEN_BYTES};
+use axum::body::Body;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
@@ -44,6 +45,8 @@ struct Issuer {
     down: Arc<AtomicBool>,
     /// Milliseconds each answer takes, so concurrent verifications overlap with a fetch.
     delay_ms: Arc<AtomicU64>,
+    /// Sends the key set in chunks without a `Content-Length`, as a hostile server could.
+    chunked: Arc<AtomicBool>,
 }
 
 impl Issuer {
@@ -59,6 +62,11 @@ async fn serve_keys(State(issuer): State<Issuer>) -> Response {
         return StatusCode::SERVICE_UNAVAILABLE.into_response();
     }
     let keys = issuer.keys.lock().unwrap().clone();
+    if issuer.chunked.load(Ordering::SeqCst) {
+        let body = keys.to_string().into_bytes();
+        let chunks: Vec<Result<Vec<u8>, std::io::Error>> = body.chunks(16 * 1024).map(|c| Ok(c.to_vec())).collect();
+        return Body::from_stream(futures::stream::iter(chunks)).into_response();
+    }
     Json(keys).into_response()
 }
 
@@ -75,6 +83,7 @@ async fn setup() -> Setup {
         requests: Arc::default(),
         down: Arc::default(),
         delay_ms: Arc::default(),
+        chunked: Arc::default(),
     };
     let app = Router::new().route("/.well-known/jwks.json", get(serve_keys)).with_state(issuer.clone());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -399,14 +408,24 @@ async fn expired_keys_are_refreshed_and_kept_while_the_issuer_is_down() {
 #[tokio::test]
 async fn oversized_or_unusable_key_sets_are_refused() {
     let setup = setup().await;
+    let token = setup.token(|_| {});
+    // Each key set is tried by a verifier with nothing cached.
+    let verify_with_fresh_cache = || async { setup.fresh_verifier().verify(&token).await.map(|claims| claims.sub) };
     let mut padded = jwks("jwks.json");
     padded["padding"] = json!("x".repeat(300 * 1024));
     setup.issuer.publish(padded);
-    assert_eq!(setup.verify(&setup.token(|_| {})).await, Err(JwtError::KeysUnavailable));
+    assert_eq!(verify_with_fresh_cache().await, Err(JwtError::KeysUnavailable));
+    // Without a `Content-Length` the body is cut off as it is read.
+    setup.issuer.chunked.store(true, Ordering::SeqCst);
+    assert_eq!(verify_with_fresh_cache().await, Err(JwtError::KeysUnavailable));
+    setup.issuer.publish(jwks("jwks.json"));
+    assert_eq!(verify_with_fresh_cache().await, Ok("user-1".into()), "a chunked key set of normal size is fine");
+    setup.issuer.chunked.store(false, Ordering::SeqCst);
     setup.issuer.publish(json!({"keys": [{"kty": "oct", "kid": RSA_KID, "k": "c2VjcmV0"}]}));
-    assert_eq!(setup.verify(&setup.token(|_| {})).await, Err(JwtError::KeysUnavailable));
+    assert_eq!(verify_with_fresh_cache().await, Err(JwtError::KeysUnavailable), "no usable key");
     setup.issuer.publish(json!({"not": "a key set"}));
-    assert_eq!(setup.verify(&setup.token(|_| {})).await, Err(JwtError::KeysUnavailable));
+    assert_eq!(verify_with_fresh_cache().await, Err(JwtError::KeysUnavailable));
+    assert_eq!(setup.fetches(), 5);
 }
 
 #[tokio::test]

@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::LlmConfig;
-use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
-use crate::stream::{stream_with_retry, Assembler, StreamFault};
+use crate::retry::{http_client, send_with_retry, stream_with_retry, streaming_client, RetryPolicy};
+use crate::stream::{Assembler, StreamFault};
 
 const PROVIDER: &str = "anthropic";
 const API_VERSION: &str = "2023-06-01";
@@ -89,7 +89,7 @@ impl ChatModel for AnthropicModel {
         }
         let model = crate::effective_model(request, &self.model);
         let mut body = serde_json::to_value(to_wire(model, self.max_tokens, request)?)
-            .map_err(|e| ModelError::InvalidResponse(format!("{PROVIDER}: could not encode the request: {e}")))?;
+            .map_err(|e| ModelError::Config(format!("{PROVIDER}: could not encode the request: {e}")))?;
         body["stream"] = Value::Bool(true);
         tracing::debug!(provider = PROVIDER, model, "streamed model call");
         let make_request = || {
@@ -114,8 +114,17 @@ const MAX_STREAMED_BLOCKS: usize = 64;
 
 /// A content block as its deltas arrive.
 enum PartialBlock {
+    /// An index no `content_block_start` has opened (yet).
+    Missing,
     Text(String),
-    ToolUse { id: String, name: String, json: String },
+    /// A tool call: its input arrives as pieces of JSON, parsed when the block stops.
+    ToolUse {
+        id: String,
+        name: String,
+        json: String,
+        input: Option<Value>,
+    },
+    /// Blocks the loop has no use for, such as `thinking`.
     Other,
 }
 
@@ -132,18 +141,96 @@ fn invalid(message: String) -> StreamFault {
     StreamFault::Fatal(ModelError::InvalidResponse(format!("{PROVIDER}: {message}")))
 }
 
+/// A string field of an event, empty when absent.
+fn text(value: Option<&Value>) -> String {
+    value.and_then(Value::as_str).unwrap_or("").to_owned()
+}
+
+/// A tool's streamed input: nothing means no arguments.
+fn parse_input(json: &str) -> Result<Value, ModelError> {
+    if json.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_str(json)
+        .map_err(|e| ModelError::InvalidResponse(format!("{PROVIDER}: a streamed tool input is not JSON: {e}")))
+}
+
 impl StreamedMessage {
-    fn block(&mut self, event: &Value) -> Result<&mut PartialBlock, StreamFault> {
+    /// The block an event's `index` names; indices may arrive out of order, within a fixed bound.
+    fn block(&mut self, event: &Value) -> Result<(usize, &mut PartialBlock), StreamFault> {
         let index =
             event.get("index").and_then(Value::as_u64).ok_or_else(|| invalid("an event without its index".into()))?;
         let index = usize::try_from(index).unwrap_or(usize::MAX);
         if index >= MAX_STREAMED_BLOCKS {
             return Err(invalid(format!("a content block has index {index}, over {MAX_STREAMED_BLOCKS}")));
         }
-        while self.blocks.len() <= index {
-            self.blocks.push(PartialBlock::Other);
+        if self.blocks.len() <= index {
+            self.blocks.resize_with(index + 1, || PartialBlock::Missing);
         }
-        Ok(&mut self.blocks[index])
+        Ok((index, &mut self.blocks[index]))
+    }
+
+    fn start_block(&mut self, event: &Value, sink: &dyn DeltaSink) -> Result<(), StreamFault> {
+        let started = event.get("content_block").unwrap_or(&Value::Null);
+        let block = match started.get("type").and_then(Value::as_str) {
+            Some("text") => PartialBlock::Text(text(started.get("text"))),
+            Some("tool_use") => {
+                let (id, name) = (text(started.get("id")), text(started.get("name")));
+                if id.is_empty() || name.is_empty() {
+                    return Err(invalid("a streamed tool_use block without its id or name".into()));
+                }
+                PartialBlock::ToolUse { id, name, json: String::new(), input: None }
+            }
+            _ => PartialBlock::Other,
+        };
+        let (index, slot) = self.block(event)?;
+        if !matches!(slot, PartialBlock::Missing) {
+            return Err(invalid(format!("content block {index} started twice")));
+        }
+        if let PartialBlock::Text(initial) = &block {
+            if !initial.is_empty() {
+                sink.delta(initial);
+            }
+        }
+        *slot = block;
+        Ok(())
+    }
+
+    fn block_delta(&mut self, event: &Value, sink: &dyn DeltaSink) -> Result<(), StreamFault> {
+        let delta = event.get("delta").unwrap_or(&Value::Null);
+        let kind = delta.get("type").and_then(Value::as_str).unwrap_or("");
+        match (kind, self.block(event)?) {
+            ("text_delta", (_, PartialBlock::Text(content))) => {
+                let piece = text(delta.get("text"));
+                if !piece.is_empty() {
+                    sink.delta(&piece);
+                    content.push_str(&piece);
+                }
+            }
+            ("input_json_delta", (_, PartialBlock::ToolUse { json, input: None, .. })) => {
+                json.push_str(&text(delta.get("partial_json")));
+            }
+            (_, (index, PartialBlock::Missing)) => {
+                return Err(invalid(format!("a delta for content block {index} before its start")))
+            }
+            ("text_delta" | "input_json_delta", (index, _)) => {
+                return Err(invalid(format!("a {kind} that does not fit content block {index}")))
+            }
+            // Deltas of blocks the loop ignores (thinking, signatures).
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn stop_block(&mut self, event: &Value) -> Result<(), StreamFault> {
+        match self.block(event)? {
+            (index, PartialBlock::Missing) => Err(invalid(format!("content block {index} stopped before its start"))),
+            (_, PartialBlock::ToolUse { json, input, .. }) => {
+                *input = Some(parse_input(json).map_err(StreamFault::Fatal)?);
+                Ok(())
+            }
+            _ => Ok(()),
+        }
     }
 }
 
@@ -152,65 +239,39 @@ impl Assembler for StreamedMessage {
         let event: Value =
             serde_json::from_str(data).map_err(|e| invalid(format!("a streamed event is not valid JSON: {e}")))?;
         let kind = event.get("type").and_then(Value::as_str).unwrap_or(name);
-        let text = |value: Option<&Value>| value.and_then(Value::as_str).unwrap_or("").to_owned();
         match kind {
             "message_start" => {
                 let usage = event.pointer("/message/usage");
-                self.input_tokens = usage.and_then(|u| u.get("input_tokens")).and_then(Value::as_u64).unwrap_or(0);
-                self.output_tokens = usage.and_then(|u| u.get("output_tokens")).and_then(Value::as_u64).unwrap_or(0);
+                let tokens = |field: &str| usage.and_then(|u| u.get(field)).and_then(Value::as_u64).unwrap_or(0);
+                self.input_tokens = tokens("input_tokens");
+                self.output_tokens = tokens("output_tokens");
             }
-            "content_block_start" => {
-                let started = event.get("content_block").cloned().unwrap_or(Value::Null);
-                let block = match started.get("type").and_then(Value::as_str) {
-                    Some("text") => PartialBlock::Text(text(started.get("text"))),
-                    Some("tool_use") => PartialBlock::ToolUse {
-                        id: text(started.get("id")),
-                        name: text(started.get("name")),
-                        json: String::new(),
-                    },
-                    _ => PartialBlock::Other,
-                };
-                if let PartialBlock::Text(initial) = &block {
-                    if !initial.is_empty() {
-                        sink.delta(initial);
-                    }
-                }
-                *self.block(&event)? = block;
-            }
-            "content_block_delta" => {
-                let delta = event.get("delta").cloned().unwrap_or(Value::Null);
-                match (delta.get("type").and_then(Value::as_str), self.block(&event)?) {
-                    (Some("text_delta"), PartialBlock::Text(content)) => {
-                        let piece = text(delta.get("text"));
-                        if !piece.is_empty() {
-                            sink.delta(&piece);
-                            content.push_str(&piece);
-                        }
-                    }
-                    (Some("input_json_delta"), PartialBlock::ToolUse { json, .. }) => {
-                        json.push_str(&text(delta.get("partial_json")));
-                    }
-                    _ => {}
-                }
-            }
+            "content_block_start" => self.start_block(&event, sink)?,
+            "content_block_delta" => self.block_delta(&event, sink)?,
+            "content_block_stop" => self.stop_block(&event)?,
             "message_delta" => {
                 if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.stop_reason = Some(reason.to_owned());
                 }
+                // These counts are cumulative; the input count is only sometimes repeated here.
                 if let Some(tokens) = event.pointer("/usage/output_tokens").and_then(Value::as_u64) {
                     self.output_tokens = tokens;
+                }
+                if let Some(tokens) = event.pointer("/usage/input_tokens").and_then(Value::as_u64) {
+                    self.input_tokens = tokens;
                 }
             }
             "message_stop" => return Ok(true),
             "error" => {
                 let kind = event.pointer("/error/type").and_then(Value::as_str).unwrap_or("error");
-                let message = text(event.pointer("/error/message"));
-                let message = format!("{PROVIDER}: the stream reported {kind}: {message}");
+                let message =
+                    format!("{PROVIDER}: the stream reported {kind}: {}", text(event.pointer("/error/message")));
                 return Err(match kind {
                     "overloaded_error" | "api_error" | "rate_limit_error" => StreamFault::Retryable(message),
                     _ => StreamFault::Fatal(ModelError::InvalidResponse(message)),
                 });
             }
+            // `ping`, and event types added to the API later.
             _ => {}
         }
         Ok(false)
@@ -221,17 +282,14 @@ impl Assembler for StreamedMessage {
         for block in self.blocks {
             content.push(match block {
                 PartialBlock::Text(text) => ResponseBlock::Text { text },
-                PartialBlock::ToolUse { id, name, json } => {
-                    let input = if json.trim().is_empty() {
-                        Value::Object(Default::default())
-                    } else {
-                        serde_json::from_str(&json).map_err(|e| {
-                            ModelError::InvalidResponse(format!("{PROVIDER}: a streamed tool input is not JSON: {e}"))
-                        })?
-                    };
+                PartialBlock::ToolUse { id, name, input: Some(input), .. } => {
                     ResponseBlock::ToolUse { id, name, input }
                 }
-                PartialBlock::Other => ResponseBlock::Other,
+                // A block the stream never stopped: its input is whatever arrived.
+                PartialBlock::ToolUse { id, name, json, input: None } => {
+                    ResponseBlock::ToolUse { id, name, input: parse_input(&json)? }
+                }
+                PartialBlock::Missing | PartialBlock::Other => ResponseBlock::Other,
             });
         }
         let usage = Some(WireUsage { input_tokens: self.input_tokens, output_tokens: self.output_tokens });

@@ -53,7 +53,8 @@ pub struct LlmConfig {
     pub model: String,
     /// Secret; never logged, and redacted by the `Debug` impl.
     pub api_key: Option<String>,
-    /// Limit for one HTTP attempt, connection and body included.
+    /// Limit for one buffered HTTP attempt, connection and body included; for a streamed call,
+    /// the longest silence allowed between two chunks, since a streamed reply may take minutes.
     pub timeout: Duration,
     /// Total number of HTTP attempts per call, the first one included.
     pub max_attempts: u32,

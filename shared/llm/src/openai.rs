@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::LlmConfig;
-use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
-use crate::stream::{stream_with_retry, Assembler, StreamFault};
+use crate::retry::{http_client, send_with_retry, stream_with_retry, streaming_client, RetryPolicy};
+use crate::stream::{Assembler, StreamFault};
 
 const PROVIDER: &str = "openai";
 
@@ -85,7 +85,7 @@ impl ChatModel for OpenAiModel {
             if self.official_api { (None, Some(self.max_tokens)) } else { (Some(self.max_tokens), None) };
         let model = crate::effective_model(request, &self.model);
         let mut body = serde_json::to_value(to_wire(model, request, max_tokens, max_completion_tokens))
-            .map_err(|e| ModelError::InvalidResponse(format!("{PROVIDER}: could not encode the request: {e}")))?;
+            .map_err(|e| ModelError::Config(format!("{PROVIDER}: could not encode the request: {e}")))?;
         body["stream"] = Value::Bool(true);
         body["stream_options"] = serde_json::json!({"include_usage": true});
         tracing::debug!(provider = PROVIDER, model, "streamed model call");
@@ -117,8 +117,9 @@ const MAX_STREAMED_TOOL_CALLS: usize = 64;
 
 #[derive(Deserialize)]
 struct Chunk {
+    /// Empty in the closing usage chunk, and null from some compatible servers.
     #[serde(default)]
-    choices: Vec<ChunkChoice>,
+    choices: Option<Vec<ChunkChoice>>,
     #[serde(default)]
     usage: Option<WireUsage>,
     #[serde(default)]
@@ -192,7 +193,7 @@ impl Assembler for StreamedReply {
         if chunk.usage.is_some() {
             self.usage = chunk.usage;
         }
-        let Some(choice) = chunk.choices.into_iter().next() else { return Ok(false) };
+        let Some(choice) = chunk.choices.unwrap_or_default().into_iter().next() else { return Ok(false) };
         if let Some(delta) = choice.delta {
             if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
                 sink.delta(&text);
@@ -213,8 +214,9 @@ impl Assembler for StreamedReply {
                     call.id = Some(id);
                 }
                 if let Some(function) = fragment.function {
-                    if let Some(name) = function.name {
-                        call.name.push_str(&name);
+                    // The name comes whole in the call's first fragment; some servers repeat it later.
+                    if let Some(name) = function.name.filter(|_| call.name.is_empty()) {
+                        call.name = name;
                     }
                     if let Some(arguments) = function.arguments {
                         call.arguments.push_str(&arguments);
@@ -229,16 +231,23 @@ impl Assembler for StreamedReply {
     }
 
     fn finish(self) -> Result<ChatResponse, ModelError> {
-        let tool_calls = self
-            .calls
-            .into_iter()
-            .filter(|call| !call.name.is_empty())
-            .map(|call| ToolCall {
+        let mut tool_calls = Vec::with_capacity(self.calls.len());
+        for (index, call) in self.calls.into_iter().enumerate() {
+            if call.name.is_empty() {
+                // An index no fragment named is a gap left by a later index, not a call.
+                if call.id.is_none() && call.arguments.is_empty() {
+                    continue;
+                }
+                return Err(ModelError::InvalidResponse(format!(
+                    "{PROVIDER}: streamed tool call {index} has no function name"
+                )));
+            }
+            tool_calls.push(ToolCall {
                 id: call.id.unwrap_or_else(generate_call_id),
                 name: call.name,
                 arguments: decode_arguments(Some(Value::String(call.arguments))),
-            })
-            .collect();
+            });
+        }
         let wire = CompletionResponse {
             choices: vec![Choice {
                 message: ResponseMessage { content: Some(self.content), tool_calls: Some(Vec::new()) },

@@ -46,7 +46,15 @@ impl ReplayModel {
                 None => None,
                 Some(pieces) => Some(serde_json::from_value::<Vec<String>>(pieces).map_err(not_a_reply)?),
             };
-            replies.push(serde_json::from_value(value).map_err(not_a_reply)?);
+            let reply: ChatResponse = serde_json::from_value(value).map_err(not_a_reply)?;
+            // A streamed reply's text is its deltas joined; a file that says otherwise was edited wrongly.
+            if pieces.as_ref().is_some_and(|pieces| pieces.concat() != reply.content) {
+                return Err(ModelError::Config(format!(
+                    "replay file {source} line {}: the deltas do not join up to the content",
+                    index + 1
+                )));
+            }
+            replies.push(reply);
             deltas.push(pieces);
         }
         Ok(ReplayModel { source, replies, deltas, cursor: Mutex::new(0) })

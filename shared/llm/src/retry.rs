@@ -1,14 +1,17 @@
-//! Retrying HTTP calls to a provider: exponential backoff with full jitter, `Retry-After`, and error mapping.
+//! Retrying HTTP calls to a provider, buffered or streamed: exponential backoff with full jitter,
+//! `Retry-After`, and error mapping.
 
 use std::error::Error as _;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use agent_core::ModelError;
+use agent_core::{ChatResponse, DeltaSink, ModelError};
 use rand::Rng;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{RequestBuilder, StatusCode};
 
 use crate::config::LlmConfig;
+use crate::stream::{read_stream, Assembler};
 
 /// Longest wait between two attempts, whether computed or asked for by `Retry-After`.
 pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(20);
@@ -131,20 +134,89 @@ pub(crate) async fn pause_before_retry(
     Ok(())
 }
 
+/// Sends the streaming request built by `make_request` and assembles its events with a fresh
+/// assembler from `assembler` per attempt. Failures are retried like [`send_with_retry`]'s until the
+/// first delta has been handed to `sink`; after that a failure is final, since the text already
+/// shown cannot be taken back.
+pub(crate) async fn stream_with_retry<A: Assembler>(
+    policy: &RetryPolicy,
+    provider: &'static str,
+    secret: Option<&str>,
+    make_request: impl Fn() -> RequestBuilder,
+    assembler: impl Fn() -> A,
+    sink: &dyn DeltaSink,
+) -> Result<ChatResponse, ModelError> {
+    let watched = Watched { inner: sink, sent: AtomicBool::new(false) };
+    let mut attempt = 1;
+    loop {
+        let outcome = read_stream(make_request(), secret, assembler(), &watched).await;
+        let (status, message, retry_after) = match outcome {
+            Attempt::Done(response) => return Ok(response),
+            Attempt::Fail(error) => return Err(error),
+            Attempt::Retry { status, message, retry_after } => (status, message, retry_after),
+        };
+        if watched.sent.load(Ordering::Relaxed) {
+            tracing::warn!(provider, attempt, error = %message, "streamed model call broke after the reply began");
+            return Err(ModelError::Unavailable {
+                attempts: attempt,
+                message: format!("the stream broke after the reply began: {message}"),
+            });
+        }
+        pause_before_retry(policy, provider, attempt, status, message, retry_after).await?;
+        attempt += 1;
+    }
+}
+
+/// Passes deltas through and remembers that one went out, which ends the retries.
+struct Watched<'a> {
+    inner: &'a dyn DeltaSink,
+    sent: AtomicBool,
+}
+
+impl DeltaSink for Watched<'_> {
+    fn delta(&self, text: &str) {
+        if !text.is_empty() {
+            self.sent.store(true, Ordering::Relaxed);
+            self.inner.delta(text);
+        }
+    }
+}
+
+/// The attempt a request that could not be sent comes to: one that cannot even be built will fail
+/// the same way every time, anything else (connect, timeout, reset) is worth another attempt.
+pub(crate) fn send_failure<T>(error: &reqwest::Error, secret: Option<&str>) -> Attempt<T> {
+    let message = redact(&describe_transport_error(error), secret);
+    if error.is_builder() {
+        Attempt::Fail(ModelError::Config(message))
+    } else {
+        Attempt::Retry { status: None, message, retry_after: None }
+    }
+}
+
+/// The attempt a non-success status comes to, given the body (or its start) that came with it:
+/// 429 and 5xx are retried (after `Retry-After` when given), other statuses are rejections.
+pub(crate) fn status_failure<T>(
+    status: StatusCode,
+    retry_after: Option<Duration>,
+    body: &[u8],
+    secret: Option<&str>,
+) -> Attempt<T> {
+    let message = error_message(body, secret);
+    if is_retryable(status) {
+        Attempt::Retry {
+            status: Some(status.as_u16()),
+            message: format!("HTTP {}: {message}", status.as_u16()),
+            retry_after,
+        }
+    } else {
+        Attempt::Fail(ModelError::Rejected { status: status.as_u16(), message })
+    }
+}
+
 async fn try_once(request: RequestBuilder, secret: Option<&str>) -> Attempt<Vec<u8>> {
     let response = match request.send().await {
         Ok(response) => response,
-        // A request that cannot even be built will fail the same way every time.
-        Err(error) if error.is_builder() => {
-            return Attempt::Fail(ModelError::Config(redact(&describe_transport_error(&error), secret)))
-        }
-        Err(error) => {
-            return Attempt::Retry {
-                status: None,
-                message: redact(&describe_transport_error(&error), secret),
-                retry_after: None,
-            }
-        }
+        Err(error) => return send_failure(&error, secret),
     };
 
     let status = response.status();
@@ -163,14 +235,8 @@ async fn try_once(request: RequestBuilder, secret: Option<&str>) -> Attempt<Vec<
 
     if status.is_success() {
         Attempt::Done(body)
-    } else if is_retryable(status) {
-        Attempt::Retry {
-            status: Some(status.as_u16()),
-            message: format!("HTTP {}: {}", status.as_u16(), error_message(&body, secret)),
-            retry_after,
-        }
     } else {
-        Attempt::Fail(ModelError::Rejected { status: status.as_u16(), message: error_message(&body, secret) })
+        status_failure(status, retry_after, &body, secret)
     }
 }
 
@@ -179,7 +245,7 @@ pub(crate) fn is_retryable(status: StatusCode) -> bool {
 }
 
 /// A one-line description of a transport error with its causes, which reqwest keeps apart.
-fn describe_transport_error(error: &reqwest::Error) -> String {
+pub(crate) fn describe_transport_error(error: &reqwest::Error) -> String {
     let mut text = if error.is_timeout() { format!("request timed out: {error}") } else { error.to_string() };
     let mut source = error.source();
     while let Some(cause) = source {

@@ -6,46 +6,77 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{ChatModel, ChatRequest, DeltaSink, Message, ModelError, StopReason};
+use agent_core::{ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, StopReason};
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use llm::{AnthropicModel, LlmConfig, OpenAiModel, ProviderKind, RecordingModel, ReplayModel};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
 
+const KEY: &str = "sk-stream-key-0123456789";
+
+// ---- The scripted server ----
+
 /// One piece of a scripted streamed answer.
 enum Piece {
     /// Send this text as it is.
     Send(String),
+    /// Send these bytes, which need not be UTF-8.
+    Raw(&'static [u8]),
+    /// Wait this long before the next piece, as a model producing tokens does.
+    Pause(Duration),
     /// Wait until the client has handed its first delta over.
     AwaitFirstDelta,
     /// Drop the connection without ending the response.
     Drop,
+    /// Keep the connection open and send nothing more.
+    Stall,
 }
 
 enum Answer {
+    /// A `text/event-stream` body sent piece by piece.
     Stream(Vec<Piece>),
-    Status(u16),
+    /// An error status with a JSON error body and, when given, `Retry-After`.
+    Status(u16, Option<&'static str>),
+    /// A buffered JSON reply.
+    Json(Value),
+}
+
+/// A request as the server received it.
+#[derive(Clone)]
+struct Received {
+    headers: HeaderMap,
+    body: Value,
 }
 
 #[derive(Clone)]
 struct Server {
     base: String,
     answers: Arc<Mutex<VecDeque<Answer>>>,
-    requests: Arc<Mutex<Vec<Value>>>,
+    requests: Arc<Mutex<Vec<Received>>>,
     first_delta: Arc<Notify>,
 }
 
-async fn answer(State(server): State<Server>, body: axum::body::Bytes) -> Response {
-    server.requests.lock().unwrap().push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+async fn answer(State(server): State<Server>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    server.requests.lock().unwrap().push(Received { headers, body });
     let Some(answer) = server.answers.lock().unwrap().pop_front() else {
         return (StatusCode::GONE, "script exhausted").into_response();
     };
     let pieces = match answer {
-        Answer::Status(status) => {
-            let body = json!({"error": {"message": format!("scripted {status}"), "type": "overloaded_error"}});
-            return (StatusCode::from_u16(status).unwrap(), body.to_string()).into_response();
+        Answer::Status(status, retry_after) => {
+            let body = json!({"error": {"message": format!("scripted {status} for {KEY}"), "type": "api_error"}});
+            let mut response = (StatusCode::from_u16(status).unwrap(), body.to_string()).into_response();
+            if let Some(wait) = retry_after {
+                response.headers_mut().insert("retry-after", wait.parse().unwrap());
+            }
+            return response;
+        }
+        Answer::Json(body) => {
+            let mut response = body.to_string().into_response();
+            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+            return response;
         }
         Answer::Stream(pieces) => pieces,
     };
@@ -56,8 +87,11 @@ async fn answer(State(server): State<Server>, body: axum::body::Bytes) -> Respon
             loop {
                 match pieces.next()? {
                     Piece::Send(text) => return Some((Ok::<_, std::io::Error>(axum::body::Bytes::from(text)), pieces)),
+                    Piece::Raw(bytes) => return Some((Ok(axum::body::Bytes::from_static(bytes)), pieces)),
+                    Piece::Pause(wait) => tokio::time::sleep(wait).await,
                     Piece::AwaitFirstDelta => gate.notified().await,
                     Piece::Drop => return Some((Err(std::io::Error::other("scripted drop")), pieces)),
+                    Piece::Stall => futures::future::pending::<()>().await,
                 }
             }
         }
@@ -81,7 +115,7 @@ impl Server {
         server
     }
 
-    fn requests(&self) -> Vec<Value> {
+    fn requests(&self) -> Vec<Received> {
         self.requests.lock().unwrap().clone()
     }
 
@@ -91,11 +125,19 @@ impl Server {
             _ => self.base.clone(),
         };
         let mut config = LlmConfig::new(provider, base, "test-model");
-        config.api_key = Some("sk-test".to_owned());
+        config.api_key = Some(KEY.to_owned());
         config.max_attempts = 3;
         config.retry_base_delay = Duration::from_millis(1);
         config.timeout = Duration::from_secs(5);
         config
+    }
+
+    fn openai(&self) -> OpenAiModel {
+        OpenAiModel::new(&self.config(ProviderKind::OpenAi)).unwrap()
+    }
+
+    fn anthropic(&self) -> AnthropicModel {
+        AnthropicModel::new(&self.config(ProviderKind::Anthropic)).unwrap()
     }
 }
 
@@ -129,6 +171,37 @@ fn request() -> ChatRequest {
     ChatRequest { system: "sys".into(), messages: vec![Message::user("hi")], ..Default::default() }
 }
 
+/// Streams one call on a fresh sink, returning the deltas it got along with the result.
+async fn stream(model: &dyn ChatModel, server: &Server) -> (Vec<String>, Result<ChatResponse, ModelError>) {
+    let sink = Collect::new(server);
+    let result = model.complete_streaming(&request(), &sink).await;
+    (sink.deltas(), result)
+}
+
+fn assert_invalid(result: Result<ChatResponse, ModelError>, expected: &str) {
+    match result {
+        Err(ModelError::InvalidResponse(message)) => assert!(message.contains(expected), "{message}"),
+        other => panic!("expected InvalidResponse with {expected:?}, got {other:?}"),
+    }
+}
+
+fn assert_broke_after_reply_began(result: Result<ChatResponse, ModelError>) {
+    match result {
+        Err(ModelError::Unavailable { attempts, message }) => {
+            assert_eq!(attempts, 1);
+            assert!(message.contains("after the reply began"), "{message}");
+            assert!(!message.contains(KEY), "{message}");
+        }
+        other => panic!("expected Unavailable after the reply began, got {other:?}"),
+    }
+}
+
+fn header<'a>(received: &'a Received, name: &str) -> Option<&'a str> {
+    received.headers.get(name).map(|value| value.to_str().unwrap())
+}
+
+// ---- OpenAI ----
+
 fn sse(data: Value) -> Piece {
     Piece::Send(format!("data: {data}\n\n"))
 }
@@ -145,50 +218,90 @@ fn openai_end(reason: &str) -> Vec<Piece> {
     ]
 }
 
+fn openai_reply(texts: &[&str]) -> Answer {
+    let mut pieces: Vec<Piece> = texts.iter().map(|text| openai_text(text)).collect();
+    pieces.extend(openai_end("stop"));
+    Answer::Stream(pieces)
+}
+
+fn openai_call(index: u64, id: Option<&str>, name: Option<&str>, arguments: &str) -> Piece {
+    let mut function = json!({"arguments": arguments});
+    if let Some(name) = name {
+        function["name"] = json!(name);
+    }
+    let mut fragment = json!({"index": index, "function": function});
+    if let Some(id) = id {
+        fragment["id"] = json!(id);
+        fragment["type"] = json!("function");
+    }
+    sse(json!({"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}))
+}
+
+fn openai_error() -> Piece {
+    sse(json!({"error": {"message": "The server had an error while processing your request.", "type": "server_error"}}))
+}
+
 #[tokio::test]
 async fn openai_text_streams_before_the_reply_ends() {
-    let mut pieces = vec![openai_text("Hola"), Piece::AwaitFirstDelta, openai_text(", "), openai_text("mundo.")];
+    let mut pieces = vec![
+        sse(json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})),
+        openai_text("Hola"),
+        Piece::AwaitFirstDelta,
+        Piece::Pause(Duration::from_millis(20)),
+        openai_text(", "),
+        Piece::Pause(Duration::from_millis(20)),
+        // One network chunk carrying two events, and an event split over two chunks.
+        Piece::Send(format!(
+            "data: {}\n\ndata: {}",
+            json!({"choices": [{"index": 0, "delta": {"content": "mun"}}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "do"}}]})
+        )),
+        Piece::Pause(Duration::from_millis(20)),
+        Piece::Send("\n\n".into()),
+        openai_text("."),
+    ];
     pieces.extend(openai_end("stop"));
-    let server = Server::start(vec![Answer::Stream(pieces)]).await;
-    let model = OpenAiModel::new(&server.config(ProviderKind::OpenAi)).unwrap();
-    let sink = Collect::new(&server);
-    let response = model.complete_streaming(&request(), &sink).await.unwrap();
-    assert_eq!(sink.deltas(), ["Hola", ", ", "mundo."]);
+    let buffered = json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "stop"}]
+    });
+    let server = Server::start(vec![Answer::Json(buffered), Answer::Stream(pieces)]).await;
+    let model = server.openai();
+    model.complete(&request()).await.unwrap();
+    let (deltas, result) = stream(&model, &server).await;
+    let response = result.unwrap();
+    assert_eq!(deltas, ["Hola", ", ", "mun", "do", "."]);
+    assert_eq!(response.content, deltas.concat());
     assert_eq!(response.content, "Hola, mundo.");
+    assert!(response.tool_calls.is_empty());
     assert_eq!(response.stop_reason, StopReason::EndTurn);
     assert_eq!((response.usage.input_tokens, response.usage.output_tokens), (11, 7));
-    let sent = &server.requests()[0];
-    assert_eq!(sent["stream"], true);
-    assert_eq!(sent["stream_options"]["include_usage"], true);
+
+    let requests = server.requests();
+    let (mut buffered, streamed) = (requests[0].body.clone(), &requests[1]);
+    assert_eq!(streamed.body["stream"], true);
+    assert_eq!(streamed.body["stream_options"], json!({"include_usage": true}));
+    buffered["stream"] = json!(true);
+    buffered["stream_options"] = json!({"include_usage": true});
+    assert_eq!(streamed.body, buffered, "the streamed request is the buffered one plus the stream switches");
+    assert_eq!(header(streamed, "authorization"), Some(format!("Bearer {KEY}").as_str()));
 }
 
 #[tokio::test]
 async fn openai_tool_calls_are_assembled_from_interleaved_fragments() {
-    let call = |index: u64, id: Option<&str>, name: Option<&str>, arguments: &str| {
-        let mut function = json!({"arguments": arguments});
-        if let Some(name) = name {
-            function["name"] = json!(name);
-        }
-        let mut fragment = json!({"index": index, "function": function});
-        if let Some(id) = id {
-            fragment["id"] = json!(id);
-            fragment["type"] = json!("function");
-        }
-        sse(json!({"choices": [{"index": 0, "delta": {"tool_calls": [fragment]}}]}))
-    };
     let mut pieces = vec![
-        call(0, Some("call_a"), Some("read_file"), ""),
-        call(1, Some("call_b"), Some("ls"), "{\"pa"),
-        call(0, None, None, "{\"file_path\": "),
-        call(1, None, None, "th\": \"/\"}"),
-        call(0, None, None, "\"/workspace/a.md\"}"),
+        openai_text("Leo dos cosas."),
+        openai_call(0, Some("call_a"), Some("read_file"), ""),
+        openai_call(1, Some("call_b"), Some("ls"), "{\"pa"),
+        openai_call(0, None, None, "{\"file_path\": "),
+        openai_call(1, None, None, "th\": \"/\"}"),
+        openai_call(0, None, None, "\"/workspace/a.md\"}"),
     ];
     pieces.extend(openai_end("tool_calls"));
     let server = Server::start(vec![Answer::Stream(pieces)]).await;
-    let model = OpenAiModel::new(&server.config(ProviderKind::OpenAi)).unwrap();
-    let sink = Collect::new(&server);
-    let response = model.complete_streaming(&request(), &sink).await.unwrap();
-    assert!(sink.deltas().is_empty());
+    let (deltas, result) = stream(&server.openai(), &server).await;
+    let response = result.unwrap();
+    assert_eq!(deltas, ["Leo dos cosas."]);
+    assert_eq!(response.content, "Leo dos cosas.");
     assert_eq!(response.stop_reason, StopReason::ToolUse);
     let calls: Vec<(String, String, Value)> =
         response.tool_calls.into_iter().map(|c| (c.id, c.name, c.arguments)).collect();
@@ -202,49 +315,206 @@ async fn openai_tool_calls_are_assembled_from_interleaved_fragments() {
 }
 
 #[tokio::test]
-async fn failures_before_the_first_delta_are_retried_and_after_it_are_final() {
-    let mut good = vec![openai_text("Otra vez.")];
-    good.extend(openai_end("stop"));
-    let server =
-        Server::start(vec![Answer::Status(503), Answer::Stream(vec![Piece::Drop]), Answer::Stream(good)]).await;
-    let model = OpenAiModel::new(&server.config(ProviderKind::OpenAi)).unwrap();
-    let sink = Collect::new(&server);
-    let response = model.complete_streaming(&request(), &sink).await.unwrap();
-    assert_eq!(response.content, "Otra vez.");
-    assert_eq!(server.requests().len(), 3, "a 503 and a stream dropped before any delta were retried");
-
-    // A fresh server, so its gate opens only at this call's first delta.
-    let server = Server::start(vec![
-        Answer::Stream(vec![openai_text("Empiezo"), Piece::AwaitFirstDelta, Piece::Drop]),
-        Answer::Stream(vec![openai_text("never")]),
-    ])
-    .await;
-    let model = OpenAiModel::new(&server.config(ProviderKind::OpenAi)).unwrap();
-    let sink = Collect::new(&server);
-    let error = model.complete_streaming(&request(), &sink).await.unwrap_err();
-    assert!(matches!(&error, ModelError::Unavailable { message, .. } if message.contains("after the reply began")));
-    assert_eq!(sink.deltas(), ["Empiezo"]);
-    assert_eq!(server.requests().len(), 1, "a stream broken after a delta is not retried");
+async fn openai_tool_calls_out_of_order_without_ids_or_done() {
+    // Index 1 arrives first, no call carries an id, and the server ends without `[DONE]`.
+    let pieces = vec![
+        openai_call(1, None, Some("ls"), "{}"),
+        openai_call(0, None, Some("read_file"), "{\"file_path\": \"/a\"}"),
+        openai_call(2, Some("call_c"), Some("grep"), "{oops"),
+        sse(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
+    ];
+    let server = Server::start(vec![Answer::Stream(pieces)]).await;
+    let (deltas, result) = stream(&server.openai(), &server).await;
+    let response = result.unwrap();
+    assert!(deltas.is_empty());
+    assert_eq!(response.content, "");
+    let names: Vec<&str> = response.tool_calls.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["read_file", "ls", "grep"]);
+    assert_eq!(response.tool_calls[0].arguments, json!({"file_path": "/a"}));
+    assert!(response.tool_calls[0].id.starts_with("call_") && response.tool_calls[1].id.starts_with("call_"));
+    assert_ne!(response.tool_calls[0].id, response.tool_calls[1].id);
+    assert_eq!(response.tool_calls[2].arguments, json!("{oops"), "unparseable arguments are kept, as complete does");
+    assert_eq!(response.usage, Default::default());
 }
 
 #[tokio::test]
-async fn malformed_streams_are_errors_not_panics() {
+async fn openai_statuses_before_the_stream_are_retried() {
+    let server =
+        Server::start(vec![Answer::Status(429, Some("0")), Answer::Status(500, None), openai_reply(&["Por fin."])])
+            .await;
+    let (deltas, result) = stream(&server.openai(), &server).await;
+    assert_eq!(result.unwrap().content, "Por fin.");
+    assert_eq!(deltas, ["Por fin."]);
+    assert_eq!(server.requests().len(), 3);
+
+    // Attempts run out on statuses alone.
+    let server = Server::start((0..3).map(|_| Answer::Status(503, None)).collect()).await;
+    match stream(&server.openai(), &server).await.1 {
+        Err(ModelError::Unavailable { attempts: 3, message }) => {
+            assert!(message.contains("503") && !message.contains(KEY), "{message}")
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn openai_rejection_is_final_and_redacted() {
+    let server = Server::start(vec![Answer::Status(400, None), openai_reply(&["never"])]).await;
+    match stream(&server.openai(), &server).await {
+        (deltas, Err(ModelError::Rejected { status: 400, message })) => {
+            assert!(deltas.is_empty());
+            assert!(message.contains("scripted 400") && !message.contains(KEY), "{message}");
+        }
+        other => panic!("expected Rejected, got {:?}", other.1),
+    }
+    assert_eq!(server.requests().len(), 1);
+}
+
+#[tokio::test]
+async fn openai_a_stream_broken_before_any_delta_is_retried() {
+    let server = Server::start(vec![
+        Answer::Stream(vec![Piece::Drop]),
+        Answer::Stream(vec![openai_error()]),
+        openai_reply(&["Otra ", "vez."]),
+    ])
+    .await;
+    let (deltas, result) = stream(&server.openai(), &server).await;
+    assert_eq!(result.unwrap().content, "Otra vez.");
+    assert_eq!(deltas, ["Otra ", "vez."]);
+    assert_eq!(server.requests().len(), 3, "a dropped stream and an error chunk before any delta were retried");
+
+    // A stream that just ends, before its finish reason, is incomplete.
+    let server = Server::start(vec![
+        Answer::Stream(vec![openai_call(0, Some("call_a"), Some("ls"), "{")]),
+        openai_reply(&["Completa."]),
+    ])
+    .await;
+    let (_, result) = stream(&server.openai(), &server).await;
+    assert_eq!(result.unwrap().content, "Completa.");
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn openai_a_stream_broken_after_the_first_delta_is_final() {
+    let server = Server::start(vec![
+        Answer::Stream(vec![openai_text("Empiezo"), Piece::AwaitFirstDelta, Piece::Drop]),
+        openai_reply(&["never"]),
+    ])
+    .await;
+    let (deltas, result) = stream(&server.openai(), &server).await;
+    assert_broke_after_reply_began(result);
+    assert_eq!(deltas, ["Empiezo"]);
+    assert_eq!(server.requests().len(), 1, "a stream broken after a delta is not retried");
+
+    let server =
+        Server::start(vec![Answer::Stream(vec![openai_text("Empiezo"), openai_error()]), openai_reply(&["never"])])
+            .await;
+    let (deltas, result) = stream(&server.openai(), &server).await;
+    assert_broke_after_reply_began(result);
+    assert_eq!(deltas, ["Empiezo"]);
+    assert_eq!(server.requests().len(), 1, "an error chunk after a delta is not retried");
+}
+
+#[tokio::test]
+async fn openai_a_long_stream_is_not_cut_by_the_timeout() {
+    // The whole reply takes longer than the timeout, but no silence is that long.
+    let mut pieces = Vec::new();
+    for word in ["uno ", "dos ", "tres ", "cuatro ", "cinco"] {
+        pieces.push(openai_text(word));
+        pieces.push(Piece::Pause(Duration::from_millis(250)));
+    }
+    pieces.extend(openai_end("stop"));
+    let server = Server::start(vec![Answer::Stream(pieces)]).await;
+    let mut config = server.config(ProviderKind::OpenAi);
+    config.timeout = Duration::from_millis(800);
+    let model = OpenAiModel::new(&config).unwrap();
+    let (deltas, result) = stream(&model, &server).await;
+    assert_eq!(result.unwrap().content, "uno dos tres cuatro cinco");
+    assert_eq!(deltas.len(), 5);
+}
+
+#[tokio::test]
+async fn openai_a_stalled_stream_times_out() {
+    let server = Server::start(vec![
+        Answer::Stream(vec![Piece::Stall]),
+        Answer::Stream(vec![openai_text("Hola"), Piece::Stall]),
+        openai_reply(&["never"]),
+    ])
+    .await;
+    let mut config = server.config(ProviderKind::OpenAi);
+    config.timeout = Duration::from_millis(300);
+    let model = OpenAiModel::new(&config).unwrap();
+    let (deltas, result) = stream(&model, &server).await;
+    // The first attempt timed out before any delta and was retried; the second broke after one.
+    match result {
+        Err(ModelError::Unavailable { attempts: 2, message }) => {
+            assert!(message.contains("after the reply began") && message.contains("timed out"), "{message}")
+        }
+        other => panic!("expected Unavailable after the reply began, got {other:?}"),
+    }
+    assert_eq!(deltas, ["Hola"]);
+    assert_eq!(server.requests().len(), 2);
+}
+
+#[tokio::test]
+async fn openai_malformed_streams_are_errors_not_panics() {
+    let huge_event = format!("data: \"{}\"\n\n", "x".repeat(2 * 1024 * 1024));
+    let many_lines = format!("data: {}\n\n", vec!["x".repeat(1000); 1100].join("\ndata: "));
+    let big_reply: Vec<Piece> = (0..100).map(|_| openai_text(&"y".repeat(100 * 1024))).collect();
     let server = Server::start(vec![
         Answer::Stream(vec![Piece::Send("data: {not json\n\n".into())]),
         Answer::Stream(vec![sse(json!({"choices": [{"delta": {"tool_calls": [{"index": 9999}]}}]}))]),
-        Answer::Stream(vec![Piece::Send(format!("data: \"{}\"\n\n", "x".repeat(2 * 1024 * 1024)))]),
+        Answer::Stream(vec![sse(json!({"choices": [{"delta": {"tool_calls": [{"index": -1}]}}]}))]),
+        Answer::Stream(vec![sse(json!({"choices": "none"}))]),
+        Answer::Stream(vec![Piece::Send(huge_event)]),
+        Answer::Stream(vec![Piece::Send(many_lines)]),
+        Answer::Stream(vec![Piece::Raw(b"data: \xff\xfe\n\n")]),
+        Answer::Stream(big_reply),
+        Answer::Stream({
+            let mut pieces = vec![openai_call(0, Some("call_a"), None, "{}")];
+            pieces.extend(openai_end("tool_calls"));
+            pieces
+        }),
     ])
     .await;
-    let model = OpenAiModel::new(&server.config(ProviderKind::OpenAi)).unwrap();
-    for _ in 0..3 {
-        let error = model.complete_streaming(&request(), &Collect::new(&server)).await.unwrap_err();
-        assert!(matches!(error, ModelError::InvalidResponse(_)), "{error:?}");
+    let model = server.openai();
+    for expected in [
+        "not valid",
+        "index 9999",
+        "not valid",
+        "not valid",
+        "larger than 1048576",
+        "larger than 1048576",
+        "malformed event stream",
+        "larger than 8388608",
+        "no function name",
+    ] {
+        let (_, result) = stream(&model, &server).await;
+        // After the first delta a malformed stream is still reported as malformed, and not retried.
+        assert_invalid(result, expected);
     }
-    assert_eq!(server.requests().len(), 3, "malformed streams are not retried");
+    assert_eq!(server.requests().len(), 9, "malformed streams are not retried");
 }
+
+// ---- Anthropic ----
 
 fn event(name: &str, data: Value) -> Piece {
     Piece::Send(format!("event: {name}\ndata: {data}\n\n"))
+}
+
+fn message_start() -> Piece {
+    event(
+        "message_start",
+        json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant",
+               "content": [], "usage": {"input_tokens": 25, "output_tokens": 1}}}),
+    )
+}
+
+fn text_start(index: u64) -> Piece {
+    event(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}),
+    )
 }
 
 fn anthropic_text(index: u64, text: &str) -> Piece {
@@ -254,23 +524,43 @@ fn anthropic_text(index: u64, text: &str) -> Piece {
     )
 }
 
+fn block_stop(index: u64) -> Piece {
+    event("content_block_stop", json!({"type": "content_block_stop", "index": index}))
+}
+
+fn message_end(stop_reason: &str) -> Vec<Piece> {
+    vec![
+        event(
+            "message_delta",
+            json!({"type": "message_delta", "delta": {"stop_reason": stop_reason}, "usage": {"output_tokens": 30}}),
+        ),
+        event("message_stop", json!({"type": "message_stop"})),
+    ]
+}
+
+fn anthropic_reply(texts: &[&str]) -> Answer {
+    let mut pieces = vec![message_start(), text_start(0)];
+    pieces.extend(texts.iter().map(|text| anthropic_text(0, text)));
+    pieces.push(block_stop(0));
+    pieces.extend(message_end("end_turn"));
+    Answer::Stream(pieces)
+}
+
+fn stream_error(kind: &str) -> Piece {
+    event("error", json!({"type": "error", "error": {"type": kind, "message": "busy"}}))
+}
+
 #[tokio::test]
 async fn anthropic_text_and_tool_use_stream() {
-    let start = event(
-        "message_start",
-        json!({"type": "message_start", "message": {"usage": {"input_tokens": 25, "output_tokens": 1}}}),
-    );
-    let pieces = vec![
-        start,
+    let mut pieces = vec![
+        message_start(),
         event("ping", json!({"type": "ping"})),
-        event(
-            "content_block_start",
-            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-        ),
+        text_start(0),
         anthropic_text(0, "Voy a "),
         Piece::AwaitFirstDelta,
+        Piece::Pause(Duration::from_millis(20)),
         anthropic_text(0, "leerlo."),
-        event("content_block_stop", json!({"type": "content_block_stop", "index": 0})),
+        block_stop(0),
         event(
             "content_block_start",
             json!({"type": "content_block_start", "index": 1,
@@ -281,51 +571,223 @@ async fn anthropic_text_and_tool_use_stream() {
             json!({"type": "content_block_delta", "index": 1,
                    "delta": {"type": "input_json_delta", "partial_json": "{\"file_path\": \"/a"}}),
         ),
+        Piece::Pause(Duration::from_millis(20)),
         event(
             "content_block_delta",
             json!({"type": "content_block_delta", "index": 1, "delta": {"type": "input_json_delta", "partial_json": ".md\"}"}}),
         ),
-        event("content_block_stop", json!({"type": "content_block_stop", "index": 1})),
+        block_stop(1),
         event(
-            "message_delta",
-            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 30}}),
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 2,
+                   "content_block": {"type": "tool_use", "id": "toolu_2", "name": "ls", "input": {}}}),
         ),
-        event("message_stop", json!({"type": "message_stop"})),
+        block_stop(2),
     ];
-    let overloaded = event("error", json!({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}));
-    let server = Server::start(vec![Answer::Stream(vec![overloaded]), Answer::Stream(pieces)]).await;
-    let model = AnthropicModel::new(&server.config(ProviderKind::Anthropic)).unwrap();
-    let sink = Collect::new(&server);
-    let response = model.complete_streaming(&request(), &sink).await.unwrap();
-    assert_eq!(sink.deltas(), ["Voy a ", "leerlo."]);
-    assert_eq!(response.content, "Voy a leerlo.");
+    pieces.extend(message_end("tool_use"));
+    let server = Server::start(vec![Answer::Stream(pieces)]).await;
+    let (deltas, result) = stream(&server.anthropic(), &server).await;
+    let response = result.unwrap();
+    assert_eq!(deltas, ["Voy a ", "leerlo."]);
+    assert_eq!(response.content, deltas.concat());
     assert_eq!(response.stop_reason, StopReason::ToolUse);
-    assert_eq!(response.tool_calls.len(), 1);
-    assert_eq!(response.tool_calls[0].arguments, json!({"file_path": "/a.md"}));
+    let calls: Vec<(String, String, Value)> =
+        response.tool_calls.into_iter().map(|c| (c.id, c.name, c.arguments)).collect();
+    assert_eq!(
+        calls,
+        [
+            ("toolu_1".into(), "read_file".into(), json!({"file_path": "/a.md"})),
+            ("toolu_2".into(), "ls".into(), json!({})),
+        ]
+    );
     assert_eq!((response.usage.input_tokens, response.usage.output_tokens), (25, 30));
-    assert_eq!(server.requests().len(), 2, "an overloaded stream before any delta was retried");
-    assert_eq!(server.requests()[1]["stream"], true);
+
+    let sent = &server.requests()[0];
+    assert_eq!(sent.body["stream"], true);
+    assert_eq!(sent.body["model"], "test-model");
+    assert_eq!(header(sent, "x-api-key"), Some(KEY));
+    assert_eq!(header(sent, "anthropic-version"), Some("2023-06-01"));
 }
+
+#[tokio::test]
+async fn anthropic_failures_before_the_first_delta_are_retried() {
+    let server = Server::start(vec![
+        Answer::Status(529, None),
+        Answer::Status(429, Some("0")),
+        Answer::Stream(vec![message_start(), text_start(0), stream_error("overloaded_error")]),
+        Answer::Stream(vec![message_start(), text_start(0), Piece::Drop]),
+        // Ends before `message_stop`.
+        Answer::Stream(vec![message_start(), text_start(0), block_stop(0)]),
+        anthropic_reply(&["Ya ", "está."]),
+    ])
+    .await;
+    let mut config = server.config(ProviderKind::Anthropic);
+    config.max_attempts = 6;
+    let (deltas, result) = stream(&AnthropicModel::new(&config).unwrap(), &server).await;
+    let response = result.unwrap();
+    assert_eq!(deltas, ["Ya ", "está."]);
+    assert_eq!(response.content, "Ya está.");
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+    assert_eq!(server.requests().len(), 6);
+}
+
+#[tokio::test]
+async fn anthropic_failures_after_the_first_delta_are_final() {
+    let server = Server::start(vec![
+        Answer::Stream(vec![
+            message_start(),
+            text_start(0),
+            anthropic_text(0, "Hola"),
+            Piece::AwaitFirstDelta,
+            Piece::Drop,
+        ]),
+        anthropic_reply(&["never"]),
+    ])
+    .await;
+    let (deltas, result) = stream(&server.anthropic(), &server).await;
+    assert_broke_after_reply_began(result);
+    assert_eq!(deltas, ["Hola"]);
+    assert_eq!(server.requests().len(), 1, "a connection dropped after a delta is not retried");
+
+    let server = Server::start(vec![
+        Answer::Stream(vec![
+            message_start(),
+            text_start(0),
+            anthropic_text(0, "Hola"),
+            stream_error("overloaded_error"),
+        ]),
+        anthropic_reply(&["never"]),
+    ])
+    .await;
+    let (deltas, result) = stream(&server.anthropic(), &server).await;
+    assert_broke_after_reply_began(result);
+    assert_eq!(deltas, ["Hola"]);
+    assert_eq!(server.requests().len(), 1, "an overloaded error after a delta is not retried");
+}
+
+#[tokio::test]
+async fn anthropic_malformed_streams_are_errors_not_panics() {
+    let tool_start = event(
+        "content_block_start",
+        json!({"type": "content_block_start", "index": 0,
+               "content_block": {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {}}}),
+    );
+    let bad_input = event(
+        "content_block_delta",
+        json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"a\": "}}),
+    );
+    let scripts = vec![
+        (vec![message_start(), Piece::Send("event: content_block_start\ndata: {oops\n\n".into())], "not valid JSON"),
+        (vec![message_start(), anthropic_text(0, "sin empezar")], "before its start"),
+        (vec![message_start(), text_start(9999)], "index 9999"),
+        (vec![message_start(), event("content_block_delta", json!({"type": "content_block_delta"}))], "index"),
+        (vec![message_start(), tool_start, bad_input, block_stop(0)], "not JSON"),
+        (
+            vec![
+                message_start(),
+                event(
+                    "content_block_start",
+                    json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use"}}),
+                ),
+            ],
+            "without its id or name",
+        ),
+        (vec![message_start(), text_start(0), text_start(0)], "started twice"),
+        (vec![message_start(), stream_error("invalid_request_error")], "invalid_request_error"),
+    ];
+    let count = scripts.len();
+    let (scripts, expected): (Vec<_>, Vec<_>) = scripts.into_iter().unzip();
+    let server = Server::start(scripts.into_iter().map(Answer::Stream).collect()).await;
+    let model = server.anthropic();
+    for expected in expected {
+        let (deltas, result) = stream(&model, &server).await;
+        assert!(deltas.is_empty());
+        assert_invalid(result, expected);
+    }
+    assert_eq!(server.requests().len(), count, "malformed streams are not retried");
+}
+
+#[tokio::test]
+async fn anthropic_structured_output_uses_the_buffered_call() {
+    let reply = json!({
+        "id": "msg_s", "type": "message", "role": "assistant",
+        "content": [{"type": "tool_use", "id": "toolu_p", "name": "plan", "input": {"steps": ["read"]}}],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 50, "output_tokens": 12}
+    });
+    let server = Server::start(vec![Answer::Json(reply)]).await;
+    let format = JsonSchemaFormat { name: "plan".into(), schema: json!({"type": "object"}) };
+    let request = ChatRequest { response_format: Some(format), ..request() };
+    let sink = Collect::new(&server);
+    let response = server.anthropic().complete_streaming(&request, &sink).await.unwrap();
+    assert_eq!(response.content, r#"{"steps":["read"]}"#);
+    assert_eq!(sink.deltas(), [r#"{"steps":["read"]}"#], "the whole structured reply is one delta");
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+    assert_eq!(server.requests()[0].body.get("stream"), None);
+}
+
+// ---- Replay and recording ----
 
 #[tokio::test]
 async fn replay_serves_recorded_deltas_and_recording_writes_them() {
     let text = r#"{"content": "Hola mundo", "tool_calls": [], "usage": {"input_tokens": 1, "output_tokens": 2}, "stop_reason": "end_turn", "deltas": ["Hola", " mundo"]}
-{"content": "Sin piezas", "tool_calls": [], "usage": {"input_tokens": 1, "output_tokens": 2}, "stop_reason": "end_turn"}"#;
+{"content": "Sin piezas", "tool_calls": [], "usage": {"input_tokens": 1, "output_tokens": 2}, "stop_reason": "end_turn"}
+{"content": "", "tool_calls": [{"id": "c1", "name": "ls", "arguments": {}}], "usage": {"input_tokens": 1, "output_tokens": 2}, "stop_reason": "tool_use"}"#;
     let replay = Arc::new(ReplayModel::from_jsonl("inline", text).unwrap());
     let server = Server::start(vec![]).await;
     let path = std::env::temp_dir().join(format!("streaming-record-{}.jsonl", std::process::id()));
     let _ = std::fs::remove_file(&path);
     let recording = RecordingModel::new(replay, &path);
-    let sink = Collect::new(&server);
-    assert_eq!(recording.complete_streaming(&request(), &sink).await.unwrap().content, "Hola mundo");
-    assert_eq!(sink.deltas(), ["Hola", " mundo"]);
-    let sink = Collect::new(&server);
-    recording.complete_streaming(&request(), &sink).await.unwrap();
-    assert_eq!(sink.deltas(), ["Sin piezas"]);
-    // What was recorded replays the same pieces.
+
+    let (deltas, result) = stream(&recording, &server).await;
+    assert_eq!(result.unwrap().content, "Hola mundo");
+    assert_eq!(deltas, ["Hola", " mundo"]);
+    let (deltas, result) = stream(&recording, &server).await;
+    assert_eq!(result.unwrap().content, "Sin piezas");
+    assert_eq!(deltas, ["Sin piezas"], "a reply without deltas is handed over whole");
+    let (deltas, result) = stream(&recording, &server).await;
+    assert_eq!(result.unwrap().tool_calls.len(), 1);
+    assert!(deltas.is_empty(), "an empty text makes no delta");
+
+    let lines: Vec<Value> =
+        std::fs::read_to_string(&path).unwrap().lines().map(|line| serde_json::from_str(line).unwrap()).collect();
+    assert_eq!(lines.len(), 3);
+    assert_eq!(lines[0]["deltas"], json!(["Hola", " mundo"]));
+    assert_eq!(lines[1]["deltas"], json!(["Sin piezas"]));
+    assert_eq!(lines[2]["deltas"], json!([]));
+
+    // What was recorded replays the same pieces, streamed or buffered.
     let recorded = ReplayModel::from_file(&path).unwrap();
-    let sink = Collect::new(&server);
-    recorded.complete_streaming(&request(), &sink).await.unwrap();
-    assert_eq!(sink.deltas(), ["Hola", " mundo"]);
+    let (deltas, _) = stream(&recorded, &server).await;
+    assert_eq!(deltas, ["Hola", " mundo"]);
+    assert_eq!(recorded.complete(&request()).await.unwrap().content, "Sin piezas");
     let _ = std::fs::remove_file(&path);
+}
+
+#[tokio::test]
+async fn recording_a_live_stream_keeps_its_pieces() {
+    let server = Server::start(vec![openai_reply(&["En ", "vivo."])]).await;
+    let path = std::env::temp_dir().join(format!("streaming-live-{}.jsonl", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let recording = RecordingModel::new(Arc::new(server.openai()), &path);
+    let (deltas, result) = stream(&recording, &server).await;
+    assert_eq!(result.unwrap().content, "En vivo.");
+    assert_eq!(deltas, ["En ", "vivo."]);
+    let line: Value = serde_json::from_str(std::fs::read_to_string(&path).unwrap().trim()).unwrap();
+    assert_eq!(line["deltas"], json!(["En ", "vivo."]));
+    assert_eq!(line["usage"], json!({"input_tokens": 11, "output_tokens": 7}));
+    let _ = std::fs::remove_file(&path);
+}
+
+#[test]
+fn replay_deltas_must_join_up_to_the_content() {
+    let text = r#"{"content": "Hola", "tool_calls": [], "usage": {"input_tokens": 0, "output_tokens": 0}, "stop_reason": "end_turn", "deltas": ["Ho", "l"]}"#;
+    match ReplayModel::from_jsonl("inline", text) {
+        Err(ModelError::Config(message)) => {
+            assert!(message.contains("line 1") && message.contains("deltas"), "{message}")
+        }
+        other => panic!("expected a Config error, got {:?}", other.map(|model| model.remaining())),
+    }
+    let text = r#"{"content": "Hola", "tool_calls": [], "usage": {"input_tokens": 0, "output_tokens": 0}, "stop_reason": "end_turn", "deltas": "Hola"}"#;
+    assert!(matches!(ReplayModel::from_jsonl("inline", text), Err(ModelError::Config(_))));
 }
