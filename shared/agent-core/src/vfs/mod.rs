@@ -1,4 +1,4 @@
-//! The agent's virtual filesystem: what the seven file tools (`ls`, `read_file`, `write_file`, `delete_file`,
+//! The agent's virtual filesystem: what the seven file tools (`ls`, `read_file`, `write_file`, `delete`,
 //! `edit_file`, `glob`, `grep`) see. Pure logic; every byte goes through an [`ObjectStore`].
 //!
 //! # Roots
@@ -14,11 +14,15 @@
 //!
 //! # Decisions
 //!
+//! - The tools behave as LangChain deepagents 0.7's file tools over their default state backend
+//!   (arguments, defaults, result formats, messages), so skills written for deepagents work here;
+//!   the README lists the differences kept on purpose, and `tests/deepagents_parity.rs` runs the
+//!   same calls through both.
 //! - Paths must be absolute; a relative path is an "Invalid path" error that says so (no
-//!   guessing, since `workspace/a.md` would otherwise silently become `/workspace/workspace/a.md`).
-//!   See [`path::parse`] for the rejected forms (`..`, `//`, `%2e`, backslashes, control chars).
-//! - `write_file` creates files only, as in deepagents: writing over an existing file is an
-//!   "already exists" error pointing at `edit_file`.
+//!   guessing). See [`path::parse`] for the rejected forms (`..`, `//`, `%2e`, backslashes,
+//!   control chars): those are errors in every tool, while a well-formed path that names nothing
+//!   is an empty result for `ls`, `glob` and `grep`, as in deepagents.
+//! - `write_file` creates or replaces a whole file, as in deepagents 0.7.
 //! - Two mounted skills with the same short name (different categories): the first mounted owns
 //!   `/skills/{name}`; the later one is still recorded in [`Vfs::loaded_skills`] but not visible.
 //! - Object keys are never built from a model path: a skill or ticket file is found by looking
@@ -26,13 +30,19 @@
 //!   are fetched. Listed keys that are not clean relative paths are invisible.
 //! - Errors are returned as [`VfsError`], whose `Display` is exactly what the model sees; it never
 //!   contains an object key, a bucket, a user id or a storage backend's message.
+//! - Every result is at most [`MAX_OUTPUT_BYTES`], under the loop's cut of a tool result, so what
+//!   a result says about itself (a read's next offset) is never cut away.
 
+mod glob;
 mod path;
+mod render;
 mod tools;
 
 #[cfg(test)]
 mod tests;
 
+pub use glob::{MAX_GLOB_EXPANSIONS, MAX_GLOB_NESTING, MAX_GLOB_PATTERN_BYTES};
+pub use render::EMPTY_FILE_NOTE;
 pub use tools::{file_tool_specs, run_file_tool, FILE_TOOL_NAMES};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -40,14 +50,13 @@ use std::fmt::Write as _;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use futures::stream::{self, StreamExt};
-use globset::{GlobBuilder, GlobMatcher};
-use regex::RegexBuilder;
 use sha2::{Digest, Sha256};
 use thiserror::Error;
 
 use crate::ids::{SessionId, SkillPath, TicketId, UserId};
 use crate::keys;
 use crate::store::{ObjectMeta, ObjectStore, StoreError, WorkspaceFile};
+use glob::Glob;
 
 /// Longest path accepted from the model, in bytes.
 pub const MAX_PATH_BYTES: usize = 1024;
@@ -62,40 +71,40 @@ pub const MAX_WORKSPACE_BYTES: u64 = 10 * 1024 * 1024;
 pub const MAX_WORKSPACE_PATH_BYTES: usize = 256;
 /// Largest file `read_file` / `grep` will fetch.
 pub const MAX_READ_BYTES: u64 = 8 << 20;
-/// `read_file`'s default number of lines.
-pub const DEFAULT_READ_LIMIT: usize = 2000;
-/// Lines longer than this many characters are cut in `read_file`.
-pub const MAX_LINE_CHARS: usize = 2000;
-/// `grep` stops after this many matching lines.
-pub const MAX_GREP_MATCHES: usize = 200;
-/// `glob` stops after this many paths.
-pub const MAX_GLOB_RESULTS: usize = 500;
-/// Longest glob pattern (`glob`'s `pattern`, `grep`'s `glob`) accepted, in bytes.
-pub const MAX_GLOB_PATTERN_BYTES: usize = 1024;
-/// Deepest nesting of `{a,b}` alternatives in a glob pattern.
-pub const MAX_GLOB_NESTING: usize = 8;
-/// Longest `grep` regex accepted, in bytes.
-pub const MAX_REGEX_PATTERN_BYTES: usize = 4096;
+/// `read_file`'s default number of lines (deepagents' default).
+pub const DEFAULT_READ_LIMIT: i64 = 100;
+/// The longest result a file tool gives, in bytes; longer ones are cut as deepagents cuts them
+/// (deepagents allows 80,000 characters; this stays under the loop's 64 KiB cut of a tool result).
+pub const MAX_OUTPUT_BYTES: usize = 60 * 1024;
+/// `grep`'s default and largest `max_count`: it stops after this many matching lines.
+pub const MAX_GREP_MATCHES: usize = 1000;
+/// Longest `grep` pattern accepted, in bytes.
+pub const MAX_GREP_PATTERN_BYTES: usize = 4096;
 
-/// What `read_file` answers for a file with no content.
-pub const EMPTY_FILE_NOTE: &str = "System reminder: File exists but has empty contents";
-
-const GREP_LINE_CHARS: usize = 500;
 const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 const CACHE_MAX_BYTES: usize = 64 << 20;
 const LOAD_CONCURRENCY: usize = 8;
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
+/// Characters of an `old_string` repeated in an `edit_file` error.
 const SNIPPET_CHARS: usize = 200;
+
+/// Added to a `grep` result that stopped at `max_count`.
+const GREP_TRUNCATION_NOTE: &str = "Note: the search stopped early (it hit its time limit or the maximum match \
+    count). The matches above are valid but incomplete. Narrow the search (a more specific pattern or a narrower \
+    path), or raise max_count, to see the rest.";
+/// Added to a `grep` result with no match when the pattern looks like a regular expression.
+const GREP_REGEX_HINT: &str = "Note: grep matches literal text, not regex, so characters like `|`, `.*`, and \
+    `\\.` are searched verbatim. Search for the literal text you need instead; for `|` alternation, run a separate \
+    search per alternative.";
 
 /// A file tool's failure. `Display` is exactly the text returned to the model.
 #[derive(Debug, Error)]
 pub enum VfsError {
     #[error("Error: Invalid path: {0}")]
     InvalidPath(String),
-    /// A file (or a path given to `read_file`/`edit_file`) that does not exist or is not visible.
-    #[error("Error: File not found: {0}")]
+    /// A file that does not exist or is not visible (deepagents' wording).
+    #[error("Error: File '{0}' not found")]
     NotFound(String),
-    /// A path given to `ls`, `glob` or `grep` that does not exist or is not visible.
+    /// A path given to `ls`, `glob` or `grep` in a form that is refused (`..`, `//`, `%2e`).
     #[error("Error: Path not found: {0}")]
     PathNotFound(String),
     #[error("Error: Is a directory: {0} (use ls to list it)")]
@@ -106,19 +115,31 @@ pub enum VfsError {
     Binary,
     #[error("Error: Path is read-only: {0} (only /workspace is writable)")]
     ReadOnly(String),
-    #[error("Error: File already exists: {0}. Read it and change it with edit_file, or write to a new path")]
-    AlreadyExists(String),
-    #[error("Error: String not found in file {path}: {snippet:?}")]
-    StringNotFound { path: String, snippet: String },
+    #[error("Error: old_string cannot be empty. Provide the exact text to replace.")]
+    EmptyOldString,
+    #[error("Error: String not found in file: '{0}'")]
+    StringNotFound(String),
     #[error(
-        "Error: String appears {count} times in {path}. Use replace_all=true to replace every occurrence, \
-         or give a longer old_string that occurs only once"
+        "Error: old_string ends with a newline, but the file does not end with a newline. Retry with the trailing \
+         newline removed from old_string (and from new_string if it also ends with a newline)."
     )]
-    AmbiguousEdit { path: String, count: usize },
-    #[error("Error: Invalid regex pattern: {0}")]
-    InvalidRegex(String),
+    TrailingNewline,
+    #[error(
+        "Error: old_string ends with a newline, but the file does not end with a newline. With the trailing \
+         newline removed, old_string would appear {0} times in the file. Retry with the trailing newline removed \
+         and add surrounding context so the match is unique."
+    )]
+    TrailingNewlineAmbiguous(usize),
+    #[error(
+        "Error: String '{snippet}' appears {count} times in file. Use replace_all=True to replace all instances, \
+         or provide a more specific string with surrounding context."
+    )]
+    AmbiguousEdit { snippet: String, count: usize },
     #[error("Error: Invalid glob pattern: {0}")]
     InvalidGlob(String),
+    /// A glob pattern with a `..` segment; the text is the pattern's Python repr, as deepagents shows it.
+    #[error("Error: Path traversal not allowed in glob pattern {0}")]
+    GlobTraversal(String),
     #[error("Error: Line offset {offset} exceeds file length ({lines} lines)")]
     OffsetOutOfRange { offset: usize, lines: usize },
     #[error("Error: Content too large: {size} bytes (a file holds at most {max} bytes)", max = MAX_FILE_BYTES)]
@@ -150,6 +171,30 @@ impl VfsError {
         match self {
             VfsError::NotFound(path) => VfsError::PathNotFound(path),
             other => other,
+        }
+    }
+}
+
+/// What `grep` answers, as deepagents' `output_mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GrepOutput {
+    /// The paths of the files with a match, one per line (the default).
+    #[default]
+    FilesWithMatches,
+    /// The matching lines grouped by file: `path:` then `  n: line` per match.
+    Content,
+    /// `path: n` per file.
+    Count,
+}
+
+impl GrepOutput {
+    /// The mode named by deepagents' `output_mode` value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "files_with_matches" => Some(Self::FilesWithMatches),
+            "content" => Some(Self::Content),
+            "count" => Some(Self::Count),
+            _ => None,
         }
     }
 }
@@ -309,90 +354,6 @@ fn truncate_chars(line: &str, max: usize, marker: &str) -> String {
     }
 }
 
-/// `cat -n`: right-aligned 1-based line numbers of width 6, a tab, the line.
-fn number_lines(text: &str, offset: usize, limit: usize) -> Result<String, VfsError> {
-    if text.is_empty() {
-        return Ok(EMPTY_FILE_NOTE.to_owned());
-    }
-    let lines: Vec<&str> = text.lines().collect();
-    if offset >= lines.len() {
-        return Err(VfsError::OffsetOutOfRange { offset, lines: lines.len() });
-    }
-    let end = offset.saturating_add(limit).min(lines.len());
-    let mut out = String::new();
-    for (i, line) in lines[offset..end].iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
-        }
-        let line = truncate_chars(line, MAX_LINE_CHARS, " [... line truncated]");
-        let _ = write!(out, "{:>6}\t{line}", offset + i + 1);
-    }
-    if end < lines.len() {
-        let _ = write!(out, "\n\n[{} more lines not shown; continue with offset={end}]", lines.len() - end);
-    }
-    Ok(out)
-}
-
-/// A glob pattern, matched against paths relative to the search base or, when it starts
-/// with `/`, against absolute virtual paths.
-struct Pattern {
-    matcher: GlobMatcher,
-    absolute: bool,
-    has_separator: bool,
-}
-
-impl Pattern {
-    fn new(pattern: &str) -> Result<Self, VfsError> {
-        let pattern = pattern.trim();
-        if pattern.is_empty() {
-            return Err(VfsError::InvalidGlob("the pattern is empty".into()));
-        }
-        if pattern.len() > MAX_GLOB_PATTERN_BYTES {
-            return Err(VfsError::InvalidGlob(format!("the pattern is longer than {MAX_GLOB_PATTERN_BYTES} bytes")));
-        }
-        let mut depth = 0usize;
-        let mut deepest = 0usize;
-        for byte in pattern.bytes() {
-            match byte {
-                b'{' => depth += 1,
-                b'}' => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-            deepest = deepest.max(depth);
-        }
-        if deepest > MAX_GLOB_NESTING {
-            return Err(VfsError::InvalidGlob(format!("alternatives nest deeper than {MAX_GLOB_NESTING} levels")));
-        }
-        let glob = GlobBuilder::new(pattern)
-            .literal_separator(true)
-            .backslash_escape(true)
-            .build()
-            .map_err(|e| VfsError::InvalidGlob(e.to_string()))?;
-        // globset compiles its regex without a size limit and panics when the regex crate refuses
-        // it; the length bound keeps ordinary patterns far from that, and this catches the rest.
-        let matcher = std::panic::catch_unwind(|| glob.compile_matcher())
-            .map_err(|_| VfsError::InvalidGlob("the pattern is too complex".into()))?;
-        Ok(Self { matcher, absolute: pattern.starts_with('/'), has_separator: pattern.contains('/') })
-    }
-
-    fn matches_path(&self, base: &str, vpath: &str) -> bool {
-        if self.absolute {
-            self.matcher.is_match(vpath)
-        } else {
-            self.matcher.is_match(relative_to(base, vpath))
-        }
-    }
-
-    /// grep's file filter: a pattern without `/` looks at the file name only, like `rg --glob`.
-    fn matches_file(&self, base: &str, vpath: &str) -> bool {
-        if self.has_separator {
-            self.matches_path(base, vpath)
-        } else {
-            self.matcher.is_match(vpath.rsplit('/').next().unwrap_or(vpath))
-        }
-    }
-}
-
 /// `vpath` relative to `base` (a directory containing it, or the file itself: then its name).
 fn relative_to<'p>(base: &str, vpath: &'p str) -> &'p str {
     if base == "/" {
@@ -402,6 +363,15 @@ fn relative_to<'p>(base: &str, vpath: &'p str) -> &'p str {
         Some(rel) => rel,
         None => vpath.rsplit('/').next().unwrap_or(vpath),
     }
+}
+
+/// Whether a `grep` pattern looks like a regular expression (deepagents' conservative signals:
+/// `|`, `.*`, `.+`, or a backslash before a regex metacharacter or class letter).
+fn looks_like_regex(pattern: &str) -> bool {
+    pattern.contains('|')
+        || pattern.contains(".*")
+        || pattern.contains(".+")
+        || pattern.as_bytes().windows(2).any(|w| w[0] == b'\\' && b".wWdDsSbB(){}[]|+*?^$".contains(&w[1]))
 }
 
 impl<'a> Vfs<'a> {
@@ -464,12 +434,14 @@ impl<'a> Vfs<'a> {
         self.workspace
     }
 
-    /// Lists a directory: one path per line, sorted, directories with a trailing `/`, files with
-    /// their size. A file path lists the file itself.
+    /// Lists a directory as deepagents does: the Python list of its entries' absolute paths, sorted,
+    /// directories with a trailing `/`; "No files found" for an empty or missing directory. A file's
+    /// path lists the file itself.
     pub async fn ls(&self, path: &str) -> Result<String, VfsError> {
         let (node, shown) = self.resolve(path).map_err(VfsError::for_listing)?;
-        let mut lines: Vec<String> = match node {
-            Node::Root => {
+        let mut paths: Vec<String> = match node {
+            None => Vec::new(),
+            Some(Node::Root) => {
                 let mut roots = vec!["/workspace/".to_owned()];
                 if self.ticket.is_some() {
                     roots.push("/ticket/".to_owned());
@@ -479,44 +451,49 @@ impl<'a> Vfs<'a> {
                 }
                 roots
             }
-            Node::SkillsDir => self.visible_skills().iter().map(|s| format!("/skills/{}/", s.name())).collect(),
-            Node::In { root, rel } => {
+            Some(Node::SkillsDir) => self.visible_skills().iter().map(|s| format!("/skills/{}/", s.name())).collect(),
+            Some(Node::In { root, rel }) => {
                 let entries = self.entries(root).await?;
                 match stat(&entries, &rel) {
-                    Stat::Missing => return Err(VfsError::PathNotFound(shown)),
-                    Stat::File(entry) => vec![format!("{shown} ({} bytes)", entry.size)],
+                    Stat::Missing => Vec::new(),
+                    Stat::File(_) => vec![shown],
                     Stat::Dir => {
                         let prefix = if rel.is_empty() { String::new() } else { format!("{rel}/") };
                         let mut dirs = BTreeSet::new();
-                        let mut lines = Vec::new();
+                        let mut paths = Vec::new();
                         for entry in entries.iter() {
                             let Some(rest) = entry.rel.strip_prefix(&prefix) else { continue };
                             match rest.split_once('/') {
                                 Some((dir, _)) => {
                                     dirs.insert(dir);
                                 }
-                                None => lines.push(format!("{}/{rest} ({} bytes)", shown, entry.size)),
+                                None => paths.push(format!("{shown}/{rest}")),
                             }
                         }
-                        lines.extend(dirs.into_iter().map(|dir| format!("{shown}/{dir}/")));
-                        lines
+                        paths.extend(dirs.into_iter().map(|dir| format!("{shown}/{dir}/")));
+                        paths
                     }
                 }
             }
         };
-        if lines.is_empty() {
-            return Ok(format!("{shown} is empty"));
-        }
-        lines.sort();
-        Ok(lines.join("\n"))
+        paths.sort();
+        Ok(render::path_list(&paths, MAX_OUTPUT_BYTES))
     }
 
-    /// Reads a text file as `cat -n` from line `offset` (0-based), at most `limit` lines.
+    /// Reads a text file from line `offset` (0-based), at most `limit` lines; see
+    /// [`Vfs::read_window`].
     pub async fn read_file(&self, path: &str, offset: usize, limit: usize) -> Result<String, VfsError> {
-        if limit == 0 {
-            return Err(VfsError::Arguments("argument 'limit' must be at least 1".into()));
-        }
+        let signed = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        self.read_window(path, signed(offset), signed(limit)).await
+    }
+
+    /// Reads a text file as deepagents does: a status header (`@@ lines A-B of T | next offset N @@`)
+    /// above the lines `[offset, offset + limit)`, verbatim. A negative offset reads from the start
+    /// (with a notice), a limit below 1 reads nothing (with a reminder), an empty file answers
+    /// [`EMPTY_FILE_NOTE`]; the result is cut to [`MAX_OUTPUT_BYTES`] at a whole line.
+    pub async fn read_window(&self, path: &str, offset: i64, limit: i64) -> Result<String, VfsError> {
         let (node, shown) = self.resolve(path)?;
+        let Some(node) = node else { return Err(VfsError::NotFound(shown)) };
         let Node::In { root, rel } = node else { return Err(VfsError::IsDirectory(shown)) };
         let entries = self.entries(root).await?;
         let entry = match stat(&entries, &rel) {
@@ -526,11 +503,10 @@ impl<'a> Vfs<'a> {
         };
         let bytes = self.load(&shown, &entry).await?;
         let text = as_text(&bytes).ok_or(VfsError::Binary)?;
-        number_lines(text, offset, limit)
+        render::read_window(text, offset, limit, MAX_OUTPUT_BYTES)
     }
 
-    /// Creates a file under `/workspace` (parents are implied). An existing file is not
-    /// overwritten: the model is told to use `edit_file`.
+    /// Writes a whole file under `/workspace` (parents are implied), creating it or replacing it.
     pub async fn write_file(&mut self, path: &str, content: &str) -> Result<String, VfsError> {
         let (rel, shown) = self.writable(path)?;
         if content.len() > MAX_FILE_BYTES {
@@ -547,28 +523,28 @@ impl<'a> Vfs<'a> {
                 return Err(VfsError::NotADirectory(format!("/workspace/{ancestor}")));
             }
         }
-        if self.workspace.contains_key(&rel) {
-            return Err(VfsError::AlreadyExists(shown));
+        let replaced = self.workspace.get(&rel).map(|file| file.size);
+        if replaced.is_none() {
+            if rel.len() > MAX_WORKSPACE_PATH_BYTES {
+                return Err(VfsError::InvalidPath(format!(
+                    "{shown} (a /workspace path is at most {MAX_WORKSPACE_PATH_BYTES} bytes after /workspace/)"
+                )));
+            }
+            if self.workspace.len() >= MAX_WORKSPACE_FILES {
+                return Err(VfsError::Quota(format!(
+                    "/workspace already holds {MAX_WORKSPACE_FILES} files, its limit; delete files you no longer \
+                     need with delete, or write over an existing one"
+                )));
+            }
         }
-        if rel.len() > MAX_WORKSPACE_PATH_BYTES {
-            return Err(VfsError::InvalidPath(format!(
-                "{shown} (a /workspace path is at most {MAX_WORKSPACE_PATH_BYTES} bytes after /workspace/)"
-            )));
-        }
-        if self.workspace.len() >= MAX_WORKSPACE_FILES {
-            return Err(VfsError::Quota(format!(
-                "/workspace already holds {MAX_WORKSPACE_FILES} files, its limit; delete files you no longer need \
-                 with delete_file, or edit an existing one"
-            )));
-        }
-        self.check_bytes_quota(0, content.len())?;
+        self.check_bytes_quota(replaced.unwrap_or(0), content.len())?;
         let file = self.store_blob(content.as_bytes()).await?;
         self.workspace.insert(rel, file);
         Ok(format!("Updated file {shown}"))
     }
 
     /// Replaces `old` with `new` in a `/workspace` file: exactly one occurrence, or all of them
-    /// with `replace_all`.
+    /// with `replace_all`; the errors are deepagents' (with `old` cut to [`SNIPPET_CHARS`]).
     pub async fn edit_file(&mut self, path: &str, old: &str, new: &str, replace_all: bool) -> Result<String, VfsError> {
         let (rel, shown) = self.writable(path)?;
         let Some(file) = self.workspace.get(&rel).cloned() else {
@@ -580,42 +556,47 @@ impl<'a> Vfs<'a> {
             });
         };
         if old.is_empty() {
-            return Err(VfsError::Arguments("argument 'old_string' must not be empty".into()));
+            return Err(VfsError::EmptyOldString);
         }
         let entry = Entry { rel: rel.clone(), size: file.size, source: Source::Blob(file.sha256) };
         let bytes = self.load(&shown, &entry).await?;
         let text = as_text(&bytes).ok_or(VfsError::Binary)?;
         let count = text.matches(old).count();
         if count == 0 {
-            let snippet = truncate_chars(old, SNIPPET_CHARS, "...");
-            return Err(VfsError::StringNotFound { path: shown, snippet });
+            // A model often adds a final newline the file does not have; say so precisely.
+            if let Some(stripped) = old.strip_suffix('\n').filter(|s| !s.is_empty() && text.ends_with(*s)) {
+                return Err(match text.matches(stripped).count() {
+                    1 => VfsError::TrailingNewline,
+                    n => VfsError::TrailingNewlineAmbiguous(n),
+                });
+            }
+            return Err(VfsError::StringNotFound(truncate_chars(old, SNIPPET_CHARS, "...")));
         }
         if count > 1 && !replace_all {
-            return Err(VfsError::AmbiguousEdit { path: shown, count });
+            return Err(VfsError::AmbiguousEdit { snippet: truncate_chars(old, SNIPPET_CHARS, "..."), count });
         }
-        let updated = if replace_all { text.replace(old, new) } else { text.replacen(old, new, 1) };
+        let updated = text.replace(old, new);
         if updated.len() > MAX_FILE_BYTES {
             return Err(VfsError::ContentTooLarge { size: updated.len() });
         }
-        let replaced = if replace_all { count } else { 1 };
         self.check_bytes_quota(file.size, updated.len())?;
         let file = self.store_blob(updated.as_bytes()).await?;
         self.workspace.insert(rel, file);
-        Ok(format!("Successfully replaced {replaced} instance(s) of the string in '{shown}'"))
+        Ok(format!("Successfully replaced {count} instance(s) of the string in '{shown}'"))
     }
 
-    /// Removes a `/workspace` file from the manifest (its content-addressed blob stays, unreferenced).
-    pub fn delete_file(&mut self, path: &str) -> Result<String, VfsError> {
+    /// Removes a `/workspace` file, or a directory with everything under it, from the manifest, as
+    /// deepagents' `delete` does (the content-addressed blobs stay, unreferenced). The root itself
+    /// cannot be deleted.
+    pub fn delete(&mut self, path: &str) -> Result<String, VfsError> {
         let (rel, shown) = self.writable(path)?;
-        if self.workspace.remove(&rel).is_some() {
-            return Ok(format!("Deleted {shown}"));
-        }
         let prefix = format!("{rel}/");
-        Err(if self.workspace.keys().any(|p| p.starts_with(&prefix)) {
-            VfsError::IsDirectory(shown)
-        } else {
-            VfsError::NotFound(shown)
-        })
+        let before = self.workspace.len();
+        self.workspace.retain(|file, _| *file != rel && !file.starts_with(&prefix));
+        if self.workspace.len() == before {
+            return Err(VfsError::NotFound(shown));
+        }
+        Ok(format!("Deleted {shown}"))
     }
 
     /// Whether replacing `old` bytes by `new` keeps the workspace within [`MAX_WORKSPACE_BYTES`].
@@ -625,61 +606,66 @@ impl<'a> Vfs<'a> {
         if after > MAX_WORKSPACE_BYTES {
             return Err(VfsError::Quota(format!(
                 "/workspace would hold {after} bytes, over its limit of {} MiB; delete files you no longer need \
-                 with delete_file",
+                 with delete",
                 MAX_WORKSPACE_BYTES / (1024 * 1024)
             )));
         }
         Ok(())
     }
 
-    /// Files matching a glob pattern (relative to `path`, default `/`; or absolute when it starts
-    /// with `/`), one virtual path per line, sorted.
+    /// Files under `path` (default `/`, every root) matching a glob pattern (see the `glob` module
+    /// for its rules), as the Python list of their absolute paths, sorted by path.
     pub async fn glob(&self, pattern: &str, path: Option<&str>) -> Result<String, VfsError> {
-        let pattern = Pattern::new(pattern)?;
         let (node, base) = self.resolve(path.unwrap_or("/")).map_err(VfsError::for_listing)?;
-        let files = self.files_under(&node, &base).await?;
-        let hits: Vec<&str> =
-            files.iter().map(|(vpath, _)| vpath.as_str()).filter(|vpath| pattern.matches_path(&base, vpath)).collect();
-        if hits.is_empty() {
-            return Ok("No files found matching pattern".to_owned());
-        }
-        let mut out = hits.iter().take(MAX_GLOB_RESULTS).copied().collect::<Vec<_>>().join("\n");
-        if hits.len() > MAX_GLOB_RESULTS {
-            let _ = write!(
-                out,
-                "\n[... {} more files not shown; use a narrower pattern or path]",
-                hits.len() - MAX_GLOB_RESULTS
-            );
-        }
-        Ok(out)
+        let glob = Glob::new(pattern)?;
+        let files = match node {
+            Some(node) => self.files_under(&node).await?,
+            None => Vec::new(),
+        };
+        let hits: Vec<String> =
+            files.into_iter().map(|(vpath, _)| vpath).filter(|vpath| glob.matches(relative_to(&base, vpath))).collect();
+        Ok(render::path_list(&hits, MAX_OUTPUT_BYTES))
     }
 
-    /// Lines matching a regex in the text files under `path` (default `/`), optionally only in
-    /// files matching `glob`; `path:line_number:line` per match, at most [`MAX_GREP_MATCHES`].
-    /// Binary files are skipped.
+    /// `grep` with deepagents' defaults: the files under `path` (default `/`) holding `pattern`.
     pub async fn grep(&self, pattern: &str, path: Option<&str>, glob: Option<&str>) -> Result<String, VfsError> {
-        if pattern.is_empty() {
-            return Err(VfsError::Arguments("argument 'pattern' must not be empty".into()));
+        self.grep_with(pattern, path, glob, GrepOutput::default(), None).await
+    }
+
+    /// Lines holding `pattern` (a literal string, not a regex) in the text files under `path`
+    /// (default `/`, every root), optionally only in files matching `glob`; at most `max_count`
+    /// (default and at most [`MAX_GREP_MATCHES`]) matching lines, answered as `output` asks.
+    /// Binary files are skipped.
+    pub async fn grep_with(
+        &self,
+        pattern: &str,
+        path: Option<&str>,
+        glob: Option<&str>,
+        output: GrepOutput,
+        max_count: Option<usize>,
+    ) -> Result<String, VfsError> {
+        if pattern.len() > MAX_GREP_PATTERN_BYTES {
+            return Err(VfsError::Arguments(format!(
+                "argument 'pattern' of grep is longer than {MAX_GREP_PATTERN_BYTES} bytes"
+            )));
         }
-        if pattern.len() > MAX_REGEX_PATTERN_BYTES {
-            return Err(VfsError::InvalidRegex(format!("the pattern is longer than {MAX_REGEX_PATTERN_BYTES} bytes")));
-        }
-        let regex = RegexBuilder::new(pattern)
-            .size_limit(REGEX_SIZE_LIMIT)
-            .dfa_size_limit(REGEX_SIZE_LIMIT)
-            .nest_limit(64)
-            .build()
-            .map_err(|e| VfsError::InvalidRegex(e.to_string()))?;
-        let filter = glob.map(Pattern::new).transpose()?;
+        let max = match max_count {
+            Some(0) => return Err(VfsError::Arguments("argument 'max_count' of grep must be greater than 0".into())),
+            Some(n) => n.min(MAX_GREP_MATCHES),
+            None => MAX_GREP_MATCHES,
+        };
         let (node, base) = self.resolve(path.unwrap_or("/")).map_err(VfsError::for_listing)?;
-        let files: Vec<(String, Entry)> = self
-            .files_under(&node, &base)
-            .await?
-            .into_iter()
-            .filter(|(vpath, entry)| {
-                entry.size <= MAX_READ_BYTES && filter.as_ref().is_none_or(|f| f.matches_file(&base, vpath))
-            })
-            .collect();
+        // deepagents ignores an empty filter.
+        let filter = glob.filter(|g| !g.is_empty()).map(Glob::new).transpose()?;
+        let files: Vec<(String, Entry)> = match node {
+            Some(node) => self.files_under(&node).await?,
+            None => Vec::new(),
+        }
+        .into_iter()
+        .filter(|(vpath, entry)| {
+            entry.size <= MAX_READ_BYTES && filter.as_ref().is_none_or(|f| f.matches(relative_to(&base, vpath)))
+        })
+        .collect();
 
         // Owned items: a closure over borrowed ones trips rustc's higher-ranked `Send` check
         // when the caller's future must be `Send`.
@@ -689,8 +675,8 @@ impl<'a> Vfs<'a> {
                 (vpath, loaded)
             })
             .buffered(LOAD_CONCURRENCY);
-        let mut out = Vec::new();
-        let mut truncated = false;
+        let mut hits: Vec<(String, Vec<(usize, String)>)> = Vec::new();
+        let (mut found, mut kept_bytes, mut truncated) = (0usize, 0usize, false);
         'files: while let Some((vpath, loaded)) = loads.next().await {
             let bytes = match loaded {
                 Ok(bytes) => bytes,
@@ -698,25 +684,56 @@ impl<'a> Vfs<'a> {
                 Err(_) => continue,
             };
             let Some(text) = as_text(&bytes) else { continue };
-            for (i, line) in text.lines().enumerate() {
-                if regex.is_match(line) {
-                    if out.len() == MAX_GREP_MATCHES {
-                        truncated = true;
-                        break 'files;
-                    }
-                    out.push(format!("{vpath}:{}:{}", i + 1, truncate_chars(line, GREP_LINE_CHARS, "...")));
+            let mut lines = Vec::new();
+            // deepagents numbers lines split on `\n` only.
+            for (index, line) in text.split('\n').enumerate() {
+                if !line.contains(pattern) {
+                    continue;
                 }
+                if found == max {
+                    truncated = true;
+                    if !lines.is_empty() {
+                        hits.push((vpath, lines));
+                    }
+                    break 'files;
+                }
+                found += 1;
+                // Lines past the output bound are never shown: keep their number, not their text.
+                let kept = render::prefix_within(line, (MAX_OUTPUT_BYTES + 1).saturating_sub(kept_bytes));
+                kept_bytes += kept.len();
+                lines.push((index + 1, kept.to_owned()));
+            }
+            if !lines.is_empty() {
+                hits.push((vpath, lines));
             }
         }
-        if out.is_empty() {
-            return Ok(format!("No matches found for pattern: {pattern}"));
-        }
-        let mut out = out.join("\n");
+        let mut out = if hits.is_empty() {
+            "No matches found".to_owned()
+        } else {
+            let mut out = String::new();
+            for (vpath, lines) in &hits {
+                if !out.is_empty() {
+                    out.push('\n');
+                }
+                match output {
+                    GrepOutput::FilesWithMatches => out.push_str(vpath),
+                    GrepOutput::Count => {
+                        let _ = write!(out, "{vpath}: {}", lines.len());
+                    }
+                    GrepOutput::Content => {
+                        let _ = write!(out, "{vpath}:");
+                        for (number, line) in lines {
+                            let _ = write!(out, "\n  {number}: {line}");
+                        }
+                    }
+                }
+            }
+            render::truncate_text(out, MAX_OUTPUT_BYTES)
+        };
         if truncated {
-            let _ = write!(
-                out,
-                "\n[... results truncated at {MAX_GREP_MATCHES} matches; narrow the pattern, path or glob]"
-            );
+            let _ = write!(out, "\n\n{GREP_TRUNCATION_NOTE}");
+        } else if hits.is_empty() && looks_like_regex(pattern) {
+            let _ = write!(out, "\n\n{GREP_REGEX_HINT}");
         }
         Ok(out)
     }
@@ -735,24 +752,22 @@ impl<'a> Vfs<'a> {
         skills
     }
 
-    /// Validates a model path and says what it names; unknown roots, an absent ticket and
-    /// skills that are not mounted are "not found".
-    fn resolve(&self, raw: &str) -> Result<(Node<'_>, String), VfsError> {
+    /// Validates a model path and says what it names: `None` for a well-formed path that names
+    /// nothing visible (an unknown root, an absent ticket, a skill that is not mounted).
+    fn resolve(&self, raw: &str) -> Result<(Option<Node<'_>>, String), VfsError> {
         let segments = path::parse(raw)?;
         let shown = path::display(&segments);
-        let Some((root, rest)) = segments.split_first() else { return Ok((Node::Root, shown)) };
+        let Some((root, rest)) = segments.split_first() else { return Ok((Some(Node::Root), shown)) };
         let node = match (root.as_str(), &self.ticket) {
-            ("workspace", _) => Node::In { root: RootRef::Workspace, rel: rest.join("/") },
-            ("ticket", Some(ticket)) => Node::In { root: RootRef::Ticket(ticket), rel: rest.join("/") },
+            ("workspace", _) => Some(Node::In { root: RootRef::Workspace, rel: rest.join("/") }),
+            ("ticket", Some(ticket)) => Some(Node::In { root: RootRef::Ticket(ticket), rel: rest.join("/") }),
             ("skills", _) => match rest.split_first() {
-                None if !self.mounts.is_empty() => Node::SkillsDir,
-                Some((name, rest)) => match self.skill_by_name(name) {
-                    Some(skill) => Node::In { root: RootRef::Skill(skill), rel: rest.join("/") },
-                    None => return Err(VfsError::NotFound(shown)),
-                },
-                None => return Err(VfsError::NotFound(shown)),
+                None => (!self.mounts.is_empty()).then_some(Node::SkillsDir),
+                Some((name, rest)) => {
+                    self.skill_by_name(name).map(|skill| Node::In { root: RootRef::Skill(skill), rel: rest.join("/") })
+                }
             },
-            _ => return Err(VfsError::NotFound(shown)),
+            _ => None,
         };
         Ok((node, shown))
     }
@@ -807,8 +822,9 @@ impl<'a> Vfs<'a> {
         Ok(entries_from(prefix, &listed))
     }
 
-    /// Every visible file under a node, as (virtual path, entry), sorted by path.
-    async fn files_under(&self, node: &Node<'_>, shown: &str) -> Result<Vec<(String, Entry)>, VfsError> {
+    /// Every visible file under a node, as (virtual path, entry), sorted by path; none when the
+    /// node is a path that does not exist.
+    async fn files_under(&self, node: &Node<'_>) -> Result<Vec<(String, Entry)>, VfsError> {
         let roots: Vec<(RootRef<'_>, &str)> = match node {
             Node::Root => {
                 let mut roots = vec![(RootRef::Workspace, "")];
@@ -824,9 +840,6 @@ impl<'a> Vfs<'a> {
         let mut files = Vec::new();
         for (root, rel) in roots {
             let entries = self.entries(root).await?;
-            if let Stat::Missing = stat(&entries, rel) {
-                return Err(VfsError::PathNotFound(shown.to_owned()));
-            }
             let prefix = format!("{rel}/");
             files.extend(
                 entries

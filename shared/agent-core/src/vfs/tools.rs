@@ -1,22 +1,44 @@
-//! The seven file tools as the model sees them (names and arguments as LangChain deepagents'
-//! filesystem tools) and their dispatch onto a [`Vfs`].
+//! The seven file tools as the model sees them (names, arguments, defaults and descriptions as
+//! LangChain deepagents 0.7's filesystem tools, adapted to the three roots) and their dispatch onto
+//! a [`Vfs`]. Arguments are read as deepagents' pydantic schemas read them (a number may come as a
+//! numeric string, a boolean as `"true"`), and every bad one is an error result naming it.
 
 use serde_json::{json, Map, Value};
 
 use super::{
-    Vfs, VfsError, DEFAULT_READ_LIMIT, MAX_FILE_BYTES, MAX_GREP_MATCHES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES,
+    GrepOutput, Vfs, VfsError, DEFAULT_READ_LIMIT, MAX_FILE_BYTES, MAX_GREP_MATCHES, MAX_WORKSPACE_BYTES,
+    MAX_WORKSPACE_FILES,
 };
 use crate::message::ToolSpec;
 
 /// The file tools' names, as offered to the model.
-pub const FILE_TOOL_NAMES: [&str; 7] = ["ls", "read_file", "write_file", "edit_file", "delete_file", "glob", "grep"];
+pub const FILE_TOOL_NAMES: [&str; 7] = ["ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep"];
 
 const ROOTS: &str = "The filesystem has up to three roots: /workspace (your private read-write \
     scratch space for this conversation), /ticket (read-only files of the current ticket, when there is one) \
     and /skills (read-only; only the skills you have loaded appear there, as /skills/<name>). \
     Paths must be absolute.";
 
-/// Specs of the seven file tools for the model (deepagents' six and `delete_file`).
+const GLOB_RULES: &str = "Supports `*` (any characters within a path segment), `**` (any directories), `?` \
+    (single character), `[abc]` (one character from a set), and `{a,b}` (alternatives), e.g. `*.md`, \
+    `resources/**/*.md`, `*.{md,txt}`.\n\nA pattern without `/` matches the file name at any depth under the \
+    search root (`*.md` matches `/skills/compraventa/resources/ejemplo.md`). A pattern containing `/` matches the \
+    search-root-relative path (`resources/*.md`). A leading `/` anchors to the search root (`/*.md` matches only \
+    files directly in it).\n\nLeading-dot names are only matched when the pattern segment itself starts with `.`; \
+    `**` does not descend into dot-directories.";
+
+const GREP_GLOB: &str = "Glob pattern (NOT regex) limiting which files are searched (e.g. '*.md', '*.txt'). A \
+    pattern without '/' matches the file name at any depth; a pattern containing '/' matches the \
+    search-root-relative path (e.g. 'resources/**/*.md'). This is an in-tool file filter, not a call to the \
+    separate glob tool. Brace expansion (e.g. '*.{md,txt}') is supported.";
+
+const GREP_OUTPUT_MODE: &str = "Shape of the returned text. 'files_with_matches' (default): newline-separated \
+    matching file paths. 'content': matching lines grouped by file under a '<path>:' header, each line indented \
+    and formatted '<line_number>: <line text>' (only the matched line, no surrounding context). 'count': one \
+    '<path>: <match_count>' line per file.";
+
+/// Specs of the seven file tools for the model (deepagents' `ls`, `read_file`, `write_file`,
+/// `edit_file`, `delete`, `glob`, `grep`).
 pub fn file_tool_specs() -> Vec<ToolSpec> {
     let spec = |name: &str, description: String, parameters: Value| ToolSpec {
         name: name.to_owned(),
@@ -27,13 +49,15 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
         spec(
             "ls",
             format!(
-                "Lists a directory: one absolute path per line, directories ending in '/', files with their \
-                 size. Start with ls(\"/\") to see which roots exist. {ROOTS}"
+                "Lists all files in a directory.\n\nThis is useful for exploring the filesystem and finding the \
+                 right file to read or edit. You should almost ALWAYS use this tool before using the read_file or \
+                 edit_file tools. Returns a list of absolute paths; directories end in '/'. Start with ls(\"/\") to \
+                 see which roots exist. {ROOTS}"
             ),
             json!({
                 "type": "object",
                 "properties": {
-                    "path": {"type": "string", "description": "Absolute path of the directory to list, e.g. \"/\" or \"/workspace\"."}
+                    "path": {"type": "string", "description": "Absolute path to the directory to list, e.g. \"/\" or \"/workspace\". Must be absolute, not relative."}
                 },
                 "required": ["path"]
             }),
@@ -41,16 +65,27 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
         spec(
             "read_file",
             format!(
-                "Reads a text file. The result is numbered like `cat -n` (line number, tab, line). By default \
-                 up to {DEFAULT_READ_LIMIT} lines from the start; for long files page with offset and limit. \
-                 Binary files (PDFs, images) cannot be read. {ROOTS}"
+                "Reads a file from the filesystem. Assume any path the user provides is valid; reading a missing \
+                 file returns an error.\n\nUsage:\n\
+                 - By default, it reads up to {DEFAULT_READ_LIMIT} lines starting from the beginning of the file. \
+                 Use `offset`/`limit` to page through large files instead of reading them whole: `offset` is the \
+                 0-based line to start from, `limit` how many lines to read.\n\
+                 - A status header, `@@ field | field | ... @@`, sits above the file content, and every line after \
+                 it is verbatim file content. `lines A-B of T` says which lines you got out of how many; \
+                 `next offset N` is the `offset` to continue from. When content is truncated, there may be an \
+                 explanation before the header. Never include the header when editing.\n\
+                 - Speculatively batch multiple `read_file` calls in one response when several files may be \
+                 useful.\n\
+                 - An empty file returns a system-reminder warning in place of contents.\n\
+                 - Binary files (PDFs, images) cannot be read as text; knowing they exist is all you get.\n\
+                 - Always read a file before editing it.\n\n{ROOTS}"
             ),
             json!({
                 "type": "object",
                 "properties": {
-                    "file_path": {"type": "string", "description": "Absolute path of the file, e.g. \"/skills/compraventa/SKILL.md\"."},
-                    "offset": {"type": "integer", "minimum": 0, "description": "0-based line to start from (default 0)."},
-                    "limit": {"type": "integer", "minimum": 1, "description": format!("Maximum number of lines to read (default {DEFAULT_READ_LIMIT}).")}
+                    "file_path": {"type": "string", "description": "Absolute path to the file to read, e.g. \"/skills/compraventa/SKILL.md\". Must be absolute, not relative."},
+                    "offset": {"type": "integer", "default": 0, "description": "Line number to start reading from (0-indexed). Use for pagination of large files."},
+                    "limit": {"type": "integer", "default": DEFAULT_READ_LIMIT, "description": "Maximum number of lines to read. Use for pagination of large files."}
                 },
                 "required": ["file_path"]
             }),
@@ -58,59 +93,68 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
         spec(
             "write_file",
             format!(
-                "Creates a new text file under /workspace (parent directories are implied). It fails if the \
-                 file already exists: use edit_file to change an existing file. At most {MAX_FILE_BYTES} bytes \
-                 a file; /workspace holds at most {MAX_WORKSPACE_FILES} files and {} MiB in all.",
+                "Writes content to a file. Creates the file if it does not exist; replaces it entirely if it \
+                 does.\n\nUsage:\n\
+                 - Use this tool when you intend to create a new file or replace the whole file. You do not need to \
+                 read the file first.\n\
+                 - Prefer to edit existing files (with the edit_file tool) over creating new ones when possible.\n\
+                 - Only /workspace is writable; parent directories are implied. A file holds at most \
+                 {MAX_FILE_BYTES} bytes; /workspace holds at most {MAX_WORKSPACE_FILES} files and {} MiB in all.",
                 MAX_WORKSPACE_BYTES / (1024 * 1024)
             ),
             json!({
                 "type": "object",
                 "properties": {
-                    "file_path": {"type": "string", "description": "Absolute path of the new file, under /workspace, e.g. \"/workspace/borrador.md\"."},
-                    "content": {"type": "string", "description": "The whole content of the file."}
+                    "file_path": {"type": "string", "description": "Absolute path where the file should be written, under /workspace, e.g. \"/workspace/borrador.md\"."},
+                    "content": {"type": "string", "description": "The text content to write to the file. This parameter is required."}
                 },
                 "required": ["file_path", "content"]
             }),
         ),
         spec(
             "edit_file",
-            "Replaces an exact string in a file under /workspace. old_string must occur exactly once, \
-             unless replace_all is true; include surrounding text to make it unique. Read the file first \
-             so old_string matches it character for character (without the line-number prefix)."
+            "Performs exact string replacements in files.\n\nUsage:\n\
+             - Read the file before editing.\n\
+             - Preserve the exact source indentation from the read output, and never include the read status \
+             header in old_string or new_string.\n\
+             - old_string must be unique in the file unless replace_all is true; give more surrounding context to \
+             make it unique.\n\
+             - Prefer editing an existing file over creating a new one.\n\
+             - Only files under /workspace can be edited."
                 .to_owned(),
             json!({
                 "type": "object",
                 "properties": {
-                    "file_path": {"type": "string", "description": "Absolute path of the file, under /workspace."},
-                    "old_string": {"type": "string", "description": "The exact text to replace."},
-                    "new_string": {"type": "string", "description": "The text to put in its place."},
-                    "replace_all": {"type": "boolean", "description": "Replace every occurrence (default false)."}
+                    "file_path": {"type": "string", "description": "Absolute path to the file to edit, under /workspace."},
+                    "old_string": {"type": "string", "description": "The exact text to find and replace. Must be unique in the file unless replace_all is true."},
+                    "new_string": {"type": "string", "description": "The text to replace old_string with. Must be different from old_string."},
+                    "replace_all": {"type": "boolean", "default": false, "description": "If true, replace all occurrences of old_string. If false (default), old_string must be unique."}
                 },
                 "required": ["file_path", "old_string", "new_string"]
             }),
         ),
         spec(
-            "delete_file",
-            "Deletes a file under /workspace, for instance to make room when the workspace is full.".to_owned(),
+            "delete",
+            "Deletes a file or directory under /workspace.\n\nUsage:\n- Permanently removes the file or directory at \
+             the given absolute path.\n- Deleting a directory removes it and everything inside it, recursively. Prefer \
+             deleting a directory in one call over deleting each file individually.\n- This cannot be undone, so only \
+             delete paths you are sure are no longer needed; it also makes room when the workspace is full."
+                .to_owned(),
             json!({
                 "type": "object",
                 "properties": {
-                    "file_path": {"type": "string", "description": "Absolute path of the file, under /workspace."}
+                    "file_path": {"type": "string", "description": "Absolute path to the file or directory to delete, under /workspace."}
                 },
                 "required": ["file_path"]
             }),
         ),
         spec(
             "glob",
-            format!(
-                "Finds files whose path matches a glob pattern such as \"**/*.md\" (`*` stays within one \
-                 directory, `**` crosses directories). The pattern is relative to `path`, or absolute if it \
-                 starts with '/'. Returns matching absolute paths, one per line. {ROOTS}"
-            ),
+            format!("Find files matching a glob pattern, returning absolute paths.\n\n{GLOB_RULES}\n\n{ROOTS}"),
             json!({
                 "type": "object",
                 "properties": {
-                    "pattern": {"type": "string", "description": "Glob pattern, e.g. \"**/*.md\"."},
+                    "pattern": {"type": "string", "description": "Glob pattern to match files (e.g. '*.md', '**/*.md', 'resources/*.pdf'). A pattern without '/' matches the file name at any depth; a pattern containing '/' matches the search-root-relative path; a leading '/' anchors to the search root."},
                     "path": {"type": "string", "description": "Absolute directory to search from (default \"/\", every root)."}
                 },
                 "required": ["pattern"]
@@ -119,15 +163,20 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
         spec(
             "grep",
             format!(
-                "Searches text files for lines matching a regular expression. Returns `path:line_number:line` \
-                 per match (at most {MAX_GREP_MATCHES}); binary files are skipped. {ROOTS}"
+                "Search for a LITERAL text pattern across files (NOT regex).\n\nThe pattern is matched verbatim: \
+                 regex metacharacters are ordinary characters, not operators. To match any of several strings, run \
+                 a separate grep for each; `grep(pattern=\"foo|bar\")` searches for the literal text \"foo|bar\", and \
+                 `.*` or `\\.` match those characters literally.\n\nReturns matching files or content per \
+                 `output_mode`; binary files are skipped. {ROOTS}"
             ),
             json!({
                 "type": "object",
                 "properties": {
-                    "pattern": {"type": "string", "description": "Regular expression (Rust regex syntax), e.g. \"(?i)cl[aá]usula\"."},
-                    "path": {"type": "string", "description": "Absolute file or directory to search (default \"/\", every root)."},
-                    "glob": {"type": "string", "description": "Only search files matching this glob, e.g. \"*.md\" (a pattern without '/' matches the file name)."}
+                    "pattern": {"type": "string", "description": "Text pattern to search for (literal string, not regex)."},
+                    "path": {"type": "string", "description": "Absolute file or directory to search in (default \"/\", every root)."},
+                    "glob": {"type": "string", "description": GREP_GLOB},
+                    "output_mode": {"type": "string", "enum": ["files_with_matches", "content", "count"], "default": "files_with_matches", "description": GREP_OUTPUT_MODE},
+                    "max_count": {"type": "integer", "minimum": 1, "description": format!("Optional cap on the total number of matches returned across all files (default and at most {MAX_GREP_MATCHES}). When the cap is hit, results are truncated and a note says so; narrow the pattern or path to see the rest.")}
                 },
                 "required": ["pattern"]
             }),
@@ -149,9 +198,9 @@ async fn dispatch(vfs: &mut Vfs<'_>, name: &str, args: &Value) -> Result<String,
     match name {
         "ls" => vfs.ls(args.string("path")?).await,
         "read_file" => {
-            let offset = args.optional_usize("offset")?.unwrap_or(0);
-            let limit = args.optional_usize("limit")?.unwrap_or(DEFAULT_READ_LIMIT);
-            vfs.read_file(args.string("file_path")?, offset, limit).await
+            let offset = args.optional_int("offset")?.unwrap_or(0);
+            let limit = args.optional_int("limit")?.unwrap_or(DEFAULT_READ_LIMIT);
+            vfs.read_window(args.string("file_path")?, offset, limit).await
         }
         "write_file" => vfs.write_file(args.string("file_path")?, args.string("content")?).await,
         "edit_file" => {
@@ -164,11 +213,25 @@ async fn dispatch(vfs: &mut Vfs<'_>, name: &str, args: &Value) -> Result<String,
             )
             .await
         }
-        "delete_file" => vfs.delete_file(args.string("file_path")?),
+        "delete" => vfs.delete(args.string("file_path")?),
         "glob" => vfs.glob(args.string("pattern")?, args.optional_string("path")?).await,
         "grep" => {
+            let output = match args.optional_string("output_mode")? {
+                None => GrepOutput::default(),
+                Some(mode) => GrepOutput::parse(mode).ok_or_else(|| {
+                    VfsError::Arguments(
+                        "argument 'output_mode' of grep must be 'files_with_matches', 'content' or 'count'".into(),
+                    )
+                })?,
+            };
+            let max_count = match args.optional_int("max_count")? {
+                Some(n) if n <= 0 => {
+                    return Err(VfsError::Arguments("argument 'max_count' of grep must be greater than 0".into()))
+                }
+                n => n.map(|n| usize::try_from(n).unwrap_or(usize::MAX)),
+            };
             let glob = args.optional_string("glob")?;
-            vfs.grep(args.string("pattern")?, args.optional_string("path")?, glob).await
+            vfs.grep_with(args.string("pattern")?, args.optional_string("path")?, glob, output, max_count).await
         }
         other => Err(VfsError::Arguments(format!("unknown file tool '{other}'"))),
     }
@@ -231,32 +294,68 @@ impl<'t> Args<'t> {
         }
     }
 
+    /// A boolean as pydantic's lax mode reads one: `true`/`false`, 0 or 1, or (in any case)
+    /// "true", "false", "yes", "no", "on", "off", "t", "f", "y", "n", "1", "0".
     fn optional_bool(&self, name: &str) -> Result<Option<bool>, VfsError> {
-        match self.get(name) {
-            Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(other) => Err(self.wrong_type(name, "a boolean (true or false)", other)),
-            None => Ok(None),
-        }
-    }
-
-    fn optional_usize(&self, name: &str) -> Result<Option<usize>, VfsError> {
         let value = match self.get(name) {
             None => return Ok(None),
             Some(value) => value,
         };
-        let not_integer = || self.wrong_type(name, "a non-negative integer", value);
-        let Value::Number(number) = value else { return Err(not_integer()) };
-        if let Some(n) = number.as_u64() {
-            return Ok(Some(usize::try_from(n).unwrap_or(usize::MAX)));
-        }
-        match number.as_f64() {
-            Some(f) if f >= 0.0 && f.fract() == 0.0 => Ok(Some(f.min(usize::MAX as f64) as usize)),
-            _ => Err(VfsError::Arguments(format!(
-                "argument '{name}' of {} must be a non-negative integer, got {number}",
-                self.tool
-            ))),
-        }
+        let parsed = match value {
+            Value::Bool(b) => Some(*b),
+            Value::Number(n) => match n.as_f64() {
+                Some(0.0) => Some(false),
+                Some(1.0) => Some(true),
+                _ => None,
+            },
+            Value::String(text) => match text.to_ascii_lowercase().as_str() {
+                "true" | "yes" | "on" | "t" | "y" | "1" => Some(true),
+                "false" | "no" | "off" | "f" | "n" | "0" => Some(false),
+                _ => None,
+            },
+            _ => None,
+        };
+        parsed.map(Some).ok_or_else(|| self.wrong_type(name, "a boolean (true or false)", value))
     }
+
+    /// An integer as pydantic's lax mode reads one: a JSON integer, a number with no fraction, a
+    /// boolean (1 or 0), or a string of digits (surrounding spaces, a sign and `_` between digits
+    /// allowed). Out-of-range values saturate.
+    fn optional_int(&self, name: &str) -> Result<Option<i64>, VfsError> {
+        let value = match self.get(name) {
+            None => return Ok(None),
+            Some(value) => value,
+        };
+        let parsed = match value {
+            Value::Bool(b) => Some(i64::from(*b)),
+            Value::Number(number) => match number.as_i64() {
+                Some(n) => Some(n),
+                None => number.as_f64().filter(|f| f.fract() == 0.0).map(|f| f as i64),
+            },
+            Value::String(text) => parse_int(text),
+            _ => None,
+        };
+        parsed.map(Some).ok_or_else(|| self.wrong_type(name, "an integer", value))
+    }
+}
+
+/// Python's `int(text)` for decimal text, saturating at the bounds of `i64`.
+fn parse_int(text: &str) -> Option<i64> {
+    let text = text.trim();
+    let (negative, digits) = match text.as_bytes().first()? {
+        b'-' => (true, &text[1..]),
+        b'+' => (false, &text[1..]),
+        _ => (false, text),
+    };
+    if digits.is_empty() || digits.starts_with('_') || digits.ends_with('_') || digits.contains("__") {
+        return None;
+    }
+    let mut value: i64 = 0;
+    for c in digits.chars().filter(|c| *c != '_') {
+        let digit = i64::from(c.to_digit(10)?);
+        value = value.saturating_mul(10).saturating_add(digit);
+    }
+    Some(if negative { -value } else { value })
 }
 
 fn kind(value: &Value) -> &'static str {
