@@ -1,11 +1,15 @@
 //! The planner strategy through the compiled `http-turn` function, against expert MCP servers
 //! (the official Python SDK) on loopback, moto, and a scripted model.
 
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
 use serde_json::{json, Value};
 use tests::experts::{dead_url, ExpertServer};
 use tests::lambda::Function;
 use tests::model_server::Reply;
-use tests::stack::{get_event, status_and_body, system_of, tool_results, turn_event, Stack};
+use tests::stack::{get_event, repo_root, status_and_body, system_of, tool_results, turn_event, Stack};
 
 const USER: &str = "user-p";
 
@@ -276,4 +280,130 @@ async fn a_slow_planning_call_gives_way_to_the_deadline() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["ending"], "plan_continues");
     assert_eq!(stack.session_item(USER, "slow").await.unwrap()["version"].as_n().unwrap(), "1");
+}
+
+/// The expert server with `--deed-prompts`: the prompts of the argument tests, which stay out of the
+/// default listing that other tests count.
+struct DeedExpert {
+    url: String,
+    child: Child,
+}
+
+impl DeedExpert {
+    fn start() -> DeedExpert {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = Command::new("python3")
+            .arg(repo_root().join("tests/mcp/expert_server.py"))
+            .args([port.to_string().as_str(), "--deed-prompts"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start python3 tests/mcp/expert_server.py (pip install mcp)");
+        let expert = DeedExpert { url: format!("http://127.0.0.1:{port}/mcp"), child };
+        let address = SocketAddr::from(([127, 0, 0, 1], port));
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
+            assert!(Instant::now() < deadline, "the expert server did not start: is `mcp` installed?");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        expert
+    }
+}
+
+impl Drop for DeedExpert {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn is_null(plan: Option<aws_sdk_dynamodb::types::AttributeValue>) -> bool {
+    matches!(plan, Some(aws_sdk_dynamodb::types::AttributeValue::Null(true)))
+}
+
+#[tokio::test]
+async fn a_required_prompt_argument_nobody_filled_is_asked_for_and_the_answer_fetches_the_prompt() {
+    let alpha = DeedExpert::start();
+    let stack = Stack::new().await;
+    // Discovery picks `draft_deed` but has no value for its required `deed_type`.
+    stack.model.push([plan(&[("alpha", "Draft the deed")]), scores(&[("draft_deed", 0.9, &[])])]);
+    let http = planner_function(&stack, &[("alpha", &alpha.url)], &[]).await;
+    let (status, body) = turn(&http, "ask", "Draft my deed").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ending"], "awaiting_clarification");
+    let question = body["reply"].as_str().unwrap();
+    assert!(question.contains("- deed_type: The kind of deed: sale, gift, will."), "{question}");
+    assert!(question.contains("\"none\""), "{question}");
+    assert_eq!(stack.model.requests().len(), 2, "plan and discovery only: no task ran");
+    let stored = stored_plan(&stack, "ask").await.unwrap();
+    let pending = stored.as_m().unwrap().get("pending_arguments").expect("the question is stored");
+    assert!(pending.as_m().is_ok_and(|m| m.contains_key("asked")), "{pending:?}");
+
+    // The answer: no new planning; the expert renders the prompt with it, and the task runs.
+    stack.model.push([Reply::text("Deed drafted."), assessed(true, 0.9), Reply::text("Here is your deed.")]);
+    let (status, body) = turn(&http, "ask", "compraventa").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!((body["reply"].as_str(), body["ending"].as_str()), (Some("Here is your deed."), Some("answered")));
+    let requests = stack.model.requests();
+    assert_eq!(requests.len(), 5, "orchestration, assessment, response");
+    let orchestration = system_of(&requests[2]);
+    assert!(orchestration.contains("Draft a notarial deed of type: compraventa."), "{orchestration}");
+    assert!(is_null(stored_plan(&stack, "ask").await));
+}
+
+#[tokio::test]
+async fn refused_prompt_arguments_are_asked_for_again_and_none_goes_on_without_the_prompt() {
+    let alpha = DeedExpert::start();
+    let stack = Stack::new().await;
+    // `notarize` refuses a deed not on record with invalid params (-32602).
+    stack.model.push([plan(&[("alpha", "Notarize the deed")]), scores(&[("notarize", 0.9, &[("deed", "D-99")])])]);
+    let http = planner_function(&stack, &[("alpha", &alpha.url)], &[]).await;
+    let (status, body) = turn(&http, "refused", "Notarize deed D-99").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ending"], "awaiting_clarification");
+    let question = body["reply"].as_str().unwrap();
+    assert!(question.contains("the deed 'D-99' is not on record"), "the expert's words: {question}");
+    assert!(question.contains("- deed: The deed's number on record. (tried: \"D-99\")"), "{question}");
+
+    stack.model.push([Reply::text("Notarized."), assessed(true, 0.9), Reply::text("The deed is notarized.")]);
+    let (_, body) = turn(&http, "refused", "D-17").await;
+    assert_eq!(body["reply"], "The deed is notarized.");
+    assert!(system_of(&stack.model.requests()[2]).contains("Notarize the deed D-17."));
+
+    // "none" runs the task without the prompt.
+    stack.model.push([plan(&[("alpha", "Draft the deed")]), scores(&[("draft_deed", 0.9, &[])])]);
+    turn(&http, "skipped", "Draft my deed").await;
+    stack.model.push([Reply::text("Drafted."), assessed(true, 0.9), Reply::text("Drafted without it.")]);
+    let (_, body) = turn(&http, "skipped", "none").await;
+    assert_eq!(body["reply"], "Drafted without it.");
+    let requests = stack.model.requests();
+    assert!(!system_of(&requests[7]).contains("<expert-prompt"), "{}", system_of(&requests[7]));
+}
+
+#[tokio::test]
+async fn a_prompt_that_cannot_be_fetched_for_another_reason_is_named_in_the_reply() {
+    let alpha = DeedExpert::start();
+    let stack = Stack::new().await;
+    stack.model.push([
+        plan(&[("alpha", "Read the register")]),
+        scores(&[("deed_register", 0.9, &[])]),
+        Reply::text("Read without the prompt."),
+        assessed(true, 0.9),
+        Reply::text("The register is read."),
+    ]);
+    let http = planner_function(&stack, &[("alpha", &alpha.url)], &[]).await;
+    let (status, body) = turn(&http, "failed", "Read the deed register").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["ending"], "answered");
+    let reply = body["reply"].as_str().unwrap();
+    let (answer, note) = reply.split_once("\n\n").expect("the answer, then the note");
+    assert_eq!(answer, "The register is read.");
+    assert!(
+        note.starts_with("Note: the prompt \"deed_register\" of the expert alpha could not be fetched")
+            && note.contains("Error rendering prompt deed_register")
+            && note.ends_with("so its task ran without it."),
+        "{note}"
+    );
+    assert!(!system_of(&stack.model.requests()[2]).contains("<expert-prompt"));
 }

@@ -1,7 +1,7 @@
 """An MCP "expert" for the tests: the official Python SDK's server over Streamable HTTP on loopback.
 
 Usage: expert_server.py PORT [--json] [--stateless] [--page-size N] [--require-header NAME=VALUE]
-                         [--allow-host NAME]...
+                         [--allow-host NAME]... [--deed-prompts]
 
 * `--json` answers with `application/json` instead of SSE streams (the SDK's `json_response`).
 * `--stateless` serves without sessions (no `Mcp-Session-Id`).
@@ -12,6 +12,9 @@ Usage: expert_server.py PORT [--json] [--stateless] [--page-size N] [--require-h
 * `--allow-host NAME` accepts `Host: NAME:PORT` besides the loopback names, which the SDK's DNS
   rebinding protection otherwise refuses (421): tenant experts may not use loopback addresses, so a
   test reaches this server under the machine's host name.
+* `--deed-prompts` adds the prompts the planner's prompt-argument tests need: `draft_deed` (a required
+  argument), `notarize` (refuses a deed not on record with invalid params) and `deed_register` (fails).
+  They are left out of the default listing, which other tests count.
 
 Needs `pip install mcp` (written against mcp 2.x, whose `MCPServer` replaced `FastMCP`).
 """
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-from typing import Any
+from typing import Annotated, Any
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
@@ -28,7 +31,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
 from mcp_types import ImageContent, TextContent
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 server = MCPServer("expert-fixture", instructions="A test expert for contracts and arithmetic.")
 
@@ -56,6 +59,29 @@ def _filler(n: int) -> Any:
 
 for _i in range(1, 6):
     server.prompt(name=f"filler_{_i}", description=f"Filler prompt {_i}.")(_filler(_i))
+
+
+DEEDS_ON_RECORD = {"D-17"}
+
+
+def add_deed_prompts() -> None:
+    """Registers the prompts of `--deed-prompts`."""
+
+    @server.prompt(description="Draft a notarial deed of a given type.")
+    def draft_deed(deed_type: Annotated[str, Field(description="The kind of deed: sale, gift, will.")]) -> str:
+        return f"Draft a notarial deed of type: {deed_type}."
+
+    @server.prompt(description="Notarize a deed on record.")
+    def notarize(deed: Annotated[str, Field(description="The deed's number on record.")] = "") -> str:
+        # The spec's code for arguments a prompt cannot take: the SDK passes an MCPError through.
+        if deed not in DEEDS_ON_RECORD:
+            raise MCPError(code=-32602, message=f"the deed {deed!r} is not on record")
+        return f"Notarize the deed {deed}."
+
+    @server.prompt(description="Read the deed register.")
+    def deed_register() -> str:
+        # Any other exception: the SDK answers with a generic error (code 0).
+        raise RuntimeError("the register is offline")
 
 
 @server.tool(description="Add two integers.")
@@ -132,7 +158,11 @@ def main() -> None:
     parser.add_argument("--page-size", type=int, default=0)
     parser.add_argument("--require-header", default=None)
     parser.add_argument("--allow-host", action="append", default=[])
+    parser.add_argument("--deed-prompts", action="store_true")
     args = parser.parse_args()
+
+    if args.deed_prompts:
+        add_deed_prompts()
 
     if args.page_size > 0:
         server.middleware.append(Paginate(args.page_size))

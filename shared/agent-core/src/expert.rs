@@ -63,6 +63,11 @@ pub enum ExpertError {
     Timeout,
     #[error("the expert failed: {0}")]
     Failed(String),
+    /// The expert refused the call's arguments (JSON-RPC invalid params, or an SDK's equivalent):
+    /// for a prompt, a required argument is missing or a value is not accepted, which the user
+    /// may be able to fix. The text is the whole message, the server's words included.
+    #[error("{0}")]
+    InvalidParams(String),
 }
 
 /// Opens the tenant's experts for one turn.
