@@ -1,13 +1,14 @@
 //! A scripted model server speaking the OpenAI Chat Completions HTTP API on loopback, buffered or
-//! streamed (`"stream": true`: Server-Sent Events, one chunk per word after a set delay). Tests
-//! queue the replies it gives and read back every request it received.
+//! streamed (`"stream": true`: Server-Sent Events, one chunk per word after a set delay), and
+//! Amazon Bedrock's Converse API (`POST /model/{modelId}/converse`, buffered) for `LLM_PROVIDER=bedrock`.
+//! Tests queue the replies it gives and read back every request it received.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::{Json, Router};
@@ -44,6 +45,10 @@ impl Reply {
 struct Script {
     replies: VecDeque<Reply>,
     requests: Vec<Value>,
+    /// The `Authorization` header of each request, in order (`None` when absent).
+    authorizations: Vec<Option<String>>,
+    /// The path of each request as sent (percent-encoding included), in order.
+    paths: Vec<String>,
     calls: u64,
     /// The wait before each streamed chunk: the model's time per token.
     chunk_delay: Duration,
@@ -61,13 +66,26 @@ pub struct ModelServer {
 impl ModelServer {
     pub async fn start() -> ModelServer {
         let script: Arc<Mutex<Script>> = Arc::default();
-        let app = Router::new().route("/v1/chat/completions", post(complete)).with_state(script.clone());
+        let app = Router::new()
+            .route("/v1/chat/completions", post(complete))
+            .route("/model/{model_id}/converse", post(converse))
+            .with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind model server");
         let address = listener.local_addr().expect("model server address");
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
         ModelServer { base_url: format!("http://{address}/v1"), script }
+    }
+
+    /// The server's root, for `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` (Converse paths start at the root).
+    pub fn endpoint(&self) -> String {
+        self.base_url.trim_end_matches("/v1").to_owned()
+    }
+
+    /// The path of every request received so far, percent-encoding included.
+    pub fn paths(&self) -> Vec<String> {
+        self.script.lock().unwrap().paths.clone()
     }
 
     /// Queues replies, served in order.
@@ -78,6 +96,11 @@ impl ModelServer {
     /// Every request body received so far.
     pub fn requests(&self) -> Vec<Value> {
         self.script.lock().unwrap().requests.clone()
+    }
+
+    /// The `Authorization` header of every request received so far.
+    pub fn authorizations(&self) -> Vec<Option<String>> {
+        self.script.lock().unwrap().authorizations.clone()
     }
 
     /// The wait before each streamed chunk (the first one included): the model's time per token.
@@ -96,11 +119,18 @@ impl ModelServer {
     }
 }
 
-async fn complete(State(script): State<Arc<Mutex<Script>>>, Json(request): Json<Value>) -> Response {
+async fn complete(
+    State(script): State<Arc<Mutex<Script>>>,
+    headers: HeaderMap,
+    Json(request): Json<Value>,
+) -> Response {
     let streamed = request.get("stream").and_then(Value::as_bool).unwrap_or(false);
     let (reply, call, chunk_delay) = {
         let mut script = script.lock().unwrap();
         script.requests.push(request);
+        let authorization = headers.get("authorization").and_then(|value| value.to_str().ok()).map(str::to_owned);
+        script.authorizations.push(authorization);
+        script.paths.push("/v1/chat/completions".to_owned());
         script.calls += 1;
         (script.replies.pop_front(), script.calls, script.chunk_delay)
     };
@@ -235,4 +265,68 @@ fn stream(script: Arc<Mutex<Script>>, reply: Reply, call: u64, chunk_delay: Dura
     let mut response = axum::body::Body::from_stream(events).into_response();
     response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
     response
+}
+
+/// One Bedrock `Converse` call: the reply as the Converse API sends it (content blocks, `stopReason`,
+/// `usage`), an error status as a restJson error with its `x-amzn-ErrorType`. Streamed replies are
+/// joined, since this mode answers buffered calls only.
+async fn converse(
+    State(script): State<Arc<Mutex<Script>>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    let (reply, call) = {
+        let mut script = script.lock().unwrap();
+        script.requests.push(serde_json::from_slice(&body).unwrap_or(Value::Null));
+        let authorization = headers.get("authorization").and_then(|value| value.to_str().ok()).map(str::to_owned);
+        script.authorizations.push(authorization);
+        script.paths.push(uri.path().to_owned());
+        script.calls += 1;
+        (script.replies.pop_front(), script.calls)
+    };
+    let error = |status: u16, kind: &str, message: String| {
+        let mut response = (StatusCode::from_u16(status).unwrap(), Json(json!({ "message": message }))).into_response();
+        let kind = format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/");
+        response.headers_mut().insert("x-amzn-errortype", kind.parse().unwrap());
+        response
+    };
+    let Some(mut reply) = reply else {
+        return error(500, "InternalServerException", "script exhausted".to_owned());
+    };
+    while let Reply::Delayed(delay, inner) = reply {
+        tokio::time::sleep(delay).await;
+        reply = *inner;
+    }
+    let (content, stop_reason) = match reply {
+        Reply::Text(text) => (json!([{ "text": text }]), "end_turn"),
+        Reply::Chunks(pieces) | Reply::BrokenAfter(pieces) => (json!([{ "text": pieces.concat() }]), "end_turn"),
+        Reply::Tools(calls) => {
+            let blocks: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, input))| json!({"toolUse": {"toolUseId": format!("tooluse_{call}_{i}"), "name": name, "input": input}}))
+                .collect();
+            (Value::Array(blocks), "tool_use")
+        }
+        Reply::Status(status) => {
+            let kind = match status {
+                429 => "ThrottlingException",
+                503 => "ServiceUnavailableException",
+                500..=599 => "InternalServerException",
+                403 => "AccessDeniedException",
+                404 => "ResourceNotFoundException",
+                _ => "ValidationException",
+            };
+            return error(status, kind, format!("scripted status {status}"));
+        }
+        Reply::Delayed(..) => unreachable!("unwrapped above"),
+    };
+    Json(json!({
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop_reason,
+        "usage": {"inputTokens": 100, "outputTokens": 10, "totalTokens": 110},
+        "metrics": {"latencyMs": 1},
+    }))
+    .into_response()
 }

@@ -41,7 +41,7 @@ async fn conversation(root: &Path) -> Result<(), String> {
 
     let live = std::env::var("LLM_PROVIDER").is_ok_and(|provider| provider != "replay");
     let model = if live {
-        llm::build(&llm::LlmConfig::from_env().map_err(|err| err.to_string())?).map_err(|err| err.to_string())?
+        llm::build(&llm::LlmConfig::from_env().map_err(|err| err.to_string())?).await.map_err(|err| err.to_string())?
     } else {
         let path = std::env::var("LLM_REPLAY_FILE")
             .map(Into::into)

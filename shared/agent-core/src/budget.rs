@@ -5,27 +5,71 @@ use crate::message::{Message, ToolSpec};
 use crate::prompt::{SectionKind, SystemPrompt};
 
 /// Input limits of well-known models, by name prefix; the first match wins.
-const KNOWN_LIMITS: [(&str, usize); 12] = [
+const KNOWN_LIMITS: [(&str, usize); 22] = [
     ("gpt-4.1", 1_047_576),
     ("gpt-4o", 128_000),
     ("gpt-4-turbo", 128_000),
     ("gpt-5", 400_000),
+    ("gpt-oss", 128_000),
     ("o1", 200_000),
     ("o3", 200_000),
     ("o4", 200_000),
     ("gpt-3.5", 16_385),
     ("claude", 200_000),
+    // Llama 3.1 and later (Ollama `llama3.1`, Bedrock `llama3-1-...`) have 128k; Llama 3 itself 8k.
+    ("llama3.1", 128_000),
+    ("llama3.2", 128_000),
+    ("llama3.3", 128_000),
+    ("llama3-1", 128_000),
+    ("llama3-2", 128_000),
+    ("llama3-3", 128_000),
     ("llama3", 8_192),
     ("mistral", 32_768),
     ("qwen", 32_768),
+    ("nova-micro", 128_000),
+    ("nova-lite", 300_000),
+    ("nova-pro", 300_000),
 ];
 /// The limit assumed for a model we do not know.
 pub const DEFAULT_CONTEXT_TOKENS: usize = 32_768;
 
-/// The input limit for `model` when `LLM_CONTEXT_TOKENS` does not say.
+/// Leading parts of a Bedrock model id that do not name the model: the geography of a cross-region
+/// inference profile (`us.`, `eu.`, ...), then the vendor (`anthropic.`, `meta.`, ...).
+const BEDROCK_PREFIXES: [&str; 20] = [
+    "us",
+    "us-gov",
+    "eu",
+    "apac",
+    "jp",
+    "au",
+    "ca",
+    "global",
+    "anthropic",
+    "meta",
+    "mistral",
+    "amazon",
+    "cohere",
+    "ai21",
+    "deepseek",
+    "openai",
+    "qwen",
+    "writer",
+    "moonshot",
+    "twelvelabs",
+];
+
+/// The input limit for `model` when `LLM_CONTEXT_TOKENS` does not say. `model` may be a plain name
+/// (`gpt-4o-mini`), a path-like one (`anthropic/claude-sonnet-4`), a Bedrock model or inference
+/// profile id (`us.anthropic.claude-sonnet-4-20250514-v1:0`) or an ARN ending in one.
 pub fn default_context_tokens(model: &str) -> usize {
     let model = model.to_ascii_lowercase();
-    let name = model.rsplit('/').next().unwrap_or(&model);
+    let mut name = model.rsplit('/').next().unwrap_or(&model);
+    while let Some((head, rest)) = name.split_once('.') {
+        if !BEDROCK_PREFIXES.contains(&head) || rest.is_empty() {
+            break;
+        }
+        name = rest;
+    }
     KNOWN_LIMITS.iter().find(|(prefix, _)| name.starts_with(prefix)).map_or(DEFAULT_CONTEXT_TOKENS, |(_, limit)| *limit)
 }
 
@@ -268,5 +312,33 @@ mod tests {
         assert_eq!(default_context_tokens("gpt-4o-mini"), 128_000);
         assert_eq!(default_context_tokens("anthropic/claude-sonnet-4"), 200_000);
         assert_eq!(default_context_tokens("my-local-model"), DEFAULT_CONTEXT_TOKENS);
+        assert_eq!(default_context_tokens("gpt-4.1-mini"), 1_047_576, "a dot in the name is not a prefix");
+        assert_eq!(default_context_tokens("llama3.1:8b"), 128_000);
+        assert_eq!(default_context_tokens("llama3"), 8_192);
+    }
+
+    #[test]
+    fn bedrock_ids_have_their_models_limits() {
+        for (model, limit) in [
+            ("anthropic.claude-3-5-sonnet-20240620-v1:0", 200_000),
+            ("us.anthropic.claude-sonnet-4-20250514-v1:0", 200_000),
+            ("eu.anthropic.claude-3-7-sonnet-20250219-v1:0", 200_000),
+            ("global.anthropic.claude-sonnet-4-5-20250929-v1:0", 200_000),
+            (
+                "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-20250514-v1:0",
+                200_000,
+            ),
+            ("arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0", 200_000),
+            ("meta.llama3-1-70b-instruct-v1:0", 128_000),
+            ("us.meta.llama3-2-11b-instruct-v1:0", 128_000),
+            ("meta.llama3-8b-instruct-v1:0", 8_192),
+            ("amazon.nova-pro-v1:0", 300_000),
+            ("us.amazon.nova-micro-v1:0", 128_000),
+            ("openai.gpt-oss-120b-1:0", 128_000),
+            ("mistral.mistral-7b-instruct-v0:2", 32_768),
+            ("arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3", DEFAULT_CONTEXT_TOKENS),
+        ] {
+            assert_eq!(default_context_tokens(model), limit, "{model}");
+        }
     }
 }

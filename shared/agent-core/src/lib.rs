@@ -20,7 +20,7 @@ pub mod vfs;
 pub use events::{NoObserver, TurnEvent, TurnObserver};
 pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};
 pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
-pub use model::{ChatModel, DeltaSink, ModelError};
+pub use model::{complete_as_one_delta, ChatModel, DeltaSink, ModelError};
 pub use store::{
     Accepted, Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore, Session,
     SessionState, SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit, TurnStatus, WorkspaceFile,

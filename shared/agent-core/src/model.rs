@@ -43,10 +43,20 @@ pub trait ChatModel: Send + Sync {
         request: &ChatRequest,
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ModelError> {
-        let response = self.complete(request).await?;
-        if !response.content.is_empty() {
-            sink.delta(&response.content);
-        }
-        Ok(response)
+        complete_as_one_delta(self, request, sink).await
     }
+}
+
+/// A buffered call whose whole text is handed to `sink` as one delta: the default streamed call,
+/// and what a provider does for a reply that cannot stream (a structured output, say).
+pub async fn complete_as_one_delta<M: ChatModel + ?Sized>(
+    model: &M,
+    request: &ChatRequest,
+    sink: &dyn DeltaSink,
+) -> Result<ChatResponse, ModelError> {
+    let response = model.complete(request).await?;
+    if !response.content.is_empty() {
+        sink.delta(&response.content);
+    }
+    Ok(response)
 }

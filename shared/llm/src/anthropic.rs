@@ -81,11 +81,7 @@ impl ChatModel for AnthropicModel {
     ) -> Result<ChatResponse, ModelError> {
         // A structured reply arrives as a forced tool's input, not as text: nothing to stream.
         if request.response_format.is_some() {
-            let response = self.complete(request).await?;
-            if !response.content.is_empty() {
-                sink.delta(&response.content);
-            }
-            return Ok(response);
+            return agent_core::complete_as_one_delta(self, request, sink).await;
         }
         let model = crate::effective_model(request, &self.model);
         let mut body = serde_json::to_value(to_wire(model, self.max_tokens, request)?)

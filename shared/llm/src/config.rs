@@ -23,6 +23,8 @@ pub enum ProviderKind {
     OpenAi,
     /// Anthropic Messages API.
     Anthropic,
+    /// Amazon Bedrock's Converse API, with the AWS credentials of the environment (the Lambda role).
+    Bedrock,
     /// Recorded replies from a JSON Lines file; no network.
     Replay,
 }
@@ -33,6 +35,7 @@ impl ProviderKind {
         match self {
             ProviderKind::OpenAi => "openai",
             ProviderKind::Anthropic => "anthropic",
+            ProviderKind::Bedrock => "bedrock",
             ProviderKind::Replay => "replay",
         }
     }
@@ -48,8 +51,10 @@ impl fmt::Display for ProviderKind {
 #[derive(Clone, PartialEq)]
 pub struct LlmConfig {
     pub provider: ProviderKind,
-    /// Endpoint root without a trailing slash, e.g. `https://api.openai.com/v1`.
+    /// Endpoint root without a trailing slash, e.g. `https://api.openai.com/v1`. Empty for Bedrock
+    /// unless set, when the SDK picks the endpoint (see [`crate::BedrockModel::new`]).
     pub base_url: String,
+    /// The model name; for Bedrock a model id, an inference profile id or an inference profile ARN.
     pub model: String,
     /// Secret; never logged, and redacted by the `Debug` impl.
     pub api_key: Option<String>,
@@ -119,19 +124,21 @@ impl LlmConfig {
     /// environment. Empty values count as unset, because deployment tools often
     /// define variables with empty values.
     ///
-    /// Variables: `LLM_PROVIDER` (openai|anthropic|replay, default openai), `LLM_BASE_URL`,
+    /// Variables: `LLM_PROVIDER` (openai|anthropic|bedrock|replay, default openai), `LLM_BASE_URL`,
     /// `LLM_MODEL`, `LLM_API_KEY`, `LLM_TIMEOUT_SECS`, `LLM_MAX_ATTEMPTS`, `LLM_RETRY_BASE_MS`,
-    /// `LLM_MAX_TOKENS`, `LLM_REPLAY_FILE`, `LLM_RECORD_FILE`.
+    /// `LLM_MAX_TOKENS`, `LLM_REPLAY_FILE`, `LLM_RECORD_FILE`. Bedrock needs only `LLM_MODEL`: no key
+    /// (the AWS credential chain signs its requests, so `LLM_API_KEY` is not used) and no base URL.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
         let get = |name: &str| lookup(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
 
         let provider = match get("LLM_PROVIDER").map(|v| v.to_ascii_lowercase()).as_deref() {
             None | Some("openai") => ProviderKind::OpenAi,
             Some("anthropic") => ProviderKind::Anthropic,
+            Some("bedrock") => ProviderKind::Bedrock,
             Some("replay") => ProviderKind::Replay,
             Some(other) => {
                 return Err(config_error(format!(
-                    "LLM_PROVIDER must be one of openai, anthropic, replay; got {other:?}"
+                    "LLM_PROVIDER must be one of openai, anthropic, bedrock, replay; got {other:?}"
                 )))
             }
         };
@@ -140,9 +147,13 @@ impl LlmConfig {
             (Some(url), _) => url,
             (None, ProviderKind::OpenAi) => OPENAI_DEFAULT_BASE_URL.to_string(),
             (None, ProviderKind::Anthropic) => ANTHROPIC_DEFAULT_BASE_URL.to_string(),
-            (None, ProviderKind::Replay) => String::new(),
+            (None, ProviderKind::Bedrock | ProviderKind::Replay) => String::new(),
         };
-        if provider != ProviderKind::Replay && !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+        // Bedrock's endpoint is optional: the SDK finds it from the region unless one is given.
+        let url_optional =
+            provider == ProviderKind::Replay || (provider == ProviderKind::Bedrock && base_url.is_empty());
+        let http = base_url.starts_with("http://") || base_url.starts_with("https://");
+        if !(url_optional || http) {
             return Err(config_error(format!("LLM_BASE_URL must start with http:// or https://; got {base_url:?}")));
         }
 
@@ -152,7 +163,8 @@ impl LlmConfig {
             (None, _) => return Err(config_error(format!("LLM_MODEL is required for provider {provider}"))),
         };
 
-        let api_key = get("LLM_API_KEY");
+        // Bedrock authenticates with AWS credentials, so a key set for another provider is not kept.
+        let api_key = get("LLM_API_KEY").filter(|_| provider != ProviderKind::Bedrock);
         if provider == ProviderKind::Anthropic && api_key.is_none() {
             return Err(config_error("LLM_API_KEY is required for provider anthropic".to_string()));
         }
@@ -274,6 +286,47 @@ mod tests {
         let message =
             config_message(LlmConfig::from_lookup(lookup(&[("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "m")])));
         assert!(message.contains("LLM_API_KEY"), "{message}");
+    }
+
+    #[test]
+    fn bedrock_needs_a_model_but_no_key_nor_url() {
+        for model in [
+            "anthropic.claude-3-5-sonnet-20240620-v1:0",
+            "us.anthropic.claude-sonnet-4-20250514-v1:0",
+            "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-20250514-v1:0",
+        ] {
+            let config = LlmConfig::from_lookup(lookup(&[("LLM_PROVIDER", "Bedrock"), ("LLM_MODEL", model)])).unwrap();
+            assert_eq!(config.provider, ProviderKind::Bedrock);
+            assert_eq!(config.model, model);
+            assert_eq!(config.base_url, "", "the SDK picks the endpoint");
+            assert_eq!(config.api_key, None);
+            assert_eq!(config.model_name(), format!("bedrock:{model}"));
+        }
+
+        let message = config_message(LlmConfig::from_lookup(lookup(&[("LLM_PROVIDER", "bedrock")])));
+        assert!(message.contains("LLM_MODEL") && message.contains("bedrock"), "{message}");
+    }
+
+    #[test]
+    fn bedrock_takes_an_endpoint_and_ignores_a_key() {
+        let config = LlmConfig::from_lookup(lookup(&[
+            ("LLM_PROVIDER", "bedrock"),
+            ("LLM_MODEL", "amazon.nova-pro-v1:0"),
+            ("LLM_BASE_URL", "https://bedrock-runtime.eu-west-1.amazonaws.com/"),
+            ("LLM_API_KEY", "sk-not-for-bedrock"),
+            ("LLM_MAX_ATTEMPTS", "3"),
+        ]))
+        .unwrap();
+        assert_eq!(config.base_url, "https://bedrock-runtime.eu-west-1.amazonaws.com");
+        assert_eq!(config.api_key, None);
+        assert_eq!(config.max_attempts, 3);
+
+        let message = config_message(LlmConfig::from_lookup(lookup(&[
+            ("LLM_PROVIDER", "bedrock"),
+            ("LLM_MODEL", "m"),
+            ("LLM_BASE_URL", "bedrock-runtime.us-east-1.amazonaws.com"),
+        ])));
+        assert!(message.contains("LLM_BASE_URL"), "{message}");
     }
 
     #[test]

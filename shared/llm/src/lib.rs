@@ -1,8 +1,9 @@
 //! Model providers behind the core's [`ChatModel`] trait: OpenAI-compatible Chat Completions,
-//! the Anthropic Messages API, and recorded replies. Provider wire types stay private to
+//! the Anthropic Messages API, Amazon Bedrock's Converse API, and recorded replies. Provider wire types stay private to
 //! each provider module; only core types cross this crate's boundary.
 
 pub mod anthropic;
+pub mod bedrock;
 pub mod config;
 pub mod openai;
 pub mod replay;
@@ -14,17 +15,20 @@ use std::sync::Arc;
 use agent_core::{ChatModel, ChatRequest, ModelError};
 
 pub use anthropic::AnthropicModel;
+pub use bedrock::BedrockModel;
 pub use config::{LlmConfig, ProviderKind, ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL};
 pub use openai::OpenAiModel;
 pub use replay::{RecordingModel, ReplayModel};
 pub use retry::RetryPolicy;
 
 /// Builds the model the configuration describes, wrapped in a [`RecordingModel`] when
-/// `record_file` is set.
-pub fn build(config: &LlmConfig) -> Result<Arc<dyn ChatModel>, ModelError> {
+/// `record_file` is set. Async because Bedrock's client loads the AWS configuration (region,
+/// credentials) first.
+pub async fn build(config: &LlmConfig) -> Result<Arc<dyn ChatModel>, ModelError> {
     let model: Arc<dyn ChatModel> = match config.provider {
         ProviderKind::OpenAi => Arc::new(OpenAiModel::new(config)?),
         ProviderKind::Anthropic => Arc::new(AnthropicModel::new(config)?),
+        ProviderKind::Bedrock => Arc::new(BedrockModel::new(config).await?),
         ProviderKind::Replay => {
             let path = config
                 .replay_file

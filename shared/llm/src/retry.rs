@@ -2,6 +2,7 @@
 //! `Retry-After`, and error mapping.
 
 use std::error::Error as _;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
@@ -17,7 +18,7 @@ use crate::stream::{read_stream, Assembler};
 pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(20);
 
 /// Longest provider error message kept in a [`ModelError`], so logs stay readable.
-const MAX_MESSAGE_CHARS: usize = 500;
+pub(crate) const MAX_MESSAGE_CHARS: usize = 500;
 
 /// When and how often a failed provider call is tried again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,13 +95,50 @@ pub(crate) async fn send_with_retry(
     secret: Option<&str>,
     make_request: impl Fn() -> RequestBuilder,
 ) -> Result<Vec<u8>, ModelError> {
+    retry(policy, provider, || try_once(make_request(), secret)).await
+}
+
+/// Runs `attempt_once` until it is done, fails for good, or the policy's attempts are spent,
+/// pausing between attempts (the one retry loop of every provider's buffered calls).
+pub(crate) async fn retry<T, F: Future<Output = Attempt<T>>>(
+    policy: &RetryPolicy,
+    provider: &'static str,
+    mut attempt_once: impl FnMut() -> F,
+) -> Result<T, ModelError> {
     let mut attempt = 1;
     loop {
-        let (status, message, retry_after) = match try_once(make_request(), secret).await {
-            Attempt::Done(body) => return Ok(body),
+        let (status, message, retry_after) = match attempt_once().await {
+            Attempt::Done(value) => return Ok(value),
             Attempt::Fail(error) => return Err(error),
             Attempt::Retry { status, message, retry_after } => (status, message, retry_after),
         };
+        pause_before_retry(policy, provider, attempt, status, message, retry_after).await?;
+        attempt += 1;
+    }
+}
+
+/// [`retry`] for a streamed call whose deltas go through `watched`: once a delta has been shown a
+/// failure is final, since the text already shown cannot be taken back.
+pub(crate) async fn retry_streamed<T, F: Future<Output = Attempt<T>>>(
+    policy: &RetryPolicy,
+    provider: &'static str,
+    watched: &Watched<'_>,
+    mut attempt_once: impl FnMut() -> F,
+) -> Result<T, ModelError> {
+    let mut attempt = 1;
+    loop {
+        let (status, message, retry_after) = match attempt_once().await {
+            Attempt::Done(value) => return Ok(value),
+            Attempt::Fail(error) => return Err(error),
+            Attempt::Retry { status, message, retry_after } => (status, message, retry_after),
+        };
+        if watched.sent() {
+            tracing::warn!(provider, attempt, error = %message, "streamed model call broke after the reply began");
+            return Err(ModelError::Unavailable {
+                attempts: attempt,
+                message: format!("the stream broke after the reply began: {message}"),
+            });
+        }
         pause_before_retry(policy, provider, attempt, status, message, retry_after).await?;
         attempt += 1;
     }
@@ -146,31 +184,25 @@ pub(crate) async fn stream_with_retry<A: Assembler>(
     assembler: impl Fn() -> A,
     sink: &dyn DeltaSink,
 ) -> Result<ChatResponse, ModelError> {
-    let watched = Watched { inner: sink, sent: AtomicBool::new(false) };
-    let mut attempt = 1;
-    loop {
-        let outcome = read_stream(make_request(), secret, assembler(), &watched).await;
-        let (status, message, retry_after) = match outcome {
-            Attempt::Done(response) => return Ok(response),
-            Attempt::Fail(error) => return Err(error),
-            Attempt::Retry { status, message, retry_after } => (status, message, retry_after),
-        };
-        if watched.sent.load(Ordering::Relaxed) {
-            tracing::warn!(provider, attempt, error = %message, "streamed model call broke after the reply began");
-            return Err(ModelError::Unavailable {
-                attempts: attempt,
-                message: format!("the stream broke after the reply began: {message}"),
-            });
-        }
-        pause_before_retry(policy, provider, attempt, status, message, retry_after).await?;
-        attempt += 1;
-    }
+    let watched = Watched::new(sink);
+    retry_streamed(policy, provider, &watched, || read_stream(make_request(), secret, assembler(), &watched)).await
 }
 
 /// Passes deltas through and remembers that one went out, which ends the retries.
-struct Watched<'a> {
+pub(crate) struct Watched<'a> {
     inner: &'a dyn DeltaSink,
     sent: AtomicBool,
+}
+
+impl<'a> Watched<'a> {
+    pub(crate) fn new(inner: &'a dyn DeltaSink) -> Self {
+        Watched { inner, sent: AtomicBool::new(false) }
+    }
+
+    /// Whether a delta has reached the sink, after which no attempt may start over.
+    pub(crate) fn sent(&self) -> bool {
+        self.sent.load(Ordering::Relaxed)
+    }
 }
 
 impl DeltaSink for Watched<'_> {
@@ -283,7 +315,7 @@ pub(crate) fn redact(text: &str, secret: Option<&str>) -> String {
     }
 }
 
-fn truncate(text: &str, max_chars: usize) -> String {
+pub(crate) fn truncate(text: &str, max_chars: usize) -> String {
     match text.char_indices().nth(max_chars) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_string(),

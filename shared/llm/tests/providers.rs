@@ -864,7 +864,7 @@ async fn recorded_replies_replay_identically() {
     let mut live_config = config(ProviderKind::OpenAi, format!("{}/v1", server.base));
     live_config.record_file = Some(record_file.clone());
 
-    let live = build(&live_config).unwrap();
+    let live = build(&live_config).await.unwrap();
     let live_replies =
         vec![live.complete(&full_request()).await.unwrap(), live.complete(&simple_request()).await.unwrap()];
     assert_eq!(live_replies[0].tool_calls[1].arguments, json!("not json"));
@@ -875,7 +875,7 @@ async fn recorded_replies_replay_identically() {
     assert_eq!(lines.len(), 2, "{recorded}");
     assert_eq!(serde_json::from_str::<ChatResponse>(lines[0]).unwrap(), live_replies[0]);
 
-    let replay = build(&LlmConfig::replay(&record_file)).unwrap();
+    let replay = build(&LlmConfig::replay(&record_file)).await.unwrap();
     let replayed =
         vec![replay.complete(&simple_request()).await.unwrap(), replay.complete(&simple_request()).await.unwrap()];
     assert_eq!(replayed, live_replies);
@@ -901,7 +901,7 @@ async fn malformed_replay_file_names_the_line() {
     })
     .unwrap();
     std::fs::write(&path, format!("{good}\n\n{good}\n{{\"content\": \"no other fields\"}}\n")).unwrap();
-    match build(&LlmConfig::replay(&path)) {
+    match build(&LlmConfig::replay(&path)).await {
         Err(ModelError::Config(message)) => assert!(message.contains("line 4"), "{message}"),
         Err(other) => panic!("expected a Config error, got {other:?}"),
         Ok(_) => panic!("a malformed replay file must not load"),
@@ -911,7 +911,7 @@ async fn malformed_replay_file_names_the_line() {
 #[tokio::test]
 async fn missing_replay_file_is_a_config_error() {
     let path = temp_path("absent.jsonl");
-    assert!(matches!(build(&LlmConfig::replay(&path)), Err(ModelError::Config(_))));
+    assert!(matches!(build(&LlmConfig::replay(&path)).await, Err(ModelError::Config(_))));
 }
 
 #[tokio::test]
@@ -927,7 +927,7 @@ async fn build_from_lookup_selects_the_provider() {
         _ => None,
     })
     .unwrap();
-    let model = build(&config).unwrap();
+    let model = build(&config).await.unwrap();
     assert_eq!(model.complete(&simple_request()).await.unwrap().content, "via build");
     let (path, _, body) = server.request(0);
     assert_eq!(path, "/v1/messages");

@@ -1,0 +1,112 @@
+//! A Converse reply as a core response: text, tool calls, usage, stop reason, a structured output's tool input.
+
+use super::*;
+
+/// One block of a reply the loop has a use for.
+pub(super) enum Block {
+    Text(String),
+    ToolUse { id: String, name: String, input: Value },
+}
+
+/// A reply in a provider-neutral shape, from `Converse` or assembled from `ConverseStream`.
+pub(super) struct Reply {
+    pub(super) blocks: Vec<Block>,
+    pub(super) stop: Option<wire::StopReason>,
+    pub(super) usage: Usage,
+}
+
+pub(super) fn usage(tokens: Option<wire::TokenUsage>) -> Usage {
+    let count = |n: i32| u64::try_from(n).unwrap_or(0);
+    tokens
+        .map(|t| Usage { input_tokens: count(t.input_tokens), output_tokens: count(t.output_tokens) })
+        .unwrap_or_default()
+}
+
+impl Reply {
+    pub(super) fn from_output(
+        output: Option<ConverseOutput>,
+        stop: wire::StopReason,
+        tokens: Option<wire::TokenUsage>,
+    ) -> Result<Reply, ModelError> {
+        let message = match output {
+            Some(ConverseOutput::Message(message)) => message,
+            _ => return Err(ModelError::InvalidResponse(format!("{PROVIDER}: the response has no output message"))),
+        };
+        let mut blocks = Vec::with_capacity(message.content.len());
+        for block in message.content {
+            match block {
+                ContentBlock::Text(text) => blocks.push(Block::Text(text)),
+                ContentBlock::ToolUse(call) => blocks.push(Block::ToolUse {
+                    id: call.tool_use_id,
+                    name: call.name,
+                    input: from_document(call.input),
+                }),
+                // Reasoning, citations and blocks added to the API later.
+                _ => {}
+            }
+        }
+        Ok(Reply { blocks, stop: Some(stop), usage: usage(tokens) })
+    }
+
+    /// The core's response. With `structured` (the name of the forced structured-output tool), that
+    /// tool's input becomes the reply's `content` as a JSON document, is not reported as a tool call,
+    /// and the call counts as a finished turn; any text around it is dropped, as `content` must be the JSON.
+    pub(super) fn into_response(self, structured: Option<&str>) -> Result<ChatResponse, ModelError> {
+        let mut content = String::new();
+        let mut structured_input = None;
+        let mut tool_calls = Vec::new();
+        for block in self.blocks {
+            match block {
+                // Text split into several blocks is one text, so no separator.
+                Block::Text(text) => content.push_str(&text),
+                Block::ToolUse { name, input, .. }
+                    if structured == Some(name.as_str()) && structured_input.is_none() =>
+                {
+                    structured_input = Some(object_or_empty(input));
+                }
+                Block::ToolUse { id, name, input } => {
+                    if id.is_empty() || name.is_empty() {
+                        return Err(ModelError::InvalidResponse(format!(
+                            "{PROVIDER}: a toolUse block without its id or name"
+                        )));
+                    }
+                    tool_calls.push(ToolCall { id, name, arguments: object_or_empty(input) });
+                }
+            }
+        }
+        let mut stop_reason = match &self.stop {
+            Some(wire::StopReason::EndTurn | wire::StopReason::StopSequence) => StopReason::EndTurn,
+            Some(wire::StopReason::ToolUse) => StopReason::ToolUse,
+            Some(wire::StopReason::MaxTokens) => StopReason::MaxTokens,
+            _ => StopReason::Other,
+        };
+        if let Some(name) = structured {
+            match structured_input {
+                Some(input) => {
+                    content = input.to_string();
+                    if stop_reason == StopReason::ToolUse && tool_calls.is_empty() {
+                        stop_reason = StopReason::EndTurn;
+                    }
+                }
+                // Cut off before the structured reply: report the truncation like any other.
+                None if stop_reason == StopReason::MaxTokens => content.clear(),
+                None => {
+                    return Err(ModelError::InvalidResponse(format!(
+                        "{PROVIDER}: the reply has no {name:?} tool call although it was forced (stop reason {:?})",
+                        self.stop.as_ref().map_or("none", |stop| stop.as_str())
+                    )))
+                }
+            }
+        }
+        Ok(ChatResponse { content, tool_calls, usage: self.usage, stop_reason })
+    }
+}
+
+/// A missing or null tool input means no arguments.
+pub(super) fn object_or_empty(input: Value) -> Value {
+    if input.is_null() {
+        Value::Object(Map::new())
+    } else {
+        input
+    }
+}

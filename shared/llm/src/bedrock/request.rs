@@ -1,0 +1,174 @@
+//! Core requests as Converse requests: system, messages with `toolUse`/`toolResult` blocks, tools, the forced tool of a structured output.
+
+use super::*;
+
+/// The parts of a Converse request, built once and cloned into each attempt.
+pub(super) struct WireRequest {
+    pub(super) system: Option<Vec<SystemContentBlock>>,
+    pub(super) messages: Vec<wire::Message>,
+    pub(super) tool_config: Option<ToolConfiguration>,
+    pub(super) inference: InferenceConfiguration,
+}
+
+pub(super) fn build_error(error: impl std::fmt::Display) -> ModelError {
+    ModelError::Config(format!("{PROVIDER}: could not build the request: {error}"))
+}
+
+/// Converts a request. Like the Anthropic provider: consecutive messages of one role are merged (roles
+/// must alternate), tool results come first within a user message, and a [`JsonSchemaFormat`] becomes
+/// a tool forced with `toolChoice`, whose input is the structured reply. Bedrock refuses `toolUse` and
+/// `toolResult` blocks in a request without `toolConfig`, so when no tool is offered but the history
+/// has tool calls, the tools it names are declared (with an open schema) to keep the history valid.
+pub(super) fn to_wire(max_tokens: u32, request: &ChatRequest) -> Result<WireRequest, ModelError> {
+    let mut turns: Vec<(ConversationRole, Vec<ContentBlock>)> = Vec::with_capacity(request.messages.len());
+    let mut history_tools: Vec<&str> = Vec::new();
+    for message in &request.messages {
+        let (role, blocks) = match message {
+            Message::User { content } => (ConversationRole::User, text_block(content).into_iter().collect()),
+            Message::Assistant { content, tool_calls } => {
+                let mut blocks: Vec<ContentBlock> = text_block(content).into_iter().collect();
+                for call in tool_calls {
+                    if !history_tools.contains(&call.name.as_str()) {
+                        history_tools.push(&call.name);
+                    }
+                    let block = ToolUseBlock::builder()
+                        .tool_use_id(&call.id)
+                        .name(&call.name)
+                        .input(to_document(&tool_input(&call.arguments)))
+                        .build()
+                        .map_err(build_error)?;
+                    blocks.push(ContentBlock::ToolUse(block));
+                }
+                (ConversationRole::Assistant, blocks)
+            }
+            Message::Tool { tool_call_id, name, content } => {
+                if !history_tools.contains(&name.as_str()) {
+                    history_tools.push(name);
+                }
+                let text = if content.trim().is_empty() { EMPTY_TOOL_RESULT } else { content.as_str() };
+                let block = ToolResultBlock::builder()
+                    .tool_use_id(tool_call_id)
+                    .content(ToolResultContentBlock::Text(text.to_owned()))
+                    .build()
+                    .map_err(build_error)?;
+                (ConversationRole::User, vec![ContentBlock::ToolResult(block)])
+            }
+        };
+        // Bedrock rejects empty content, so a message with nothing to say is left out.
+        if blocks.is_empty() {
+            continue;
+        }
+        match turns.last_mut() {
+            Some((last, content)) if *last == role => content.extend(blocks),
+            _ => turns.push((role, blocks)),
+        }
+    }
+    let mut messages = Vec::with_capacity(turns.len());
+    for (role, mut content) in turns {
+        if role == ConversationRole::User {
+            // The sort is stable, so the results keep their order, and so does the text.
+            content.sort_by_key(|block| !matches!(block, ContentBlock::ToolResult(_)));
+        }
+        messages.push(wire::Message::builder().role(role).set_content(Some(content)).build().map_err(build_error)?);
+    }
+
+    let mut tools = Vec::with_capacity(request.tools.len() + 1);
+    for tool in &request.tools {
+        tools.push(tool_spec(&tool.name, &tool.description, &tool.parameters)?);
+    }
+    let mut tool_choice = None;
+    if let Some(JsonSchemaFormat { name, schema }) = &request.response_format {
+        // The reply could not tell the two apart.
+        if request.tools.iter().any(|tool| &tool.name == name) {
+            return Err(ModelError::Config(format!(
+                "response format {name:?} has the same name as one of the request's tools"
+            )));
+        }
+        tools.push(tool_spec(name, STRUCTURED_TOOL_DESCRIPTION, schema)?);
+        tool_choice =
+            Some(wire::ToolChoice::Tool(SpecificToolChoice::builder().name(name).build().map_err(build_error)?));
+    }
+    if tools.is_empty() {
+        let open = serde_json::json!({"type": "object"});
+        for name in history_tools {
+            tools.push(tool_spec(name, HISTORY_TOOL_DESCRIPTION, &open)?);
+        }
+    }
+    let tool_config = if tools.is_empty() {
+        None
+    } else {
+        Some(
+            ToolConfiguration::builder()
+                .set_tools(Some(tools))
+                .set_tool_choice(tool_choice)
+                .build()
+                .map_err(build_error)?,
+        )
+    };
+
+    let system = (!request.system.trim().is_empty()).then(|| vec![SystemContentBlock::Text(request.system.clone())]);
+    let inference = InferenceConfiguration::builder().max_tokens(i32::try_from(max_tokens).unwrap_or(i32::MAX)).build();
+    Ok(WireRequest { system, messages, tool_config, inference })
+}
+
+pub(super) fn tool_spec(name: &str, description: &str, schema: &Value) -> Result<Tool, ModelError> {
+    let mut spec = ToolSpecification::builder().name(name).input_schema(ToolInputSchema::Json(to_document(schema)));
+    // Bedrock rejects an empty description; none at all is allowed.
+    if !description.trim().is_empty() {
+        spec = spec.description(description);
+    }
+    Ok(Tool::ToolSpec(spec.build().map_err(build_error)?))
+}
+
+/// Bedrock rejects blank text blocks.
+pub(super) fn text_block(text: &str) -> Option<ContentBlock> {
+    (!text.trim().is_empty()).then(|| ContentBlock::Text(text.to_owned()))
+}
+
+/// `toolUse.input` must be an object; arguments from elsewhere (such as an unparseable string
+/// another provider produced) are wrapped so the history stays valid and nothing is lost.
+pub(super) fn tool_input(arguments: &Value) -> Value {
+    match arguments {
+        Value::Object(_) => arguments.clone(),
+        Value::Null => Value::Object(Map::new()),
+        other => serde_json::json!({ "raw_arguments": other }),
+    }
+}
+
+/// JSON to the SDK's document type. Depth is bounded by where the value came from (serde_json
+/// parses at most 128 levels).
+pub(super) fn to_document(value: &Value) -> Document {
+    match value {
+        Value::Null => Document::Null,
+        Value::Bool(flag) => Document::Bool(*flag),
+        Value::Number(number) => Document::Number(if let Some(n) = number.as_u64() {
+            Number::PosInt(n)
+        } else if let Some(n) = number.as_i64() {
+            Number::NegInt(n)
+        } else {
+            Number::Float(number.as_f64().unwrap_or(0.0))
+        }),
+        Value::String(text) => Document::String(text.clone()),
+        Value::Array(items) => Document::Array(items.iter().map(to_document).collect()),
+        Value::Object(fields) => {
+            Document::Object(fields.iter().map(|(key, value)| (key.clone(), to_document(value))).collect())
+        }
+    }
+}
+
+/// The SDK's document type to JSON. The SDK parses documents at most 256 levels deep; a number JSON
+/// cannot hold (NaN, infinity) becomes null.
+pub(super) fn from_document(document: Document) -> Value {
+    match document {
+        Document::Null => Value::Null,
+        Document::Bool(flag) => Value::Bool(flag),
+        Document::Number(Number::PosInt(n)) => Value::from(n),
+        Document::Number(Number::NegInt(n)) => Value::from(n),
+        Document::Number(Number::Float(f)) => serde_json::Number::from_f64(f).map_or(Value::Null, Value::Number),
+        Document::String(text) => Value::String(text),
+        Document::Array(items) => Value::Array(items.into_iter().map(from_document).collect()),
+        Document::Object(fields) => {
+            Value::Object(fields.into_iter().map(|(key, value)| (key, from_document(value))).collect())
+        }
+    }
+}

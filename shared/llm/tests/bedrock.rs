@@ -1,0 +1,782 @@
+//! The Bedrock provider against a scripted Converse server on 127.0.0.1 that speaks the real wire
+//! format: JSON bodies on `POST /model/{modelId}/converse`, restJson errors, and on
+//! `/converse-stream` the binary `application/vnd.amazon.eventstream` framing, signed requests in.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_core::{
+    ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall,
+    ToolSpec, Usage,
+};
+use aws_config::{BehaviorVersion, Region, SdkConfig};
+use aws_sdk_bedrockruntime::config::{Credentials, SharedCredentialsProvider};
+use aws_smithy_types::event_stream::{Header, HeaderValue, Message as Frame};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use llm::{BedrockModel, LlmConfig, ProviderKind};
+use serde_json::{json, Value};
+use tokio::sync::Notify;
+
+const MODEL: &str = "anthropic.claude-3-5-sonnet-20240620-v1:0";
+const SECRET: &str = "test-secret-access-key-0123456789";
+
+// ---- The scripted server ----
+
+/// One piece of a scripted event stream.
+enum Piece {
+    /// An event frame: its `:event-type` and JSON payload.
+    Event(&'static str, Value),
+    /// An exception frame: its `:exception-type` (such as `throttlingException`) and message.
+    Exception(&'static str, &'static str),
+    /// Bytes as they are, which need not make a frame.
+    Raw(Vec<u8>),
+    /// Wait until the client has handed its first delta over.
+    AwaitFirstDelta,
+    /// Wait this long before the next piece, as a model producing tokens does.
+    Pause(Duration),
+    /// Drop the connection without ending the response.
+    Drop,
+}
+
+enum Answer {
+    /// A `Converse` reply.
+    Json(Value),
+    /// An error status with its error type (`x-amzn-ErrorType`) and message, as Bedrock sends them.
+    Error(u16, &'static str, &'static str),
+    /// A `ConverseStream` reply in event-stream frames.
+    Stream(Vec<Piece>),
+    /// Answer after this wait.
+    Delayed(Duration, Box<Answer>),
+}
+
+#[derive(Clone)]
+struct Received {
+    /// The path as sent, percent-encoding included.
+    path: String,
+    headers: HeaderMap,
+    body: Value,
+}
+
+#[derive(Clone)]
+struct Server {
+    base: String,
+    answers: Arc<Mutex<VecDeque<Answer>>>,
+    received: Arc<Mutex<Vec<Received>>>,
+    first_delta: Arc<Notify>,
+}
+
+fn frame(headers: [(&'static str, &'static str); 3], payload: &Value) -> Vec<u8> {
+    let mut message = Frame::new(payload.to_string().into_bytes());
+    for (name, value) in headers {
+        message = message.add_header(Header::new(name, HeaderValue::String(value.into())));
+    }
+    let mut bytes = Vec::new();
+    aws_smithy_eventstream::frame::write_message_to(&message, &mut bytes).expect("encode a frame");
+    bytes
+}
+
+async fn answer(State(server): State<Server>, uri: Uri, headers: HeaderMap, body: axum::body::Bytes) -> Response {
+    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    server.received.lock().unwrap().push(Received { path: uri.path().to_owned(), headers, body });
+    let Some(mut answer) = server.answers.lock().unwrap().pop_front() else {
+        return (StatusCode::GONE, "script exhausted").into_response();
+    };
+    while let Answer::Delayed(wait, inner) = answer {
+        tokio::time::sleep(wait).await;
+        answer = *inner;
+    }
+    let pieces = match answer {
+        Answer::Json(body) => {
+            let mut response = body.to_string().into_response();
+            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+            return response;
+        }
+        Answer::Error(status, kind, message) => {
+            let mut response =
+                (StatusCode::from_u16(status).unwrap(), json!({ "message": message }).to_string()).into_response();
+            let kind = format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/");
+            response.headers_mut().insert("x-amzn-errortype", kind.parse().unwrap());
+            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
+            return response;
+        }
+        Answer::Stream(pieces) => pieces,
+        Answer::Delayed(..) => unreachable!("unwrapped above"),
+    };
+    let gate = server.first_delta.clone();
+    let stream = futures::stream::unfold(pieces.into_iter(), move |mut pieces| {
+        let gate = gate.clone();
+        async move {
+            loop {
+                let bytes = match pieces.next()? {
+                    Piece::Event(kind, payload) => frame(
+                        [(":message-type", "event"), (":event-type", kind), (":content-type", "application/json")],
+                        &payload,
+                    ),
+                    Piece::Exception(kind, message) => frame(
+                        [
+                            (":message-type", "exception"),
+                            (":exception-type", kind),
+                            (":content-type", "application/json"),
+                        ],
+                        &json!({ "message": message }),
+                    ),
+                    Piece::Raw(bytes) => bytes,
+                    Piece::AwaitFirstDelta => {
+                        gate.notified().await;
+                        continue;
+                    }
+                    Piece::Pause(wait) => {
+                        tokio::time::sleep(wait).await;
+                        continue;
+                    }
+                    Piece::Drop => return Some((Err(std::io::Error::other("scripted drop")), pieces)),
+                };
+                return Some((Ok::<_, std::io::Error>(axum::body::Bytes::from(bytes)), pieces));
+            }
+        }
+    });
+    let mut response = axum::body::Body::from_stream(stream).into_response();
+    response.headers_mut().insert("content-type", "application/vnd.amazon.eventstream".parse().unwrap());
+    response
+}
+
+impl Server {
+    async fn start(answers: Vec<Answer>) -> Server {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let server = Server {
+            base: format!("http://{}", listener.local_addr().unwrap()),
+            answers: Arc::new(Mutex::new(answers.into())),
+            received: Arc::default(),
+            first_delta: Arc::new(Notify::new()),
+        };
+        let app = axum::Router::new().fallback(answer).with_state(server.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        server
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    fn config(&self, model: &str) -> LlmConfig {
+        let mut config = LlmConfig::new(ProviderKind::Bedrock, self.base.clone(), model);
+        config.max_attempts = 3;
+        config.retry_base_delay = Duration::from_millis(1);
+        config.max_tokens = 256;
+        config.timeout = Duration::from_secs(5);
+        config
+    }
+
+    fn model(&self) -> BedrockModel {
+        BedrockModel::from_sdk_config(&sdk_config(), &self.config(MODEL)).unwrap()
+    }
+}
+
+/// Static credentials and a region, given to the SDK directly rather than through the process environment.
+fn sdk_config() -> SdkConfig {
+    SdkConfig::builder()
+        .region(Region::new("us-east-1"))
+        .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
+            "AKIDTESTBEDROCK",
+            SECRET,
+            None,
+            None,
+            "test",
+        )))
+        .behavior_version(BehaviorVersion::latest())
+        .build()
+}
+
+/// Collects deltas, and opens the server's gate at the first one.
+struct Collect {
+    deltas: Mutex<Vec<String>>,
+    first: Arc<Notify>,
+}
+
+impl Collect {
+    fn new(server: &Server) -> Collect {
+        Collect { deltas: Mutex::default(), first: server.first_delta.clone() }
+    }
+
+    fn deltas(&self) -> Vec<String> {
+        self.deltas.lock().unwrap().clone()
+    }
+}
+
+impl DeltaSink for Collect {
+    fn delta(&self, text: &str) {
+        let mut deltas = self.deltas.lock().unwrap();
+        if deltas.is_empty() {
+            self.first.notify_one();
+        }
+        deltas.push(text.to_owned());
+    }
+}
+
+// ---- Fixtures ----
+
+fn read_tool() -> ToolSpec {
+    ToolSpec {
+        name: "read_file".to_string(),
+        description: "Read a file from the workspace.".to_string(),
+        parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+    }
+}
+
+fn call(id: &str, path: &str) -> ToolCall {
+    ToolCall { id: id.to_string(), name: "read_file".to_string(), arguments: json!({ "path": path }) }
+}
+
+fn result(id: &str, content: &str) -> Message {
+    Message::Tool { tool_call_id: id.to_string(), name: "read_file".to_string(), content: content.to_string() }
+}
+
+/// A conversation with every kind of message: system prompt, user, assistant text plus tool calls,
+/// and two tool results.
+fn full_request() -> ChatRequest {
+    ChatRequest {
+        system: "You are terse.".to_string(),
+        messages: vec![
+            Message::user("Summarise notes.md and todo.md"),
+            Message::Assistant {
+                content: "Reading both.".to_string(),
+                tool_calls: vec![call("tooluse_1", "notes.md"), call("tooluse_2", "todo.md")],
+            },
+            result("tooluse_1", "# Notes"),
+            result("tooluse_2", "- [ ] ship"),
+        ],
+        tools: vec![read_tool()],
+        ..Default::default()
+    }
+}
+
+fn simple_request() -> ChatRequest {
+    ChatRequest { system: "sys".into(), messages: vec![Message::user("hi")], ..Default::default() }
+}
+
+fn plan_format() -> JsonSchemaFormat {
+    JsonSchemaFormat {
+        name: "plan".to_string(),
+        schema: json!({
+            "type": "object",
+            "properties": {"steps": {"type": "array", "items": {"type": "string"}}},
+            "required": ["steps"],
+            "additionalProperties": false
+        }),
+    }
+}
+
+/// A `Converse` reply with these content blocks.
+fn converse(content: Value, stop_reason: &str) -> Answer {
+    Answer::Json(json!({
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop_reason,
+        "usage": {"inputTokens": 21, "outputTokens": 9, "totalTokens": 30},
+        "metrics": {"latencyMs": 120}
+    }))
+}
+
+fn converse_text(text: &str) -> Answer {
+    converse(json!([{ "text": text }]), "end_turn")
+}
+
+fn throttled() -> Answer {
+    Answer::Error(429, "ThrottlingException", "Too many requests, please wait before trying again.")
+}
+
+/// The path the SDK sends for `model` and `operation`, decoded for comparison.
+fn decoded(path: &str) -> String {
+    let mut out = Vec::new();
+    let bytes = path.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            out.push(u8::from_str_radix(std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap(), 16).unwrap());
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+fn event(kind: &'static str, payload: Value) -> Piece {
+    Piece::Event(kind, payload)
+}
+
+fn text_delta(index: u64, text: &str) -> Piece {
+    event("contentBlockDelta", json!({"contentBlockIndex": index, "delta": {"text": text}}))
+}
+
+fn stream_end(stop_reason: &str) -> Vec<Piece> {
+    vec![
+        event("messageStop", json!({ "stopReason": stop_reason })),
+        event(
+            "metadata",
+            json!({"usage": {"inputTokens": 40, "outputTokens": 12, "totalTokens": 52}, "metrics": {"latencyMs": 80}}),
+        ),
+    ]
+}
+
+fn stream_text(texts: &[&str]) -> Answer {
+    let mut pieces = vec![event("messageStart", json!({"role": "assistant"}))];
+    pieces.extend(texts.iter().map(|text| text_delta(0, text)));
+    pieces.push(event("contentBlockStop", json!({"contentBlockIndex": 0})));
+    pieces.extend(stream_end("end_turn"));
+    Answer::Stream(pieces)
+}
+
+fn assert_rejected(result: Result<ChatResponse, ModelError>, expected_status: u16, expected: &str) {
+    match result {
+        Err(ModelError::Rejected { status, message }) => {
+            assert_eq!(status, expected_status, "{message}");
+            assert!(message.contains(expected), "{message}");
+            assert!(!message.contains(SECRET), "{message}");
+        }
+        other => panic!("expected Rejected({expected_status}), got {other:?}"),
+    }
+}
+
+// ---- Converse ----
+
+#[tokio::test]
+async fn converse_request_wire_shape_and_signature() {
+    let server = Server::start(vec![converse(
+        json!([
+            {"text": "Both read. "},
+            {"toolUse": {"toolUseId": "tooluse_3", "name": "read_file", "input": {"path": "more.md", "n": [1, 2.5]}}},
+            {"reasoningContent": {"reasoningText": {"text": "ignored"}}}
+        ]),
+        "tool_use",
+    )])
+    .await;
+    let response = server.model().complete(&full_request()).await.unwrap();
+
+    let received = server.received();
+    assert_eq!(received.len(), 1);
+    assert_eq!(received[0].path, "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse");
+    let authorization = received[0].headers["authorization"].to_str().unwrap();
+    assert!(authorization.starts_with("AWS4-HMAC-SHA256 Credential=AKIDTESTBEDROCK/"), "{authorization}");
+    assert!(authorization.contains("/us-east-1/bedrock/aws4_request"), "{authorization}");
+    assert!(!authorization.contains(SECRET));
+    assert_eq!(
+        received[0].body,
+        json!({
+            "system": [{"text": "You are terse."}],
+            "messages": [
+                {"role": "user", "content": [{"text": "Summarise notes.md and todo.md"}]},
+                {"role": "assistant", "content": [
+                    {"text": "Reading both."},
+                    {"toolUse": {"toolUseId": "tooluse_1", "name": "read_file", "input": {"path": "notes.md"}}},
+                    {"toolUse": {"toolUseId": "tooluse_2", "name": "read_file", "input": {"path": "todo.md"}}}
+                ]},
+                {"role": "user", "content": [
+                    {"toolResult": {"toolUseId": "tooluse_1", "content": [{"text": "# Notes"}]}},
+                    {"toolResult": {"toolUseId": "tooluse_2", "content": [{"text": "- [ ] ship"}]}}
+                ]}
+            ],
+            "toolConfig": {"tools": [{"toolSpec": {
+                "name": "read_file",
+                "description": "Read a file from the workspace.",
+                "inputSchema": {"json": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}
+            }}]},
+            "inferenceConfig": {"maxTokens": 256}
+        })
+    );
+
+    assert_eq!(response.content, "Both read. ");
+    assert_eq!(
+        response.tool_calls,
+        [ToolCall {
+            id: "tooluse_3".into(),
+            name: "read_file".into(),
+            arguments: json!({"path": "more.md", "n": [1, 2.5]})
+        }]
+    );
+    assert_eq!(response.usage, Usage { input_tokens: 21, output_tokens: 9 });
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+}
+
+#[tokio::test]
+async fn stop_reasons_map_to_the_cores() {
+    let cases = [
+        ("end_turn", StopReason::EndTurn),
+        ("stop_sequence", StopReason::EndTurn),
+        ("max_tokens", StopReason::MaxTokens),
+        ("guardrail_intervened", StopReason::Other),
+        ("content_filtered", StopReason::Other),
+        ("something_new", StopReason::Other),
+    ];
+    let server = Server::start(cases.iter().map(|(wire, _)| converse(json!([{"text": "x"}]), wire)).collect()).await;
+    let model = server.model();
+    for (wire, expected) in cases {
+        assert_eq!(model.complete(&simple_request()).await.unwrap().stop_reason, expected, "{wire}");
+    }
+}
+
+#[tokio::test]
+async fn structured_output_is_a_forced_tool_whose_input_is_the_reply() {
+    let server = Server::start(vec![converse(
+        json!([
+            {"text": "Here is the plan."},
+            {"toolUse": {"toolUseId": "tooluse_p", "name": "plan", "input": {"steps": ["read", "write"]}}}
+        ]),
+        "tool_use",
+    )])
+    .await;
+    let request = ChatRequest { response_format: Some(plan_format()), ..full_request() };
+    let response = server.model().complete(&request).await.unwrap();
+
+    let body = &server.received()[0].body;
+    assert_eq!(body["toolConfig"]["toolChoice"], json!({"tool": {"name": "plan"}}));
+    let tools = body["toolConfig"]["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 2, "the caller's tools stay listed: {tools:?}");
+    assert_eq!(tools[1]["toolSpec"]["name"], "plan");
+    assert_eq!(tools[1]["toolSpec"]["inputSchema"]["json"], plan_format().schema);
+
+    assert_eq!(serde_json::from_str::<Value>(&response.content).unwrap(), json!({"steps": ["read", "write"]}));
+    assert!(response.tool_calls.is_empty());
+    assert_eq!(response.stop_reason, StopReason::EndTurn);
+}
+
+#[tokio::test]
+async fn a_forced_tool_the_reply_lacks_is_an_invalid_response() {
+    let server = Server::start(vec![converse(json!([{"text": "no tool"}]), "end_turn")]).await;
+    let request = ChatRequest { response_format: Some(plan_format()), ..simple_request() };
+    match server.model().complete(&request).await {
+        Err(ModelError::InvalidResponse(message)) => assert!(message.contains("\"plan\""), "{message}"),
+        other => panic!("expected InvalidResponse, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn throttling_and_unavailability_are_retried_then_succeed() {
+    let server = Server::start(vec![
+        throttled(),
+        Answer::Error(503, "ServiceUnavailableException", "busy"),
+        converse_text("finally"),
+    ])
+    .await;
+    let response = server.model().complete(&simple_request()).await.unwrap();
+    assert_eq!(response.content, "finally");
+    assert_eq!(server.received().len(), 3, "the policy's attempts, not the SDK's");
+}
+
+#[tokio::test]
+async fn retries_stop_at_the_policys_attempts() {
+    let server = Server::start(vec![
+        Answer::Error(429, "ModelNotReadyException", "loading"),
+        throttled(),
+        Answer::Error(500, "InternalServerException", "oops"),
+        converse_text("never"),
+    ])
+    .await;
+    match server.model().complete(&simple_request()).await {
+        Err(ModelError::Unavailable { attempts, message }) => {
+            assert_eq!(attempts, 3);
+            assert!(message.contains("InternalServerException: oops"), "{message}");
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+    assert_eq!(server.received().len(), 3);
+}
+
+#[tokio::test]
+async fn validation_and_access_errors_are_rejected_at_once() {
+    let server = Server::start(vec![
+        Answer::Error(400, "ValidationException", "The model returned the following errors: bad input"),
+        Answer::Error(403, "AccessDeniedException", "You don't have access to the model"),
+        Answer::Error(404, "ResourceNotFoundException", "Model not found"),
+    ])
+    .await;
+    let model = server.model();
+    assert_rejected(model.complete(&simple_request()).await, 400, "ValidationException: The model returned");
+    assert_eq!(server.received().len(), 1, "no retry on a validation error");
+    assert_rejected(model.complete(&simple_request()).await, 403, "AccessDeniedException");
+    assert_rejected(model.complete(&simple_request()).await, 404, "ResourceNotFoundException");
+    assert_eq!(server.received().len(), 3);
+}
+
+#[tokio::test]
+async fn a_slow_attempt_times_out_and_is_retried() {
+    let server = Server::start(vec![
+        Answer::Delayed(Duration::from_secs(3), Box::new(converse_text("too late"))),
+        converse_text("in time"),
+    ])
+    .await;
+    let mut config = server.config(MODEL);
+    config.timeout = Duration::from_millis(500);
+    let model = BedrockModel::from_sdk_config(&sdk_config(), &config).unwrap();
+    assert_eq!(model.complete(&simple_request()).await.unwrap().content, "in time");
+    assert_eq!(server.received().len(), 2);
+}
+
+#[tokio::test]
+async fn a_per_call_model_overrides_the_configured_one() {
+    let server = Server::start(vec![converse_text("planned"), converse_text("default")]).await;
+    let model = server.model();
+    let planner = ChatRequest { model: Some("us.anthropic.claude-sonnet-4-20250514-v1:0".into()), ..simple_request() };
+    assert_eq!(model.complete(&planner).await.unwrap().content, "planned");
+    let blank = ChatRequest { model: Some(" ".into()), ..simple_request() };
+    assert_eq!(model.complete(&blank).await.unwrap().content, "default");
+    let paths: Vec<String> = server.received().iter().map(|r| r.path.clone()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0/converse",
+            "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn an_inference_profile_arn_is_the_model_id() {
+    let arn = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-20250514-v1:0";
+    let server = Server::start(vec![converse_text("via profile")]).await;
+    let model = BedrockModel::from_sdk_config(&sdk_config(), &server.config(arn)).unwrap();
+    assert_eq!(model.complete(&simple_request()).await.unwrap().content, "via profile");
+    let path = &server.received()[0].path;
+    assert!(!path[1..].contains("arn:aws"), "the id is one encoded path segment: {path}");
+    assert_eq!(decoded(path), format!("/model/{arn}/converse"));
+}
+
+#[tokio::test]
+async fn malformed_replies_are_errors_not_panics() {
+    let server = Server::start(vec![
+        Answer::Json(
+            json!({"stopReason": "end_turn", "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}}),
+        ),
+        Answer::Json(json!("not an object")),
+        converse(json!([{"toolUse": {"toolUseId": "", "name": "read_file", "input": {}}}]), "tool_use"),
+    ])
+    .await;
+    let model = server.model();
+    for _ in 0..3 {
+        match model.complete(&simple_request()).await {
+            Err(ModelError::InvalidResponse(_)) => {}
+            other => panic!("expected InvalidResponse, got {other:?}"),
+        }
+    }
+    assert_eq!(server.received().len(), 3);
+}
+
+#[tokio::test]
+async fn a_missing_region_is_a_config_error() {
+    let sdk = SdkConfig::builder().behavior_version(BehaviorVersion::latest()).build();
+    let config = LlmConfig::new(ProviderKind::Bedrock, "", MODEL);
+    match BedrockModel::from_sdk_config(&sdk, &config) {
+        Err(ModelError::Config(message)) => assert!(message.contains("AWS_REGION"), "{message}"),
+        Err(other) => panic!("expected a Config error, got {other:?}"),
+        Ok(_) => panic!("a client without a region must not build"),
+    }
+}
+
+// ---- ConverseStream ----
+
+#[tokio::test]
+async fn converse_stream_hands_deltas_over_as_they_arrive() {
+    let mut pieces = vec![
+        event("messageStart", json!({"role": "assistant"})),
+        text_delta(0, "Let me "),
+        // The server sends nothing more until the client has shown the first piece.
+        Piece::AwaitFirstDelta,
+        text_delta(0, "look."),
+        event("contentBlockStop", json!({"contentBlockIndex": 0})),
+        event(
+            "contentBlockStart",
+            json!({"contentBlockIndex": 1, "start": {"toolUse": {"toolUseId": "tooluse_s", "name": "read_file"}}}),
+        ),
+        event("contentBlockDelta", json!({"contentBlockIndex": 1, "delta": {"toolUse": {"input": "{\"path\":"}}})),
+        event("contentBlockDelta", json!({"contentBlockIndex": 1, "delta": {"toolUse": {"input": "\"a.md\"}"}}})),
+        event("contentBlockStop", json!({"contentBlockIndex": 1})),
+    ];
+    pieces.extend(stream_end("tool_use"));
+    let server = Server::start(vec![Answer::Stream(pieces)]).await;
+    let sink = Collect::new(&server);
+    let response = server.model().complete_streaming(&full_request(), &sink).await.unwrap();
+
+    assert_eq!(sink.deltas(), ["Let me ", "look."]);
+    assert_eq!(response.content, "Let me look.");
+    assert_eq!(
+        response.tool_calls,
+        [ToolCall { id: "tooluse_s".into(), name: "read_file".into(), arguments: json!({"path": "a.md"}) }]
+    );
+    assert_eq!(response.usage, Usage { input_tokens: 40, output_tokens: 12 });
+    assert_eq!(response.stop_reason, StopReason::ToolUse);
+    let received = server.received();
+    assert_eq!(received[0].path, "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream");
+    assert_eq!(received[0].body["inferenceConfig"], json!({"maxTokens": 256}));
+    assert_eq!(received[0].body["messages"].as_array().unwrap().len(), 3);
+}
+
+#[tokio::test]
+async fn stream_failures_before_the_first_delta_are_retried() {
+    let server = Server::start(vec![
+        throttled(),
+        Answer::Stream(vec![
+            event("messageStart", json!({"role": "assistant"})),
+            Piece::Exception("modelStreamErrorException", "the model stumbled"),
+        ]),
+        Answer::Stream(vec![event("messageStart", json!({"role": "assistant"})), Piece::Drop]),
+        stream_text(&["at ", "last"]),
+    ])
+    .await;
+    let mut config = server.config(MODEL);
+    config.max_attempts = 4;
+    let model = BedrockModel::from_sdk_config(&sdk_config(), &config).unwrap();
+    let sink = Collect::new(&server);
+    let response = model.complete_streaming(&simple_request(), &sink).await.unwrap();
+    assert_eq!(sink.deltas(), ["at ", "last"]);
+    assert_eq!(response.content, "at last");
+    assert_eq!(server.received().len(), 4);
+}
+
+#[tokio::test]
+async fn stream_failures_after_the_first_delta_are_final() {
+    let server = Server::start(vec![
+        Answer::Stream(vec![
+            text_delta(0, "Hal"),
+            Piece::AwaitFirstDelta,
+            Piece::Exception("throttlingException", "slow down"),
+        ]),
+        Answer::Stream(vec![text_delta(0, "Hal"), Piece::AwaitFirstDelta, Piece::Drop]),
+        stream_text(&["never sent"]),
+    ])
+    .await;
+    let model = server.model();
+    for expected_requests in [1, 2] {
+        let sink = Collect::new(&server);
+        match model.complete_streaming(&simple_request(), &sink).await {
+            Err(ModelError::Unavailable { attempts, message }) => {
+                assert_eq!(attempts, 1);
+                assert!(message.contains("after the reply began"), "{message}");
+            }
+            other => panic!("expected Unavailable after the reply began, got {other:?}"),
+        }
+        assert_eq!(sink.deltas(), ["Hal"]);
+        assert_eq!(server.received().len(), expected_requests, "no second attempt once text was shown");
+    }
+}
+
+#[tokio::test]
+async fn stream_rejections_are_final() {
+    let server = Server::start(vec![
+        Answer::Error(400, "ValidationException", "messages: bad"),
+        Answer::Stream(vec![Piece::Exception("validationException", "input too long")]),
+    ])
+    .await;
+    let model = server.model();
+    let sink = Collect::new(&server);
+    assert_rejected(model.complete_streaming(&simple_request(), &sink).await, 400, "ValidationException: messages");
+    assert_rejected(model.complete_streaming(&simple_request(), &sink).await, 400, "input too long");
+    assert_eq!(server.received().len(), 2);
+    assert!(sink.deltas().is_empty());
+}
+
+#[tokio::test]
+async fn malformed_streams_are_errors_not_panics() {
+    let tool_start = |index: u64| {
+        event(
+            "contentBlockStart",
+            json!({"contentBlockIndex": index, "start": {"toolUse": {"toolUseId": "t", "name": "read_file"}}}),
+        )
+    };
+    let cases: Vec<(Vec<Piece>, &str)> = vec![
+        (
+            vec![event("contentBlockDelta", json!({"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{}"}}}))],
+            "toolUse delta",
+        ),
+        (vec![text_delta(64, "far")], "index 64"),
+        (vec![tool_start(0), tool_start(0)], "started twice"),
+        (vec![tool_start(0), text_delta(0, "x")], "text delta"),
+        (
+            {
+                let mut pieces = vec![
+                    tool_start(0),
+                    event(
+                        "contentBlockDelta",
+                        json!({"contentBlockIndex": 0, "delta": {"toolUse": {"input": "{oops"}}}),
+                    ),
+                ];
+                pieces.extend(stream_end("tool_use"));
+                pieces
+            },
+            "not JSON",
+        ),
+        (vec![event("contentBlockDelta", json!({"contentBlockIndex": "zero"}))], "ContentBlockDelta"),
+    ];
+    for (pieces, expected) in cases {
+        let server = Server::start(vec![Answer::Stream(pieces)]).await;
+        let sink = Collect::new(&server);
+        match server.model().complete_streaming(&simple_request(), &sink).await {
+            Err(ModelError::InvalidResponse(message)) => assert!(message.contains(expected), "{expected}: {message}"),
+            other => panic!("{expected}: expected InvalidResponse, got {other:?}"),
+        }
+        assert_eq!(server.received().len(), 1, "{expected}: not retried");
+    }
+}
+
+#[tokio::test]
+async fn a_stream_without_its_end_is_retried_and_then_unavailable() {
+    let server = Server::start(vec![
+        Answer::Stream(vec![event("messageStart", json!({"role": "assistant"}))]),
+        Answer::Stream(vec![Piece::Raw(vec![0, 0, 0, 64, 0, 0])]),
+        Answer::Stream(vec![]),
+    ])
+    .await;
+    let sink = Collect::new(&server);
+    match server.model().complete_streaming(&simple_request(), &sink).await {
+        Err(ModelError::Unavailable { attempts, message }) => {
+            assert_eq!(attempts, 3);
+            assert!(message.contains("ended before the reply was complete"), "{message}");
+        }
+        other => panic!("expected Unavailable, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn structured_output_streams_as_one_buffered_delta() {
+    let server = Server::start(vec![converse(
+        json!([{"toolUse": {"toolUseId": "tooluse_p", "name": "plan", "input": {"steps": ["read"]}}}]),
+        "tool_use",
+    )])
+    .await;
+    let sink = Collect::new(&server);
+    let request = ChatRequest { response_format: Some(plan_format()), ..simple_request() };
+    let response = server.model().complete_streaming(&request, &sink).await.unwrap();
+    assert_eq!(sink.deltas(), [r#"{"steps":["read"]}"#]);
+    assert_eq!(response.content, r#"{"steps":["read"]}"#);
+    assert!(server.received()[0].path.ends_with("/converse"));
+}
+
+#[tokio::test]
+async fn the_timeout_bounds_the_silence_between_events_not_the_whole_stream() {
+    let slow = |texts: &[&'static str]| {
+        let mut pieces = vec![event("messageStart", json!({"role": "assistant"}))];
+        for text in texts {
+            pieces.push(Piece::Pause(Duration::from_millis(300)));
+            pieces.push(text_delta(0, text));
+        }
+        pieces.extend(stream_end("end_turn"));
+        Answer::Stream(pieces)
+    };
+    let server = Server::start(vec![
+        // Silent for longer than the timeout before anything was shown: another attempt.
+        Answer::Stream(vec![event("messageStart", json!({"role": "assistant"})), Piece::Pause(Duration::from_secs(3))]),
+        // Longer in all than the timeout, but never silent for that long.
+        slow(&["one ", "two ", "three ", "four"]),
+    ])
+    .await;
+    let mut config = server.config(MODEL);
+    config.timeout = Duration::from_millis(800);
+    let model = BedrockModel::from_sdk_config(&sdk_config(), &config).unwrap();
+    let sink = Collect::new(&server);
+    let response = model.complete_streaming(&simple_request(), &sink).await.unwrap();
+    assert_eq!(response.content, "one two three four");
+    assert_eq!(sink.deltas().len(), 4);
+    assert_eq!(server.received().len(), 2);
+}
