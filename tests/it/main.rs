@@ -2,6 +2,7 @@
 
 mod aws_store;
 mod background;
+mod bedrock;
 mod bounds;
 mod catalog;
 mod exactly_once;
@@ -11,4 +12,5 @@ mod http;
 mod long_sessions;
 mod planner;
 mod queue;
+mod secrets;
 mod streaming;

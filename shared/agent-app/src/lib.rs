@@ -12,6 +12,7 @@ use agent_core::turn::{AgentConfig, TurnService};
 use thiserror::Error;
 
 pub mod jwt;
+pub mod model_key;
 pub mod queue;
 
 pub use aws_store::CallCounter;
@@ -126,16 +127,19 @@ pub struct App {
 }
 
 /// The production wiring: S3 and DynamoDB (honouring `AWS_ENDPOINT_URL`) with a [`CallCounter`]
-/// attached, the provider named by `LLM_PROVIDER`, and the agent settings.
+/// attached, the provider named by `LLM_PROVIDER` (its key from `LLM_API_KEY_SECRET` or
+/// `LLM_API_KEY`, see [`model_key`]), and the agent settings.
 pub async fn app_from_env() -> Result<App, ConfigError> {
     let config = agent_config(env_lookup)?;
-    let llm_config = llm::LlmConfig::from_env()?;
-    let model = llm::build(&llm_config)?;
+    // One resolver for the model key and the experts' secrets, so both share its cache.
+    let secrets = Arc::new(experts::AwsSecretResolver::from_env());
+    let llm_config = model_key::llm_config(env_lookup, secrets.as_ref()).await?;
+    let model = llm::build(&llm_config).await?;
     let storage_requests = CallCounter::new();
     let stores = aws_store::AwsStores::from_env(Some(storage_requests.clone()))
         .await
         .map_err(|err| ConfigError::Storage(err.to_string()))?;
-    let experts = Arc::new(experts::McpExperts::from_env(stores.objects.clone()));
+    let experts = Arc::new(experts::McpExperts::from_env_with_resolver(stores.objects.clone(), secrets));
     let service = Arc::new(TurnService::new(stores.sessions, stores.objects, model, config).with_experts(experts));
     Ok(App { service, storage_requests })
 }

@@ -75,10 +75,15 @@ impl McpExperts {
     /// Reads `EXPERTS_CONFIG` and `EXPERT_TIMEOUT_SECS` (default 20 s) and resolves secrets with an
     /// [`AwsSecretResolver`] on the default AWS configuration (loaded on the first reference).
     pub fn from_env(objects: Arc<dyn ObjectStore>) -> Self {
+        Self::from_env_with_resolver(objects, Arc::new(AwsSecretResolver::from_env()))
+    }
+
+    /// [`McpExperts::from_env`] with a resolver the caller shares (and so its cache).
+    pub fn from_env_with_resolver(objects: Arc<dyn ObjectStore>, resolver: Arc<dyn SecretResolver>) -> Self {
         Self::new(
             std::env::var(EXPERTS_CONFIG_ENV).ok(),
             objects,
-            Arc::new(AwsSecretResolver::from_env()),
+            resolver,
             parse_expert_timeout(std::env::var(EXPERT_TIMEOUT_ENV).ok().as_deref()),
         )
     }
@@ -198,6 +203,9 @@ fn model_error(expert: &str, what: &str, error: McpError) -> ExpertError {
     tracing::warn!(%expert, call = %what, %error, "expert call failed");
     match error {
         McpError::Timeout(_) => ExpertError::Timeout,
+        McpError::Rpc { code, message } if refuses_arguments(code, &message) => {
+            ExpertError::InvalidParams(format!("{what} was refused (error {code}): {message}"))
+        }
         McpError::Rpc { code, message } => ExpertError::Failed(format!("{what} was refused (error {code}): {message}")),
         McpError::Transport(_) => ExpertError::Failed(format!("{what}: the expert could not be reached")),
         McpError::UnsupportedVersion(version) => {
@@ -205,6 +213,14 @@ fn model_error(expert: &str, what: &str, error: McpError) -> ExpertError {
         }
         McpError::Protocol(_) => ExpertError::Failed(format!("{what}: the expert sent an invalid response")),
     }
+}
+
+/// Whether a JSON-RPC error refuses the request's arguments: the spec's invalid params (-32602, also
+/// what MCP names for a prompt's missing required arguments), or the Python SDK's answer to missing
+/// prompt arguments, which it sends with code 0 and only its message says so.
+fn refuses_arguments(code: i32, message: &str) -> bool {
+    const INVALID_PARAMS: i32 = -32602;
+    code == INVALID_PARAMS || (code == 0 && message.to_ascii_lowercase().contains("missing required argument"))
 }
 
 impl std::fmt::Debug for McpExpertSession {
@@ -333,5 +349,19 @@ mod tests {
         assert!(matches!(model_error("e", "x", McpError::Timeout(Duration::from_secs(1))), ExpertError::Timeout));
         let rpc = model_error("e", "prompts/get", McpError::Rpc { code: -32602, message: "no such prompt".into() });
         assert!(rpc.to_string().contains("no such prompt"), "{rpc}");
+    }
+
+    #[test]
+    fn refused_arguments_are_told_apart_from_other_refusals() {
+        let refused =
+            |code: i32, message: &str| model_error("e", "prompts/get", McpError::Rpc { code, message: message.into() });
+        let invalid = refused(-32602, "deed must name a deed on record");
+        assert!(matches!(&invalid, ExpertError::InvalidParams(m) if m.contains("deed on record")), "{invalid:?}");
+        // The Python SDK's code 0 for a prompt called without its required arguments.
+        let missing = refused(0, "Missing required arguments: {'deed_type'}");
+        assert!(matches!(missing, ExpertError::InvalidParams(_)), "{missing:?}");
+        for (code, message) in [(0, "Unknown prompt: x"), (0, "Error rendering prompt x"), (-32603, "Internal error")] {
+            assert!(matches!(refused(code, message), ExpertError::Failed(_)), "{code} {message}");
+        }
     }
 }
