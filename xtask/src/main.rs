@@ -1,6 +1,7 @@
 //! `cargo xtask <task>`: the project's tasks in Rust instead of shell scripts.
 
 mod demo;
+mod local;
 mod python;
 
 use std::path::{Path, PathBuf};
@@ -15,7 +16,9 @@ tasks:
   test    build the functions, then run every test (sets up .venv with the pinned Python tools first)
   bench   the benchmarks: per turn at 10 to 10,000 skills, a 300-turn session, hostile input,
           time to the first streamed byte and delta
-  lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml (from .venv)";
+  lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml (from .venv)
+  local   moto with the bucket, table and example skills, and target/local.env for
+          `cargo lambda watch --env-file target/local.env`; runs until Ctrl-C";
 
 fn main() -> ExitCode {
     let task = std::env::args().nth(1);
@@ -24,6 +27,7 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("bench") => bench(),
         Some("lint") => lint(),
+        Some("local") => local::run(&root()),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
