@@ -132,19 +132,10 @@ impl Stack {
 
     /// Uploads `examples/skills` under `{user}/skills/`.
     pub async fn upload_example_skills(&self, user: &str) {
-        let root = repo_root().join("examples/skills");
-        let mut pending = vec![root.clone()];
-        while let Some(dir) = pending.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap() {
-                let path = entry.unwrap().path();
-                if path.is_dir() {
-                    pending.push(path);
-                } else {
-                    let relative = path.strip_prefix(&root).unwrap().to_string_lossy().replace('\\', "/");
-                    self.put(&format!("{user}/skills/{relative}"), std::fs::read(&path).unwrap()).await;
-                }
-            }
-        }
+        let skills = repo_root().join("examples/skills");
+        upload_dir(&self.s3, &self.bucket, &skills, &format!("{user}/skills/"))
+            .await
+            .expect("upload the example skills");
     }
 
     pub async fn object_keys(&self, prefix: &str) -> Vec<String> {
@@ -170,6 +161,33 @@ impl Stack {
     pub async fn item_count(&self) -> usize {
         self.dynamodb.scan().table_name(&self.table).send().await.expect("scan").items().len()
     }
+}
+
+/// Uploads every file under `dir` to `bucket`, each at `prefix` followed by its path relative to
+/// `dir`; answers how many files it uploaded.
+pub async fn upload_dir(s3: &aws_sdk_s3::Client, bucket: &str, dir: &Path, prefix: &str) -> Result<usize, String> {
+    let mut pending = vec![dir.to_path_buf()];
+    let mut uploaded = 0;
+    while let Some(folder) = pending.pop() {
+        for entry in std::fs::read_dir(&folder).map_err(|err| format!("read {}: {err}", folder.display()))? {
+            let path = entry.map_err(|err| err.to_string())?.path();
+            if path.is_dir() {
+                pending.push(path);
+                continue;
+            }
+            let relative = path.strip_prefix(dir).map_err(|err| err.to_string())?.to_string_lossy().replace('\\', "/");
+            let bytes = std::fs::read(&path).map_err(|err| format!("read {}: {err}", path.display()))?;
+            s3.put_object()
+                .bucket(bucket)
+                .key(format!("{prefix}{relative}"))
+                .body(bytes.into())
+                .send()
+                .await
+                .map_err(|err| format!("upload {relative}: {err}"))?;
+            uploaded += 1;
+        }
+    }
+    Ok(uploaded)
 }
 
 /// An HTTP API event for `POST /sessions/{session}/turns` by `user` (no authorizer when `None`).

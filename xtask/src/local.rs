@@ -69,28 +69,8 @@ async fn provision(root: &Path, endpoint: &str) -> Result<(), String> {
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
     tests::moto::create_bucket(&s3, BUCKET).await;
     tests::moto::create_sessions_table(&dynamodb, TABLE).await;
-    let skills = root.join("examples/skills");
-    let mut pending = vec![skills.clone()];
-    let mut uploaded = 0;
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).map_err(|err| format!("read {}: {err}", dir.display()))? {
-            let path = entry.map_err(|err| err.to_string())?.path();
-            if path.is_dir() {
-                pending.push(path);
-                continue;
-            }
-            let relative = path.strip_prefix(&skills).map_err(|err| err.to_string())?.to_string_lossy().to_string();
-            let bytes = std::fs::read(&path).map_err(|err| format!("read {}: {err}", path.display()))?;
-            s3.put_object()
-                .bucket(BUCKET)
-                .key(format!("{SAMPLE_USER}/skills/{relative}"))
-                .body(bytes.into())
-                .send()
-                .await
-                .map_err(|err| format!("upload {relative}: {err}"))?;
-            uploaded += 1;
-        }
-    }
+    let prefix = format!("{SAMPLE_USER}/skills/");
+    let uploaded = tests::stack::upload_dir(&s3, BUCKET, &root.join("examples/skills"), &prefix).await?;
     eprintln!("uploaded {uploaded} files of examples/skills to s3://{BUCKET}/{SAMPLE_USER}/skills/");
     Ok(())
 }

@@ -10,6 +10,7 @@ use serde_json::Value;
 use crate::config::LlmConfig;
 use crate::retry::{http_client, send_with_retry, stream_with_retry, streaming_client, RetryPolicy};
 use crate::stream::{Assembler, StreamFault};
+use crate::structured::{self, object_or_empty};
 
 const PROVIDER: &str = "anthropic";
 const API_VERSION: &str = "2023-06-01";
@@ -478,37 +479,22 @@ fn from_wire(response: MessagesResponse, structured: Option<&str>) -> Result<Cha
         _ => StopReason::Other,
     };
     if let Some(name) = structured {
-        match structured_input {
-            Some(input) => {
-                content = input.to_string();
-                if stop_reason == StopReason::ToolUse && tool_calls.is_empty() {
-                    stop_reason = StopReason::EndTurn;
-                }
-            }
-            // Cut off before the structured reply: report the truncation like any other.
-            None if stop_reason == StopReason::MaxTokens => content.clear(),
-            None => {
-                return Err(ModelError::InvalidResponse(format!(
-                    "{PROVIDER}: the reply has no {name:?} tool call although it was forced (stop reason {:?})",
-                    response.stop_reason.as_deref().unwrap_or("none")
-                )))
-            }
-        }
+        let raw_stop = response.stop_reason.as_deref().unwrap_or("none");
+        structured::settle(
+            PROVIDER,
+            name,
+            structured_input,
+            tool_calls.len(),
+            raw_stop,
+            &mut content,
+            &mut stop_reason,
+        )?;
     }
     let usage = response
         .usage
         .map(|u| Usage { input_tokens: u.input_tokens, output_tokens: u.output_tokens })
         .unwrap_or_default();
     Ok(ChatResponse { content, tool_calls, usage, stop_reason })
-}
-
-/// A missing or null tool input means no arguments.
-fn object_or_empty(input: Value) -> Value {
-    if input.is_null() {
-        Value::Object(Default::default())
-    } else {
-        input
-    }
 }
 
 #[cfg(test)]

@@ -9,6 +9,7 @@ pub mod openai;
 pub mod replay;
 pub mod retry;
 mod stream;
+mod structured;
 
 use std::sync::Arc;
 

@@ -103,18 +103,9 @@ pub(crate) async fn send_with_retry(
 pub(crate) async fn retry<T, F: Future<Output = Attempt<T>>>(
     policy: &RetryPolicy,
     provider: &'static str,
-    mut attempt_once: impl FnMut() -> F,
+    attempt_once: impl FnMut() -> F,
 ) -> Result<T, ModelError> {
-    let mut attempt = 1;
-    loop {
-        let (status, message, retry_after) = match attempt_once().await {
-            Attempt::Done(value) => return Ok(value),
-            Attempt::Fail(error) => return Err(error),
-            Attempt::Retry { status, message, retry_after } => (status, message, retry_after),
-        };
-        pause_before_retry(policy, provider, attempt, status, message, retry_after).await?;
-        attempt += 1;
-    }
+    retry_until_shown(policy, provider, None, attempt_once).await
 }
 
 /// [`retry`] for a streamed call whose deltas go through `watched`: once a delta has been shown a
@@ -123,6 +114,15 @@ pub(crate) async fn retry_streamed<T, F: Future<Output = Attempt<T>>>(
     policy: &RetryPolicy,
     provider: &'static str,
     watched: &Watched<'_>,
+    attempt_once: impl FnMut() -> F,
+) -> Result<T, ModelError> {
+    retry_until_shown(policy, provider, Some(watched), attempt_once).await
+}
+
+async fn retry_until_shown<T, F: Future<Output = Attempt<T>>>(
+    policy: &RetryPolicy,
+    provider: &'static str,
+    watched: Option<&Watched<'_>>,
     mut attempt_once: impl FnMut() -> F,
 ) -> Result<T, ModelError> {
     let mut attempt = 1;
@@ -132,7 +132,7 @@ pub(crate) async fn retry_streamed<T, F: Future<Output = Attempt<T>>>(
             Attempt::Fail(error) => return Err(error),
             Attempt::Retry { status, message, retry_after } => (status, message, retry_after),
         };
-        if watched.sent() {
+        if watched.is_some_and(Watched::sent) {
             tracing::warn!(provider, attempt, error = %message, "streamed model call broke after the reply began");
             return Err(ModelError::Unavailable {
                 attempts: attempt,

@@ -30,6 +30,7 @@ use serde_json::{Map, Value};
 use crate::config::LlmConfig;
 use crate::retry::{retry, retry_streamed, truncate, Attempt, RetryPolicy, Watched, MAX_MESSAGE_CHARS};
 use crate::stream::MAX_STREAM_BYTES;
+use crate::structured::{self, object_or_empty};
 
 mod errors;
 mod reply;

@@ -81,32 +81,17 @@ impl Reply {
             _ => StopReason::Other,
         };
         if let Some(name) = structured {
-            match structured_input {
-                Some(input) => {
-                    content = input.to_string();
-                    if stop_reason == StopReason::ToolUse && tool_calls.is_empty() {
-                        stop_reason = StopReason::EndTurn;
-                    }
-                }
-                // Cut off before the structured reply: report the truncation like any other.
-                None if stop_reason == StopReason::MaxTokens => content.clear(),
-                None => {
-                    return Err(ModelError::InvalidResponse(format!(
-                        "{PROVIDER}: the reply has no {name:?} tool call although it was forced (stop reason {:?})",
-                        self.stop.as_ref().map_or("none", |stop| stop.as_str())
-                    )))
-                }
-            }
+            let raw_stop = self.stop.as_ref().map_or("none", |stop| stop.as_str());
+            structured::settle(
+                PROVIDER,
+                name,
+                structured_input,
+                tool_calls.len(),
+                raw_stop,
+                &mut content,
+                &mut stop_reason,
+            )?;
         }
         Ok(ChatResponse { content, tool_calls, usage: self.usage, stop_reason })
-    }
-}
-
-/// A missing or null tool input means no arguments.
-pub(super) fn object_or_empty(input: Value) -> Value {
-    if input.is_null() {
-        Value::Object(Map::new())
-    } else {
-        input
     }
 }
