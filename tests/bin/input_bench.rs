@@ -2,7 +2,7 @@
 //!
 //! 1. Frontmatter shapes (flow nesting, alias expansion, many keys, anchors, tags, long scalars) at
 //!    5,000, 20,000 and 80,000 units: CPU time of `parse_skill_md` and its outcome.
-//! 2. Tool arguments (450 KB glob and grep patterns, deeply nested regexes and globs, a 64 KiB path)
+//! 2. Tool arguments (450 KB glob and grep patterns, deeply nested patterns and globs, a 64 KiB path)
 //!    on the virtual filesystem: CPU time and outcome.
 //! 3. Twenty hostile turns in one warm process on the S3/DynamoDB adapters against moto, each of
 //!    replies of 40 tool calls (huge patterns, reads, writes): peak RSS after turn 5 and turn 20.
@@ -124,8 +124,8 @@ fn tool_section(runtime: &tokio::runtime::Runtime, failures: &mut Vec<String>) {
     println!("|---|---|---|");
     let cases: Vec<(&str, ToolCase<'_>)> = vec![
         ("glob, 450 KB pattern", Box::new(|| text(runtime.block_on(vfs.glob(&huge, None))))),
-        ("grep, 450 KB regex", Box::new(|| text(runtime.block_on(vfs.grep(&huge, None, None))))),
-        ("grep, regex nested 10,000 deep", Box::new(|| text(runtime.block_on(vfs.grep(&nested_regex, None, None))))),
+        ("grep, 450 KB pattern", Box::new(|| text(runtime.block_on(vfs.grep(&huge, None, None))))),
+        ("grep, pattern nested 10,000 deep", Box::new(|| text(runtime.block_on(vfs.grep(&nested_regex, None, None))))),
         ("grep, `(a*)*b` × 500", Box::new(|| text(runtime.block_on(vfs.grep(&"(a*)*b".repeat(500), None, None))))),
         ("glob, alternatives nested 200 deep", Box::new(|| text(runtime.block_on(vfs.glob(&nested_glob, None))))),
         ("glob, `**/` × 300", Box::new(|| text(runtime.block_on(vfs.glob(&globstars, None))))),

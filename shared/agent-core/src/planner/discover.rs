@@ -148,19 +148,8 @@ pub(super) fn choice_question(task: &PlanTask, options: &[PromptCandidate]) -> S
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-
-    fn option(name: &str) -> PromptCandidate {
-        PromptCandidate {
-            name: name.into(),
-            description: String::new(),
-            match_confidence: 0.5,
-            arguments: BTreeMap::new(),
-            declared: Vec::new(),
-        }
-    }
+    use crate::planner::tests::option;
 
     #[test]
     fn reads_a_choice_by_number_name_or_none() {

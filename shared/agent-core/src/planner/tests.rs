@@ -16,7 +16,8 @@ use crate::expert::{ExpertError, ExpertInfo, ExpertToolResult, PromptInfo, Promp
 use crate::message::{ChatResponse, StopReason, ToolSpec};
 use crate::model::ChatModel;
 
-fn option(name: &str) -> PromptCandidate {
+/// A prompt candidate with only a name, for tests that choose among prompts.
+pub(super) fn option(name: &str) -> PromptCandidate {
     PromptCandidate {
         name: name.into(),
         description: String::new(),

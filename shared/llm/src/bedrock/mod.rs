@@ -117,16 +117,7 @@ impl BedrockModel {
     }
 
     async fn converse_once(&self, model: &str, request: &WireRequest) -> Attempt<Reply> {
-        let sent = self
-            .client
-            .converse()
-            .model_id(model)
-            .set_system(request.system.clone())
-            .set_messages(Some(request.messages.clone()))
-            .set_tool_config(request.tool_config.clone())
-            .inference_config(request.inference.clone())
-            .send()
-            .await;
+        let sent = self.client.converse().model_id(model).with_request(request).send().await;
         match sent {
             Ok(output) => match Reply::from_output(output.output, output.stop_reason, output.usage) {
                 Ok(reply) => Attempt::Done(reply),
@@ -137,16 +128,7 @@ impl BedrockModel {
     }
 
     async fn stream_once(&self, model: &str, request: &WireRequest, sink: &dyn DeltaSink) -> Attempt<Reply> {
-        let sent = self
-            .client
-            .converse_stream()
-            .model_id(model)
-            .set_system(request.system.clone())
-            .set_messages(Some(request.messages.clone()))
-            .set_tool_config(request.tool_config.clone())
-            .inference_config(request.inference.clone())
-            .send()
-            .await;
+        let sent = self.client.converse_stream().model_id(model).with_request(request).send().await;
         let mut events = match sent {
             Ok(output) => output.stream,
             Err(error) => return sdk_failure(error, |raw: &HttpResponse| Some(raw.status().as_u16())),

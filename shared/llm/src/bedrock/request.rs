@@ -10,6 +10,30 @@ pub(super) struct WireRequest {
     pub(super) inference: InferenceConfiguration,
 }
 
+/// Puts a [`WireRequest`] on either operation's builder: `Converse` and `ConverseStream` take the same
+/// fields but have distinct builder types in the SDK.
+pub(super) trait WithRequest: Sized {
+    fn with_request(self, request: &WireRequest) -> Self;
+}
+
+macro_rules! with_request_for {
+    ($($builder:ty),+) => {$(
+        impl WithRequest for $builder {
+            fn with_request(self, request: &WireRequest) -> Self {
+                self.set_system(request.system.clone())
+                    .set_messages(Some(request.messages.clone()))
+                    .set_tool_config(request.tool_config.clone())
+                    .inference_config(request.inference.clone())
+            }
+        }
+    )+};
+}
+
+with_request_for!(
+    aws_sdk_bedrockruntime::operation::converse::builders::ConverseFluentBuilder,
+    aws_sdk_bedrockruntime::operation::converse_stream::builders::ConverseStreamFluentBuilder
+);
+
 pub(super) fn build_error(error: impl std::fmt::Display) -> ModelError {
     ModelError::Config(format!("{PROVIDER}: could not build the request: {error}"))
 }
