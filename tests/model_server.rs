@@ -1,6 +1,7 @@
 //! A scripted model server speaking the OpenAI Chat Completions HTTP API on loopback, buffered or
 //! streamed (`"stream": true`: Server-Sent Events, one chunk per word after a set delay), and
-//! Amazon Bedrock's Converse API (`POST /model/{modelId}/converse`, buffered) for `LLM_PROVIDER=bedrock`.
+//! Amazon Bedrock's Converse API for `LLM_PROVIDER=bedrock`: `POST /model/{modelId}/converse` (buffered)
+//! and `/converse-stream` (`application/vnd.amazon.eventstream` frames, one text delta per chunk).
 //! Tests queue the replies it gives and read back every request it received.
 
 use std::collections::VecDeque;
@@ -69,6 +70,7 @@ impl ModelServer {
         let app = Router::new()
             .route("/v1/chat/completions", post(complete))
             .route("/model/{model_id}/converse", post(converse))
+            .route("/model/{model_id}/converse-stream", post(converse_stream))
             .with_state(script.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind model server");
         let address = listener.local_addr().expect("model server address");
@@ -270,34 +272,62 @@ fn stream(script: Arc<Mutex<Script>>, reply: Reply, call: u64, chunk_delay: Dura
 /// One Bedrock `Converse` call: the reply as the Converse API sends it (content blocks, `stopReason`,
 /// `usage`), an error status as a restJson error with its `x-amzn-ErrorType`. Streamed replies are
 /// joined, since this mode answers buffered calls only.
+/// Records a Bedrock request and takes the next reply, after its scripted delays: `Err` is the error
+/// response to send instead.
+async fn next_bedrock_reply(
+    script: &Mutex<Script>,
+    uri: &axum::http::Uri,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Result<(Reply, u64, Duration), Response> {
+    let (reply, call, chunk_delay) = {
+        let mut script = script.lock().unwrap();
+        script.requests.push(serde_json::from_slice(body).unwrap_or(Value::Null));
+        let authorization = headers.get("authorization").and_then(|value| value.to_str().ok()).map(str::to_owned);
+        script.authorizations.push(authorization);
+        script.paths.push(uri.path().to_owned());
+        script.calls += 1;
+        (script.replies.pop_front(), script.calls, script.chunk_delay)
+    };
+    let Some(mut reply) = reply else {
+        return Err(bedrock_error(500, "InternalServerException", "script exhausted".to_owned()));
+    };
+    while let Reply::Delayed(delay, inner) = reply {
+        tokio::time::sleep(delay).await;
+        reply = *inner;
+    }
+    if let Reply::Status(status) = reply {
+        let kind = match status {
+            429 => "ThrottlingException",
+            503 => "ServiceUnavailableException",
+            500..=599 => "InternalServerException",
+            403 => "AccessDeniedException",
+            404 => "ResourceNotFoundException",
+            _ => "ValidationException",
+        };
+        return Err(bedrock_error(status, kind, format!("scripted status {status}")));
+    }
+    Ok((reply, call, chunk_delay))
+}
+
+/// An error as Bedrock sends one: a restJson body and its `x-amzn-ErrorType`.
+fn bedrock_error(status: u16, kind: &str, message: String) -> Response {
+    let mut response = (StatusCode::from_u16(status).unwrap(), Json(json!({ "message": message }))).into_response();
+    let kind = format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/");
+    response.headers_mut().insert("x-amzn-errortype", kind.parse().unwrap());
+    response
+}
+
 async fn converse(
     State(script): State<Arc<Mutex<Script>>>,
     uri: axum::http::Uri,
     headers: HeaderMap,
     body: bytes::Bytes,
 ) -> Response {
-    let (reply, call) = {
-        let mut script = script.lock().unwrap();
-        script.requests.push(serde_json::from_slice(&body).unwrap_or(Value::Null));
-        let authorization = headers.get("authorization").and_then(|value| value.to_str().ok()).map(str::to_owned);
-        script.authorizations.push(authorization);
-        script.paths.push(uri.path().to_owned());
-        script.calls += 1;
-        (script.replies.pop_front(), script.calls)
+    let (reply, call) = match next_bedrock_reply(&script, &uri, &headers, &body).await {
+        Ok((reply, call, _)) => (reply, call),
+        Err(response) => return response,
     };
-    let error = |status: u16, kind: &str, message: String| {
-        let mut response = (StatusCode::from_u16(status).unwrap(), Json(json!({ "message": message }))).into_response();
-        let kind = format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/");
-        response.headers_mut().insert("x-amzn-errortype", kind.parse().unwrap());
-        response
-    };
-    let Some(mut reply) = reply else {
-        return error(500, "InternalServerException", "script exhausted".to_owned());
-    };
-    while let Reply::Delayed(delay, inner) = reply {
-        tokio::time::sleep(delay).await;
-        reply = *inner;
-    }
     let (content, stop_reason) = match reply {
         Reply::Text(text) => (json!([{ "text": text }]), "end_turn"),
         Reply::Chunks(pieces) | Reply::BrokenAfter(pieces) => (json!([{ "text": pieces.concat() }]), "end_turn"),
@@ -309,18 +339,7 @@ async fn converse(
                 .collect();
             (Value::Array(blocks), "tool_use")
         }
-        Reply::Status(status) => {
-            let kind = match status {
-                429 => "ThrottlingException",
-                503 => "ServiceUnavailableException",
-                500..=599 => "InternalServerException",
-                403 => "AccessDeniedException",
-                404 => "ResourceNotFoundException",
-                _ => "ValidationException",
-            };
-            return error(status, kind, format!("scripted status {status}"));
-        }
-        Reply::Delayed(..) => unreachable!("unwrapped above"),
+        Reply::Status(_) | Reply::Delayed(..) => unreachable!("answered by next_bedrock_reply"),
     };
     Json(json!({
         "output": {"message": {"role": "assistant", "content": content}},
@@ -329,4 +348,87 @@ async fn converse(
         "metrics": {"latencyMs": 1},
     }))
     .into_response()
+}
+
+/// One Bedrock `ConverseStream` call: the reply as event-stream frames, as Bedrock sends them
+/// (`messageStart`, content block deltas, `messageStop`, `metadata`), each text piece after the chunk
+/// delay; `BrokenAfter` drops the connection after its pieces.
+async fn converse_stream(
+    State(script): State<Arc<Mutex<Script>>>,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: bytes::Bytes,
+) -> Response {
+    enum Piece {
+        Now(&'static str, Value),
+        Text(String),
+        Break,
+    }
+    let (reply, call, chunk_delay) = match next_bedrock_reply(&script, &uri, &headers, &body).await {
+        Ok(next) => next,
+        Err(response) => return response,
+    };
+    let mut pieces = vec![Piece::Now("messageStart", json!({"role": "assistant"}))];
+    let stop_reason = match reply {
+        Reply::Text(text) => {
+            pieces.extend(text.split_inclusive(' ').map(|word| Piece::Text(word.to_owned())));
+            Some("end_turn")
+        }
+        Reply::Chunks(texts) => {
+            pieces.extend(texts.into_iter().map(Piece::Text));
+            Some("end_turn")
+        }
+        Reply::BrokenAfter(texts) => {
+            pieces.extend(texts.into_iter().map(Piece::Text));
+            pieces.push(Piece::Break);
+            None
+        }
+        Reply::Tools(calls) => {
+            for (i, (name, input)) in calls.iter().enumerate() {
+                let start = json!({"toolUse": {"toolUseId": format!("tooluse_{call}_{i}"), "name": name}});
+                pieces.push(Piece::Now("contentBlockStart", json!({"contentBlockIndex": i, "start": start})));
+                let delta = json!({"toolUse": {"input": input.to_string()}});
+                pieces.push(Piece::Now("contentBlockDelta", json!({"contentBlockIndex": i, "delta": delta})));
+                pieces.push(Piece::Now("contentBlockStop", json!({"contentBlockIndex": i})));
+            }
+            Some("tool_use")
+        }
+        Reply::Status(_) | Reply::Delayed(..) => unreachable!("answered by next_bedrock_reply"),
+    };
+    if let Some(stop_reason) = stop_reason {
+        pieces.push(Piece::Now("messageStop", json!({ "stopReason": stop_reason })));
+        let usage = json!({"inputTokens": 100, "outputTokens": 10, "totalTokens": 110});
+        pieces.push(Piece::Now("metadata", json!({"usage": usage, "metrics": {"latencyMs": 1}})));
+    }
+    let frames = futures::stream::unfold(pieces.into_iter(), move |mut pieces| {
+        let script = script.clone();
+        async move {
+            let frame = match pieces.next()? {
+                Piece::Now(kind, payload) => Ok(event_frame(kind, &payload)),
+                Piece::Text(text) => {
+                    tokio::time::sleep(chunk_delay).await;
+                    script.lock().unwrap().sent_chunks.push(std::time::Instant::now());
+                    let delta = json!({"contentBlockIndex": 0, "delta": {"text": text}});
+                    Ok(event_frame("contentBlockDelta", &delta))
+                }
+                Piece::Break => Err(std::io::Error::other("scripted connection drop")),
+            };
+            Some((frame, pieces))
+        }
+    });
+    let mut response = axum::body::Body::from_stream(frames).into_response();
+    response.headers_mut().insert("content-type", "application/vnd.amazon.eventstream".parse().unwrap());
+    response
+}
+
+/// One event frame of `application/vnd.amazon.eventstream`.
+fn event_frame(kind: &'static str, payload: &Value) -> bytes::Bytes {
+    use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+    let message = Message::new(payload.to_string().into_bytes())
+        .add_header(Header::new(":message-type", HeaderValue::String("event".into())))
+        .add_header(Header::new(":event-type", HeaderValue::String(kind.into())))
+        .add_header(Header::new(":content-type", HeaderValue::String("application/json".into())));
+    let mut bytes = Vec::new();
+    aws_smithy_eventstream::frame::write_message_to(&message, &mut bytes).expect("encode an event frame");
+    bytes::Bytes::from(bytes)
 }

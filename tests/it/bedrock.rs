@@ -1,10 +1,17 @@
-//! The compiled `http-turn` function with `LLM_PROVIDER=bedrock`: the model is reached through the AWS
-//! SDK's Converse call at `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` (the scripted server), while storage
-//! goes to moto through `AWS_ENDPOINT_URL`.
+//! The compiled functions with `LLM_PROVIDER=bedrock`: the model is reached through the AWS SDK's
+//! Converse call (`http-turn`) and ConverseStream call (`stream-turn`) at
+//! `AWS_ENDPOINT_URL_BEDROCK_RUNTIME` (the scripted server), while storage goes to moto through
+//! `AWS_ENDPOINT_URL`.
+
+use std::time::Duration;
 
 use serde_json::{json, Value};
+use tests::identity::IdentityProvider;
+use tests::lambda::Function;
 use tests::model_server::Reply;
 use tests::stack::{get_event, status_and_body, turn_event, Stack};
+
+use crate::streaming::{all_events, deltas, names, stream_event};
 
 const USER: &str = "user-a";
 const MODEL: &str = "us.anthropic.claude-sonnet-4-20250514-v1:0";
@@ -87,4 +94,79 @@ async fn a_bedrock_turn_with_a_tool_call_completes_and_is_committed() {
     let history = session["history"].as_array().unwrap();
     assert_eq!(history.first().unwrap()["content"], "Quiero una compraventa");
     assert_eq!(history.last().unwrap()["content"], "Skill cargada por Bedrock.");
+}
+
+#[tokio::test]
+async fn a_streamed_bedrock_turn_sends_deltas_as_converse_stream_yields_them_and_commits_once() {
+    let stack = Stack::new().await;
+    stack.upload_example_skills(USER).await;
+    let delay = Duration::from_millis(250);
+    stack.model.set_chunk_delay(delay);
+    stack.model.push([
+        Reply::tool("load_skill", json!({"skill_path": "escrituras/compraventa"})),
+        // Throttled before the first delta: retried, and the client sees nothing of it.
+        Reply::Status(429),
+        Reply::Chunks(["Compraventa ", "lista ", "por ", "Bedrock."].map(String::from).to_vec()),
+    ]);
+    let identity = IdentityProvider::start().await;
+    let endpoint = stack.model.endpoint();
+    let mut env = identity.env();
+    env.extend([
+        ("LLM_PROVIDER", "bedrock"),
+        ("LLM_MODEL", MODEL),
+        ("LLM_BASE_URL", ""),
+        ("LLM_API_KEY", ""),
+        ("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", endpoint.as_str()),
+    ]);
+    let function = Function::start("stream-turn", &stack.env(&env)).await;
+
+    let event = stream_event(Some(&identity.token(USER)), "s1", json!({"message": "Quiero una compraventa"}), true);
+    let mut stream = function.invoke_streaming(event, Duration::from_secs(120)).await;
+    let prelude = stream.prelude().await;
+    assert_eq!(prelude["statusCode"], 200, "{prelude}");
+    let events = all_events(&mut stream).await;
+    assert_eq!(
+        names(&events),
+        [
+            "turn.started",
+            "tool.call",
+            "tool.result",
+            "skill.loaded",
+            "message.delta",
+            "message.delta",
+            "message.delta",
+            "message.delta",
+            "turn.completed"
+        ]
+    );
+    // The deltas reached the client as the model produced them, not all at the end.
+    let first_delta = events.iter().find(|event| event.name == "message.delta").unwrap().at;
+    let completed = events.last().unwrap();
+    assert!(completed.at.duration_since(first_delta) >= delay * 3, "the deltas were not streamed");
+    assert_eq!(completed.data["reply"], "Compraventa lista por Bedrock.");
+    assert_eq!(deltas(&events), "Compraventa lista por Bedrock.");
+    assert_eq!(completed.data["current_skill"], "escrituras/compraventa");
+    assert_eq!(completed.data["version"], 1);
+    assert!(stream.error_trailer().await.is_none());
+
+    // Every call went to ConverseStream, signed; the throttled one was repeated once.
+    let stream_path = "/model/us.anthropic.claude-sonnet-4-20250514-v1%3A0/converse-stream";
+    assert_eq!(stack.model.paths(), [stream_path; 3]);
+    assert!(stack.model.authorizations().iter().all(|header| header.as_deref().is_some_and(|header| {
+        header.starts_with("AWS4-HMAC-SHA256 Credential=test/") && header.contains("/us-east-1/bedrock/aws4_request")
+    })));
+    // The streamed tool call went back to the model as a Converse toolUse block with its input whole.
+    let requests = stack.model.requests();
+    assert_eq!(
+        requests[1]["messages"][1]["content"][0]["toolUse"]["input"],
+        json!({"skill_path": "escrituras/compraventa"})
+    );
+    assert_eq!(requests[1], requests[2], "the retry repeats the same request");
+
+    // What the client was told is what was committed.
+    let http = stack.http(&[]).await;
+    let (status, session) = status_and_body(&http.call(get_event(Some(USER), "s1")).await);
+    assert_eq!(status, 200, "{session}");
+    assert_eq!(session["version"], 1);
+    assert_eq!(session["history"].as_array().unwrap().last().unwrap()["content"], "Compraventa lista por Bedrock.");
 }

@@ -16,7 +16,7 @@ const USER: &str = "user-stream";
 const BUDGET: Duration = Duration::from_secs(120);
 
 /// A Function URL event for `POST /sessions/{session}/turns` with `token` as the bearer token.
-fn stream_event(token: Option<&str>, session: &str, body: Value, events: bool) -> Value {
+pub(crate) fn stream_event(token: Option<&str>, session: &str, body: Value, events: bool) -> Value {
     let mut event = sample_event("stream-turn.json");
     event["rawPath"] = json!(format!("/sessions/{session}/turns"));
     event["requestContext"]["http"]["path"] = json!(format!("/sessions/{session}/turns"));
@@ -58,7 +58,7 @@ impl Streaming {
     }
 }
 
-async fn all_events(stream: &mut StreamedResponse) -> Vec<SseEvent> {
+pub(crate) async fn all_events(stream: &mut StreamedResponse) -> Vec<SseEvent> {
     let mut events = Vec::new();
     while let Some(event) = stream.next_event().await {
         events.push(event);
@@ -66,11 +66,11 @@ async fn all_events(stream: &mut StreamedResponse) -> Vec<SseEvent> {
     events
 }
 
-fn names(events: &[SseEvent]) -> Vec<&str> {
+pub(crate) fn names(events: &[SseEvent]) -> Vec<&str> {
     events.iter().map(|event| event.name.as_str()).collect()
 }
 
-fn deltas(events: &[SseEvent]) -> String {
+pub(crate) fn deltas(events: &[SseEvent]) -> String {
     events.iter().filter(|e| e.name == "message.delta").map(|e| e.data["text"].as_str().unwrap()).collect()
 }
 
