@@ -1,7 +1,7 @@
 //! Anthropic Messages API provider, converting to and from core types.
 
 use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, Usage,
+    ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, ToolCall, Usage,
 };
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
@@ -472,12 +472,7 @@ fn from_wire(response: MessagesResponse, structured: Option<&str>) -> Result<Cha
             ResponseBlock::Other => {}
         }
     }
-    let mut stop_reason = match response.stop_reason.as_deref() {
-        Some("end_turn") | Some("stop_sequence") => StopReason::EndTurn,
-        Some("tool_use") => StopReason::ToolUse,
-        Some("max_tokens") => StopReason::MaxTokens,
-        _ => StopReason::Other,
-    };
+    let mut stop_reason = structured::stop_reason(response.stop_reason.as_deref());
     if let Some(name) = structured {
         let raw_stop = response.stop_reason.as_deref().unwrap_or("none");
         structured::settle(
@@ -500,7 +495,7 @@ fn from_wire(response: MessagesResponse, structured: Option<&str>) -> Result<Cha
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_core::ToolCall;
+    use agent_core::{StopReason, ToolCall};
     use serde_json::json;
 
     fn call(id: &str) -> ToolCall {

@@ -1,5 +1,5 @@
 //! What providers with a forced-tool structured output (Anthropic, Bedrock) share: the forced tool's
-//! input becomes the reply, and tool inputs are objects.
+//! input becomes the reply, tool inputs are objects, and stop reasons have the same names.
 
 use agent_core::{ModelError, StopReason};
 use serde_json::Value;
@@ -10,6 +10,16 @@ pub(crate) fn object_or_empty(input: Value) -> Value {
         Value::Object(Default::default())
     } else {
         input
+    }
+}
+
+/// The core's stop reason for the stop reason both Anthropic's API and Bedrock's Converse name.
+pub(crate) fn stop_reason(raw: Option<&str>) -> StopReason {
+    match raw {
+        Some("end_turn" | "stop_sequence") => StopReason::EndTurn,
+        Some("tool_use") => StopReason::ToolUse,
+        Some("max_tokens") => StopReason::MaxTokens,
+        _ => StopReason::Other,
     }
 }
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, Usage,
+    ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, ToolCall, Usage,
 };
 use async_trait::async_trait;
 use aws_config::{BehaviorVersion, SdkConfig};
@@ -204,6 +204,7 @@ impl ChatModel for BedrockModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_core::StopReason;
     use serde_json::json;
 
     fn call(id: &str) -> ToolCall {

@@ -74,12 +74,7 @@ impl Reply {
                 }
             }
         }
-        let mut stop_reason = match &self.stop {
-            Some(wire::StopReason::EndTurn | wire::StopReason::StopSequence) => StopReason::EndTurn,
-            Some(wire::StopReason::ToolUse) => StopReason::ToolUse,
-            Some(wire::StopReason::MaxTokens) => StopReason::MaxTokens,
-            _ => StopReason::Other,
-        };
+        let mut stop_reason = structured::stop_reason(self.stop.as_ref().map(|stop| stop.as_str()));
         if let Some(name) = structured {
             let raw_stop = self.stop.as_ref().map_or("none", |stop| stop.as_str());
             structured::settle(
