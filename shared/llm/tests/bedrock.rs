@@ -6,10 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall,
-    ToolSpec, Usage,
-};
+use agent_core::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, ToolSpec, Usage};
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_bedrockruntime::config::{Credentials, SharedCredentialsProvider};
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message as Frame};
@@ -19,6 +16,9 @@ use axum::response::{IntoResponse, Response};
 use llm::{BedrockModel, LlmConfig, ProviderKind};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
+
+mod support;
+use support::{plan_format, request_with_system, Collect};
 
 const MODEL: &str = "anthropic.claude-3-5-sonnet-20240620-v1:0";
 const SECRET: &str = "test-secret-access-key-0123456789";
@@ -190,32 +190,6 @@ fn sdk_config() -> SdkConfig {
         .build()
 }
 
-/// Collects deltas, and opens the server's gate at the first one.
-struct Collect {
-    deltas: Mutex<Vec<String>>,
-    first: Arc<Notify>,
-}
-
-impl Collect {
-    fn new(server: &Server) -> Collect {
-        Collect { deltas: Mutex::default(), first: server.first_delta.clone() }
-    }
-
-    fn deltas(&self) -> Vec<String> {
-        self.deltas.lock().unwrap().clone()
-    }
-}
-
-impl DeltaSink for Collect {
-    fn delta(&self, text: &str) {
-        let mut deltas = self.deltas.lock().unwrap();
-        if deltas.is_empty() {
-            self.first.notify_one();
-        }
-        deltas.push(text.to_owned());
-    }
-}
-
 // ---- Fixtures ----
 
 fn read_tool() -> ToolSpec {
@@ -250,22 +224,6 @@ fn full_request() -> ChatRequest {
         ],
         tools: vec![read_tool()],
         ..Default::default()
-    }
-}
-
-fn simple_request() -> ChatRequest {
-    ChatRequest { system: "sys".into(), messages: vec![Message::user("hi")], ..Default::default() }
-}
-
-fn plan_format() -> JsonSchemaFormat {
-    JsonSchemaFormat {
-        name: "plan".to_string(),
-        schema: json!({
-            "type": "object",
-            "properties": {"steps": {"type": "array", "items": {"type": "string"}}},
-            "required": ["steps"],
-            "additionalProperties": false
-        }),
     }
 }
 
@@ -414,7 +372,7 @@ async fn stop_reasons_map_to_the_cores() {
     let server = Server::start(cases.iter().map(|(wire, _)| converse(json!([{"text": "x"}]), wire)).collect()).await;
     let model = server.model();
     for (wire, expected) in cases {
-        assert_eq!(model.complete(&simple_request()).await.unwrap().stop_reason, expected, "{wire}");
+        assert_eq!(model.complete(&request_with_system()).await.unwrap().stop_reason, expected, "{wire}");
     }
 }
 
@@ -446,7 +404,7 @@ async fn structured_output_is_a_forced_tool_whose_input_is_the_reply() {
 #[tokio::test]
 async fn a_forced_tool_the_reply_lacks_is_an_invalid_response() {
     let server = Server::start(vec![converse(json!([{"text": "no tool"}]), "end_turn")]).await;
-    let request = ChatRequest { response_format: Some(plan_format()), ..simple_request() };
+    let request = ChatRequest { response_format: Some(plan_format()), ..request_with_system() };
     match server.model().complete(&request).await {
         Err(ModelError::InvalidResponse(message)) => assert!(message.contains("\"plan\""), "{message}"),
         other => panic!("expected InvalidResponse, got {other:?}"),
@@ -461,7 +419,7 @@ async fn throttling_and_unavailability_are_retried_then_succeed() {
         converse_text("finally"),
     ])
     .await;
-    let response = server.model().complete(&simple_request()).await.unwrap();
+    let response = server.model().complete(&request_with_system()).await.unwrap();
     assert_eq!(response.content, "finally");
     assert_eq!(server.received().len(), 3, "the policy's attempts, not the SDK's");
 }
@@ -475,7 +433,7 @@ async fn retries_stop_at_the_policys_attempts() {
         converse_text("never"),
     ])
     .await;
-    match server.model().complete(&simple_request()).await {
+    match server.model().complete(&request_with_system()).await {
         Err(ModelError::Unavailable { attempts, message }) => {
             assert_eq!(attempts, 3);
             assert!(message.contains("InternalServerException: oops"), "{message}");
@@ -494,10 +452,10 @@ async fn validation_and_access_errors_are_rejected_at_once() {
     ])
     .await;
     let model = server.model();
-    assert_rejected(model.complete(&simple_request()).await, 400, "ValidationException: The model returned");
+    assert_rejected(model.complete(&request_with_system()).await, 400, "ValidationException: The model returned");
     assert_eq!(server.received().len(), 1, "no retry on a validation error");
-    assert_rejected(model.complete(&simple_request()).await, 403, "AccessDeniedException");
-    assert_rejected(model.complete(&simple_request()).await, 404, "ResourceNotFoundException");
+    assert_rejected(model.complete(&request_with_system()).await, 403, "AccessDeniedException");
+    assert_rejected(model.complete(&request_with_system()).await, 404, "ResourceNotFoundException");
     assert_eq!(server.received().len(), 3);
 }
 
@@ -511,7 +469,7 @@ async fn a_slow_attempt_times_out_and_is_retried() {
     let mut config = server.config(MODEL);
     config.timeout = Duration::from_millis(500);
     let model = BedrockModel::from_sdk_config(&sdk_config(), &config).unwrap();
-    assert_eq!(model.complete(&simple_request()).await.unwrap().content, "in time");
+    assert_eq!(model.complete(&request_with_system()).await.unwrap().content, "in time");
     assert_eq!(server.received().len(), 2);
 }
 
@@ -519,9 +477,10 @@ async fn a_slow_attempt_times_out_and_is_retried() {
 async fn a_per_call_model_overrides_the_configured_one() {
     let server = Server::start(vec![converse_text("planned"), converse_text("default")]).await;
     let model = server.model();
-    let planner = ChatRequest { model: Some("us.anthropic.claude-sonnet-4-20250514-v1:0".into()), ..simple_request() };
+    let planner =
+        ChatRequest { model: Some("us.anthropic.claude-sonnet-4-20250514-v1:0".into()), ..request_with_system() };
     assert_eq!(model.complete(&planner).await.unwrap().content, "planned");
-    let blank = ChatRequest { model: Some(" ".into()), ..simple_request() };
+    let blank = ChatRequest { model: Some(" ".into()), ..request_with_system() };
     assert_eq!(model.complete(&blank).await.unwrap().content, "default");
     let paths: Vec<String> = server.received().iter().map(|r| r.path.clone()).collect();
     assert_eq!(
@@ -538,7 +497,7 @@ async fn an_inference_profile_arn_is_the_model_id() {
     let arn = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-20250514-v1:0";
     let server = Server::start(vec![converse_text("via profile")]).await;
     let model = BedrockModel::from_sdk_config(&sdk_config(), &server.config(arn)).unwrap();
-    assert_eq!(model.complete(&simple_request()).await.unwrap().content, "via profile");
+    assert_eq!(model.complete(&request_with_system()).await.unwrap().content, "via profile");
     let path = &server.received()[0].path;
     assert!(!path[1..].contains("arn:aws"), "the id is one encoded path segment: {path}");
     assert_eq!(decoded(path), format!("/model/{arn}/converse"));
@@ -556,7 +515,7 @@ async fn malformed_replies_are_errors_not_panics() {
     .await;
     let model = server.model();
     for _ in 0..3 {
-        match model.complete(&simple_request()).await {
+        match model.complete(&request_with_system()).await {
             Err(ModelError::InvalidResponse(_)) => {}
             other => panic!("expected InvalidResponse, got {other:?}"),
         }
@@ -596,7 +555,7 @@ async fn converse_stream_hands_deltas_over_as_they_arrive() {
     ];
     pieces.extend(stream_end("tool_use"));
     let server = Server::start(vec![Answer::Stream(pieces)]).await;
-    let sink = Collect::new(&server);
+    let sink = Collect::new(server.first_delta.clone());
     let response = server.model().complete_streaming(&full_request(), &sink).await.unwrap();
 
     assert_eq!(sink.deltas(), ["Let me ", "look."]);
@@ -628,8 +587,8 @@ async fn stream_failures_before_the_first_delta_are_retried() {
     let mut config = server.config(MODEL);
     config.max_attempts = 4;
     let model = BedrockModel::from_sdk_config(&sdk_config(), &config).unwrap();
-    let sink = Collect::new(&server);
-    let response = model.complete_streaming(&simple_request(), &sink).await.unwrap();
+    let sink = Collect::new(server.first_delta.clone());
+    let response = model.complete_streaming(&request_with_system(), &sink).await.unwrap();
     assert_eq!(sink.deltas(), ["at ", "last"]);
     assert_eq!(response.content, "at last");
     assert_eq!(server.received().len(), 4);
@@ -649,8 +608,8 @@ async fn stream_failures_after_the_first_delta_are_final() {
     .await;
     let model = server.model();
     for expected_requests in [1, 2] {
-        let sink = Collect::new(&server);
-        match model.complete_streaming(&simple_request(), &sink).await {
+        let sink = Collect::new(server.first_delta.clone());
+        match model.complete_streaming(&request_with_system(), &sink).await {
             Err(ModelError::Unavailable { attempts, message }) => {
                 assert_eq!(attempts, 1);
                 assert!(message.contains("after the reply began"), "{message}");
@@ -670,9 +629,13 @@ async fn stream_rejections_are_final() {
     ])
     .await;
     let model = server.model();
-    let sink = Collect::new(&server);
-    assert_rejected(model.complete_streaming(&simple_request(), &sink).await, 400, "ValidationException: messages");
-    assert_rejected(model.complete_streaming(&simple_request(), &sink).await, 400, "input too long");
+    let sink = Collect::new(server.first_delta.clone());
+    assert_rejected(
+        model.complete_streaming(&request_with_system(), &sink).await,
+        400,
+        "ValidationException: messages",
+    );
+    assert_rejected(model.complete_streaming(&request_with_system(), &sink).await, 400, "input too long");
     assert_eq!(server.received().len(), 2);
     assert!(sink.deltas().is_empty());
 }
@@ -711,8 +674,8 @@ async fn malformed_streams_are_errors_not_panics() {
     ];
     for (pieces, expected) in cases {
         let server = Server::start(vec![Answer::Stream(pieces)]).await;
-        let sink = Collect::new(&server);
-        match server.model().complete_streaming(&simple_request(), &sink).await {
+        let sink = Collect::new(server.first_delta.clone());
+        match server.model().complete_streaming(&request_with_system(), &sink).await {
             Err(ModelError::InvalidResponse(message)) => assert!(message.contains(expected), "{expected}: {message}"),
             other => panic!("{expected}: expected InvalidResponse, got {other:?}"),
         }
@@ -728,8 +691,8 @@ async fn a_stream_without_its_end_is_retried_and_then_unavailable() {
         Answer::Stream(vec![]),
     ])
     .await;
-    let sink = Collect::new(&server);
-    match server.model().complete_streaming(&simple_request(), &sink).await {
+    let sink = Collect::new(server.first_delta.clone());
+    match server.model().complete_streaming(&request_with_system(), &sink).await {
         Err(ModelError::Unavailable { attempts, message }) => {
             assert_eq!(attempts, 3);
             assert!(message.contains("ended before the reply was complete"), "{message}");
@@ -745,8 +708,8 @@ async fn structured_output_streams_as_one_buffered_delta() {
         "tool_use",
     )])
     .await;
-    let sink = Collect::new(&server);
-    let request = ChatRequest { response_format: Some(plan_format()), ..simple_request() };
+    let sink = Collect::new(server.first_delta.clone());
+    let request = ChatRequest { response_format: Some(plan_format()), ..request_with_system() };
     let response = server.model().complete_streaming(&request, &sink).await.unwrap();
     assert_eq!(sink.deltas(), [r#"{"steps":["read"]}"#]);
     assert_eq!(response.content, r#"{"steps":["read"]}"#);
@@ -774,8 +737,8 @@ async fn the_timeout_bounds_the_silence_between_events_not_the_whole_stream() {
     let mut config = server.config(MODEL);
     config.timeout = Duration::from_millis(800);
     let model = BedrockModel::from_sdk_config(&sdk_config(), &config).unwrap();
-    let sink = Collect::new(&server);
-    let response = model.complete_streaming(&simple_request(), &sink).await.unwrap();
+    let sink = Collect::new(server.first_delta.clone());
+    let response = model.complete_streaming(&request_with_system(), &sink).await.unwrap();
     assert_eq!(response.content, "one two three four");
     assert_eq!(sink.deltas().len(), 4);
     assert_eq!(server.received().len(), 2);

@@ -16,6 +16,9 @@ use axum::response::{IntoResponse, Response};
 use llm::{build, AnthropicModel, LlmConfig, OpenAiModel, ProviderKind};
 use serde_json::{json, Value};
 
+mod support;
+use support::plan_format;
+
 const KEY: &str = "sk-test-key-0123456789";
 
 // ---- The scripted server ----
@@ -180,19 +183,6 @@ fn full_request() -> ChatRequest {
 
 fn simple_request() -> ChatRequest {
     ChatRequest { messages: vec![Message::user("hi")], ..Default::default() }
-}
-
-/// A closed schema: `additionalProperties: false` and every property required, as OpenAI's strict mode wants.
-fn plan_format() -> JsonSchemaFormat {
-    JsonSchemaFormat {
-        name: "plan".to_string(),
-        schema: json!({
-            "type": "object",
-            "properties": {"steps": {"type": "array", "items": {"type": "string"}}},
-            "required": ["steps"],
-            "additionalProperties": false
-        }),
-    }
 }
 
 /// An open schema, which strict mode would reject.

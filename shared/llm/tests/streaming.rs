@@ -6,13 +6,16 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, StopReason};
+use agent_core::{ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, ModelError, StopReason};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use llm::{AnthropicModel, LlmConfig, OpenAiModel, ProviderKind, RecordingModel, ReplayModel};
 use serde_json::{json, Value};
 use tokio::sync::Notify;
+
+mod support;
+use support::{request_with_system, Collect};
 
 const KEY: &str = "sk-stream-key-0123456789";
 
@@ -141,40 +144,10 @@ impl Server {
     }
 }
 
-/// Collects deltas, and opens the server's gate at the first one.
-struct Collect {
-    deltas: Mutex<Vec<String>>,
-    first: Arc<Notify>,
-}
-
-impl Collect {
-    fn new(server: &Server) -> Collect {
-        Collect { deltas: Mutex::default(), first: server.first_delta.clone() }
-    }
-
-    fn deltas(&self) -> Vec<String> {
-        self.deltas.lock().unwrap().clone()
-    }
-}
-
-impl DeltaSink for Collect {
-    fn delta(&self, text: &str) {
-        let mut deltas = self.deltas.lock().unwrap();
-        if deltas.is_empty() {
-            self.first.notify_one();
-        }
-        deltas.push(text.to_owned());
-    }
-}
-
-fn request() -> ChatRequest {
-    ChatRequest { system: "sys".into(), messages: vec![Message::user("hi")], ..Default::default() }
-}
-
 /// Streams one call on a fresh sink, returning the deltas it got along with the result.
 async fn stream(model: &dyn ChatModel, server: &Server) -> (Vec<String>, Result<ChatResponse, ModelError>) {
-    let sink = Collect::new(server);
-    let result = model.complete_streaming(&request(), &sink).await;
+    let sink = Collect::new(server.first_delta.clone());
+    let result = model.complete_streaming(&request_with_system(), &sink).await;
     (sink.deltas(), result)
 }
 
@@ -266,7 +239,7 @@ async fn openai_text_streams_before_the_reply_ends() {
     });
     let server = Server::start(vec![Answer::Json(buffered), Answer::Stream(pieces)]).await;
     let model = server.openai();
-    model.complete(&request()).await.unwrap();
+    model.complete(&request_with_system()).await.unwrap();
     let (deltas, result) = stream(&model, &server).await;
     let response = result.unwrap();
     assert_eq!(deltas, ["Hola", ", ", "mun", "do", "."]);
@@ -717,8 +690,8 @@ async fn anthropic_structured_output_uses_the_buffered_call() {
     });
     let server = Server::start(vec![Answer::Json(reply)]).await;
     let format = JsonSchemaFormat { name: "plan".into(), schema: json!({"type": "object"}) };
-    let request = ChatRequest { response_format: Some(format), ..request() };
-    let sink = Collect::new(&server);
+    let request = ChatRequest { response_format: Some(format), ..request_with_system() };
+    let sink = Collect::new(server.first_delta.clone());
     let response = server.anthropic().complete_streaming(&request, &sink).await.unwrap();
     assert_eq!(response.content, r#"{"steps":["read"]}"#);
     assert_eq!(sink.deltas(), [r#"{"steps":["read"]}"#], "the whole structured reply is one delta");
@@ -760,7 +733,7 @@ async fn replay_serves_recorded_deltas_and_recording_writes_them() {
     let recorded = ReplayModel::from_file(&path).unwrap();
     let (deltas, _) = stream(&recorded, &server).await;
     assert_eq!(deltas, ["Hola", " mundo"]);
-    assert_eq!(recorded.complete(&request()).await.unwrap().content, "Sin piezas");
+    assert_eq!(recorded.complete(&request_with_system()).await.unwrap().content, "Sin piezas");
     let _ = std::fs::remove_file(&path);
 }
 

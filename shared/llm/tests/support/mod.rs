@@ -1,0 +1,53 @@
+//! Fixtures shared by the llm crate's test binaries; each binary uses only some of them.
+#![allow(dead_code)]
+
+use std::sync::{Arc, Mutex};
+
+use agent_core::{ChatRequest, DeltaSink, JsonSchemaFormat, Message};
+use serde_json::json;
+use tokio::sync::Notify;
+
+/// Collects deltas, and opens the scripted server's gate at the first one.
+pub struct Collect {
+    deltas: Mutex<Vec<String>>,
+    first: Arc<Notify>,
+}
+
+impl Collect {
+    /// `first` is notified when the first delta arrives.
+    pub fn new(first: Arc<Notify>) -> Collect {
+        Collect { deltas: Mutex::default(), first }
+    }
+
+    pub fn deltas(&self) -> Vec<String> {
+        self.deltas.lock().unwrap().clone()
+    }
+}
+
+impl DeltaSink for Collect {
+    fn delta(&self, text: &str) {
+        let mut deltas = self.deltas.lock().unwrap();
+        if deltas.is_empty() {
+            self.first.notify_one();
+        }
+        deltas.push(text.to_owned());
+    }
+}
+
+/// One user message under a short system prompt.
+pub fn request_with_system() -> ChatRequest {
+    ChatRequest { system: "sys".into(), messages: vec![Message::user("hi")], ..Default::default() }
+}
+
+/// A closed schema: `additionalProperties: false` and every property required, as OpenAI's strict mode wants.
+pub fn plan_format() -> JsonSchemaFormat {
+    JsonSchemaFormat {
+        name: "plan".to_string(),
+        schema: json!({
+            "type": "object",
+            "properties": {"steps": {"type": "array", "items": {"type": "string"}}},
+            "required": ["steps"],
+            "additionalProperties": false
+        }),
+    }
+}
