@@ -7,6 +7,7 @@ use std::sync::Mutex;
 use async_trait::async_trait;
 use serde_json::json;
 
+use super::storage::sha256_hex;
 use super::*;
 use crate::store::{Object, ObjectMeta};
 

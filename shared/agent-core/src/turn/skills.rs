@@ -1,0 +1,188 @@
+//! A turn of the skills strategy: slash commands, the prompt's variables, the loop over
+//! [`SkillsEnv`] and the per-turn state reset.
+
+use std::sync::Arc;
+
+use super::summary::history_for_model;
+use super::{Claimed, Strategy, TurnError, TurnReply, TurnRequest, TurnService};
+use crate::agent::{self, Ending, Limits};
+use crate::events::{TurnEvent, TurnObserver};
+use crate::message::{Message, Usage};
+use crate::prompt::{PromptTemplate, PromptVars};
+use crate::skills::{Resolved, SkillDoc};
+use crate::store::{Session, SessionState};
+use crate::tools::{LoadSkillError, SkillSource, SkillsEnv};
+use crate::vfs::Vfs;
+
+/// Splits `/name rest` or `/category/name rest` into the command and the request.
+pub fn parse_slash_command(message: &str) -> Option<(&str, &str)> {
+    let rest = message.trim_start().strip_prefix('/')?;
+    let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+    let command = &rest[..end];
+    (!command.is_empty()).then(|| (command, rest[end..].trim()))
+}
+
+/// The skill a slash command names: `category/name`, `name`, or a name that only one skill has.
+async fn resolve_command(source: &SkillSource<'_>, command: &str) -> Result<Arc<SkillDoc>, TurnError> {
+    let wanted = command.trim_end_matches('/');
+    let unknown = |suggestions: Vec<String>| TurnError::UnknownSkill { command: format!("/{command}"), suggestions };
+    match source.catalog.resolve(wanted) {
+        Resolved::Found(_) => {}
+        Resolved::NotFound => {
+            return Err(unknown(source.catalog.closest(wanted, 3).iter().map(|path| format!("/{path}")).collect()))
+        }
+        Resolved::Ambiguous(many) => return Err(unknown(many.iter().map(|e| format!("/{}", e.path)).collect())),
+    }
+    source.load(wanted).await.map_err(|err| match err {
+        LoadSkillError::Storage(store) => TurnError::from(store),
+        LoadSkillError::NotFound(_) => unknown(Vec::new()),
+    })
+}
+
+impl TurnService {
+    pub(super) async fn run_claimed(
+        &self,
+        request: TurnRequest,
+        claim: Option<&Claimed>,
+        events: &dyn TurnObserver,
+    ) -> Result<TurnReply, TurnError> {
+        if self.config.strategy == Strategy::Planner {
+            return self.run_planner_turn(request, claim, events).await;
+        }
+        // The session and the catalog are independent reads: fetch them concurrently.
+        let (session, catalog) = tokio::try_join!(
+            self.sessions.load(&request.user, &request.session),
+            self.skills.catalog(self.objects.as_ref(), &request.user),
+        )?;
+        let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
+        let source = SkillSource {
+            library: &self.skills,
+            objects: self.objects.as_ref(),
+            user: &request.user,
+            catalog: &catalog,
+        };
+        let forced = match parse_slash_command(&request.message) {
+            Some((command, _)) => Some(resolve_command(&source, command).await?),
+            None => None,
+        };
+        let custom_template = catalog.base_prompt().map(PromptTemplate::parse).transpose()?;
+        let template = custom_template.as_ref().unwrap_or(&self.default_template);
+        let vars = self.prompt_vars(&request);
+        let user_message = match (&forced, parse_slash_command(&request.message)) {
+            (Some(doc), Some((_, ""))) => {
+                format!("(The user started the skill /{} without further instructions.)", doc.path.name())
+            }
+            (Some(_), Some((_, rest))) => rest.to_owned(),
+            _ => request.message.clone(),
+        };
+
+        let mut usage = Usage::default();
+        let (summary, summary_retry_at) = self.summarise_if_needed(&session, request.deadline, &mut usage).await;
+        let history = history_for_model(&session, summary.as_ref());
+
+        let vfs = Vfs::new(
+            self.objects.as_ref(),
+            request.user.clone(),
+            request.session.clone(),
+            request.ticket.clone(),
+            session.state.workspace.clone(),
+        )
+        .with_blob_cache(&self.blobs);
+        let mut env = SkillsEnv::new(
+            vfs,
+            source,
+            self.config.listing_tokens(),
+            template,
+            &vars,
+            self.config.prompt_mode,
+            session.state.todos.clone(),
+        );
+        // A session stored mid-skill (by a strategy that keeps one) resumes in state 2.
+        for skill in &session.state.loaded_skills {
+            let _ = env.load_skill(&skill.to_string()).await;
+        }
+        if let Some(skill) = &session.state.current_skill {
+            let _ = env.load_skill(&skill.to_string()).await;
+        }
+        if let Some(doc) = forced {
+            events.event(TurnEvent::SkillLoaded { skill: doc.path.to_string(), forced: true });
+            env.force(doc);
+        }
+
+        let limits = Limits {
+            max_steps: self.config.max_steps,
+            deadline: request.deadline,
+            reserve: self.config.deadline_reserve,
+            input_tokens: self.config.input_tokens(),
+        };
+        let outcome =
+            agent::run(self.model.as_ref(), &mut env, &history, Message::user(user_message), &limits, events).await?;
+        // A turn that never reached the model has nothing to say: a canned "out of time" reply
+        // committed in its place would hide the failure and use up the user's message.
+        if outcome.steps == 0 && outcome.ending == Ending::Deadline {
+            return Err(TurnError::OutOfTime);
+        }
+        usage.add(outcome.usage);
+        let ended_in = env.current_skill().map(|doc| doc.path.clone());
+        let forced_skill = env.forced_skill().map(|doc| doc.path.clone());
+        let refused_tool_calls = env.refused_tool_calls();
+        let (vfs, todos) = env.into_parts();
+        let workspace = vfs.into_workspace();
+
+        // The cleanup of seed 001: the loaded (or forced) skill lasts one turn.
+        let state = SessionState {
+            current_skill: None,
+            loaded_skills: Vec::new(),
+            plan: session.state.plan.clone(),
+            workspace,
+            todos,
+            summary,
+            summary_retry_at,
+        };
+        let reply = TurnReply {
+            session_id: request.session.clone(),
+            reply: outcome.reply,
+            current_skill: ended_in.clone(),
+            forced_skill: forced_skill.clone(),
+            refused_tool_calls,
+            steps: outcome.steps,
+            usage,
+            ending: outcome.ending,
+            version: session.version + 1,
+            replayed: false,
+        };
+        self.commit(&request, &session, outcome.messages, state, &reply, claim).await?;
+        tracing::info!(
+            session = %request.session,
+            steps = outcome.steps,
+            input_tokens = usage.input_tokens,
+            output_tokens = usage.output_tokens,
+            ending = ?outcome.ending,
+            skill = ?ended_in.as_ref().map(ToString::to_string),
+            forced_skill = ?forced_skill.as_ref().map(ToString::to_string),
+            refused_tool_calls,
+            "turn committed"
+        );
+        Ok(reply)
+    }
+
+    fn prompt_vars(&self, request: &TurnRequest) -> PromptVars {
+        let date = request.now.date();
+        let profile = &request.profile;
+        let (title, description) = match &request.ticket {
+            Some(ticket) => (
+                format!("Ticket {ticket}"),
+                "This conversation is about a ticket; its files are under /ticket (read-only).".to_owned(),
+            ),
+            None => ("No ticket".to_owned(), "This conversation has no ticket attached.".to_owned()),
+        };
+        PromptVars {
+            date: format!("{}-{:02}-{:02}", date.year(), u8::from(date.month()), date.day()),
+            name: profile.name.clone().unwrap_or_else(|| "the user".to_owned()),
+            language: profile.language.clone().unwrap_or_else(|| self.config.default_language.clone()),
+            profile: profile.description.clone().unwrap_or_else(|| "No profile information.".to_owned()),
+            initial_context_title: title,
+            initial_context_description: description,
+        }
+    }
+}

@@ -1,0 +1,219 @@
+//! Where a file's bytes live: the listings of the roots, loads through the turn's and the
+//! process's caches, and the entries of a listing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use sha2::{Digest, Sha256};
+
+use super::resolve::{Node, RootRef};
+use super::{path, Vfs, VfsError, CACHE_MAX_BYTES, MAX_READ_BYTES};
+use crate::keys;
+use crate::store::ObjectMeta;
+
+/// A file of one root: its path relative to the root and where its bytes live.
+#[derive(Debug, Clone)]
+pub(super) struct Entry {
+    pub(super) rel: String,
+    pub(super) size: u64,
+    pub(super) source: Source,
+}
+
+#[derive(Debug, Clone)]
+pub(super) enum Source {
+    /// A workspace file, by SHA-256.
+    Blob(String),
+    /// A listed object's key.
+    Object(String),
+}
+
+/// Workspace blobs kept across the turns of a warm process. Blobs are content-addressed and never
+/// change, so a cached one is always right; keys include the tenant and the session.
+pub struct BlobCache {
+    blobs: quick_cache::sync::Cache<String, Arc<Vec<u8>>, BlobWeight>,
+}
+
+#[derive(Clone)]
+struct BlobWeight;
+
+impl quick_cache::Weighter<String, Arc<Vec<u8>>> for BlobWeight {
+    fn weight(&self, key: &String, bytes: &Arc<Vec<u8>>) -> u64 {
+        (key.len() + bytes.len()) as u64 + 64
+    }
+}
+
+impl BlobCache {
+    /// A cache of at most `max_bytes` of blobs.
+    pub fn new(max_bytes: u64) -> Self {
+        Self { blobs: quick_cache::sync::Cache::with_weighter(256, max_bytes, BlobWeight) }
+    }
+
+    fn get(&self, key: &str) -> Option<Arc<Vec<u8>>> {
+        self.blobs.get(key)
+    }
+
+    pub(super) fn insert(&self, key: String, bytes: Arc<Vec<u8>>) {
+        self.blobs.insert(key, bytes);
+    }
+}
+
+impl Default for BlobCache {
+    /// 8 MiB: a few sessions' worth of files, well inside a 128 MB function.
+    fn default() -> Self {
+        Self::new(8 << 20)
+    }
+}
+
+/// Bytes fetched or written during the turn, by object key, up to [`CACHE_MAX_BYTES`].
+#[derive(Default)]
+pub(super) struct ContentCache {
+    bytes: usize,
+    map: HashMap<String, Arc<Vec<u8>>>,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+pub(super) fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+impl Vfs<'_> {
+    /// The files of a root, sorted by relative path; object listings are cached for the turn.
+    pub(super) async fn entries(&self, root: RootRef<'_>) -> Result<Arc<Vec<Entry>>, VfsError> {
+        match root {
+            RootRef::Workspace => Ok(Arc::new(
+                self.workspace
+                    .iter()
+                    .map(|(rel, file)| Entry {
+                        rel: rel.clone(),
+                        size: file.size,
+                        source: Source::Blob(file.sha256.clone()),
+                    })
+                    .collect(),
+            )),
+            RootRef::Ticket(ticket) => {
+                let cached = lock(&self.ticket_listing).clone();
+                if let Some(listing) = cached {
+                    return Ok(listing);
+                }
+                let listing = self.list_objects(&keys::ticket_prefix(&self.user, ticket)).await?;
+                *lock(&self.ticket_listing) = Some(listing.clone());
+                Ok(listing)
+            }
+            RootRef::Skill(skill) => {
+                let cached = lock(&self.skill_listings).get(skill).cloned();
+                if let Some(listing) = cached {
+                    return Ok(listing);
+                }
+                let listing = self.list_objects(&keys::skill_prefix(&self.user, skill)).await?;
+                lock(&self.skill_listings).insert(skill.clone(), listing.clone());
+                Ok(listing)
+            }
+        }
+    }
+
+    async fn list_objects(&self, prefix: &str) -> Result<Arc<Vec<Entry>>, VfsError> {
+        let listed = self.objects.list(prefix).await.map_err(VfsError::storage)?;
+        Ok(entries_from(prefix, &listed))
+    }
+
+    /// Every visible file under a node, as (virtual path, entry), sorted by path; none when the
+    /// node is a path that does not exist.
+    pub(super) async fn files_under(&self, node: &Node<'_>) -> Result<Vec<(String, Entry)>, VfsError> {
+        let roots: Vec<(RootRef<'_>, &str)> = match node {
+            Node::Root => {
+                let mut roots = vec![(RootRef::Workspace, "")];
+                if let Some(ticket) = &self.ticket {
+                    roots.push((RootRef::Ticket(ticket), ""));
+                }
+                roots.extend(self.visible_skills().into_iter().map(|s| (RootRef::Skill(s), "")));
+                roots
+            }
+            Node::SkillsDir => self.visible_skills().into_iter().map(|s| (RootRef::Skill(s), "")).collect(),
+            Node::In { root, rel } => vec![(*root, rel.as_str())],
+        };
+        let mut files = Vec::new();
+        for (root, rel) in roots {
+            let entries = self.entries(root).await?;
+            let prefix = format!("{rel}/");
+            files.extend(
+                entries
+                    .iter()
+                    .filter(|e| rel.is_empty() || e.rel == rel || e.rel.starts_with(&prefix))
+                    .map(|e| (root.join(&e.rel), e.clone())),
+            );
+        }
+        files.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(files)
+    }
+
+    /// A file's bytes, from the turn's cache or the object store.
+    pub(super) async fn load(&self, shown: &str, entry: &Entry) -> Result<Arc<Vec<u8>>, VfsError> {
+        if entry.size > MAX_READ_BYTES {
+            return Err(VfsError::FileTooLarge { path: shown.to_owned(), size: entry.size });
+        }
+        let key = match &entry.source {
+            Source::Blob(sha) => keys::workspace_blob_key(&self.user, &self.session, sha),
+            Source::Object(key) => key.clone(),
+        };
+        let cached = lock(&self.contents).map.get(&key).cloned();
+        if let Some(bytes) = cached {
+            return Ok(bytes);
+        }
+        let shared = match (&entry.source, self.shared_blobs) {
+            (Source::Blob(_), Some(blobs)) => blobs.get(&key),
+            _ => None,
+        };
+        if let Some(bytes) = shared {
+            self.remember(key, bytes.clone());
+            return Ok(bytes);
+        }
+        let object = self.objects.get(&key).await.map_err(VfsError::storage)?;
+        let bytes = match (object, &entry.source) {
+            (Some(object), Source::Blob(sha)) if sha256_hex(&object.bytes) == *sha => object.bytes,
+            (_, Source::Blob(_)) => {
+                tracing::warn!(path = shown, "virtual filesystem: workspace blob missing or corrupt");
+                return Err(VfsError::Unavailable(shown.to_owned()));
+            }
+            (Some(object), Source::Object(_)) => object.bytes,
+            (None, Source::Object(_)) => return Err(VfsError::NotFound(shown.to_owned())),
+        };
+        if bytes.len() as u64 > MAX_READ_BYTES {
+            return Err(VfsError::FileTooLarge { path: shown.to_owned(), size: bytes.len() as u64 });
+        }
+        let bytes = Arc::new(bytes);
+        if let (Source::Blob(_), Some(blobs)) = (&entry.source, self.shared_blobs) {
+            blobs.insert(key.clone(), bytes.clone());
+        }
+        self.remember(key, bytes.clone());
+        Ok(bytes)
+    }
+
+    pub(super) fn remember(&self, key: String, bytes: Arc<Vec<u8>>) {
+        let mut cache = lock(&self.contents);
+        if cache.bytes + bytes.len() <= CACHE_MAX_BYTES && !cache.map.contains_key(&key) {
+            cache.bytes += bytes.len();
+            cache.map.insert(key, bytes);
+        }
+    }
+}
+
+/// The files of one root from a listing of objects: keys under `prefix` that are clean relative
+/// paths, sorted. Keys outside the prefix are ignored, so a wider listing can be passed.
+fn entries_from(prefix: &str, listed: &[ObjectMeta]) -> Arc<Vec<Entry>> {
+    let mut entries: Vec<Entry> = listed
+        .iter()
+        .filter_map(|meta| {
+            let rel = meta.key.strip_prefix(prefix)?;
+            path::is_clean_relative(rel).then(|| Entry {
+                rel: rel.to_owned(),
+                size: meta.size,
+                source: Source::Object(meta.key.clone()),
+            })
+        })
+        .collect();
+    entries.sort_by(|a, b| a.rel.cmp(&b.rel));
+    Arc::new(entries)
+}

@@ -1,0 +1,145 @@
+//! The writing tools, all inside `/workspace`: `write_file`, `edit_file` and `delete`, within the
+//! workspace's quotas.
+
+use std::sync::Arc;
+
+use super::read::as_text;
+use super::storage::{sha256_hex, Entry, Source};
+use super::{
+    Vfs, VfsError, MAX_FILE_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES, MAX_WORKSPACE_PATH_BYTES, SNIPPET_CHARS,
+};
+use crate::keys;
+use crate::store::WorkspaceFile;
+
+impl Vfs<'_> {
+    /// Writes a whole file under `/workspace` (parents are implied), creating it or replacing it.
+    pub async fn write_file(&mut self, path: &str, content: &str) -> Result<String, VfsError> {
+        let (rel, shown) = self.writable(path)?;
+        if content.len() > MAX_FILE_BYTES {
+            return Err(VfsError::ContentTooLarge { size: content.len() });
+        }
+        let prefix = format!("{rel}/");
+        if self.workspace.keys().any(|p| p.starts_with(&prefix)) {
+            return Err(VfsError::IsDirectory(shown));
+        }
+        let segments: Vec<&str> = rel.split('/').collect();
+        for depth in 1..segments.len() {
+            let ancestor = segments[..depth].join("/");
+            if self.workspace.contains_key(&ancestor) {
+                return Err(VfsError::NotADirectory(format!("/workspace/{ancestor}")));
+            }
+        }
+        let replaced = self.workspace.get(&rel).map(|file| file.size);
+        if replaced.is_none() {
+            if rel.len() > MAX_WORKSPACE_PATH_BYTES {
+                return Err(VfsError::InvalidPath(format!(
+                    "{shown} (a /workspace path is at most {MAX_WORKSPACE_PATH_BYTES} bytes after /workspace/)"
+                )));
+            }
+            if self.workspace.len() >= MAX_WORKSPACE_FILES {
+                return Err(VfsError::Quota(format!(
+                    "/workspace already holds {MAX_WORKSPACE_FILES} files, its limit; delete files you no longer \
+                     need with delete, or write over an existing one"
+                )));
+            }
+        }
+        self.check_bytes_quota(replaced.unwrap_or(0), content.len())?;
+        let file = self.store_blob(content.as_bytes()).await?;
+        self.workspace.insert(rel, file);
+        Ok(format!("Updated file {shown}"))
+    }
+
+    /// Replaces `old` with `new` in a `/workspace` file: exactly one occurrence, or all of them
+    /// with `replace_all`; the errors are deepagents' (with `old` cut to [`SNIPPET_CHARS`]).
+    pub async fn edit_file(&mut self, path: &str, old: &str, new: &str, replace_all: bool) -> Result<String, VfsError> {
+        let (rel, shown) = self.writable(path)?;
+        let Some(file) = self.workspace.get(&rel).cloned() else {
+            let prefix = format!("{rel}/");
+            return Err(if self.workspace.keys().any(|p| p.starts_with(&prefix)) {
+                VfsError::IsDirectory(shown)
+            } else {
+                VfsError::NotFound(shown)
+            });
+        };
+        if old.is_empty() {
+            return Err(VfsError::EmptyOldString);
+        }
+        let entry = Entry { rel: rel.clone(), size: file.size, source: Source::Blob(file.sha256) };
+        let bytes = self.load(&shown, &entry).await?;
+        let text = as_text(&bytes).ok_or(VfsError::Binary)?;
+        let count = text.matches(old).count();
+        if count == 0 {
+            // A model often adds a final newline the file does not have; say so precisely.
+            if let Some(stripped) = old.strip_suffix('\n').filter(|s| !s.is_empty() && text.ends_with(*s)) {
+                return Err(match text.matches(stripped).count() {
+                    1 => VfsError::TrailingNewline,
+                    n => VfsError::TrailingNewlineAmbiguous(n),
+                });
+            }
+            return Err(VfsError::StringNotFound(truncate_chars(old, SNIPPET_CHARS, "...")));
+        }
+        if count > 1 && !replace_all {
+            return Err(VfsError::AmbiguousEdit { snippet: truncate_chars(old, SNIPPET_CHARS, "..."), count });
+        }
+        let updated = text.replace(old, new);
+        if updated.len() > MAX_FILE_BYTES {
+            return Err(VfsError::ContentTooLarge { size: updated.len() });
+        }
+        self.check_bytes_quota(file.size, updated.len())?;
+        let file = self.store_blob(updated.as_bytes()).await?;
+        self.workspace.insert(rel, file);
+        Ok(format!("Successfully replaced {count} instance(s) of the string in '{shown}'"))
+    }
+
+    /// Removes a `/workspace` file, or a directory with everything under it, from the manifest, as
+    /// deepagents' `delete` does (the content-addressed blobs stay, unreferenced). The root itself
+    /// cannot be deleted.
+    pub fn delete(&mut self, path: &str) -> Result<String, VfsError> {
+        let (rel, shown) = self.writable(path)?;
+        let prefix = format!("{rel}/");
+        let before = self.workspace.len();
+        self.workspace.retain(|file, _| *file != rel && !file.starts_with(&prefix));
+        if self.workspace.len() == before {
+            return Err(VfsError::NotFound(shown));
+        }
+        Ok(format!("Deleted {shown}"))
+    }
+
+    /// Whether replacing `old` bytes by `new` keeps the workspace within [`MAX_WORKSPACE_BYTES`].
+    fn check_bytes_quota(&self, old: u64, new: usize) -> Result<(), VfsError> {
+        let total: u64 = self.workspace.values().map(|file| file.size).sum();
+        let after = total.saturating_sub(old).saturating_add(new as u64);
+        if after > MAX_WORKSPACE_BYTES {
+            return Err(VfsError::Quota(format!(
+                "/workspace would hold {after} bytes, over its limit of {} MiB; delete files you no longer need \
+                 with delete",
+                MAX_WORKSPACE_BYTES / (1024 * 1024)
+            )));
+        }
+        Ok(())
+    }
+
+    /// Puts a workspace blob unless a file of the manifest or of this turn already has its hash.
+    async fn store_blob(&mut self, bytes: &[u8]) -> Result<WorkspaceFile, VfsError> {
+        let sha = sha256_hex(bytes);
+        let known = self.written.contains(&sha) || self.workspace.values().any(|f| f.sha256 == sha);
+        if !known {
+            let key = keys::workspace_blob_key(&self.user, &self.session, &sha);
+            self.objects.put(&key, bytes.to_vec()).await.map_err(VfsError::storage)?;
+            self.written.insert(sha.clone());
+            let bytes = Arc::new(bytes.to_vec());
+            if let Some(blobs) = self.shared_blobs {
+                blobs.insert(key.clone(), bytes.clone());
+            }
+            self.remember(key, bytes);
+        }
+        Ok(WorkspaceFile { sha256: sha, size: bytes.len() as u64 })
+    }
+}
+
+fn truncate_chars(line: &str, max: usize, marker: &str) -> String {
+    match line.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}{marker}", &line[..cut]),
+        None => line.to_owned(),
+    }
+}
