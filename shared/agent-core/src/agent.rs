@@ -44,6 +44,11 @@ pub trait TurnEnv: Send {
     }
     /// Runs one tool call; failures are returned as text for the model, never as an error.
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput;
+    /// The workspace files (`/workspace` path, size) written since the last call, so the loop can
+    /// report them as they appear.
+    fn take_written_files(&mut self) -> Vec<(String, u64)> {
+        Vec::new()
+    }
 }
 
 /// What a tool call produced.
@@ -237,6 +242,9 @@ pub async fn run(
             });
             if let Some(skill) = output.loaded_skill {
                 events.event(TurnEvent::SkillLoaded { skill, forced: false });
+            }
+            for (path, size) in env.take_written_files() {
+                events.event(TurnEvent::FileWritten { path, size });
             }
             conversation.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content });
             if aborted.is_none() {

@@ -26,6 +26,10 @@ pub enum TurnEvent {
     ToolCall { id: String, name: String, summary: String },
     /// A tool call finished; `ok` is false for an error result, `summary` is its first line, cut.
     ToolResult { id: String, name: String, ok: bool, bytes: usize, summary: String },
+    /// A file of the workspace was created or changed (by a file tool or a command), as it happens;
+    /// `path` is its `/workspace` path, downloadable from `GET /sessions/{id}/files/{path}` once the
+    /// turn is committed.
+    FileWritten { path: String, size: u64 },
 }
 
 impl TurnEvent {
@@ -37,6 +41,7 @@ impl TurnEvent {
             TurnEvent::SkillLoaded { .. } => "skill.loaded",
             TurnEvent::ToolCall { .. } => "tool.call",
             TurnEvent::ToolResult { .. } => "tool.result",
+            TurnEvent::FileWritten { .. } => "file.written",
         }
     }
 }

@@ -11,6 +11,7 @@ pub mod message;
 pub mod model;
 pub mod planner;
 pub mod prompt;
+pub mod sandbox;
 pub mod skills;
 pub mod store;
 pub mod tools;

@@ -85,6 +85,12 @@ pub trait ObjectStore: Send + Sync {
         let _ = (key, bytes, condition);
         Err(StoreError::Backend("this object store has no conditional writes".to_owned()))
     }
+    /// A link that reads `key` without credentials until it expires (an S3 presigned GET), or
+    /// `None` when the store cannot make one (the caller then hands over the bytes).
+    async fn presign_get(&self, key: &str, expires_in: std::time::Duration) -> Result<Option<String>, StoreError> {
+        let _ = (key, expires_in);
+        Ok(None)
+    }
 }
 
 /// A file of a session's `/workspace`: its content lives in the object store under its hash,

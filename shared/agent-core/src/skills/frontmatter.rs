@@ -233,6 +233,9 @@ fn our_tool_name(declared: &str) -> Option<&'static str> {
         "LS" => Some("ls"),
         "TodoWrite" => Some("todowrite"),
         "TodoRead" => Some("todoread"),
+        // `Bash(prefix:*)` keeps its pattern in `declared_tools`; a forced skill's commands obey it.
+        "Bash" | "execute" => Some("execute"),
+        bash if bash.starts_with("Bash(") && bash.ends_with(')') => Some("execute"),
         _ => None,
     }
 }
@@ -425,13 +428,13 @@ mod tests {
         .unwrap();
         assert_eq!(
             parsed.frontmatter.tools,
-            Some(vec!["read_file".to_owned(), "grep".to_owned(), "edit_file".to_owned()])
+            Some(vec!["read_file".to_owned(), "grep".to_owned(), "execute".to_owned(), "edit_file".to_owned()])
         );
         assert_eq!(
             parsed.frontmatter.declared_tools.as_deref().unwrap(),
             ["Read", "Grep", "Bash(git add:*)", "WebFetch", "MultiEdit", "Edit"]
         );
-        assert!(parsed.warnings[0].contains("Bash(git add:*), WebFetch"), "{:?}", parsed.warnings);
+        assert!(parsed.warnings[0].ends_with("have: WebFetch"), "{:?}", parsed.warnings);
         let parsed = parse_skill_md("---\nname: a\ndescription: b\ntools: [read_file, ls]\n---\n", "a").unwrap();
         assert_eq!(parsed.frontmatter.tools, Some(vec!["read_file".to_owned(), "ls".to_owned()]));
     }

@@ -6,11 +6,13 @@
 //! holds the types, the service and the idempotency claim and panic boundary around a turn.
 
 mod commit;
+mod files;
 mod planner;
 mod skills;
 mod summary;
 
 pub use commit::INLINE_TOOL_RESULT_BYTES;
+pub use files::{FileDownload, DOWNLOAD_LINK_LIFETIME};
 pub use skills::parse_slash_command;
 
 use std::sync::Arc;
@@ -31,6 +33,7 @@ use crate::message::Usage;
 use crate::model::{ChatModel, ModelError};
 use crate::planner::PlannerConfig;
 use crate::prompt::{PromptTemplate, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
+use crate::sandbox::Sandbox;
 use crate::skills::{Catalog, SkillLibrary};
 use crate::store::{
     Accepted, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionStore, StoreError, TurnStatus,
@@ -163,9 +166,23 @@ pub struct TurnReply {
     pub ending: Ending,
     /// The session's version after this turn.
     pub version: u64,
+    /// The workspace files this turn wrote (by a file tool or a command) that it kept, downloadable
+    /// from `GET /sessions/{id}/files/{path}`.
+    #[serde(default)]
+    pub files: Vec<ReplyFile>,
+    /// Commands run in the sandbox.
+    #[serde(default)]
+    pub executions: u32,
     /// True when this is the stored reply of an earlier delivery with the same idempotency key.
     #[serde(skip)]
     pub replayed: bool,
+}
+
+/// A file a turn wrote: its `/workspace` path and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyFile {
+    pub path: String,
+    pub size: u64,
 }
 
 /// Why a turn failed. Whatever the variant, the session is as it was before the turn.
@@ -229,6 +246,7 @@ pub struct TurnService {
     default_template: PromptTemplate,
     config: AgentConfig,
     experts: Option<Arc<dyn Experts>>,
+    sandbox: Option<Arc<dyn Sandbox>>,
 }
 
 impl TurnService {
@@ -248,7 +266,14 @@ impl TurnService {
             default_template,
             config,
             experts: None,
+            sandbox: None,
         }
+    }
+
+    /// The sandbox `execute` runs commands in; without one, `execute` is not offered.
+    pub fn with_sandbox(mut self, sandbox: Arc<dyn Sandbox>) -> Self {
+        self.sandbox = Some(sandbox);
+        self
     }
 
     /// The experts the planner strategy works with.

@@ -64,6 +64,8 @@ impl TurnService {
             usage: outcome.usage,
             ending: outcome.ending,
             version: session.version + 1,
+            files: Vec::new(),
+            executions: 0,
             replayed: false,
         };
         self.commit(&request, &session, new_messages, state, &reply, claim).await?;

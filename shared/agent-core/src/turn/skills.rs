@@ -4,14 +4,14 @@
 use std::sync::Arc;
 
 use super::summary::history_for_model;
-use super::{Claimed, Strategy, TurnError, TurnReply, TurnRequest, TurnService};
+use super::{Claimed, ReplyFile, Strategy, TurnError, TurnReply, TurnRequest, TurnService};
 use crate::agent::{self, Ending, Limits};
 use crate::events::{TurnEvent, TurnObserver};
 use crate::message::{Message, Usage};
 use crate::prompt::{PromptTemplate, PromptVars};
 use crate::skills::{Resolved, SkillDoc};
 use crate::store::{Session, SessionState};
-use crate::tools::{LoadSkillError, SkillSource, SkillsEnv};
+use crate::tools::{LoadSkillError, SandboxAccess, SkillSource, SkillsEnv};
 use crate::vfs::Vfs;
 
 /// Splits `/name rest` or `/category/name rest` into the command and the request.
@@ -97,6 +97,13 @@ impl TurnService {
             self.config.prompt_mode,
             session.state.todos.clone(),
         );
+        if let Some(sandbox) = &self.sandbox {
+            env = env.with_sandbox(SandboxAccess {
+                sandbox: sandbox.as_ref(),
+                deadline: request.deadline,
+                reserve: self.config.deadline_reserve,
+            });
+        }
         // A session stored mid-skill (by a strategy that keeps one) resumes in state 2.
         for skill in &session.state.loaded_skills {
             let _ = env.load_skill(&skill.to_string()).await;
@@ -126,7 +133,13 @@ impl TurnService {
         let ended_in = env.current_skill().map(|doc| doc.path.clone());
         let forced_skill = env.forced_skill().map(|doc| doc.path.clone());
         let refused_tool_calls = env.refused_tool_calls();
+        let executions = env.executions();
         let (vfs, todos) = env.into_parts();
+        let files: Vec<ReplyFile> = vfs
+            .written_files()
+            .into_iter()
+            .map(|(rel, file)| ReplyFile { path: format!("/workspace/{rel}"), size: file.size })
+            .collect();
         let workspace = vfs.into_workspace();
 
         // The cleanup of seed 001: the loaded (or forced) skill lasts one turn.
@@ -149,6 +162,8 @@ impl TurnService {
             usage,
             ending: outcome.ending,
             version: session.version + 1,
+            files,
+            executions,
             replayed: false,
         };
         self.commit(&request, &session, outcome.messages, state, &reply, claim).await?;

@@ -43,6 +43,7 @@
 //! [`keys::ticket_prefix`]: crate::keys::ticket_prefix
 //! [`keys::skill_prefix`]: crate::keys::skill_prefix
 
+mod exchange;
 mod glob;
 mod path;
 mod read;
@@ -55,12 +56,18 @@ mod write;
 #[cfg(test)]
 mod tests;
 
+pub use exchange::SandboxFiles;
+
+/// Whether `rel` is a path a workspace file may have (relative to `/workspace`, clean, bounded).
+pub fn is_clean_workspace_path(rel: &str) -> bool {
+    rel.len() <= MAX_WORKSPACE_PATH_BYTES && path::is_clean_relative(rel)
+}
 pub use glob::{MAX_GLOB_EXPANSIONS, MAX_GLOB_NESTING, MAX_GLOB_PATTERN_BYTES};
 pub use render::EMPTY_FILE_NOTE;
 pub use storage::BlobCache;
 pub use tools::{file_tool_specs, run_file_tool, FILE_TOOL_NAMES};
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
@@ -220,6 +227,10 @@ pub struct Vfs<'a> {
     mounts: Vec<SkillPath>,
     /// Hashes of the blobs put during this turn.
     written: HashSet<String>,
+    /// Workspace files written since the loop last asked ([`Vfs::take_written`]).
+    pending_events: Vec<(String, u64)>,
+    /// Workspace paths written during this turn.
+    turn_written: BTreeSet<String>,
     ticket_listing: Mutex<Option<Arc<Vec<Entry>>>>,
     skill_listings: Mutex<HashMap<SkillPath, Arc<Vec<Entry>>>>,
     contents: Mutex<ContentCache>,
@@ -243,6 +254,8 @@ impl<'a> Vfs<'a> {
             workspace,
             mounts: Vec::new(),
             written: HashSet::new(),
+            pending_events: Vec::new(),
+            turn_written: BTreeSet::new(),
             ticket_listing: Mutex::new(None),
             skill_listings: Mutex::new(HashMap::new()),
             contents: Mutex::new(ContentCache::default()),
@@ -279,6 +292,30 @@ impl<'a> Vfs<'a> {
     /// The workspace manifest with this turn's writes.
     pub fn workspace(&self) -> &BTreeMap<String, WorkspaceFile> {
         &self.workspace
+    }
+
+    /// The session this filesystem belongs to.
+    pub fn session(&self) -> &SessionId {
+        &self.session
+    }
+
+    /// Workspace files (`/workspace` path, size) written since the last call.
+    pub fn take_written(&mut self) -> Vec<(String, u64)> {
+        std::mem::take(&mut self.pending_events)
+    }
+
+    /// The files this turn wrote that are still in the workspace, by path relative to it.
+    pub fn written_files(&self) -> Vec<(String, WorkspaceFile)> {
+        self.turn_written
+            .iter()
+            .filter_map(|rel| self.workspace.get(rel).map(|file| (rel.clone(), file.clone())))
+            .collect()
+    }
+
+    /// Records a workspace write for the turn's events and reply.
+    fn note_written(&mut self, rel: &str, size: u64) {
+        self.pending_events.push((format!("/workspace/{rel}"), size));
+        self.turn_written.insert(rel.to_owned());
     }
 
     /// The manifest after the turn's writes, to be committed with the session.

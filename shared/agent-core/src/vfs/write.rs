@@ -45,6 +45,7 @@ impl Vfs<'_> {
         }
         self.check_bytes_quota(replaced.unwrap_or(0), content.len())?;
         let file = self.store_blob(content.as_bytes()).await?;
+        self.note_written(&rel, file.size);
         self.workspace.insert(rel, file);
         Ok(format!("Updated file {shown}"))
     }
@@ -87,6 +88,7 @@ impl Vfs<'_> {
         }
         self.check_bytes_quota(file.size, updated.len())?;
         let file = self.store_blob(updated.as_bytes()).await?;
+        self.note_written(&rel, file.size);
         self.workspace.insert(rel, file);
         Ok(format!("Successfully replaced {count} instance(s) of the string in '{shown}'"))
     }
@@ -120,7 +122,7 @@ impl Vfs<'_> {
     }
 
     /// Puts a workspace blob unless a file of the manifest or of this turn already has its hash.
-    async fn store_blob(&mut self, bytes: &[u8]) -> Result<WorkspaceFile, VfsError> {
+    pub(super) async fn store_blob(&mut self, bytes: &[u8]) -> Result<WorkspaceFile, VfsError> {
         let sha = sha256_hex(bytes);
         let known = self.written.contains(&sha) || self.workspace.values().any(|f| f.sha256 == sha);
         if !known {

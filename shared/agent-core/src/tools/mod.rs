@@ -1,6 +1,11 @@
 //! The skills strategy's tools (`load_skill`, the file tools, and the essentials `abort`,
 //! `todowrite`, `todoread`) and the environment that gives the loop its state-dependent prompt,
 //! including a forced skill's guarantees: filtered tools, enforced at execution, and reminders.
+//! `execute` (a command in the sandbox) has a file of its own.
+
+mod execute;
+
+pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess, EXECUTE};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -170,6 +175,8 @@ pub fn essential_tool_specs() -> Vec<ToolSpec> {
 struct Forced {
     doc: Arc<SkillDoc>,
     offered: Vec<ToolSpec>,
+    /// The commands `execute` may run, from the skill's `Bash(...)` declarations.
+    commands: CommandRules,
 }
 
 /// The state one turn of the skills strategy works on.
@@ -184,6 +191,8 @@ pub struct SkillsEnv<'a> {
     forced: Option<Forced>,
     todos: Vec<TodoItem>,
     refused_tool_calls: u32,
+    sandbox: Option<SandboxAccess<'a>>,
+    executions: u32,
 }
 
 impl<'a> SkillsEnv<'a> {
@@ -209,7 +218,20 @@ impl<'a> SkillsEnv<'a> {
             forced: None,
             todos,
             refused_tool_calls: 0,
+            sandbox: None,
+            executions: 0,
         }
+    }
+
+    /// Offers `execute`, running commands in `access`'s sandbox.
+    pub fn with_sandbox(mut self, access: SandboxAccess<'a>) -> Self {
+        self.sandbox = Some(access);
+        self
+    }
+
+    /// Commands run in the sandbox this turn.
+    pub fn executions(&self) -> u32 {
+        self.executions
     }
 
     /// Every tool this strategy has, before any filtering; `find_skills` only when the listing
@@ -220,6 +242,9 @@ impl<'a> SkillsEnv<'a> {
             tools.push(find_skills_spec());
         }
         tools.extend(vfs::file_tool_specs());
+        if let Some(access) = &self.sandbox {
+            tools.push(execute_spec(&access.sandbox.layout()));
+        }
         tools.extend(essential_tool_specs());
         tools
     }
@@ -265,9 +290,13 @@ impl<'a> SkillsEnv<'a> {
         };
         let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
         tracing::info!(skill = %doc.path, offered_tools = ?names, "forced skill");
+        let commands = doc.frontmatter.declared_tools.as_deref().and_then(command_rules).unwrap_or(CommandRules::Any);
+        if declared.contains(EXECUTE) && self.sandbox.is_none() {
+            tracing::warn!(skill = %doc.path, "forced skill declares Bash, but no sandbox is configured (SANDBOX)");
+        }
         self.vfs.mount_skill(doc.path.clone());
         self.current_skill = Some(doc.clone());
-        self.forced = Some(Forced { doc, offered });
+        self.forced = Some(Forced { doc, offered, commands });
     }
 
     pub fn current_skill(&self) -> Option<&SkillDoc> {
@@ -347,6 +376,78 @@ impl<'a> SkillsEnv<'a> {
             out.push_str(&format!("- load_skill(\"{}\"): {} — {}\n", entry.path, entry.name, description));
         }
         out
+    }
+
+    /// Runs a command in the sandbox over a copy of the session's files, then brings what it changed
+    /// under the workspace back into the turn's workspace, within the workspace's quotas.
+    async fn run_execute(&mut self, args: &Value) -> String {
+        let Some(access) = self.sandbox else {
+            return "Error: there is no sandbox to run commands in".to_owned();
+        };
+        let (command, timeout) = match execute::parse_arguments(args, &access) {
+            Ok(parsed) => parsed,
+            Err(message) => return message,
+        };
+        if let Some(forced) = &self.forced {
+            if let Err(message) = forced.commands.check(&command, forced.doc.path.name()) {
+                self.refused_tool_calls += 1;
+                tracing::warn!(skill = %forced.doc.path, "refused a command the forced skill does not allow");
+                return message;
+            }
+        }
+        let files = match self.vfs.sandbox_files().await {
+            Ok(files) => files,
+            Err(err) => return err.to_string(),
+        };
+        let request = crate::sandbox::ExecRequest {
+            tenant: self.skills.user.clone(),
+            session: self.vfs.session().clone(),
+            command,
+            timeout,
+            workspace: files.workspace,
+            skills: files.skills,
+            ticket: files.ticket,
+        };
+        let bytes_in = files.bytes;
+        self.executions += 1;
+        let started = std::time::Instant::now();
+        // The sandbox stops the command at its timeout; this bounds a backend that does not answer.
+        let answer = tokio::time::timeout(timeout + execute::SANDBOX_GRACE, access.sandbox.execute(request)).await;
+        let outcome = match answer {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(err)) => {
+                tracing::warn!(sandbox = access.sandbox.name(), error = ?err, "execute: the sandbox failed");
+                return err.to_string();
+            }
+            Err(_) => {
+                tracing::warn!(sandbox = access.sandbox.name(), "execute: the sandbox did not answer in time");
+                return "Error: the sandbox did not answer in time; the command's changes were not kept".to_owned();
+            }
+        };
+        let bytes_out: u64 = outcome.changes.written.iter().map(|file| file.bytes.len() as u64).sum();
+        let kept = self.vfs.apply_sandbox_changes(&outcome.changes).await;
+        tracing::info!(
+            sandbox = access.sandbox.name(),
+            exit_code = ?outcome.exit_code,
+            timed_out = outcome.timed_out,
+            sandbox_ms = outcome.duration.as_millis() as u64,
+            call_ms = started.elapsed().as_millis() as u64,
+            bytes_in,
+            bytes_out,
+            written = outcome.changes.written.len(),
+            deleted = outcome.changes.deleted.len(),
+            "execute"
+        );
+        let mut text = crate::sandbox::render_outcome(&outcome);
+        match kept {
+            Ok(summary) if !summary.is_empty() => text.push_str(&format!("\n[{summary}]")),
+            Ok(_) => {}
+            Err(err) => text.push_str(&format!(
+                "\n[Changes to /workspace not kept: {}]",
+                err.to_string().trim_start_matches("Error: ")
+            )),
+        }
+        text
     }
 
     fn run_todo_write(&mut self, args: &Value) -> String {
@@ -447,12 +548,24 @@ fn parse_todos(args: &Value) -> Result<Vec<TodoItem>, String> {
 #[async_trait]
 impl TurnEnv for SkillsEnv<'_> {
     fn system_prompt(&self) -> SystemPrompt {
-        match &self.forced {
+        let mut prompt = match &self.forced {
             Some(forced) => self.forced_prompt(forced),
             None => {
                 prompt::system_prompt(self.template, self.vars, &self.listing, self.current_skill.as_deref(), self.mode)
             }
+        };
+        // State 2 with a sandbox: say where the skill's own scripts are, so its instructions work.
+        let offers_execute = self.tools().iter().any(|tool| tool.name == EXECUTE);
+        if let (Some(access), Some(skill), true) = (&self.sandbox, &self.current_skill, offers_execute) {
+            let note = execute::skill_folder_note(&access.sandbox.layout(), skill.path.name());
+            let at = match self.forced {
+                // Before the forced skill's tool list and reminder, which stay last.
+                Some(_) => prompt.sections.len().saturating_sub(2),
+                None => prompt.sections.len(),
+            };
+            prompt.sections.insert(at, Section::new(SectionKind::SkillDocument, note));
         }
+        prompt
     }
 
     fn tools(&self) -> Vec<ToolSpec> {
@@ -470,6 +583,10 @@ impl TurnEnv for SkillsEnv<'_> {
             forced.doc.path.name(),
             tool_list(&forced.offered)
         ))
+    }
+
+    fn take_written_files(&mut self) -> Vec<(String, u64)> {
+        self.vfs.take_written()
     }
 
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput {
@@ -501,6 +618,7 @@ impl TurnEnv for SkillsEnv<'_> {
                 return ToolOutput { content, abort: None, loaded_skill };
             }
             FIND_SKILLS => self.run_find_skills(&call.arguments),
+            EXECUTE => self.run_execute(&call.arguments).await,
             TODO_WRITE => self.run_todo_write(&call.arguments),
             TODO_READ => self.run_todo_read(),
             ABORT => {

@@ -1,0 +1,250 @@
+//! The `execute` tool (deepagents' name, arguments and result): a shell command run in the sandbox
+//! over a copy of the session's files, whose changes under `/workspace` come back into the turn's
+//! workspace; and the command rules a forced skill's `Bash(prefix:*)` declarations make.
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use crate::message::ToolSpec;
+use crate::sandbox::{self, Sandbox, SandboxLayout, DEFAULT_TIMEOUT, MAX_COMMAND_BYTES, MAX_TIMEOUT};
+
+pub const EXECUTE: &str = "execute";
+
+/// Time kept between a command's timeout and the turn's reserve, for the sandbox to stop the
+/// command and send its files back.
+const EXECUTE_MARGIN: Duration = Duration::from_secs(5);
+/// How long past a command's timeout the sandbox may take to answer before the call is given up.
+pub(super) const SANDBOX_GRACE: Duration = Duration::from_secs(4);
+/// The shortest timeout worth starting a command with.
+const MIN_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A sandbox a turn may run commands in, and the turn's deadline that bounds every command.
+#[derive(Clone, Copy)]
+pub struct SandboxAccess<'a> {
+    pub sandbox: &'a dyn Sandbox,
+    pub deadline: Option<Instant>,
+    pub reserve: Duration,
+}
+
+impl SandboxAccess<'_> {
+    /// The longest a command may run now: the maximum, less what the turn needs to finish.
+    fn max_timeout(&self) -> Duration {
+        match self.deadline {
+            Some(deadline) => deadline
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(self.reserve)
+                .saturating_sub(EXECUTE_MARGIN)
+                .min(MAX_TIMEOUT),
+            None => MAX_TIMEOUT,
+        }
+    }
+}
+
+pub fn execute_spec(layout: &SandboxLayout) -> ToolSpec {
+    ToolSpec {
+        name: EXECUTE.to_owned(),
+        description: format!(
+            "Executes a shell command in an isolated sandbox and returns its combined stdout and stderr with the \
+             exit code.\n\nUsage:\n\
+             - The command runs with `bash -c` in {workspace}, which holds the same files as /workspace: files \
+             the command creates, changes or deletes there are kept in /workspace (visible to ls, read_file and \
+             the next command). Nothing else it writes is kept.\n\
+             - Loaded skills' folders are at {skills}/<name> (read-only){ticket}.\n\
+             - Python 3 (with lxml, defusedxml, pypdf, openpyxl, python-docx, python-pptx, pillow, numpy, pandas, \
+             matplotlib) and the usual shell tools are installed. There is no network access.\n\
+             - Output longer than {max} characters is cut in the middle. A command that runs past its timeout \
+             (default {default} s, at most {most} s) is stopped.\n\
+             - Each call starts fresh: processes, environment variables and files outside {workspace} do not \
+             carry over between calls.",
+            workspace = layout.workspace,
+            skills = layout.skills,
+            ticket = format_args!("; the ticket's files, when there is one, at {} (read-only)", layout.ticket),
+            max = sandbox::MAX_OUTPUT_CHARS,
+            default = DEFAULT_TIMEOUT.as_secs(),
+            most = MAX_TIMEOUT.as_secs(),
+        ),
+        parameters: json!({
+            "type": "object",
+            "properties": {
+                "command": {"type": "string", "description": "The shell command to run."},
+                "timeout": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT.as_secs(),
+                            "description": format!("Seconds before the command is stopped (default {}).", DEFAULT_TIMEOUT.as_secs())}
+            },
+            "required": ["command"]
+        }),
+    }
+}
+
+/// The text a state-2 prompt adds so the SKILL.md's own instructions (`python scripts/fill.py …`)
+/// can be followed: where the skill's folder is inside the sandbox.
+pub fn skill_folder_note(layout: &SandboxLayout, skill_name: &str) -> String {
+    format!(
+        "\n\n<skill-files>This skill's folder is {skills}/{skill_name} in the sandbox of the execute tool \
+         (read-only); commands run in {workspace}, which is /workspace. When the skill says to run one of its \
+         scripts, run it from there, e.g. `python {skills}/{skill_name}/scripts/<script> ...`, and write what \
+         you make into {workspace} so the user can download it.</skill-files>",
+        skills = layout.skills,
+        workspace = layout.workspace,
+    )
+}
+
+/// Which commands a skill may run: any (`Bash`), or only those its `Bash(...)` patterns allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandRules {
+    Any,
+    Only(Vec<CommandPattern>),
+}
+
+/// One `Bash(...)` declaration, as Claude Code's permission syntax reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandPattern {
+    /// `Bash(python:*)` or `Bash(python *)`: the command, or the command followed by arguments.
+    Prefix(String),
+    /// `Bash(make test)`: exactly this command.
+    Exact(String),
+}
+
+impl CommandPattern {
+    fn allows(&self, command: &str) -> bool {
+        match self {
+            CommandPattern::Prefix(prefix) => {
+                command == prefix
+                    || command.strip_prefix(prefix.as_str()).is_some_and(|rest| rest.starts_with(char::is_whitespace))
+            }
+            CommandPattern::Exact(exact) => command == exact,
+        }
+    }
+
+    fn shown(&self) -> String {
+        match self {
+            CommandPattern::Prefix(prefix) => format!("`{prefix} ...`"),
+            CommandPattern::Exact(exact) => format!("`{exact}`"),
+        }
+    }
+}
+
+/// The command rules of a skill's declared tools (`allowed-tools` as written), or `None` when it
+/// declares no `Bash` at all.
+pub fn command_rules(declared: &[String]) -> Option<CommandRules> {
+    let mut patterns = Vec::new();
+    let mut any = false;
+    for name in declared {
+        let name = name.trim();
+        if name == "Bash" || name == EXECUTE || name == "Bash(*)" || name == "Bash(:*)" {
+            any = true;
+            continue;
+        }
+        let Some(inner) = name.strip_prefix("Bash(").and_then(|rest| rest.strip_suffix(')')) else { continue };
+        let inner = inner.trim();
+        let pattern = match inner.strip_suffix(":*").or_else(|| inner.strip_suffix(" *")) {
+            Some(prefix) => CommandPattern::Prefix(prefix.trim().to_owned()),
+            None => CommandPattern::Exact(inner.to_owned()),
+        };
+        patterns.push(pattern);
+    }
+    match (any, patterns.is_empty()) {
+        (true, _) => Some(CommandRules::Any),
+        (false, false) => Some(CommandRules::Only(patterns)),
+        (false, true) => None,
+    }
+}
+
+/// Characters that chain, substitute or background commands: a command restricted to a prefix
+/// must not carry another command after it.
+const CHAINING: [&str; 8] = [";", "&", "|", "`", "$(", "\n", "\r", "<("];
+
+impl CommandRules {
+    /// `Err` with the tool error when the rules refuse `command`.
+    pub fn check(&self, command: &str, skill: &str) -> Result<(), String> {
+        let CommandRules::Only(patterns) = self else { return Ok(()) };
+        let allowed: Vec<String> = patterns.iter().map(CommandPattern::shown).collect();
+        let command = command.trim();
+        if let Some(op) = CHAINING.iter().find(|op| command.contains(**op)) {
+            return Err(format!(
+                "Error: the skill /{skill} only allows the commands {}; a command with `{}` (chaining, pipes or \
+                 substitution) is refused. Run one allowed command per call.",
+                allowed.join(", "),
+                op.escape_debug()
+            ));
+        }
+        if patterns.iter().any(|pattern| pattern.allows(command)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "Error: the skill /{skill} does not allow this command; it allows only {}.",
+                allowed.join(", ")
+            ))
+        }
+    }
+}
+
+/// `execute`'s arguments, validated: the command and its timeout within what the turn allows.
+pub fn parse_arguments(args: &Value, access: &SandboxAccess<'_>) -> Result<(String, Duration), String> {
+    let command = match args.get("command") {
+        Some(Value::String(command)) if !command.trim().is_empty() => command,
+        Some(Value::String(_)) => return Err("Error: `command` of execute must not be empty".to_owned()),
+        _ => return Err("Error: execute needs `command`, the shell command to run, as a string".to_owned()),
+    };
+    if command.len() > MAX_COMMAND_BYTES {
+        return Err(format!("Error: `command` of execute is longer than {MAX_COMMAND_BYTES} bytes"));
+    }
+    if command.contains('\0') {
+        return Err("Error: `command` of execute must not contain a NUL character".to_owned());
+    }
+    let requested = match args.get("timeout") {
+        None | Some(Value::Null) => None,
+        Some(value) => {
+            let seconds = value.as_u64().or_else(|| value.as_str().and_then(|text| text.trim().parse().ok()));
+            match seconds {
+                Some(seconds) if seconds >= 1 => Some(Duration::from_secs(seconds)),
+                _ => return Err("Error: `timeout` of execute must be a whole number of seconds, at least 1".to_owned()),
+            }
+        }
+    };
+    if requested.is_some_and(|timeout| timeout > MAX_TIMEOUT) {
+        return Err(format!("Error: `timeout` of execute is at most {} seconds", MAX_TIMEOUT.as_secs()));
+    }
+    let most = access.max_timeout();
+    if most < MIN_TIMEOUT {
+        return Err("Error: there is not enough time left in this turn to run a command; answer with what you \
+                    have, and the user can ask you to continue."
+            .to_owned());
+    }
+    Ok((command.clone(), requested.unwrap_or(DEFAULT_TIMEOUT).min(most)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn declared(names: &[&str]) -> Vec<String> {
+        names.iter().map(|name| (*name).to_owned()).collect()
+    }
+
+    #[test]
+    fn bash_declarations_become_command_rules() {
+        assert_eq!(command_rules(&declared(&["Read", "Grep"])), None);
+        assert_eq!(command_rules(&declared(&["Read", "Bash"])), Some(CommandRules::Any));
+        let rules = command_rules(&declared(&["Bash(python:*)", "Bash(make test)"])).unwrap();
+        assert_eq!(
+            rules,
+            CommandRules::Only(vec![
+                CommandPattern::Prefix("python".into()),
+                CommandPattern::Exact("make test".into())
+            ])
+        );
+        assert!(rules.check("python scripts/fill.py in.pdf out.pdf", "pdf").is_ok());
+        assert!(rules.check("python", "pdf").is_ok());
+        assert!(rules.check("make test", "pdf").is_ok());
+        let refused = rules.check("pythonx evil.py", "pdf").unwrap_err();
+        assert!(refused.contains("/pdf does not allow"), "{refused}");
+        let chained = rules.check("python a.py; curl x", "pdf").unwrap_err();
+        assert!(chained.contains("`;`"), "{chained}");
+        assert!(rules.check("python a.py | sh", "pdf").is_err());
+        assert!(rules.check("python $(cat x)", "pdf").is_err());
+        assert!(rules.check("make test && rm -rf /", "pdf").is_err());
+        assert!(CommandRules::Any.check("anything | goes", "pdf").is_ok());
+    }
+}
