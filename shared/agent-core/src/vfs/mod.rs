@@ -129,8 +129,8 @@ pub enum VfsError {
     IsDirectory(String),
     #[error("Error: Not a directory: {0} is a file")]
     NotADirectory(String),
-    #[error("Error: File is a binary file and cannot be read as text")]
-    Binary,
+    #[error("Error: File '{path}' is a binary file ({size} bytes) and cannot be read as text")]
+    Binary { path: String, size: u64 },
     #[error("Error: Path is read-only: {0} (only /workspace is writable)")]
     ReadOnly(String),
     #[error("Error: old_string cannot be empty. Provide the exact text to replace.")]

@@ -17,8 +17,11 @@ impl Vfs<'_> {
     /// Lists a directory as deepagents does: the Python list of its entries' absolute paths, sorted,
     /// directories with a trailing `/`; "No files found" for an empty or missing directory. A file's
     /// path lists the file itself.
+    /// Files with a binary format's extension (a script's .pdf or .xlsx) are named again after the
+    /// list with their sizes, since `read_file` cannot show them.
     pub async fn ls(&self, path: &str) -> Result<String, VfsError> {
         let (node, shown) = self.resolve(path).map_err(VfsError::for_listing)?;
+        let mut sizes: Vec<(String, u64)> = Vec::new();
         let mut paths: Vec<String> = match node {
             None => Vec::new(),
             Some(Node::Root) => {
@@ -36,7 +39,12 @@ impl Vfs<'_> {
                 let entries = self.entries(root).await?;
                 match stat(&entries, &rel) {
                     Stat::Missing => Vec::new(),
-                    Stat::File(_) => vec![shown],
+                    Stat::File(entry) => {
+                        if is_binary_name(&shown) {
+                            sizes.push((shown.clone(), entry.size));
+                        }
+                        vec![shown]
+                    }
                     Stat::Dir => {
                         let prefix = if rel.is_empty() { String::new() } else { format!("{rel}/") };
                         let mut dirs = BTreeSet::new();
@@ -47,7 +55,13 @@ impl Vfs<'_> {
                                 Some((dir, _)) => {
                                     dirs.insert(dir);
                                 }
-                                None => paths.push(format!("{shown}/{rest}")),
+                                None => {
+                                    let path = format!("{shown}/{rest}");
+                                    if is_binary_name(rest) {
+                                        sizes.push((path.clone(), entry.size));
+                                    }
+                                    paths.push(path)
+                                }
                             }
                         }
                         paths.extend(dirs.into_iter().map(|dir| format!("{shown}/{dir}/")));
@@ -57,7 +71,14 @@ impl Vfs<'_> {
             }
         };
         paths.sort();
-        Ok(render::path_list(&paths, MAX_OUTPUT_BYTES))
+        let mut listed = render::path_list(&paths, MAX_OUTPUT_BYTES);
+        if !sizes.is_empty() {
+            sizes.sort();
+            let shown: Vec<String> =
+                sizes.iter().take(50).map(|(path, size)| format!("{path} ({size} bytes)")).collect();
+            let _ = write!(listed, "\nBinary files (download them; read_file cannot show them): {}", shown.join(", "));
+        }
+        Ok(listed)
     }
 
     /// Reads a text file from line `offset` (0-based), at most `limit` lines; see
@@ -84,7 +105,7 @@ impl Vfs<'_> {
             Stat::Missing => return Err(VfsError::NotFound(shown)),
         };
         let bytes = self.load(&shown, &entry).await?;
-        let text = as_text(&bytes).ok_or(VfsError::Binary)?;
+        let text = as_text(&bytes).ok_or(VfsError::Binary { path: shown.clone(), size: bytes.len() as u64 })?;
         render::read_window(text, offset, limit, MAX_OUTPUT_BYTES)
     }
 
@@ -240,4 +261,14 @@ fn looks_like_regex(pattern: &str) -> bool {
         || pattern.contains(".*")
         || pattern.contains(".+")
         || pattern.as_bytes().windows(2).any(|w| w[0] == b'\\' && b".wWdDsSbB(){}[]|+*?^$".contains(&w[1]))
+}
+
+/// Extensions of formats that are never text: their files get their sizes shown by `ls`.
+const BINARY_EXTENSIONS: [&str; 28] = [
+    "pdf", "docx", "doc", "xlsx", "xls", "xlsm", "pptx", "ppt", "odt", "ods", "png", "jpg", "jpeg", "gif", "webp",
+    "bmp", "tif", "tiff", "zip", "gz", "tgz", "tar", "bz2", "xz", "7z", "sqlite", "parquet", "npy",
+];
+
+fn is_binary_name(name: &str) -> bool {
+    name.rsplit_once('.').is_some_and(|(_, ext)| BINARY_EXTENSIONS.iter().any(|known| ext.eq_ignore_ascii_case(known)))
 }

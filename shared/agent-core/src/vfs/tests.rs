@@ -161,7 +161,8 @@ async fn ls_skills_shows_only_mounted_skills_and_their_tree() {
     );
     assert_eq!(
         vfs.ls("/skills/compraventa/resources/").await.unwrap(),
-        "['/skills/compraventa/resources/ejemplo.md', '/skills/compraventa/resources/plantilla.pdf']"
+        "['/skills/compraventa/resources/ejemplo.md', '/skills/compraventa/resources/plantilla.pdf']\nBinary files \
+         (download them; read_file cannot show them): /skills/compraventa/resources/plantilla.pdf (32 bytes)"
     );
     // A file lists itself (deepagents answers "No files found").
     assert_eq!(vfs.ls("/skills/compraventa/SKILL.md").await.unwrap(), "['/skills/compraventa/SKILL.md']");
@@ -247,9 +248,14 @@ async fn escapes_are_not_found_and_never_reach_another_tenant() {
 async fn binary_files_are_reported_not_dumped() {
     let store = MemStore::seeded();
     let vfs = mounted(&store);
-    let expected = "Error: File is a binary file and cannot be read as text";
-    assert_eq!(text(vfs.read_file("/skills/compraventa/resources/plantilla.pdf", 0, 10).await), expected);
-    assert_eq!(text(vfs.read_file("/ticket/latin1.txt", 0, 10).await), expected);
+    assert_eq!(
+        text(vfs.read_file("/skills/compraventa/resources/plantilla.pdf", 0, 10).await),
+        "Error: File '/skills/compraventa/resources/plantilla.pdf' is a binary file (32 bytes) and cannot be read as text"
+    );
+    assert_eq!(
+        text(vfs.read_file("/ticket/latin1.txt", 0, 10).await),
+        "Error: File '/ticket/latin1.txt' is a binary file (3 bytes) and cannot be read as text"
+    );
 }
 
 #[tokio::test]

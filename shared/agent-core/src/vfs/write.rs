@@ -67,7 +67,7 @@ impl Vfs<'_> {
         }
         let entry = Entry { rel: rel.clone(), size: file.size, source: Source::Blob(file.sha256) };
         let bytes = self.load(&shown, &entry).await?;
-        let text = as_text(&bytes).ok_or(VfsError::Binary)?;
+        let text = as_text(&bytes).ok_or(VfsError::Binary { path: shown.clone(), size: bytes.len() as u64 })?;
         let count = text.matches(old).count();
         if count == 0 {
             // A model often adds a final newline the file does not have; say so precisely.
