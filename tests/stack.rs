@@ -214,6 +214,20 @@ pub fn get_event(user: Option<&str>, session: &str) -> Value {
     event
 }
 
+/// An HTTP API event for `GET /sessions/{session}/files/{path}` by `user`; `path` is sent as
+/// given (percent-encoding included), as a client's request line carries it.
+pub fn file_event(user: Option<&str>, session: &str, path: &str) -> Value {
+    let mut event = sample_event("http-get-session.json");
+    let raw_path = format!("/sessions/{session}/files/{path}");
+    event["routeKey"] = json!("GET /sessions/{session_id}/files/{proxy+}");
+    event["requestContext"]["routeKey"] = event["routeKey"].clone();
+    event["rawPath"] = json!(raw_path);
+    event["requestContext"]["http"]["path"] = json!(raw_path);
+    event["pathParameters"] = json!({ "session_id": session, "proxy": path });
+    set_user(&mut event, user);
+    event
+}
+
 fn set_user(event: &mut Value, user: Option<&str>) {
     match user {
         Some(user) => event["requestContext"]["authorizer"]["jwt"]["claims"]["sub"] = json!(user),

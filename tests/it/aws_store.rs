@@ -2,7 +2,7 @@
 //! spilling, expiry and tenant isolation, checked through the traits and the raw items.
 
 use std::collections::{BTreeMap, HashMap};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_core::keys;
 use agent_core::store::{
@@ -183,6 +183,29 @@ async fn s3_get_of_a_missing_key_is_none_and_etags_are_stable() {
     let edited = objects.get("u1/skills/a/SKILL.md").await.unwrap().unwrap();
     assert_ne!(edited.etag, first.etag);
     assert_eq!(edited.bytes, b"# A, edited");
+}
+
+#[tokio::test]
+async fn s3_presigned_links_read_the_object_without_credentials_and_send_no_request() {
+    let world = world().await;
+    let objects = &world.stores.objects;
+    let key = "auth0|alice/workspaces/s1/blobs/abc";
+    objects.put(key, b"contenido binario \x00\xff".to_vec()).await.unwrap();
+    world.counter.reset();
+
+    let url = objects.presign_get(key, Duration::from_secs(300)).await.unwrap().expect("S3 makes links");
+    assert_eq!(world.counter.total(), 0, "signing is local: {:?}", world.counter.operations());
+    assert!(url.starts_with(&moto::moto().endpoint), "the configured endpoint, path-style: {url}");
+    assert!(url.contains("X-Amz-Expires=300") && url.contains("X-Amz-Signature="), "{url}");
+    let fetched = reqwest::get(&url).await.expect("follow the link");
+    assert_eq!(fetched.status(), 200);
+    assert_eq!(fetched.bytes().await.unwrap().as_ref(), b"contenido binario \x00\xff");
+
+    let missing = objects.presign_get("auth0|alice/none", Duration::from_secs(60)).await.unwrap().expect("a link");
+    assert_eq!(reqwest::get(&missing).await.unwrap().status(), 404, "a link to nothing reads nothing");
+    // Past S3's one-week maximum the SDK refuses; that is a backend error, never a panic.
+    let too_long = objects.presign_get(key, Duration::from_secs(8 * 86_400)).await;
+    assert!(matches!(too_long, Err(StoreError::Backend(_))), "{too_long:?}");
 }
 
 #[tokio::test]

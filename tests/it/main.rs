@@ -9,6 +9,7 @@ mod exactly_once;
 mod faults;
 mod forced;
 mod http;
+mod http_files;
 mod long_sessions;
 mod planner;
 mod queue;

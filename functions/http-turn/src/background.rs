@@ -77,7 +77,7 @@ pub(crate) async fn accept(
     let poll = format!("/sessions/{session}/turns/{turn_id}");
     Ok(Answer {
         status: 202,
-        body: json!({"turn_id": turn_id, "status": "pending", "poll": poll}),
+        body: json!({"turn_id": turn_id, "status": "pending", "poll": poll}).into(),
         headers: vec![("location", poll.clone()), ("preference-applied", "respond-async".to_owned())],
         replayed: false,
     })

@@ -20,7 +20,9 @@ use tokio::time::Instant;
 const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096;
 
 mod background;
+mod files;
 mod session_view;
+pub use files::INLINE_MAX_BYTES;
 use session_view::session_view;
 pub use session_view::PageRequest;
 
@@ -150,7 +152,10 @@ pub async fn handle(
     });
     match routed {
         Ok(answer) => {
-            let mut response = respond(answer.status, &answer.body);
+            let mut response = match answer.body {
+                Payload::Json(body) => respond(answer.status, &body),
+                Payload::Bytes(bytes) => respond_bytes(answer.status, bytes),
+            };
             if answer.replayed {
                 response.headers.insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
             }
@@ -176,14 +181,26 @@ pub fn internal_error() -> ApiError {
 /// A successful answer: its status, body and extra headers, and whether it replays an earlier delivery.
 struct Answer {
     status: u16,
-    body: Value,
+    body: Payload,
     headers: Vec<(&'static str, String)>,
     replayed: bool,
 }
 
+/// The body of an answer: JSON, or a file's bytes (sent base64-encoded; its headers say what they are).
+enum Payload {
+    Json(Value),
+    Bytes(Vec<u8>),
+}
+
+impl From<Value> for Payload {
+    fn from(body: Value) -> Self {
+        Payload::Json(body)
+    }
+}
+
 impl From<Value> for Answer {
     fn from(body: Value) -> Self {
-        Self { status: 200, body, headers: Vec::new(), replayed: false }
+        Self { status: 200, body: body.into(), headers: Vec::new(), replayed: false }
     }
 }
 
@@ -211,7 +228,12 @@ async fn route(
         ["sessions", id] if method == Method::GET => Route::GetSession(id),
         ["sessions", id, "turns", turn] if method == Method::GET => Route::GetTurn(id, turn),
         ["skills"] if method == Method::GET => Route::ListSkills,
-        ["sessions", _, "turns"] | ["sessions", _] | ["sessions", _, "turns", _] | ["skills"] => {
+        ["sessions", id, "files", path @ ..] if !path.is_empty() && method == Method::GET => Route::GetFile(id, path),
+        ["sessions", _, "turns"]
+        | ["sessions", _]
+        | ["sessions", _, "turns", _]
+        | ["sessions", _, "files", _, ..]
+        | ["skills"] => {
             return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on this path")))
         }
         _ => return Err(not_found()),
@@ -227,11 +249,15 @@ async fn route(
             let request = turn_request(user, session, body, &event.headers, profile_from_claims(event), deadline)?;
             let reply = service.run_turn(request).await?;
             let body = serde_json::to_value(&reply).map_err(|_| internal_error())?;
-            Ok(Answer { status: 200, body, headers: Vec::new(), replayed: reply.replayed })
+            Ok(Answer { status: 200, body: body.into(), headers: Vec::new(), replayed: reply.replayed })
         }
         Route::GetTurn(id, turn) => {
             let session = parse_session_id(id)?;
             background::status(service, &user, &session, turn).await
+        }
+        Route::GetFile(id, path) => {
+            let session = parse_session_id(id)?;
+            files::download(service, &user, &session, path).await
         }
         Route::ListSkills => {
             let page = SkillsPage::from_query(event)?;
@@ -254,6 +280,7 @@ enum Route<'a> {
     PostTurn(&'a str),
     GetTurn(&'a str, &'a str),
     GetSession(&'a str),
+    GetFile(&'a str, &'a [&'a str]),
     ListSkills,
 }
 
@@ -448,5 +475,15 @@ fn respond(status: u16, body: &Value) -> ApiGatewayV2httpResponse {
     response.status_code = i64::from(status);
     response.headers = headers;
     response.body = Some(Body::Text(body.to_string()));
+    response
+}
+
+/// A binary answer: the bytes base64-encoded for API Gateway, which decodes them (and sets
+/// `Content-Length`); the caller adds `Content-Type`.
+fn respond_bytes(status: u16, bytes: Vec<u8>) -> ApiGatewayV2httpResponse {
+    let mut response = ApiGatewayV2httpResponse::default();
+    response.status_code = i64::from(status);
+    response.body = Some(Body::Binary(bytes));
+    response.is_base64_encoded = true;
     response
 }

@@ -137,13 +137,17 @@ impl Intercept for CountingInterceptor {
         "CallCounter"
     }
 
-    // `read_before_transmit` runs once per attempt, just before the request goes on the wire.
+    // `read_before_transmit` runs once per attempt, just before the request goes on the wire. A
+    // presigned request stops right after it and is never sent, so it is no round trip.
     fn read_before_transmit(
         &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
+        if context.request().uri().contains("X-Amz-Signature=") {
+            return Ok(());
+        }
         let operation = cfg.load::<Metadata>().map(Metadata::name);
         self.counter.record(self.service, operation);
         Ok(())

@@ -1,8 +1,11 @@
 //! `ObjectStore` on S3.
 
+use std::time::Duration;
+
 use agent_core::store::{Fetched, Object, ObjectMeta, ObjectStore, StoreError, WriteCondition};
 use async_trait::async_trait;
 use aws_sdk_s3::error::SdkError;
+use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use aws_smithy_types::error::display::DisplayErrorContext;
@@ -164,6 +167,27 @@ impl ObjectStore for S3ObjectStore {
             .await
             .map_err(|err| self.backend("PutObject", key, err))?;
         Ok(())
+    }
+
+    /// A SigV4 presigned `GetObject` URL for the client's endpoint and addressing style. Signing is
+    /// local: no request is sent, and the link lasts at most as long as the credentials that sign it.
+    async fn presign_get(&self, key: &str, expires_in: Duration) -> Result<Option<String>, StoreError> {
+        let config = PresigningConfig::expires_in(expires_in).map_err(|err| {
+            StoreError::Backend(format!(
+                "S3 presign GetObject s3://{}/{key}: {}",
+                self.bucket,
+                DisplayErrorContext(&err)
+            ))
+        })?;
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .presigned(config)
+            .await
+            .map_err(|err| self.backend("presign GetObject", key, err))?;
+        Ok(Some(presigned.uri().to_owned()))
     }
 }
 

@@ -1,0 +1,149 @@
+//! `GET /sessions/{session_id}/files/{path...}`: a workspace file of the caller's own session, as
+//! bytes up to [`INLINE_MAX_BYTES`] or as a `303` to a short-lived presigned link beyond.
+
+use agent_core::turn::{FileDownload, TurnService};
+use agent_core::{SessionId, UserId};
+use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use serde_json::json;
+
+use crate::{Answer, ApiError, Payload};
+
+/// The largest file answered inline: base64 makes it 4 MiB, under Lambda's 6 MB response limit.
+pub const INLINE_MAX_BYTES: u64 = 3 * 1024 * 1024;
+
+/// RFC 5987 `attr-char`s stay as they are in `filename*`; everything else is percent-encoded.
+const ATTR_CHAR_ESCAPES: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'!')
+    .remove(b'#')
+    .remove(b'$')
+    .remove(b'&')
+    .remove(b'+')
+    .remove(b'-')
+    .remove(b'.')
+    .remove(b'^')
+    .remove(b'_')
+    .remove(b'`')
+    .remove(b'|')
+    .remove(b'~');
+
+/// The file at `segments` (the raw path after `files/`, relative to `/workspace`) for its owner:
+/// 200 with the bytes, 303 with a link for a large one, 404 for anything the caller cannot see.
+pub(crate) async fn download(
+    service: &TurnService,
+    user: &UserId,
+    session: &SessionId,
+    segments: &[&str],
+) -> Result<Answer, ApiError> {
+    let relative = decode_path(segments)?;
+    let download = service
+        .workspace_file(user, session, &format!("/workspace/{relative}"), INLINE_MAX_BYTES)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no file `/workspace/{relative}` in this session")))?;
+    let private = [("x-content-type-options", "nosniff".to_owned()), ("cache-control", "private, no-store".to_owned())];
+    match download {
+        FileDownload::Bytes { path, bytes } => {
+            tracing::info!(session = %session, path, size = bytes.len(), "workspace file sent");
+            let name = path.rsplit('/').next().unwrap_or(path.as_str());
+            let mut headers =
+                vec![("content-type", content_type(name, &bytes)), ("content-disposition", content_disposition(name))];
+            headers.extend(private);
+            Ok(Answer { status: 200, body: Payload::Bytes(bytes), headers, replayed: false })
+        }
+        FileDownload::Link { path, size, url, expires_in } => {
+            tracing::info!(session = %session, path, size, "workspace file linked");
+            let body = json!({"url": url, "expires_in": expires_in.as_secs(), "size": size, "path": path});
+            let mut headers = vec![("location", url)];
+            headers.extend(private);
+            Ok(Answer { status: 303, body: body.into(), headers, replayed: false })
+        }
+    }
+}
+
+/// The path's segments percent-decoded and joined with `/`; a segment that decodes to something
+/// that is not a plain name (`/`, `.`, `..`, a control character, invalid UTF-8) is a 400.
+fn decode_path(segments: &[&str]) -> Result<String, ApiError> {
+    let mut names = Vec::with_capacity(segments.len());
+    for segment in segments {
+        let name = percent_decode_str(segment)
+            .decode_utf8()
+            .map_err(|_| ApiError::bad_request("the file path is not valid UTF-8"))?;
+        if name.is_empty() || name == "." || name == ".." || name.contains('/') || name.chars().any(char::is_control) {
+            return Err(ApiError::bad_request(
+                "each segment of the file path must be a plain name: no `/`, `.`, `..` or control characters",
+            ));
+        }
+        names.push(name);
+    }
+    Ok(names.join("/"))
+}
+
+/// The media type the file's extension names (`application/octet-stream` when it names none),
+/// with `charset=utf-8` for a text type whose bytes are UTF-8.
+fn content_type(name: &str, bytes: &[u8]) -> String {
+    let Some(mime) = mime_guess::from_path(name).first() else { return "application/octet-stream".to_owned() };
+    if mime.type_() == mime_guess::mime::TEXT && std::str::from_utf8(bytes).is_ok() {
+        format!("{}; charset=utf-8", mime.essence_str())
+    } else {
+        mime.essence_str().to_owned()
+    }
+}
+
+/// `attachment` with the file's name (RFC 6266): a quoted ASCII `filename`, and `filename*` in
+/// UTF-8 when the name is not ASCII (the plain one then has `_` for each other character).
+fn content_disposition(name: &str) -> String {
+    let fallback: String = name
+        .chars()
+        .map(|c| match c {
+            '"' | '\\' => '_',
+            c if c.is_ascii() && !c.is_ascii_control() => c,
+            _ => '_',
+        })
+        .collect();
+    if name.is_ascii() && fallback == name {
+        format!("attachment; filename=\"{name}\"")
+    } else {
+        let encoded = utf8_percent_encode(name, ATTR_CHAR_ESCAPES);
+        format!("attachment; filename=\"{fallback}\"; filename*=UTF-8''{encoded}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_decode_and_traversals_are_refused() {
+        assert_eq!(decode_path(&["notes", "plan.md"]).unwrap(), "notes/plan.md");
+        assert_eq!(decode_path(&["informe%20final.pdf"]).unwrap(), "informe final.pdf");
+        assert_eq!(decode_path(&["caf%C3%A9.txt"]).unwrap(), "café.txt");
+        for bad in ["..%2Fplan.md", "%2e%2e", "%2E", "..", ".", "a%2fb", "a%00b", "a%0Ab", "a%7Fb", "%FF", "%C2%85"] {
+            let err = decode_path(&["notes", bad]).expect_err(bad);
+            assert_eq!((err.status, err.code), (400, "bad_request"), "{bad}");
+        }
+    }
+
+    #[test]
+    fn media_types_come_from_the_extension() {
+        assert_eq!(content_type("plan.md", b"# plan"), "text/markdown; charset=utf-8");
+        assert_eq!(content_type("a.txt", b"hola"), "text/plain; charset=utf-8");
+        assert_eq!(content_type("a.txt", &[0xff, 0xfe]), "text/plain");
+        assert_eq!(content_type("a.pdf", b"%PDF"), "application/pdf");
+        assert_eq!(content_type("a.png", b""), "image/png");
+        assert_eq!(content_type("datos", b"x"), "application/octet-stream");
+        assert_eq!(content_type("x.nosuchext", b"x"), "application/octet-stream");
+    }
+
+    #[test]
+    fn attachment_names_follow_rfc_6266() {
+        assert_eq!(content_disposition("plan.md"), "attachment; filename=\"plan.md\"");
+        assert_eq!(
+            content_disposition("escritura compraventa.pdf"),
+            "attachment; filename=\"escritura compraventa.pdf\""
+        );
+        assert_eq!(
+            content_disposition("café \"final\".txt"),
+            "attachment; filename=\"caf_ _final_.txt\"; filename*=UTF-8''caf%C3%A9%20%22final%22.txt"
+        );
+        assert_eq!(content_disposition("a\\b"), "attachment; filename=\"a_b\"; filename*=UTF-8''a%5Cb");
+    }
+}
