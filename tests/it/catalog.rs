@@ -279,7 +279,11 @@ async fn lenient_validation_skips_only_unusable_skills_and_get_skills_shows_why_
     assert_eq!(review["declared_tools"], json!(["Read", "Bash(git diff:*)", "WebFetch"]));
     let warnings = review["warnings"].to_string();
     assert!(warnings.contains("lowercase") && warnings.contains("differs from its folder"), "{warnings}");
-    assert!(warnings.contains("Bash(git diff:*), WebFetch"), "{warnings}");
+    assert!(warnings.contains("does not have: WebFetch"), "{warnings}");
+    assert!(
+        warnings.contains("names Bash(git diff:*), which runs commands, and this deployment has no sandbox"),
+        "{warnings}"
+    );
     assert_eq!(by_path("nameless")["name"], "nameless");
 
     let skipped: BTreeMap<String, String> = body["skipped"]

@@ -100,6 +100,7 @@ async fn events_arrive_while_the_turn_runs_in_order_and_completed_is_what_was_co
             "skill.loaded",
             "tool.call",
             "tool.result",
+            "file.written",
             "message.delta",
             "message.delta",
             "message.delta",
@@ -115,6 +116,7 @@ async fn events_arrive_while_the_turn_runs_in_order_and_completed_is_what_was_co
     assert_eq!(events[3].data, json!({"skill": "escrituras/compraventa", "forced": false}));
     assert_eq!(events[4].data["summary"], "content=Borrador file_path=/workspace/borrador.md");
     assert_eq!(events[5].data["ok"], true, "{}", events[5].data);
+    assert_eq!(events[6].data, json!({"path": "/workspace/borrador.md", "size": 8}));
 
     // The first delta reached the client while five more chunks were still to come from the model.
     let first_delta = events.iter().find(|e| e.name == "message.delta").unwrap().at;
@@ -128,6 +130,7 @@ async fn events_arrive_while_the_turn_runs_in_order_and_completed_is_what_was_co
     assert_eq!(reply["current_skill"], "escrituras/compraventa");
     assert_eq!(reply["version"], 1);
     assert_eq!(reply["ending"], "answered");
+    assert_eq!(reply["files"], json!([{"path": "/workspace/borrador.md", "size": 8}]));
     assert!(stream.error_trailer().await.is_none());
 
     let (status, stored) = streaming.stored("s1").await;

@@ -262,7 +262,7 @@ async fn route(
         Route::ListSkills => {
             let page = SkillsPage::from_query(event)?;
             let catalog = service.skill_catalog(&user).await?;
-            Ok(skills_view(&catalog, &page).into())
+            Ok(skills_view(&catalog, &page, service.sandbox_name().is_some()).into())
         }
         Route::GetSession(id) => {
             let session_id = parse_session_id(id)?;
@@ -319,7 +319,9 @@ impl SkillsPage {
 
 /// The tenant's skills as the operator needs to see them: every usable skill with what it
 /// declares and what was repaired, and every skipped SKILL.md with the reason.
-fn skills_view(catalog: &Catalog, page: &SkillsPage) -> Value {
+/// The catalog as its owner reads it. Without a sandbox, `execute` is not among a skill's tools and
+/// its `Bash` declarations get the warning any tool this deployment lacks gets.
+fn skills_view(catalog: &Catalog, page: &SkillsPage, has_sandbox: bool) -> Value {
     let entries = catalog.entries();
     let start = match &page.after {
         Some(after) => entries.partition_point(|entry| entry.path.to_string().as_str() <= after.as_str()),
@@ -329,14 +331,34 @@ fn skills_view(catalog: &Catalog, page: &SkillsPage) -> Value {
     let skills: Vec<Value> = shown
         .iter()
         .map(|entry| {
+            let mut tools = entry.tools.clone();
+            let mut warnings = entry.warnings.clone();
+            if !has_sandbox {
+                let bash: Vec<&str> = entry
+                    .declared_tools
+                    .iter()
+                    .flatten()
+                    .map(|name| name.trim())
+                    .filter(|name| *name == "Bash" || name.starts_with("Bash("))
+                    .collect();
+                if let Some(tools) = tools.as_mut() {
+                    tools.retain(|tool| tool != agent_core::tools::EXECUTE);
+                }
+                if !bash.is_empty() {
+                    warnings.push(format!(
+                        "`allowed-tools` names {}, which runs commands, and this deployment has no sandbox (SANDBOX)",
+                        bash.join(", ")
+                    ));
+                }
+            }
             json!({
                 "path": entry.path.to_string(),
                 "name": entry.name,
                 "description": entry.description,
                 "category": entry.category,
-                "tools": entry.tools,
+                "tools": tools,
                 "declared_tools": entry.declared_tools,
-                "warnings": entry.warnings,
+                "warnings": warnings,
             })
         })
         .collect();

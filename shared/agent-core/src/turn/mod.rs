@@ -282,6 +282,11 @@ impl TurnService {
         self
     }
 
+    /// The sandbox `execute` runs in ("local", "lambda"), when there is one.
+    pub fn sandbox_name(&self) -> Option<&'static str> {
+        self.sandbox.as_ref().map(|sandbox| sandbox.name())
+    }
+
     pub fn config(&self) -> &AgentConfig {
         &self.config
     }

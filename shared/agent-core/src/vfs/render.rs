@@ -11,7 +11,7 @@ pub const EMPTY_FILE_NOTE: &str = "System reminder: File exists but has empty co
 pub(super) const TRUNCATION_GUIDANCE: &str = "... [results truncated, try being more specific with your parameters]";
 
 /// Put above the status header when a `read_file` window had to be cut to the output bound.
-/// deepagents' wording suggests the `execute` tool, which this runtime does not have.
+/// deepagents' wording suggests the `execute` tool, which is offered only with a sandbox.
 const READ_TRUNCATION_NOTICE: &str = "[Output was truncated due to size limits. The file content is very large. \
      Read fewer lines at a time with `limit`, continuing from the next offset shown; the rest of a single line \
      longer than this limit cannot be shown.]";

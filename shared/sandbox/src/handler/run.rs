@@ -1,0 +1,425 @@
+//! Runs `bash -c <command>` over the scratch directory, inside bubblewrap or as a plain process,
+//! with rlimits, in a process group of its own, and stops it at the timeout or past a bound. Its
+//! stdout and stderr share one pipe, so the output is interleaved as written.
+
+use std::io::Read;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{mpsc, Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use agent_core::sandbox::SandboxLayout;
+
+use super::collect::{over_bounds, Bounds};
+use super::identity;
+use super::output::Capture;
+use super::scratch::Scratch;
+use super::{human_bytes, Config, HandlerError, Isolation};
+
+/// How often the workspace is measured while the command runs.
+const WATCH_EVERY: Duration = Duration::from_millis(50);
+/// How long the handler waits for the output's end once the command's processes are killed.
+const DRAIN_WAIT: Duration = Duration::from_secs(2);
+/// The `/etc` files Python, matplotlib and TLS clients read; the rest of `/etc` stays out.
+const ETC_FILES: [&str; 6] =
+    ["/etc/ld.so.cache", "/etc/alternatives", "/etc/fonts", "/etc/localtime", "/etc/mime.types", "/etc/ssl"];
+
+/// How the command ended, before its files are collected.
+pub(crate) struct Ran {
+    pub capture: Capture,
+    pub exit_code: Option<i32>,
+    pub stopped: Option<String>,
+    pub timed_out: bool,
+    pub duration: Duration,
+}
+
+pub(crate) fn execute(
+    config: &Config,
+    scratch: &Scratch,
+    command: &str,
+    timeout: Duration,
+    owner: Option<u32>,
+    bounds: &Bounds,
+) -> Result<Ran, HandlerError> {
+    let internal = |what: &str, err: std::io::Error| HandlerError::Internal(format!("{what}: {err}"));
+    let (output, writer) = std::io::pipe().map_err(|err| internal("could not make the output pipe", err))?;
+    // bwrap reports on this pipe whether it started the command, which tells its own failures
+    // (printed to the output like the command's) from the command's.
+    let status = match config.isolation {
+        Isolation::Bwrap { .. } => Some(std::io::pipe().map_err(|err| internal("could not make a pipe", err))?),
+        Isolation::Process => None,
+    };
+    let status_fd = status.as_ref().map(|(_, writer)| writer.as_raw_fd());
+    let mut cmd = match &config.isolation {
+        Isolation::Bwrap { bwrap } => bwrap_command(bwrap, config, scratch, command, status_fd),
+        Isolation::Process => process_command(config, scratch, command),
+    };
+    let stdout = writer.try_clone().map_err(|err| internal("could not share the output pipe", err))?;
+    cmd.stdin(Stdio::null()).stdout(stdout).stderr(writer).process_group(0);
+    if let Some(uid) = owner {
+        // std drops the supplementary groups, then sets the gid and the uid, before `pre_exec`.
+        cmd.uid(uid).gid(uid);
+    }
+    let [cpu, memory, processes, file, open_files] = rlimit_values(config, timeout, owner);
+    // SAFETY: the closure only makes system calls (close_range, getrlimit, setrlimit, fcntl: all
+    // async-signal-safe) on values computed before the fork, and allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || {
+            // Descriptors the handler itself inherited without close-on-exec stay out of the command.
+            if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) != 0 {
+                let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut current);
+                for fd in 3..current.rlim_cur.min(65_536) as libc::c_int {
+                    libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+                }
+            }
+            let rlimits = [
+                (libc::RLIMIT_CPU, cpu),
+                (libc::RLIMIT_AS, memory),
+                (libc::RLIMIT_NPROC, processes),
+                (libc::RLIMIT_FSIZE, file),
+                (libc::RLIMIT_NOFILE, open_files),
+                (libc::RLIMIT_CORE, 0),
+            ];
+            for (resource, value) in rlimits {
+                let limit = libc::rlimit { rlim_cur: value, rlim_max: value };
+                if libc::setrlimit(resource, &limit) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            if let Some(fd) = status_fd {
+                if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let spawned = cmd.spawn();
+    // The handler's copies of the pipes' write ends go now, so the reads end when the command's do.
+    drop(cmd);
+    let status = status.map(|(reader, _)| reader);
+    let mut child = spawned.map_err(|err| internal("could not start the command", err))?;
+    let started = Instant::now();
+    let pid = libc::pid_t::try_from(child.id()).map_err(|_| HandlerError::Internal("pid out of range".into()))?;
+    let control = Arc::new(Control { group: pid, state: Mutex::new(State { reason: None, alive: true }) });
+
+    let capture = Arc::new(Mutex::new(Capture::default()));
+    let (done, drained) = mpsc::channel::<()>();
+    let reader = {
+        let (capture, control) = (Arc::clone(&capture), Arc::clone(&control));
+        let hard = config.limits.output_hard_bytes;
+        std::thread::Builder::new()
+            .name("sandbox-output".into())
+            .spawn(move || read_output(output, &capture, &control, hard, done))
+            .map_err(|err| internal("could not start the output reader", err))
+    };
+    if let Err(err) = reader {
+        control.kill_group();
+        let _ = child.wait();
+        return Err(err);
+    }
+
+    let exit = wait_for_exit(&mut child, pid, &control, config, scratch, timeout, bounds);
+    let duration = started.elapsed();
+    // Whatever of the command's group is still running goes while the leader is unreaped, so the
+    // group id cannot have been reused.
+    control.kill_group();
+    control.state().alive = false;
+    let status_code = child.wait().map_err(|err| internal("could not wait for the command", err))?;
+    let stopped = control.state().reason.clone();
+    match (&config.isolation, owner) {
+        (Isolation::Bwrap { .. }, Some(uid)) => identity::sweep(uid),
+        (Isolation::Process, _) => identity::sweep_own_uid(),
+        (Isolation::Bwrap { .. }, None) => {}
+    }
+    if drained.recv_timeout(DRAIN_WAIT) == Err(mpsc::RecvTimeoutError::Timeout) {
+        tracing::warn!("a process of the sandboxed command kept its output open; the output reader is left behind");
+    }
+    let capture = lock(&capture).clone();
+    if stopped.is_none() {
+        if let Some(status) = status {
+            if !read_status(status).contains("\"child-pid\"") {
+                let (text, _) = capture.render();
+                return Err(HandlerError::Internal(format!("bubblewrap did not start the command: {text}")));
+            }
+        }
+    }
+    Ok(Ran {
+        capture,
+        exit_code: if stopped.is_some() { None } else { status_code.code() },
+        timed_out: exit == Err(Stop::Timeout),
+        stopped,
+        duration,
+    })
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Stop {
+    Timeout,
+    Bound,
+}
+
+/// Waits for the command's exit (without reaping it), measuring the workspace meanwhile; stops the
+/// command at the timeout or past a workspace bound.
+fn wait_for_exit(
+    child: &mut Child,
+    pid: libc::pid_t,
+    control: &Control,
+    config: &Config,
+    scratch: &Scratch,
+    timeout: Duration,
+    bounds: &Bounds,
+) -> Result<(), Stop> {
+    let started = Instant::now();
+    let pidfd = pidfd_open(pid);
+    let result = loop {
+        let remaining = timeout.saturating_sub(started.elapsed());
+        if remaining.is_zero() {
+            control.stop(format!("timed out after {}", seconds(timeout)));
+            break Err(Stop::Timeout);
+        }
+        if exited_within(pid, pidfd.as_ref(), remaining.min(WATCH_EVERY)) {
+            return Ok(());
+        }
+        if let Some(reason) = over_bounds(&scratch.workspace, bounds, &config.limits) {
+            control.stop(reason);
+            break Err(Stop::Bound);
+        }
+        if control.state().reason.is_some() {
+            // The output reader stopped it.
+            break Err(Stop::Bound);
+        }
+    };
+    // SIGKILL is on its way; the exit follows unless the process is stuck in the kernel.
+    if !exited_within(pid, pidfd.as_ref(), Duration::from_secs(5)) {
+        tracing::warn!(pid, "the sandboxed command did not exit 5 s after SIGKILL");
+        let _ = child.kill();
+    }
+    result
+}
+
+/// "2 s" or "1.5 s".
+fn seconds(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{:.1} s", duration.as_secs_f64())
+    }
+}
+
+/// Who may stop the command (the waiter, the output reader) and why it was stopped first.
+struct Control {
+    group: libc::pid_t,
+    state: Mutex<State>,
+}
+
+struct State {
+    reason: Option<String>,
+    /// Until the leader is reaped its process group id cannot be reused, so killing it is safe.
+    alive: bool,
+}
+
+impl Control {
+    fn state(&self) -> MutexGuard<'_, State> {
+        lock(&self.state)
+    }
+
+    /// Kills the command's process group, keeping the first reason given.
+    fn stop(&self, reason: String) {
+        let mut state = self.state();
+        state.reason.get_or_insert(reason);
+        if state.alive {
+            kill_group(self.group);
+        }
+    }
+
+    fn kill_group(&self) {
+        if self.state().alive {
+            kill_group(self.group);
+        }
+    }
+}
+
+fn kill_group(group: libc::pid_t) {
+    // SAFETY: kill has no memory-safety preconditions.
+    unsafe {
+        libc::kill(-group, libc::SIGKILL);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Reads the output to its end, keeping the head and tail, and stops the command once it has
+/// printed more than `hard` bytes; dropping `done` tells the handler it has finished.
+fn read_output(
+    mut output: std::io::PipeReader,
+    capture: &Mutex<Capture>,
+    control: &Control,
+    hard: u64,
+    done: mpsc::Sender<()>,
+) {
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut stopped = false;
+    loop {
+        match output.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => {
+                let total = {
+                    let mut capture = lock(capture);
+                    capture.push(&buffer[..read]);
+                    capture.total
+                };
+                if total > hard && !stopped {
+                    stopped = true;
+                    control.stop(format!("printed more than {} of output", human_bytes(hard)));
+                }
+            }
+            Err(err) if err.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
+    }
+    drop(done);
+}
+
+/// What bwrap wrote on its status pipe (bounded, never blocking: every writer is gone or stuck).
+fn read_status(status: std::io::PipeReader) -> String {
+    let fd = status.as_raw_fd();
+    // SAFETY: fcntl on a descriptor this function owns.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+    }
+    let mut text = Vec::new();
+    let _ = status.take(4096).read_to_end(&mut text);
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+fn pidfd_open(pid: libc::pid_t) -> Option<OwnedFd> {
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    // SAFETY: a non-negative result is a descriptor this process now owns.
+    RawFd::try_from(fd).ok().filter(|fd| *fd >= 0).map(|fd| unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Whether the child exits within `wait`; it is left unreaped.
+fn exited_within(pid: libc::pid_t, pidfd: Option<&OwnedFd>, wait: Duration) -> bool {
+    if let Some(pidfd) = pidfd {
+        let mut poll = libc::pollfd { fd: pidfd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        let millis = libc::c_int::try_from(wait.as_millis()).unwrap_or(libc::c_int::MAX);
+        // SAFETY: one valid pollfd.
+        return unsafe { libc::poll(&mut poll, 1, millis) } > 0;
+    }
+    // Kernels before 5.3 have no pidfd: poll waitid instead.
+    let deadline = Instant::now() + wait;
+    loop {
+        // SAFETY: an all-zero siginfo_t is valid; waitid fills it.
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let flags = libc::WEXITED | libc::WNOHANG | libc::WNOWAIT;
+        // SAFETY: `info` outlives the call; si_pid is read only after a successful waitid.
+        if unsafe { libc::waitid(libc::P_PID, pid as libc::id_t, &mut info, flags) } == 0
+            && unsafe { info.si_pid() } != 0
+        {
+            return true;
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        std::thread::sleep((deadline - now).min(Duration::from_millis(5)));
+    }
+}
+
+/// RLIMIT_CPU, AS, NPROC, FSIZE and NOFILE for one call.
+fn rlimit_values(config: &Config, timeout: Duration, owner: Option<u32>) -> [libc::rlim_t; 5] {
+    let limits = &config.limits;
+    let cpu = limits.cpu_seconds.min(timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0) + 1);
+    // RLIMIT_NPROC counts every task of the uid: a call's own uid starts at none, the handler's
+    // uid already runs the handler (and, locally, the user's session).
+    // Root is not bound by it at all.
+    let processes = if owner.is_some() || identity::is_uid_root() {
+        limits.processes
+    } else {
+        identity::tasks_of(identity::own_uid()) + limits.processes
+    };
+    [cpu, limits.memory_bytes, processes, limits.file_bytes, limits.open_files]
+}
+
+/// The environment of the command, the same in both isolations but for the paths.
+fn environment(path: String, home: &Path, tmp: &Path, python_packages: Option<&Path>) -> Vec<(String, String)> {
+    let text = |path: &Path| path.to_string_lossy().into_owned();
+    let mut env = vec![
+        ("PATH".to_owned(), path),
+        ("HOME".to_owned(), text(home)),
+        ("LANG".to_owned(), "C.UTF-8".to_owned()),
+        ("TMPDIR".to_owned(), text(tmp)),
+        ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
+        ("MPLBACKEND".to_owned(), "Agg".to_owned()),
+        // Caches go to the temporary folder, not into the workspace (HOME) to be collected.
+        ("MPLCONFIGDIR".to_owned(), text(&tmp.join("matplotlib"))),
+        ("XDG_CACHE_HOME".to_owned(), text(&tmp.join(".cache"))),
+        ("OPENBLAS_NUM_THREADS".to_owned(), "1".to_owned()),
+    ];
+    if let Some(packages) = python_packages {
+        env.push(("PYTHONPATH".to_owned(), text(packages)));
+    }
+    env
+}
+
+fn bwrap_command(bwrap: &Path, config: &Config, scratch: &Scratch, command: &str, status_fd: Option<RawFd>) -> Command {
+    let layout = SandboxLayout::default();
+    let mut cmd = Command::new(bwrap);
+    // bwrap's own processes stay visible inside (the namespace's pid 1 is one): they get no
+    // environment at all, so /proc/1/environ holds nothing of the handler's.
+    cmd.env_clear();
+    cmd.args(["--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--ro-bind", "/usr", "/usr"]);
+    for (target, link) in [("usr/bin", "/bin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"), ("usr/sbin", "/sbin")] {
+        cmd.args(["--symlink", target, link]);
+    }
+    for path in ETC_FILES {
+        cmd.args(["--ro-bind-try", path, path]);
+    }
+    cmd.args(["--proc", "/proc", "--dev", "/dev"]);
+    cmd.arg("--size").arg(config.limits.disk_bytes.to_string()).args(["--tmpfs", "/tmp"]);
+    cmd.arg("--bind").arg(&scratch.workspace).arg(&layout.workspace);
+    cmd.arg("--ro-bind").arg(&scratch.skills).arg(&layout.skills);
+    if let Some(ticket) = &scratch.ticket {
+        cmd.arg("--ro-bind").arg(ticket).arg(&layout.ticket);
+    }
+    let packages = Path::new("/opt/python");
+    if let Some(dir) = &config.python_packages {
+        cmd.arg("--ro-bind").arg(dir).arg(packages);
+    }
+    cmd.args(["--dir", "/opt/bin", "--symlink", "/usr/bin/python3", "/opt/bin/python"]);
+    cmd.arg("--chdir").arg(&layout.workspace);
+    let path = "/opt/bin:/usr/local/bin:/usr/bin:/bin".to_owned();
+    let env = environment(
+        path,
+        Path::new(&layout.workspace),
+        Path::new("/tmp"),
+        config.python_packages.as_ref().map(|_| packages),
+    );
+    for (key, value) in env {
+        cmd.arg("--setenv").arg(key).arg(value);
+    }
+    if let Some(fd) = status_fd {
+        cmd.arg("--json-status-fd").arg(fd.to_string());
+    }
+    cmd.args(["--", "bash", "-c", command]);
+    // Reachable by any uid; bwrap changes to the workspace inside.
+    cmd.current_dir("/");
+    cmd
+}
+
+fn process_command(config: &Config, scratch: &Scratch, command: &str) -> Command {
+    let path = format!("{}:/usr/local/bin:/usr/bin:/bin", scratch.bin.to_string_lossy());
+    let mut cmd = Command::new("bash");
+    cmd.env_clear();
+    cmd.envs(environment(path, &scratch.workspace, &scratch.tmp, config.python_packages.as_deref()));
+    cmd.args(["-c", command]).current_dir(&scratch.workspace);
+    cmd
+}

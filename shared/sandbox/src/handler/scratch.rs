@@ -1,0 +1,345 @@
+//! The scratch directory of one call: the request's files checked, decoded and written (the
+//! workspace read-write, skills and ticket read-only), and the whole directory removed afterwards,
+//! whatever happened.
+
+use std::collections::{BTreeSet, HashSet};
+use std::fs::{DirBuilder, OpenOptions, Permissions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use agent_core::sandbox::{MAX_CALL_FILES, MAX_CALL_FILE_BYTES};
+
+use super::{Config, HandlerError, Isolation};
+use crate::wire::{check_relative_path, WireFile, WireSkill};
+
+/// A file of the request, decoded: its relative path and bytes.
+pub(crate) type Decoded = (String, Vec<u8>);
+
+/// The request's files, checked and decoded.
+pub(crate) struct Inputs {
+    pub workspace: Vec<Decoded>,
+    pub skills: Vec<(String, Vec<Decoded>)>,
+    pub ticket: Option<Vec<Decoded>>,
+}
+
+impl Inputs {
+    /// Checks the bounds first (from the base64 lengths, before decoding anything), then every
+    /// path and name, then decodes.
+    pub(crate) fn decode(
+        workspace: Vec<WireFile>,
+        skills: Vec<WireSkill>,
+        ticket: Option<Vec<WireFile>>,
+    ) -> Result<Self, HandlerError> {
+        let all =
+            || workspace.iter().chain(skills.iter().flat_map(|skill| &skill.files)).chain(ticket.iter().flatten());
+        let (bytes, files) = all().fold((0u64, 0usize), |(bytes, files), file| (bytes + file.decoded_len(), files + 1));
+        if bytes > MAX_CALL_FILE_BYTES || files > MAX_CALL_FILES {
+            return Err(HandlerError::TooLarge { bytes, files });
+        }
+        let mut names = HashSet::new();
+        for skill in &skills {
+            check_skill_name(&skill.name)?;
+            if !names.insert(skill.name.as_str()) {
+                return Err(HandlerError::InvalidRequest(format!("the skill {:?} is listed twice", skill.name)));
+            }
+        }
+        Ok(Self {
+            workspace: decode_tree("workspace", workspace)?,
+            skills: skills
+                .into_iter()
+                .map(|skill| Ok((skill.name.clone(), decode_tree(&format!("skill {}", skill.name), skill.files)?)))
+                .collect::<Result<_, HandlerError>>()?,
+            ticket: ticket.map(|files| decode_tree("ticket", files)).transpose()?,
+        })
+    }
+}
+
+/// A skill's name is one safe path segment.
+fn check_skill_name(name: &str) -> Result<(), HandlerError> {
+    let safe = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    if name.is_empty() || name.len() > 128 || name.starts_with('.') || !name.chars().all(safe) {
+        return Err(HandlerError::InvalidRequest(format!("invalid skill name {name:?}")));
+    }
+    Ok(())
+}
+
+/// Checks one root's paths (valid, unique, no file where another needs a folder) and decodes.
+fn decode_tree(root: &str, files: Vec<WireFile>) -> Result<Vec<Decoded>, HandlerError> {
+    let invalid = |message: String| HandlerError::InvalidRequest(format!("{root}: {message}"));
+    let mut paths = HashSet::new();
+    let mut folders = HashSet::new();
+    for file in &files {
+        check_relative_path(&file.path).map_err(|err| invalid(format!("{:?}: {err}", file.path)))?;
+        if !paths.insert(file.path.as_str()) {
+            return Err(invalid(format!("{:?} is listed twice", file.path)));
+        }
+        let mut at = 0;
+        while let Some(slash) = file.path[at..].find('/') {
+            folders.insert(&file.path[..at + slash]);
+            at += slash + 1;
+        }
+    }
+    if let Some(clash) = paths.intersection(&folders).next() {
+        return Err(invalid(format!("{clash:?} is both a file and a folder")));
+    }
+    files
+        .into_iter()
+        .map(|file| {
+            let bytes = file.decode(MAX_CALL_FILE_BYTES).map_err(invalid)?;
+            Ok((file.path, bytes))
+        })
+        .collect()
+}
+
+/// One call's directory and the folders in it; dropping it removes everything.
+pub(crate) struct Scratch {
+    pub root: PathBuf,
+    pub workspace: PathBuf,
+    pub skills: PathBuf,
+    pub ticket: Option<PathBuf>,
+    /// Process isolation: the command's `TMPDIR`.
+    pub tmp: PathBuf,
+    /// Process isolation: put first on `PATH`, with `python` for `python3`.
+    pub bin: PathBuf,
+    /// Files and folders under the workspace before the command ran.
+    pub baseline_entries: usize,
+    /// Bytes under the workspace before the command ran.
+    pub baseline_bytes: u64,
+}
+
+impl Scratch {
+    /// Makes the directory and writes the inputs; with an `owner` (bwrap as root), the directory
+    /// and the workspace are handed to that uid, and skills and ticket stay root's, read-only.
+    pub(crate) fn create(config: &Config, owner: Option<u32>, inputs: &Inputs) -> Result<Self, HandlerError> {
+        let internal = |what: &str, err: std::io::Error| HandlerError::Internal(format!("{what}: {err}"));
+        let root = match config.isolation {
+            Isolation::Bwrap { .. } => make_unique(&config.scratch_base)?,
+            Isolation::Process => {
+                let root = config.scratch_base.clone();
+                if !is_safe_to_wipe(&root) {
+                    return Err(HandlerError::Internal(format!("unsafe scratch path {}", root.display())));
+                }
+                if std::fs::symlink_metadata(&root).is_ok() {
+                    remove_tree(&root);
+                }
+                if let Some(parent) = root.parent() {
+                    std::fs::create_dir_all(parent)
+                        .map_err(|err| internal("could not make the scratch parent", err))?;
+                }
+                DirBuilder::new()
+                    .mode(0o700)
+                    .create(&root)
+                    .map_err(|err| internal("could not make the scratch", err))?;
+                root
+            }
+        };
+        // From here on, the directory goes away with `scratch` on every return.
+        let mut scratch = Self {
+            workspace: root.join("workspace"),
+            skills: root.join("skills"),
+            ticket: inputs.ticket.as_ref().map(|_| root.join("ticket")),
+            tmp: root.join("tmp"),
+            bin: root.join("bin"),
+            root,
+            baseline_entries: 0,
+            baseline_bytes: 0,
+        };
+        scratch.fill(config, owner, inputs).map_err(|err| internal("could not write the call's files", err))?;
+        let folders: BTreeSet<&str> =
+            inputs.workspace.iter().flat_map(|(path, _)| path.match_indices('/').map(|(at, _)| &path[..at])).collect();
+        scratch.baseline_entries = inputs.workspace.len() + folders.len();
+        scratch.baseline_bytes = inputs.workspace.iter().map(|(_, bytes)| bytes.len() as u64).sum();
+        Ok(scratch)
+    }
+
+    fn fill(&self, config: &Config, owner: Option<u32>, inputs: &Inputs) -> std::io::Result<()> {
+        write_tree(&self.workspace, &inputs.workspace)?;
+        DirBuilder::new().mode(0o755).create(&self.skills)?;
+        for (name, files) in &inputs.skills {
+            write_tree(&self.skills.join(name), files)?;
+        }
+        seal(&self.skills)?;
+        if let (Some(dir), Some(files)) = (&self.ticket, &inputs.ticket) {
+            write_tree(dir, files)?;
+            seal(dir)?;
+        }
+        if config.isolation == Isolation::Process {
+            DirBuilder::new().mode(0o700).create(&self.tmp)?;
+            DirBuilder::new().mode(0o755).create(&self.bin)?;
+            let python =
+                ["/usr/local/bin/python3", "/usr/bin/python3"].into_iter().find(|path| Path::new(path).exists());
+            if let Some(python) = python {
+                std::os::unix::fs::symlink(python, self.bin.join("python"))?;
+            }
+        }
+        if let Some(uid) = owner {
+            std::os::unix::fs::lchown(&self.root, Some(uid), Some(uid))?;
+            chown_tree(&self.workspace, uid)?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        remove_tree(&self.root);
+    }
+}
+
+/// Makes the scratch base if needed: a real directory of this user, traversable by every uid
+/// (0711) but not listable, so a call's uid reaches its own directory only by its random name.
+pub(crate) fn prepare_base(base: &Path) -> Result<(), HandlerError> {
+    let internal = |err: std::io::Error| HandlerError::Internal(format!("scratch base {}: {err}", base.display()));
+    if let Some(parent) = base.parent() {
+        std::fs::create_dir_all(parent).map_err(internal)?;
+    }
+    match DirBuilder::new().mode(0o711).create(base) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(err) => return Err(internal(err)),
+    }
+    let meta = std::fs::symlink_metadata(base).map_err(internal)?;
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    if !meta.is_dir() || meta.uid() != me {
+        return Err(HandlerError::Internal(format!(
+            "the scratch base {} must be a directory owned by uid {me}",
+            base.display()
+        )));
+    }
+    if meta.mode() & 0o7777 != 0o711 {
+        std::fs::set_permissions(base, Permissions::from_mode(0o711)).map_err(internal)?;
+    }
+    Ok(())
+}
+
+/// A new directory with a random name under `base`, mode 0700.
+fn make_unique(base: &Path) -> Result<PathBuf, HandlerError> {
+    for _ in 0..8 {
+        let dir = base.join(format!("{:016x}", rand::random::<u64>()));
+        match DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => return Ok(dir),
+            Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(err) => return Err(HandlerError::Internal(format!("could not make the scratch: {err}"))),
+        }
+    }
+    Err(HandlerError::Internal("could not find a free scratch name".into()))
+}
+
+/// Whether `path` is absolute and below a top-level folder, so that wiping it cannot wipe `/` or
+/// `/tmp`.
+fn is_safe_to_wipe(path: &Path) -> bool {
+    path.is_absolute() && path.components().count() >= 3
+}
+
+/// Writes checked files under `dir`, never over anything (the tree is new).
+fn write_tree(dir: &Path, files: &[Decoded]) -> std::io::Result<()> {
+    DirBuilder::new().mode(0o755).create(dir)?;
+    for (path, bytes) in files {
+        let target = dir.join(path);
+        if let Some(parent) = target.parent() {
+            DirBuilder::new().mode(0o755).recursive(true).create(parent)?;
+        }
+        let mut file =
+            OpenOptions::new().write(true).create_new(true).mode(0o644).custom_flags(libc::O_NOFOLLOW).open(&target)?;
+        file.write_all(bytes)?;
+    }
+    Ok(())
+}
+
+/// Makes a tree read-only: files 0444, folders 0555 (children first, while the folder is writable).
+fn seal(dir: &Path) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            seal(&entry.path())?;
+        } else {
+            std::fs::set_permissions(entry.path(), Permissions::from_mode(0o444))?;
+        }
+    }
+    std::fs::set_permissions(dir, Permissions::from_mode(0o555))
+}
+
+/// Hands a tree the handler just wrote to `uid` (and the gid of the same number).
+fn chown_tree(dir: &Path, uid: u32) -> std::io::Result<()> {
+    std::os::unix::fs::lchown(dir, Some(uid), Some(uid))?;
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        if entry.file_type()?.is_dir() {
+            chown_tree(&entry.path(), uid)?;
+        } else {
+            std::os::unix::fs::lchown(entry.path(), Some(uid), Some(uid))?;
+        }
+    }
+    Ok(())
+}
+
+/// Removes a tree without following links. A folder the command made unwritable or unreadable
+/// (possible when it runs as the handler's uid) gets its owner's permissions back first.
+pub(crate) fn remove_tree(root: &Path) {
+    if std::fs::remove_dir_all(root).is_ok() || std::fs::symlink_metadata(root).is_err() {
+        return;
+    }
+    restore_permissions(root);
+    if let Err(err) = std::fs::remove_dir_all(root) {
+        tracing::warn!(path = %root.display(), error = %err, "could not remove a sandbox scratch directory");
+    }
+}
+
+fn restore_permissions(dir: &Path) {
+    let Ok(meta) = std::fs::symlink_metadata(dir) else { return };
+    if !meta.is_dir() {
+        return;
+    }
+    let _ = std::fs::set_permissions(dir, Permissions::from_mode(0o700));
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    for entry in entries.flatten() {
+        if entry.file_type().is_ok_and(|kind| kind.is_dir()) {
+            restore_permissions(&entry.path());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str) -> WireFile {
+        WireFile::encode(path, b"x")
+    }
+
+    #[test]
+    fn bad_paths_and_names_are_invalid_requests() {
+        let workspace = |files: Vec<WireFile>| Inputs::decode(files, vec![], None);
+        assert!(workspace(vec![file("a/b"), file("c")]).is_ok());
+        for bad in [vec![file("../x")], vec![file("/etc/x")], vec![file("a"), file("a")], vec![file("a"), file("a/b")]]
+        {
+            assert!(matches!(workspace(bad), Err(HandlerError::InvalidRequest(_))));
+        }
+        let skill = |name: &str| WireSkill { name: name.into(), files: vec![file("SKILL.md")] };
+        for bad in ["", "..", ".hidden", "a/b", "a b"] {
+            assert!(matches!(Inputs::decode(vec![], vec![skill(bad)], None), Err(HandlerError::InvalidRequest(_))));
+        }
+        let twice = vec![skill("pdf"), skill("pdf")];
+        assert!(matches!(Inputs::decode(vec![], twice, None), Err(HandlerError::InvalidRequest(_))));
+        let bad_base64 = WireFile { path: "a".into(), data: "!!!!".into() };
+        assert!(matches!(workspace(vec![bad_base64]), Err(HandlerError::InvalidRequest(_))));
+    }
+
+    #[test]
+    fn too_many_bytes_or_files_are_too_large_before_decoding() {
+        let big = WireFile { path: "big".into(), data: "A".repeat(6_000_000) };
+        assert!(matches!(Inputs::decode(vec![big], vec![], None), Err(HandlerError::TooLarge { files: 1, .. })));
+        let many = (0..=MAX_CALL_FILES).map(|n| file(&format!("f{n}"))).collect();
+        assert!(matches!(Inputs::decode(many, vec![], None), Err(HandlerError::TooLarge { .. })));
+    }
+
+    #[test]
+    fn only_deep_absolute_paths_are_wiped() {
+        assert!(is_safe_to_wipe(Path::new("/tmp/sandbox")));
+        for unsafe_path in ["/", "/tmp", "tmp/sandbox", ""] {
+            assert!(!is_safe_to_wipe(Path::new(unsafe_path)), "{unsafe_path:?}");
+        }
+    }
+}

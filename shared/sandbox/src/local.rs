@@ -1,0 +1,146 @@
+//! The local backend: the handler run in this process under bubblewrap. Every call goes through the
+//! wire form and its JSON on purpose, so the local backend runs exactly the Lambda function's code.
+
+use std::path::{Path, PathBuf};
+
+use agent_core::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout};
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::sync::Semaphore;
+
+use crate::handler::{self, Config, HandlerError, Isolation};
+use crate::wire::{WireError, WireRequest, WireResponse};
+
+/// Commands run at once; more wait their turn.
+pub const LOCAL_CONCURRENCY: usize = 2;
+
+/// Runs commands on this machine, isolated by bubblewrap.
+pub struct LocalSandbox {
+    config: Config,
+    permits: Semaphore,
+}
+
+impl LocalSandbox {
+    /// A backend over `config`, unchecked.
+    pub fn new(config: Config) -> Self {
+        Self { config, permits: Semaphore::new(LOCAL_CONCURRENCY) }
+    }
+
+    /// The backend as the environment configures it: `SANDBOX_SCRATCH_DIR` (default
+    /// `/tmp/agent-sandbox`), `SANDBOX_PYTHON_PACKAGES` (a `pip install --target` directory), and
+    /// bubblewrap from `PATH` or `/usr/bin/bwrap`. Runs `true` once in the sandbox (blocking for a
+    /// few milliseconds) and says clearly what is missing when that fails.
+    pub fn from_env() -> Result<Self, String> {
+        let bwrap = find_bwrap().ok_or_else(|| {
+            "the local sandbox needs bubblewrap (apt-get install bubblewrap): no bwrap on PATH or at /usr/bin/bwrap"
+                .to_owned()
+        })?;
+        let mut config = Config::local_default(bwrap);
+        // bwrap binds absolute paths only.
+        let absolute = |name: &str, dir: std::ffi::OsString| {
+            std::path::absolute(&dir).map_err(|err| format!("{name}={}: {err}", dir.to_string_lossy()))
+        };
+        if let Some(dir) = std::env::var_os("SANDBOX_SCRATCH_DIR").filter(|dir| !dir.is_empty()) {
+            config.scratch_base = absolute("SANDBOX_SCRATCH_DIR", dir)?;
+        }
+        if let Some(dir) = std::env::var_os("SANDBOX_PYTHON_PACKAGES").filter(|dir| !dir.is_empty()) {
+            let dir = absolute("SANDBOX_PYTHON_PACKAGES", dir)?;
+            if !dir.is_dir() {
+                return Err(format!("SANDBOX_PYTHON_PACKAGES={} is not a directory", dir.display()));
+            }
+            config.python_packages = Some(dir);
+        }
+        let sandbox = Self::new(config);
+        sandbox.check()?;
+        Ok(sandbox)
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Runs `true` in the sandbox: bubblewrap, namespaces, the uid switch and the mounts all work.
+    pub fn check(&self) -> Result<(), String> {
+        let request = WireRequest {
+            tenant: "self-check".into(),
+            session: "self-check".into(),
+            command: "true".into(),
+            timeout_ms: 10_000,
+            workspace: vec![],
+            skills: vec![],
+            ticket: None,
+        };
+        let bwrap = match &self.config.isolation {
+            Isolation::Bwrap { bwrap } => bwrap.display().to_string(),
+            Isolation::Process => "a plain process".to_owned(),
+        };
+        let hint = "bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or \
+                    kernel.apparmor_restrict_unprivileged_userns=0), and the scratch and Python package folders must \
+                    be readable by every user";
+        match handler::run_blocking(&self.config, request) {
+            Ok(response) if response.exit_code == Some(0) => Ok(()),
+            Ok(response) => Err(format!(
+                "the local sandbox's self-check ({bwrap} ... true) failed ({:?}): {}; {hint}",
+                response.exit_code,
+                response.output.trim()
+            )),
+            Err(err) => Err(format!("the local sandbox's self-check ({bwrap} ... true) failed: {err}; {hint}")),
+        }
+    }
+}
+
+/// `bwrap` on `PATH`, else `/usr/bin/bwrap`.
+fn find_bwrap() -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|dir| dir.join("bwrap"))
+        .chain([PathBuf::from("/usr/bin/bwrap")])
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).is_ok_and(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
+}
+
+/// Serialises and parses back, as the Lambda invocation would.
+fn through_json<T: Serialize + DeserializeOwned>(value: &T) -> Result<T, String> {
+    let json = serde_json::to_vec(value).map_err(|err| format!("could not serialise: {err}"))?;
+    serde_json::from_slice(&json).map_err(|err| format!("could not parse: {err}"))
+}
+
+fn unavailable(detail: String) -> SandboxError {
+    tracing::warn!(sandbox = "local", error = %detail, "the sandbox call failed");
+    SandboxError::Unavailable(detail)
+}
+
+#[async_trait]
+impl Sandbox for LocalSandbox {
+    fn layout(&self) -> SandboxLayout {
+        self.config.layout()
+    }
+
+    fn name(&self) -> &'static str {
+        "local"
+    }
+
+    async fn execute(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+        let _permit = self.permits.acquire().await.map_err(|err| unavailable(err.to_string()))?;
+        let event = through_json(&WireRequest::from_exec(&request)).map_err(unavailable)?;
+        match handler::run(&self.config, event).await {
+            Ok(response) => {
+                let response: WireResponse = through_json(&response).map_err(unavailable)?;
+                response.into_outcome().map_err(unavailable)
+            }
+            Err(err) => {
+                let error = through_json(&WireError::from(&err)).map_err(unavailable)?;
+                match (err, error.into_sandbox_error()) {
+                    (HandlerError::TooLarge { .. }, too_large @ SandboxError::TooLarge { .. }) => Err(too_large),
+                    (_, SandboxError::Unavailable(detail)) => Err(unavailable(detail)),
+                    (_, other) => Err(other),
+                }
+            }
+        }
+    }
+}
