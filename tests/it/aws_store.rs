@@ -231,6 +231,7 @@ async fn commits_store_history_and_state_as_native_attributes() {
         todos: vec![TodoItem { content: "read the deed".into(), status: TodoStatus::InProgress }],
         summary: Some(HistorySummary { text: "earlier: greetings".into(), covers: 2, from_turn: Some(2) }),
         summary_retry_at: Some(7),
+        sandbox_session: Some("interpreter-session-1".into()),
     };
     let mut first_turn = turn("hola", "¿en qué puedo ayudar?");
     first_turn.push(Message::Assistant {

@@ -61,6 +61,9 @@ pub struct ExecRequest {
     pub skills: Vec<SkillMount>,
     /// The ticket's files (read-only), when the turn has a ticket.
     pub ticket: Option<Vec<SandboxFile>>,
+    /// The backend's own session from an earlier call of this agent session, for a backend that
+    /// keeps one (AgentCore); others ignore it.
+    pub resume: Option<String>,
 }
 
 /// What a command changed under the workspace.
@@ -91,6 +94,8 @@ pub struct ExecOutcome {
     pub changes: WorkspaceChanges,
     /// Time the command ran, as the sandbox measured it.
     pub duration: Duration,
+    /// The backend's session to resume next time (kept with the agent session), if it keeps one.
+    pub session: Option<String>,
 }
 
 /// Where a backend mounts things, as the command sees them.

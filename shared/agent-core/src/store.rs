@@ -125,6 +125,10 @@ pub struct SessionState {
     /// so a model that cannot summarise costs one extra call per few turns, not one per turn.
     #[serde(default)]
     pub summary_retry_at: Option<usize>,
+    /// The sandbox's own session for this agent session, when its backend keeps one (an AgentCore
+    /// code interpreter session), so the next turn's commands reuse it.
+    #[serde(default)]
+    pub sandbox_session: Option<String>,
 }
 
 /// One entry of the todo list.

@@ -193,6 +193,8 @@ pub struct SkillsEnv<'a> {
     refused_tool_calls: u32,
     sandbox: Option<SandboxAccess<'a>>,
     executions: u32,
+    /// The sandbox backend's own session, carried across turns (see `SessionState::sandbox_session`).
+    sandbox_session: Option<String>,
 }
 
 impl<'a> SkillsEnv<'a> {
@@ -220,13 +222,21 @@ impl<'a> SkillsEnv<'a> {
             refused_tool_calls: 0,
             sandbox: None,
             executions: 0,
+            sandbox_session: None,
         }
     }
 
-    /// Offers `execute`, running commands in `access`'s sandbox.
-    pub fn with_sandbox(mut self, access: SandboxAccess<'a>) -> Self {
+    /// Offers `execute`, running commands in `access`'s sandbox; `session` is the backend's own
+    /// session kept from earlier turns, if any.
+    pub fn with_sandbox(mut self, access: SandboxAccess<'a>, session: Option<String>) -> Self {
         self.sandbox = Some(access);
+        self.sandbox_session = session;
         self
+    }
+
+    /// The sandbox backend's session to keep with the agent session.
+    pub fn sandbox_session(&self) -> Option<&str> {
+        self.sandbox_session.as_deref()
     }
 
     /// Commands run in the sandbox this turn.
@@ -407,6 +417,7 @@ impl<'a> SkillsEnv<'a> {
             workspace: files.workspace,
             skills: files.skills,
             ticket: files.ticket,
+            resume: self.sandbox_session.clone(),
         };
         let bytes_in = files.bytes;
         self.executions += 1;
@@ -424,6 +435,9 @@ impl<'a> SkillsEnv<'a> {
                 return "Error: the sandbox did not answer in time; the command's changes were not kept".to_owned();
             }
         };
+        if outcome.session.is_some() {
+            self.sandbox_session = outcome.session.clone();
+        }
         let bytes_out: u64 = outcome.changes.written.iter().map(|file| file.bytes.len() as u64).sum();
         let kept = self.vfs.apply_sandbox_changes(&outcome.changes).await;
         tracing::info!(

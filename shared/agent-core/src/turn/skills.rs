@@ -98,11 +98,14 @@ impl TurnService {
             session.state.todos.clone(),
         );
         if let Some(sandbox) = &self.sandbox {
-            env = env.with_sandbox(SandboxAccess {
-                sandbox: sandbox.as_ref(),
-                deadline: request.deadline,
-                reserve: self.config.deadline_reserve,
-            });
+            env = env.with_sandbox(
+                SandboxAccess {
+                    sandbox: sandbox.as_ref(),
+                    deadline: request.deadline,
+                    reserve: self.config.deadline_reserve,
+                },
+                session.state.sandbox_session.clone(),
+            );
         }
         // A session stored mid-skill (by a strategy that keeps one) resumes in state 2.
         for skill in &session.state.loaded_skills {
@@ -134,6 +137,8 @@ impl TurnService {
         let forced_skill = env.forced_skill().map(|doc| doc.path.clone());
         let refused_tool_calls = env.refused_tool_calls();
         let executions = env.executions();
+        let sandbox_session =
+            env.sandbox_session().map(str::to_owned).or_else(|| session.state.sandbox_session.clone());
         let (vfs, todos) = env.into_parts();
         let files: Vec<ReplyFile> = vfs
             .written_files()
@@ -151,6 +156,7 @@ impl TurnService {
             todos,
             summary,
             summary_retry_at,
+            sandbox_session,
         };
         let reply = TurnReply {
             session_id: request.session.clone(),

@@ -200,7 +200,20 @@ fn decode_state(reader: &Reader<'_>) -> Result<SessionState, StoreError> {
         None | Some(AttributeValue::Null(_)) => None,
         Some(_) => Some(reader.int::<usize>("summary_retry_at")?),
     };
-    Ok(SessionState { current_skill, loaded_skills, plan, workspace, todos, summary, summary_retry_at })
+    let sandbox_session = match reader.opt("sandbox_session") {
+        None | Some(AttributeValue::Null(_)) => None,
+        Some(_) => Some(reader.string("sandbox_session")?.to_owned()),
+    };
+    Ok(SessionState {
+        current_skill,
+        loaded_skills,
+        plan,
+        workspace,
+        todos,
+        summary,
+        summary_retry_at,
+        sandbox_session,
+    })
 }
 
 impl DynamoSessionStore {
@@ -223,7 +236,7 @@ impl DynamoSessionStore {
 }
 
 /// The meta attributes that carry the state, as DynamoDB values.
-fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 7] {
+fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 8] {
     let current_skill = match &state.current_skill {
         Some(skill) => s(skill.to_string()),
         None => AttributeValue::Null(true),
@@ -254,6 +267,7 @@ fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 7]
         ("todos", todos),
         ("summary", summary),
         ("summary_retry_at", state.summary_retry_at.map_or(AttributeValue::Null(true), n)),
+        ("sandbox_session", state.sandbox_session.as_deref().map_or(AttributeValue::Null(true), s)),
     ]
 }
 
