@@ -211,6 +211,7 @@ mod tests {
             timed_out: false,
             changes: WorkspaceChanges::default(),
             duration: Duration::ZERO,
+            session: None,
         };
         assert_eq!(render_outcome(&outcome), "hello\n\n[Command failed with exit code 3]");
         outcome.exit_code = None;
