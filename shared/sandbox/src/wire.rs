@@ -186,6 +186,8 @@ impl WireResponse {
             timed_out: self.timed_out,
             changes: WorkspaceChanges { written, deleted: self.deleted, not_kept },
             duration: Duration::from_millis(self.duration_ms),
+            // Every call of the function starts afresh: there is no backend session to resume.
+            session: None,
         })
     }
 }
@@ -262,6 +264,7 @@ mod tests {
             workspace: vec![file("a/b.bin", &[0, 255, 10, 13])],
             skills: vec![SkillMount { name: "pdf".into(), files: vec![file("SKILL.md", b"# pdf")] }],
             ticket: Some(vec![file("t.txt", b"t")]),
+            resume: None,
         };
         let wire = WireRequest::from_exec(&request);
         let json = serde_json::to_string(&wire).expect("serializes");

@@ -27,8 +27,8 @@ fn bwrap_config() -> Config {
 /// A process-isolation config over a scratch directory of its own (never /tmp/sandbox).
 fn process_config(name: &str) -> Config {
     let mut config = Config::lambda_default();
-    config.scratch_base =
-        std::env::temp_dir().join(format!("agent-sandbox-process-tests-{}", std::process::id())).join(name);
+    let dir = format!("{name}-{}", std::process::id());
+    config.scratch_base = std::env::temp_dir().join("agent-sandbox-process-tests").join(dir);
     config
 }
 
@@ -304,6 +304,7 @@ fn exec_request(command: &str, workspace: Vec<SandboxFile>) -> ExecRequest {
         workspace,
         skills: vec![],
         ticket: None,
+        resume: None,
     }
 }
 
