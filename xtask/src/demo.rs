@@ -20,12 +20,16 @@ use local_store::{MemoryObjectStore, MemorySessionStore};
 use serde_json::{json, Value};
 
 const DEMO_USER: &str = "user-demo";
-const DEMO_MESSAGES: [&str; 3] = [
+const DEMO_MESSAGES: [&str; 4] = [
     "Hola, ¿qué puedes hacer por mí?",
     "Necesito preparar una escritura de compraventa de un piso en Madrid. Vende Ana García López, \
      compra Luis Pérez Martín, precio 250.000 euros pagados por transferencia.",
     "¿Qué borradores tengo guardados?",
+    "Pásame el borrador en Word, por favor.",
 ];
+/// The document the last turn's skill makes with its own script, and where the demo saves it.
+const DEMO_DOCUMENT: &str = "minuta_compraventa.docx";
+const DEMO_DOCUMENT_SAVED: &str = "target/demo/minuta_compraventa.docx";
 
 pub fn run(root: &Path) -> Result<(), String> {
     let runtime = tokio::runtime::Runtime::new().map_err(|err| err.to_string())?;
@@ -37,6 +41,11 @@ async fn conversation(root: &Path) -> Result<(), String> {
     let uploaded = objects
         .upload_dir(&root.join("examples/skills"), &format!("{DEMO_USER}/skills/"))
         .map_err(|err| format!("could not read examples/skills: {err}"))?;
+    // A skill with a script of its own (standard library only), run by `execute` in the last turn.
+    let uploaded = uploaded
+        + objects
+            .upload_dir(&root.join("examples/demo/skills"), &format!("{DEMO_USER}/skills/"))
+            .map_err(|err| format!("could not read examples/demo/skills: {err}"))?;
     let sessions = Arc::new(MemorySessionStore::new());
 
     let live = std::env::var("LLM_PROVIDER").is_ok_and(|provider| provider != "replay");
@@ -49,7 +58,11 @@ async fn conversation(root: &Path) -> Result<(), String> {
         Arc::new(llm::ReplayModel::from_file(&path).map_err(|err| err.to_string())?) as Arc<dyn ChatModel>
     };
     let config = agent_app::agent_config(|name| std::env::var(name).ok()).map_err(|err| err.to_string())?;
-    let service = TurnService::new(sessions, objects.clone(), Arc::new(Narrator::new(model)), config);
+    let mut service = TurnService::new(sessions, objects.clone(), Arc::new(Narrator::new(model)), config);
+    match sandbox::LocalSandbox::from_env() {
+        Ok(local) => service = service.with_sandbox(Arc::new(local)),
+        Err(err) => println!("No local sandbox ({err}): the last turn's command will not run."),
+    }
 
     println!(
         "Demo: {uploaded} files of examples/skills uploaded for tenant `{DEMO_USER}`; model: {}.",
@@ -85,6 +98,23 @@ async fn conversation(root: &Path) -> Result<(), String> {
     get["rawPath"] = json!("/sessions/demo-session");
     get["routeKey"] = json!("GET /sessions/{session_id}");
     get["body"] = Value::Null;
+    let mut download = get.clone();
+    download["rawPath"] = json!(format!("/sessions/demo-session/files/{DEMO_DOCUMENT}"));
+    let request: ApiGatewayV2httpRequest = serde_json::from_value(download).map_err(|err| err.to_string())?;
+    let response = http_turn::handle(&service, request, None, None).await;
+    if let (200, Some(Body::Binary(bytes))) = (response.status_code, &response.body) {
+        let saved = root.join(DEMO_DOCUMENT_SAVED);
+        if let Some(parent) = saved.parent() {
+            std::fs::create_dir_all(parent).map_err(|err| err.to_string())?;
+        }
+        std::fs::write(&saved, bytes).map_err(|err| err.to_string())?;
+        println!(
+            "\n━━ GET /sessions/demo-session/files/{DEMO_DOCUMENT} ━━\n{} bytes, saved to {DEMO_DOCUMENT_SAVED}",
+            bytes.len()
+        );
+    } else {
+        println!("\n━━ GET /sessions/demo-session/files/{DEMO_DOCUMENT} ━━\n{}", response.status_code);
+    }
     let session = invoke(&service, get).await?;
     let body = &session["body"];
     println!(
@@ -125,6 +155,9 @@ impl TurnObserver for StreamPrinter {
             }
             TurnEvent::SkillLoaded { skill, forced } => {
                 let _ = writeln!(out, "    ✓ skill {skill} loaded{}", if forced { " (forced)" } else { "" });
+            }
+            TurnEvent::FileWritten { path, size } => {
+                let _ = writeln!(out, "    ✎ {path} written ({size} bytes)");
             }
             _ => {}
         }
