@@ -72,14 +72,24 @@ async fn provision(root: &Path, endpoint: &str) -> Result<(), String> {
     let prefix = format!("{SAMPLE_USER}/skills/");
     let uploaded = tests::stack::upload_dir(&s3, BUCKET, &root.join("examples/skills"), &prefix).await?;
     eprintln!("uploaded {uploaded} files of examples/skills to s3://{BUCKET}/{SAMPLE_USER}/skills/");
+    let uploaded = tests::stack::upload_dir(&s3, BUCKET, &root.join("examples/demo/skills"), &prefix).await?;
+    eprintln!("uploaded {uploaded} files of examples/demo/skills (a skill with a script of its own)");
     Ok(())
 }
 
 /// What a deployed function gets from the template, pointed at the local stand-ins. The model is
-/// the demo's replay file, so the loop needs no API key.
+/// the demo's replay file, so the loop needs no API key; `execute` runs in the local sandbox when
+/// bubblewrap is installed.
 fn environment(root: &Path, endpoint: &str) -> String {
     let replay = root.join("examples/demo/replay.jsonl");
-    format!(
+    let sandbox = if std::path::Path::new("/usr/bin/bwrap").exists() {
+        let packages = std::env::var("SANDBOX_PYTHON_PACKAGES").unwrap_or_default();
+        format!("SANDBOX=local\nSANDBOX_PYTHON_PACKAGES={packages}\n")
+    } else {
+        eprintln!("no bubblewrap (apt-get install bubblewrap): the functions will not offer execute");
+        String::new()
+    };
+    let environment = format!(
         "SESSIONS_TABLE={TABLE}\n\
          SKILLS_BUCKET={BUCKET}\n\
          AWS_ENDPOINT_URL={endpoint}\n\
@@ -91,5 +101,6 @@ fn environment(root: &Path, endpoint: &str) -> String {
          LLM_REPLAY_FILE={}\n\
          RUST_LOG=info\n",
         replay.display()
-    )
+    );
+    environment + &sandbox
 }
