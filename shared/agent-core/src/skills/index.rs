@@ -15,7 +15,8 @@ use crate::keys;
 use crate::store::{Fetched, ObjectMeta, ObjectStore, StoreError, WriteCondition};
 
 /// The index format this build writes. An index of an older format is rebuilt from a listing.
-pub const INDEX_FORMAT: u32 = 1;
+/// Format 2: `Bash` and `Bash(...)` in `allowed-tools` map to `execute`.
+pub const INDEX_FORMAT: u32 = 2;
 /// The tenant's base prompt override, relative to `{user}/skills/`.
 pub const BASE_PROMPT_FILE: &str = "BASE_PROMPT.md";
 /// Largest `BASE_PROMPT.md` kept in the index.
