@@ -1,5 +1,6 @@
 //! Support for the integration tests: real protocol peers started on loopback.
 
+pub mod agentcore;
 pub mod experts;
 pub mod faults;
 pub mod identity;

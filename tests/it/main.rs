@@ -13,5 +13,6 @@ mod http_files;
 mod long_sessions;
 mod planner;
 mod queue;
+mod sandbox_agentcore;
 mod secrets;
 mod streaming;
