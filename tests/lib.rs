@@ -5,6 +5,7 @@ pub mod experts;
 pub mod faults;
 pub mod identity;
 pub mod lambda;
+pub mod lambda_invoke;
 pub mod model_server;
 pub mod moto;
 pub mod stack;

@@ -14,5 +14,6 @@ mod long_sessions;
 mod planner;
 mod queue;
 mod sandbox_agentcore;
+mod sandbox_lambda;
 mod secrets;
 mod streaming;

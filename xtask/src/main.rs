@@ -77,6 +77,8 @@ fn test() -> Result<(), String> {
             "--package",
             "stream-turn",
             "--package",
+            "sandbox-function",
+            "--package",
             "xtask",
         ],
     )?;

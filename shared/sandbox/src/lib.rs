@@ -5,11 +5,14 @@
 #[cfg(feature = "agentcore-client")]
 pub mod agentcore;
 pub mod handler;
+pub mod lambda;
 pub mod local;
 pub mod wire;
 
 #[cfg(feature = "agentcore-client")]
 pub use agentcore::AgentCoreSandbox;
 pub use handler::{Config, HandlerError, Isolation, Limits};
+#[cfg(feature = "lambda-client")]
+pub use lambda::LambdaSandbox;
 pub use local::LocalSandbox;
 pub use wire::{WireError, WireFile, WireRequest, WireResponse, WireSkill};

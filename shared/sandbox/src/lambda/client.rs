@@ -1,0 +1,226 @@
+//! [`LambdaSandbox`]: a command as one `Invoke` of the sandbox function, `RequestResponse`, with
+//! the tenant's id, the wire request as its payload and the wire response as its answer.
+
+use std::time::Instant;
+
+use agent_core::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout, MAX_CALL_FILES};
+use async_trait::async_trait;
+use aws_sdk_lambda::config::retry::RetryConfig;
+use aws_sdk_lambda::config::timeout::TimeoutConfig;
+use aws_sdk_lambda::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_lambda::operation::invoke::InvokeError;
+use aws_sdk_lambda::primitives::Blob;
+use aws_sdk_lambda::types::InvocationType;
+
+use super::{tenant_id, INVOKE_MARGIN, MAX_INVOKE_PAYLOAD_BYTES, SANDBOX_FUNCTION_ENV};
+use crate::handler::Config;
+use crate::wire::{WireError, WireRequest, WireResponse};
+
+/// The most characters of a function's error payload kept in the log.
+const LOGGED_ERROR_CHARS: usize = 2_000;
+
+/// Error codes that mean the call was throttled: the command did not run and may run later.
+const THROTTLING_CODES: [&str; 4] =
+    ["TooManyRequestsException", "ThrottlingException", "Throttling", "RequestLimitExceeded"];
+
+/// Runs commands in the `sandbox` Lambda function.
+#[derive(Debug, Clone)]
+pub struct LambdaSandbox {
+    client: aws_sdk_lambda::Client,
+    function: String,
+    layout: SandboxLayout,
+}
+
+impl LambdaSandbox {
+    /// A backend invoking `function` (a name or an ARN) with `sdk`'s region, credentials and
+    /// endpoint (`AWS_ENDPOINT_URL_LAMBDA`, `AWS_ENDPOINT_URL`).
+    pub fn new(sdk: &aws_config::SdkConfig, function: impl Into<String>) -> Self {
+        // Standard mode with its default attempts, whatever the environment asks: a retried
+        // command runs again from the start, so more attempts would only stretch the turn.
+        let config = aws_sdk_lambda::config::Builder::from(sdk).retry_config(RetryConfig::standard()).build();
+        Self {
+            client: aws_sdk_lambda::Client::from_conf(config),
+            function: function.into(),
+            layout: Config::lambda_default().layout(),
+        }
+    }
+
+    /// The backend named by `SANDBOX_FUNCTION` in this process's environment.
+    pub fn from_env(sdk: &aws_config::SdkConfig) -> Result<Self, String> {
+        Self::from_lookup(sdk, |name| std::env::var(name).ok())
+    }
+
+    /// The backend named by `SANDBOX_FUNCTION` as `lookup` reads it.
+    pub fn from_lookup(sdk: &aws_config::SdkConfig, lookup: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let function = lookup(SANDBOX_FUNCTION_ENV)
+            .map(|name| name.trim().to_owned())
+            .filter(|name| !name.is_empty())
+            .ok_or_else(|| {
+                format!("SANDBOX=lambda needs {SANDBOX_FUNCTION_ENV}: the name or ARN of the sandbox function")
+            })?;
+        Ok(Self::new(sdk, function))
+    }
+
+    /// The function this backend invokes.
+    pub fn function(&self) -> &str {
+        &self.function
+    }
+
+    fn unavailable(&self, detail: String) -> SandboxError {
+        tracing::warn!(sandbox = "lambda", function = %self.function, error = %detail, "the sandbox call failed");
+        SandboxError::Unavailable(detail)
+    }
+
+    /// What an SDK error means for the model: throttled (busy) or anything else (unavailable).
+    fn classify(&self, error: SdkError<InvokeError, aws_sdk_lambda::config::http::HttpResponse>) -> SandboxError {
+        let (throttled, detail) = match &error {
+            SdkError::ServiceError(service) => {
+                let (err, status) = (service.err(), service.raw().status().as_u16());
+                let throttled = matches!(err, InvokeError::TooManyRequestsException(_))
+                    || err.code().is_some_and(|code| THROTTLING_CODES.contains(&code))
+                    || status == 429;
+                let code = err.code().unwrap_or("unknown error");
+                (throttled, format!("{status} {code}: {}", err.message().unwrap_or_default()))
+            }
+            _ => (false, DisplayErrorContext(&error).to_string()),
+        };
+        if throttled {
+            tracing::warn!(sandbox = "lambda", function = %self.function, error = %detail, "the sandbox call was throttled");
+            SandboxError::Busy(detail)
+        } else {
+            self.unavailable(detail)
+        }
+    }
+
+    /// The outcome in a function's answer: a wire response, or a wire error the core is told of
+    /// as such (too large) or as the sandbox being unavailable.
+    fn decode(&self, payload: &[u8]) -> Result<ExecOutcome, SandboxError> {
+        match serde_json::from_slice::<WireResponse>(payload) {
+            Ok(response) => response
+                .into_outcome()
+                .map_err(|detail| self.unavailable(format!("the function's response breaks the contract: {detail}"))),
+            Err(not_a_response) => match serde_json::from_slice::<WireError>(payload) {
+                Ok(error) => {
+                    let detail = format!("{}: {}", error.error, error.message);
+                    match error.into_sandbox_error() {
+                        too_large @ SandboxError::TooLarge { .. } => {
+                            tracing::warn!(sandbox = "lambda", error = %detail, "the sandbox refused the call's files");
+                            Err(too_large)
+                        }
+                        _ => Err(self.unavailable(format!("the function refused the call: {detail}"))),
+                    }
+                }
+                Err(_) => Err(self.unavailable(format!("the function's answer does not decode: {not_a_response}"))),
+            },
+        }
+    }
+}
+
+#[async_trait]
+impl Sandbox for LambdaSandbox {
+    fn layout(&self) -> SandboxLayout {
+        self.layout.clone()
+    }
+
+    fn name(&self) -> &'static str {
+        "lambda"
+    }
+
+    async fn execute(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+        let wire = WireRequest::from_exec(&request);
+        let payload = serde_json::to_vec(&wire)
+            .map_err(|err| self.unavailable(format!("could not serialise the request: {err}")))?;
+        // Lambda would refuse it (413) after the upload; the model can act on this instead.
+        if payload.len() > MAX_INVOKE_PAYLOAD_BYTES {
+            let (file_bytes, files) = wire.file_totals();
+            tracing::warn!(
+                sandbox = "lambda",
+                payload_bytes = payload.len(),
+                file_bytes,
+                files,
+                "the sandbox request is over Lambda's payload bound; not invoked"
+            );
+            return Err(SandboxError::TooLarge {
+                bytes: payload.len() as u64,
+                files,
+                max_bytes: MAX_INVOKE_PAYLOAD_BYTES as u64,
+                max_files: MAX_CALL_FILES,
+            });
+        }
+        drop(wire);
+        let base = self.client.config().timeout_config();
+        let timeouts = base
+            .map_or_else(TimeoutConfig::builder, TimeoutConfig::to_builder)
+            .operation_timeout(request.timeout + INVOKE_MARGIN)
+            .build();
+        let started = Instant::now();
+        let sent = self
+            .client
+            .invoke()
+            .function_name(&self.function)
+            .tenant_id(tenant_id(request.tenant.as_str()))
+            .invocation_type(InvocationType::RequestResponse)
+            .payload(Blob::new(payload))
+            .customize()
+            .config_override(aws_sdk_lambda::config::Builder::default().timeout_config(timeouts))
+            .send()
+            .await;
+        let output = sent.map_err(|error| self.classify(error))?;
+        if let Some(kind) = output.function_error() {
+            let body = output.payload().map(|payload| String::from_utf8_lossy(payload.as_ref()).into_owned());
+            let body: String = body.unwrap_or_default().chars().take(LOGGED_ERROR_CHARS).collect();
+            return Err(self.unavailable(format!("the function failed ({kind}): {body}")));
+        }
+        let Some(payload) = output.payload() else {
+            return Err(self.unavailable("the function answered no payload".to_owned()));
+        };
+        let outcome = self.decode(payload.as_ref())?;
+        tracing::debug!(
+            sandbox = "lambda",
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            ran_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            "the sandbox call returned"
+        );
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use aws_config::{BehaviorVersion, Region, SdkConfig};
+
+    use super::*;
+    use crate::wire::{INTERNAL, TOO_LARGE};
+
+    fn sdk() -> SdkConfig {
+        SdkConfig::builder().behavior_version(BehaviorVersion::latest()).region(Region::new("us-east-1")).build()
+    }
+
+    #[test]
+    fn the_function_name_is_required_and_named_when_missing() {
+        let error = LambdaSandbox::from_lookup(&sdk(), |_| None).expect_err("no function");
+        assert!(error.contains("SANDBOX_FUNCTION"), "{error}");
+        let error = LambdaSandbox::from_lookup(&sdk(), |_| Some("  ".into())).expect_err("blank");
+        assert!(error.contains("SANDBOX_FUNCTION"), "{error}");
+        let sandbox = LambdaSandbox::from_lookup(&sdk(), |_| Some(" sandbox ".into())).expect("named");
+        assert_eq!((sandbox.function(), sandbox.name()), ("sandbox", "lambda"));
+        assert_eq!(sandbox.layout().workspace, "/tmp/sandbox/workspace");
+        assert_eq!(sandbox.layout().skills, "/tmp/sandbox/skills");
+    }
+
+    #[test]
+    fn answers_that_are_not_responses_are_errors_the_model_can_read() {
+        let sandbox = LambdaSandbox::new(&sdk(), "sandbox");
+        let mut too_large = WireError::new(TOO_LARGE, "too large");
+        (too_large.bytes, too_large.files) = (Some(5_000_000), Some(4));
+        let json = serde_json::to_vec(&too_large).expect("serializes");
+        assert!(matches!(sandbox.decode(&json), Err(SandboxError::TooLarge { bytes: 5_000_000, files: 4, .. })));
+        let json = serde_json::to_vec(&WireError::new(INTERNAL, "disk full")).expect("serializes");
+        let error = sandbox.decode(&json).expect_err("an internal error");
+        assert!(matches!(&error, SandboxError::Unavailable(detail) if detail.contains("disk full")));
+        assert!(!error.to_string().contains("disk full"), "the detail is not shown: {error}");
+        for garbage in [&b"not json"[..], b"{}", b"null", br#"{"output": 3}"#] {
+            assert!(matches!(sandbox.decode(garbage), Err(SandboxError::Unavailable(_))));
+        }
+    }
+}
