@@ -13,6 +13,7 @@ mod http_files;
 mod long_sessions;
 mod planner;
 mod queue;
+mod sandbox;
 mod sandbox_agentcore;
 mod sandbox_lambda;
 mod secrets;

@@ -140,8 +140,54 @@ pub async fn app_from_env() -> Result<App, ConfigError> {
         .await
         .map_err(|err| ConfigError::Storage(err.to_string()))?;
     let experts = Arc::new(experts::McpExperts::from_env_with_resolver(stores.objects.clone(), secrets));
-    let service = Arc::new(TurnService::new(stores.sessions, stores.objects, model, config).with_experts(experts));
-    Ok(App { service, storage_requests })
+    let mut service = TurnService::new(stores.sessions, stores.objects, model, config).with_experts(experts);
+    if let Some(sandbox) = sandbox_from_env(env_lookup).await? {
+        tracing::info!(sandbox = sandbox.name(), "execute runs commands in this sandbox");
+        service = service.with_sandbox(sandbox);
+    }
+    Ok(App { service: Arc::new(service), storage_requests })
+}
+
+/// The sandbox named by `SANDBOX`: none (unset, empty or `none`: `execute` is not offered), `local`
+/// (bubblewrap on this machine, for the demo, the local loop and the tests), `lambda` (the
+/// `sandbox` function named by `SANDBOX_FUNCTION`, invoked with the tenant's id) or `agentcore`
+/// (an AgentCore Code Interpreter session per agent session, `SANDBOX_CODE_INTERPRETER_ID`).
+pub async fn sandbox_from_env(
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<Option<Arc<dyn agent_core::sandbox::Sandbox>>, ConfigError> {
+    let kind = lookup("SANDBOX").map(|value| value.trim().to_ascii_lowercase()).unwrap_or_default();
+    match kind.as_str() {
+        "" | "none" => Ok(None),
+        "local" => {
+            let local =
+                sandbox::LocalSandbox::from_env().map_err(|reason| ConfigError::Invalid { name: "SANDBOX", reason })?;
+            local.check().map_err(|reason| ConfigError::Invalid { name: "SANDBOX", reason })?;
+            Ok(Some(Arc::new(local)))
+        }
+        "lambda" => {
+            // The SDK takes the endpoint from AWS_ENDPOINT_URL_LAMBDA or AWS_ENDPOINT_URL by itself.
+            let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let lambda = sandbox::LambdaSandbox::from_lookup(&sdk, &lookup)
+                .map_err(|reason| ConfigError::Invalid { name: sandbox::lambda::SANDBOX_FUNCTION_ENV, reason })?;
+            tracing::info!(function = lambda.function(), "execute invokes the sandbox function");
+            Ok(Some(Arc::new(lambda)))
+        }
+        "agentcore" => {
+            // The SDK takes the endpoint from AWS_ENDPOINT_URL_BEDROCK_AGENTCORE or AWS_ENDPOINT_URL.
+            let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let agentcore = sandbox::AgentCoreSandbox::from_lookup(&sdk, &lookup)
+                .map_err(|reason| ConfigError::Invalid { name: "SANDBOX", reason })?;
+            tracing::info!(
+                interpreter = agentcore.interpreter(),
+                "execute runs in AgentCore Code Interpreter sessions"
+            );
+            Ok(Some(Arc::new(agentcore)))
+        }
+        other => Err(ConfigError::Invalid {
+            name: "SANDBOX",
+            reason: format!("expected `none`, `local`, `lambda` or `agentcore`, got `{other}`"),
+        }),
+    }
 }
 
 /// Awaits `fut` (one invocation's handler), then logs one info event `storage requests` with
