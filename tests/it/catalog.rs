@@ -107,7 +107,7 @@ async fn the_index_is_built_on_first_use_and_a_new_process_reads_only_it() {
     assert_eq!(count(&cold, "S3.ListObjectsV2"), 1, "built from one listing: {cold:?}");
     assert_eq!(count(&cold, "S3.PutObject"), 1, "and stored once: {cold:?}");
     let index = index_json(&stack, USER).await;
-    assert_eq!(index["format"], 1);
+    assert_eq!(index["format"], agent_core::skills::index::INDEX_FORMAT);
     assert_eq!(index["skills"].as_object().unwrap().len(), 3, "{index}");
     assert!(index["base_prompt"]["text"].as_str().unwrap().starts_with("# Asistente"), "the base prompt is in it");
     drop(first);
