@@ -8,14 +8,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use agent_core::sandbox::{
-    cut_middle, ExecRequest, SandboxError, SandboxFile, WorkspaceChanges, MAX_CALL_FILES, MAX_CALL_FILE_BYTES,
-    MAX_COMMAND_BYTES, MAX_OUTPUT_CHARS, MAX_RESULT_FILE_BYTES, MAX_TIMEOUT,
+    ExecRequest, SandboxError, SandboxFile, WorkspaceChanges, MAX_CALL_FILES, MAX_CALL_FILE_BYTES, MAX_COMMAND_BYTES,
+    MAX_RESULT_FILE_BYTES, MAX_TIMEOUT,
 };
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::handler::output::render_output;
 use crate::handler::{human_bytes, Limits};
 use crate::wire::{check_relative_path, MAX_NOT_KEPT_LINES, MAX_RESPONSE_FILES};
 
@@ -281,33 +282,6 @@ impl Report {
             Some(other) => format!("stopped by the sandbox ({})", other.chars().take(60).collect::<String>()),
         };
         (None, Some(stopped), false)
-    }
-}
-
-/// The output from its head, the last bytes after the head and the total count: the handler's
-/// rendering (`handler::output`), so both backends cut the same way.
-pub(crate) fn render_output(head: &[u8], tail: &[u8], total: u64) -> (String, u64) {
-    let dropped = total.saturating_sub((head.len() + tail.len()) as u64);
-    if dropped == 0 {
-        let mut all = head.to_vec();
-        all.extend_from_slice(tail);
-        return cut_middle(&String::from_utf8_lossy(&all), MAX_OUTPUT_CHARS, 0);
-    }
-    // A character split by the gap would show as U+FFFD: its pieces are left out instead.
-    let kept = complete_prefix(head);
-    let skip = tail.iter().take(3).take_while(|&&byte| byte & 0xC0 == 0x80).count();
-    let omitted = dropped + (head.len() - kept + skip) as u64;
-    let joined = format!("{}{}", String::from_utf8_lossy(&head[..kept]), String::from_utf8_lossy(&tail[skip..]));
-    let chars = joined.chars().count();
-    // Cutting at least one character puts the note in the middle, where the gap is.
-    cut_middle(&joined, MAX_OUTPUT_CHARS.min(chars.saturating_sub(1)), omitted)
-}
-
-/// The length of `bytes` without a UTF-8 sequence cut off at its end.
-fn complete_prefix(bytes: &[u8]) -> usize {
-    match std::str::from_utf8(bytes) {
-        Err(err) if err.error_len().is_none() => err.valid_up_to(),
-        _ => bytes.len(),
     }
 }
 

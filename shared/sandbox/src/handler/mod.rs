@@ -7,7 +7,7 @@
 
 mod collect;
 mod identity;
-mod output;
+pub(crate) mod output;
 mod run;
 mod scratch;
 

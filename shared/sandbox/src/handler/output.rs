@@ -53,23 +53,28 @@ impl Capture {
     /// The output as the model gets it (lossy UTF-8, cut to `MAX_OUTPUT_CHARS`) and the bytes left
     /// out, those the ring dropped included.
     pub(crate) fn render(&self) -> (String, u64) {
-        let tail = self.tail();
-        let dropped = self.total - (self.head.len() + tail.len()) as u64;
-        if dropped == 0 {
-            let mut all = self.head.clone();
-            all.extend_from_slice(&tail);
-            return cut_middle(&String::from_utf8_lossy(&all), MAX_OUTPUT_CHARS, 0);
-        }
-        // A character split by the gap would show as U+FFFD: its pieces are left out instead.
-        let head = &self.head[..complete_prefix(&self.head)];
-        let skip = tail.iter().take(3).take_while(|&&byte| byte & 0xC0 == 0x80).count();
-        let omitted = dropped + (self.head.len() - head.len() + skip) as u64;
-        let joined = format!("{}{}", String::from_utf8_lossy(head), String::from_utf8_lossy(&tail[skip..]));
-        let chars = joined.chars().count();
-        // The gap is in the middle already; cutting at least one character makes the note stand
-        // there even when the rest would fit.
-        cut_middle(&joined, MAX_OUTPUT_CHARS.min(chars.saturating_sub(1)), omitted)
+        render_output(&self.head, &self.tail(), self.total)
     }
+}
+
+/// The output from its head, the last bytes after the head and the total count, as the model gets
+/// it; every backend that keeps a head and a tail cuts the same way.
+pub(crate) fn render_output(head: &[u8], tail: &[u8], total: u64) -> (String, u64) {
+    let dropped = total.saturating_sub((head.len() + tail.len()) as u64);
+    if dropped == 0 {
+        let mut all = head.to_vec();
+        all.extend_from_slice(tail);
+        return cut_middle(&String::from_utf8_lossy(&all), MAX_OUTPUT_CHARS, 0);
+    }
+    // A character split by the gap would show as U+FFFD: its pieces are left out instead.
+    let kept = complete_prefix(head);
+    let skip = tail.iter().take(3).take_while(|&&byte| byte & 0xC0 == 0x80).count();
+    let omitted = dropped + (head.len() - kept + skip) as u64;
+    let joined = format!("{}{}", String::from_utf8_lossy(&head[..kept]), String::from_utf8_lossy(&tail[skip..]));
+    let chars = joined.chars().count();
+    // The gap is in the middle already; cutting at least one character makes the note stand there
+    // even when the rest would fit.
+    cut_middle(&joined, MAX_OUTPUT_CHARS.min(chars.saturating_sub(1)), omitted)
 }
 
 /// The length of `bytes` without a UTF-8 sequence cut off at its end.
