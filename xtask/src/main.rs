@@ -15,7 +15,7 @@ tasks:
           (replayed model replies; set LLM_PROVIDER/LLM_MODEL/LLM_API_KEY for a real model)
   test    build the functions, then run every test (sets up .venv with the pinned Python tools first)
   bench   the benchmarks: per turn at 10 to 10,000 skills, a 300-turn session, hostile input,
-          time to the first streamed byte and delta
+          time to the first streamed byte and delta, execute in the local sandbox
   lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml (from .venv)
   local   moto with the bucket, table and example skills, and target/local.env for
           `cargo lambda watch --env-file target/local.env`; runs until Ctrl-C";
@@ -105,7 +105,8 @@ fn bench() -> Result<(), String> {
     run("cargo", &["run", "--release", "--package", "tests", "--bin", "turn-bench"])?;
     run("cargo", &["run", "--release", "--package", "tests", "--bin", "session-bench"])?;
     run("cargo", &["run", "--release", "--package", "tests", "--bin", "input-bench"])?;
-    run("cargo", &["run", "--release", "--package", "tests", "--bin", "stream-bench"])
+    run("cargo", &["run", "--release", "--package", "tests", "--bin", "stream-bench"])?;
+    run("cargo", &["run", "--release", "--package", "tests", "--bin", "sandbox-bench"])
 }
 
 fn lint() -> Result<(), String> {

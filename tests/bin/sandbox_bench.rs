@@ -1,0 +1,741 @@
+//! The `execute` benchmark: what one command in the local sandbox costs, what a Lambda invocation
+//! of the `sandbox` function would carry for it, and what the runtime adds around it in a turn.
+//!
+//! 1. warm calls of `true` and `echo hi` straight through `LocalSandbox::execute` (empty workspace,
+//!    no skills), and `true` over a workspace of 50 files of 4 KiB;
+//! 2. the same with a realistic input: the `tests/skills/pdf-form` skill mounted, a workspace of
+//!    three files, and its `fill_form.py` filling the form with pypdf (needs
+//!    `SANDBOX_PYTHON_PACKAGES`; skipped with a note without it);
+//! 3. the bytes one call moves: the JSON of the `WireRequest` and of the `WireResponse`, and the
+//!    time of their round trip through JSON and base64 (part of every local call);
+//! 4. a whole turn over the embedded store with a scripted model whose one tool call is
+//!    `execute {"command": "true"}`, against the same turn calling `todoread` instead (no sandbox),
+//!    with workspaces of 0 and 50 files of 4 KiB and tenants of 10 and 10,000 skills; the sandbox
+//!    call inside the turn is timed on its own, and the runtime's overhead is the difference of the
+//!    two turns less the direct call of (1) over the same workspace, made beside those turns (same
+//!    process, same moment: the call's cost follows the process's size, see 5);
+//! 5. the direct call of `true` while this process holds 0, 64 and 256 MiB more memory: the
+//!    handler forks the calling process for every command, and the embedded store keeps a large
+//!    tenant's library in this process.
+//!
+//! Times are wall times: median, p95 and minimum over `SANDBOX_BENCH_RUNS` runs (default 30) after
+//! a few warm-up runs. Progress goes to stderr, the tables to stdout.
+//! Run with `cargo xtask bench`, or alone with
+//! `SANDBOX_PYTHON_PACKAGES=target/sandbox-python cargo run --release -p tests --bin sandbox-bench`
+//! (needs bubblewrap and Debian's python3).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use agent_core::keys::workspace_blob_key;
+use agent_core::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxFile, SandboxLayout, SkillMount};
+use agent_core::store::{SessionState, TurnCommit, WorkspaceFile};
+use agent_core::turn::{AgentConfig, TurnRequest, TurnService, UserProfile};
+use agent_core::{
+    ChatModel, ChatRequest, ChatResponse, Message, ModelError, SessionId, SessionStore, StopReason, ToolCall, Usage,
+    UserId,
+};
+use async_trait::async_trait;
+use local_store::{MemoryObjectStore, MemorySessionStore};
+use sandbox::{handler, LocalSandbox, WireRequest, WireResponse};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+use tests::stack::repo_root;
+
+/// Warm-up runs before each measured series.
+const WARMUP: usize = 3;
+/// Files of the larger workspace, and the size of each.
+const WORKSPACE_FILES: usize = 50;
+const FILE_BYTES: usize = 4096;
+/// The tenants' library sizes.
+const CATALOGS: [usize; 2] = [10, 10_000];
+const FILL_FORM: &str =
+    "python /skills/pdf-form/scripts/fill_form.py /skills/pdf-form/assets/form.pdf values.json filled.pdf";
+const RUN_TRUE: &str = "Run true.";
+const READ_TODOS: &str = "Read the todos.";
+/// Not a message: the direct call made beside the turns.
+const DIRECT: &str = "";
+
+fn runs() -> usize {
+    std::env::var("SANDBOX_BENCH_RUNS").ok().and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or(30)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Figures.
+
+#[derive(Clone, Copy)]
+struct Stats {
+    median: Duration,
+    p95: Duration,
+    min: Duration,
+}
+
+fn stats(values: &[Duration]) -> Stats {
+    let mut sorted = values.to_vec();
+    sorted.sort();
+    let at = |fraction: f64| sorted[((sorted.len() - 1) as f64 * fraction).round() as usize];
+    Stats { median: at(0.5), p95: at(0.95), min: sorted[0] }
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.2} ms", duration.as_secs_f64() * 1e3)
+}
+
+/// A signed difference of two durations, in milliseconds.
+fn ms_diff(a: Duration, b: Duration) -> String {
+    format!("{:.2} ms", (a.as_secs_f64() - b.as_secs_f64()) * 1e3)
+}
+
+/// `12345` → `12,345`.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn row(cells: &[String]) {
+    println!("| {} |", cells.join(" | "));
+}
+
+fn header(cells: &[&str]) {
+    row(&cells.iter().map(|c| (*c).to_owned()).collect::<Vec<_>>());
+    row(&cells.iter().enumerate().map(|(i, _)| if i == 0 { "---" } else { "---:" }.to_owned()).collect::<Vec<_>>());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Inputs.
+
+fn file(path: &str, bytes: Vec<u8>) -> SandboxFile {
+    SandboxFile { path: path.to_owned(), bytes: Arc::new(bytes) }
+}
+
+/// `count` text files of exactly [`FILE_BYTES`] each, all different.
+fn workspace_files(count: usize) -> Vec<SandboxFile> {
+    (0..count)
+        .map(|i| {
+            let mut text = String::new();
+            let mut line = 0;
+            while text.len() < FILE_BYTES {
+                text.push_str(&format!("file {i:02}, line {line:03}: some notes kept in the workspace.\n"));
+                line += 1;
+            }
+            text.truncate(FILE_BYTES);
+            file(&format!("notes/file-{i:02}.txt"), text.into_bytes())
+        })
+        .collect()
+}
+
+/// The pdf-form call's workspace: the values to fill and two files a user would have beside them.
+fn pdf_workspace() -> Vec<SandboxFile> {
+    vec![
+        file("values.json", r#"{"buyer_name": "Ana García", "price": "250000"}"#.as_bytes().to_vec()),
+        file("notes.md", "# Purchase\n\nBuyer: Ana García\nPrice: 250000\n".repeat(20).into_bytes()),
+        file("data.csv", "field,value\nbuyer_name,Ana García\nprice,250000\n".repeat(40).into_bytes()),
+    ]
+}
+
+/// A skill's folder as a mount: every file under `dir`, by path relative to it.
+fn skill_mount(name: &str, dir: &Path) -> SkillMount {
+    fn walk(root: &Path, dir: &Path, files: &mut Vec<SandboxFile>) {
+        for entry in std::fs::read_dir(dir).expect("read the skill's folder") {
+            let path = entry.expect("a folder entry").path();
+            if path.is_dir() {
+                walk(root, &path, files);
+            } else {
+                let rel = path.strip_prefix(root).unwrap().to_string_lossy().replace('\\', "/");
+                files.push(file(&rel, std::fs::read(&path).expect("read a skill file")));
+            }
+        }
+    }
+    let mut files = Vec::new();
+    walk(dir, dir, &mut files);
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    SkillMount { name: name.to_owned(), files }
+}
+
+fn exec_request(command: &str, workspace: Vec<SandboxFile>, skills: Vec<SkillMount>) -> ExecRequest {
+    ExecRequest {
+        tenant: UserId::parse("bench-user").unwrap(),
+        session: SessionId::parse("bench-session").unwrap(),
+        command: command.to_owned(),
+        timeout: Duration::from_secs(60),
+        workspace,
+        skills,
+        ticket: None,
+        resume: None,
+    }
+}
+
+/// One call to measure directly, and what its outcome must be for the figure to count.
+struct DirectCase {
+    label: String,
+    request: ExecRequest,
+    check: fn(&ExecOutcome),
+}
+
+fn succeeded(outcome: &ExecOutcome) {
+    assert_eq!(outcome.exit_code, Some(0), "the command failed: {}", outcome.output);
+}
+
+fn printed_hi(outcome: &ExecOutcome) {
+    succeeded(outcome);
+    assert_eq!(outcome.output, "hi\n");
+}
+
+fn filled_the_form(outcome: &ExecOutcome) {
+    succeeded(outcome);
+    let pdf = outcome.changes.written.iter().find(|f| f.path == "filled.pdf").expect("filled.pdf comes back");
+    assert!(pdf.bytes.starts_with(b"%PDF"), "filled.pdf is a PDF");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1 and 2. Direct calls.
+
+async fn time_direct(sandbox: &LocalSandbox, case: &DirectCase, runs: usize) -> Vec<Duration> {
+    let mut times = Vec::with_capacity(runs);
+    for run in 0..WARMUP + runs {
+        let request = case.request.clone();
+        let started = Instant::now();
+        let outcome = sandbox.execute(request).await.unwrap_or_else(|err| panic!("{}: {err:?}", case.label));
+        let elapsed = started.elapsed();
+        (case.check)(&outcome);
+        if run >= WARMUP {
+            times.push(elapsed);
+        }
+    }
+    times
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Bytes on the wire.
+
+struct WireSizes {
+    request_json: usize,
+    response_json: usize,
+    files_in: u64,
+    files_out: usize,
+    /// Encoding, serialising and parsing back both messages, and decoding their files (what
+    /// `LocalSandbox::execute` and the handler do with them), median of the runs.
+    round_trip: Duration,
+}
+
+/// The event a Lambda invocation would carry for `request`, and the response the handler answers.
+async fn wire_sizes(sandbox: &LocalSandbox, request: &ExecRequest, runs: usize) -> WireSizes {
+    let wire = WireRequest::from_exec(request);
+    let request_json = serde_json::to_vec(&wire).unwrap().len();
+    let files_in = wire.file_totals().0;
+    let response = handler::run(sandbox.config(), wire).await.expect("the handler runs the call");
+    let response_json = serde_json::to_vec(&response).unwrap().len();
+    let files_out = response.written.iter().map(|f| f.decoded_len() as usize).sum();
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..WARMUP + runs {
+        let started = Instant::now();
+        let json = serde_json::to_vec(&WireRequest::from_exec(request)).unwrap();
+        let event: WireRequest = serde_json::from_slice(&json).unwrap();
+        let skills = event.skills.iter().flat_map(|skill| skill.files.iter());
+        for file in event.workspace.iter().chain(skills) {
+            std::hint::black_box(file.decode(u64::MAX).unwrap());
+        }
+        let json = serde_json::to_vec(&response).unwrap();
+        let answer: WireResponse = serde_json::from_slice(&json).unwrap();
+        std::hint::black_box(answer.into_outcome().unwrap());
+        times.push(started.elapsed());
+    }
+    let round_trip = stats(&times[WARMUP..]).median;
+    WireSizes { request_json, response_json, files_in, files_out, round_trip }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 4. Turns.
+
+/// The local sandbox, timing each call the turn makes through it.
+struct TimedSandbox {
+    inner: Arc<LocalSandbox>,
+    calls: Mutex<Vec<Duration>>,
+}
+
+#[async_trait]
+impl Sandbox for TimedSandbox {
+    fn layout(&self) -> SandboxLayout {
+        self.inner.layout()
+    }
+
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    async fn execute(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+        let started = Instant::now();
+        let outcome = self.inner.execute(request).await;
+        self.calls.lock().unwrap().push(started.elapsed());
+        outcome
+    }
+}
+
+/// A zero-latency model: one tool call (`execute true` or `todoread`, by the user's message), then
+/// an answer. A tool call that did not do its work stops the run.
+struct ScriptedModel;
+
+#[async_trait]
+impl ChatModel for ScriptedModel {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let turn: Vec<&Message> =
+            request.messages.iter().rev().take_while(|m| !matches!(m, Message::User { .. })).collect();
+        let asked = request.messages.iter().rev().find_map(|m| match m {
+            Message::User { content } => Some(content.as_str()),
+            _ => None,
+        });
+        if let Some(Message::Tool { name, content, .. }) = turn.first() {
+            assert!(!content.starts_with("Error"), "the benchmark's {name} call failed: {content}");
+            if name == "execute" {
+                assert!(content.contains("[Command succeeded with exit code 0]"), "execute: {content}");
+            }
+        }
+        if !turn.is_empty() {
+            return Ok(ChatResponse {
+                content: "done".into(),
+                tool_calls: vec![],
+                usage: Usage::default(),
+                stop_reason: StopReason::EndTurn,
+            });
+        }
+        let (name, arguments) = match asked {
+            Some(RUN_TRUE) => ("execute", json!({"command": "true"})),
+            Some(READ_TODOS) => ("todoread", json!({})),
+            other => panic!("unexpected message {other:?}"),
+        };
+        Ok(ChatResponse {
+            content: String::new(),
+            tool_calls: vec![ToolCall { id: "c0".into(), name: name.into(), arguments }],
+            usage: Usage::default(),
+            stop_reason: StopReason::ToolUse,
+        })
+    }
+}
+
+fn skill_md(index: usize) -> String {
+    format!(
+        "---\nname: skill-{index:04}\ndescription: Synthetic skill number {index} for the benchmark, with a \
+         description of ordinary length.\ncategory: cat{}\ntools: [ls, read_file]\n---\n\n# Skill {index}\n\n{}",
+        index % 10,
+        "Instructions line for the benchmark skill.\n".repeat(60)
+    )
+}
+
+/// A tenant of `count` skills (as `turn-bench` makes them: a SKILL.md and two more files each).
+fn upload_tenant(objects: &MemoryObjectStore, user: &UserId, count: usize) {
+    for i in 0..count {
+        let dir = format!("{user}/skills/cat{}/skill-{i:04}", i % 10);
+        objects.insert(&format!("{dir}/SKILL.md"), skill_md(i).into_bytes());
+        objects.insert(&format!("{dir}/reference.md"), b"Reference material.\n".repeat(20));
+        objects.insert(
+            &format!("{dir}/examples/example.md"),
+            format!("# Example for skill {i}\n\n{}", "An example of the skill at work.\n".repeat(10)).into_bytes(),
+        );
+    }
+}
+
+/// A session whose first turn left `files` in its workspace (blobs in the object store, the
+/// manifest in the session), as a user's earlier turn would have.
+async fn seed_session(
+    sessions: &MemorySessionStore,
+    objects: &MemoryObjectStore,
+    user: &UserId,
+    session: &SessionId,
+    files: &[SandboxFile],
+) {
+    let mut workspace = BTreeMap::new();
+    for file in files {
+        let sha256 = hex::encode(Sha256::digest(file.bytes.as_slice()));
+        objects.insert(&workspace_blob_key(user, session, &sha256), file.bytes.to_vec());
+        workspace.insert(file.path.clone(), WorkspaceFile { sha256, size: file.bytes.len() as u64 });
+    }
+    let commit = TurnCommit {
+        expected_version: 0,
+        new_messages: vec![Message::user("Here are my notes."), Message::assistant("Noted.")],
+        history_len: 0,
+        state: SessionState { workspace, ..SessionState::default() },
+        now: agent_core::turn::OffsetDateTime::now_utc().unix_timestamp(),
+        commit_token: format!("seed-{session}"),
+        idempotency: None,
+    };
+    sessions.commit(user, session, &commit).await.expect("seed the session");
+}
+
+fn turn_request(user: &UserId, session: &SessionId, message: &str) -> TurnRequest {
+    TurnRequest {
+        user: user.clone(),
+        session: session.clone(),
+        message: message.into(),
+        ticket: None,
+        profile: UserProfile::default(),
+        deadline: None,
+        now: agent_core::turn::OffsetDateTime::now_utc(),
+        idempotency: None,
+    }
+}
+
+struct TurnFigures {
+    files: usize,
+    skills: usize,
+    /// The direct call of `true` over the same workspace, made beside each pair of turns.
+    direct: Vec<Duration>,
+    with_execute: Vec<Duration>,
+    without: Vec<Duration>,
+    /// The sandbox call inside each turn with execute.
+    sandbox_in_turn: Vec<Duration>,
+    /// Each turn with execute less its own sandbox call.
+    rest_of_turn: Vec<Duration>,
+    /// This process's resident memory after the series.
+    rss_kib: Option<u64>,
+}
+
+/// A tenant's turns: each run is a turn of each variant (a fresh session seeded with `files`) and
+/// the direct call of `true` over the same files, in an order that rotates, so that the three are
+/// measured at the same moment, in the same process, and drift in the machine's load falls on all.
+#[allow(clippy::too_many_arguments)]
+async fn time_turns(
+    service: &TurnService,
+    timed: &TimedSandbox,
+    local: &LocalSandbox,
+    sessions: &MemorySessionStore,
+    objects: &MemoryObjectStore,
+    user: &UserId,
+    files: &[SandboxFile],
+    skills: usize,
+    runs: usize,
+) -> TurnFigures {
+    let mut figures = TurnFigures {
+        files: files.len(),
+        skills,
+        direct: Vec::new(),
+        with_execute: Vec::new(),
+        without: Vec::new(),
+        sandbox_in_turn: Vec::new(),
+        rest_of_turn: Vec::new(),
+        rss_kib: None,
+    };
+    let direct = exec_request("true", files.to_vec(), vec![]);
+    for run in 0..WARMUP + runs {
+        let mut order = [DIRECT, RUN_TRUE, READ_TODOS];
+        order.rotate_left(run % 3);
+        for message in order {
+            if message == DIRECT {
+                let started = Instant::now();
+                let outcome = local.execute(direct.clone()).await.expect("the direct call");
+                let elapsed = started.elapsed();
+                succeeded(&outcome);
+                if run >= WARMUP {
+                    figures.direct.push(elapsed);
+                }
+                continue;
+            }
+            let tag = if message == RUN_TRUE { "x" } else { "t" };
+            let session = SessionId::parse(format!("w{}-{tag}-{run}", files.len())).unwrap();
+            seed_session(sessions, objects, user, &session, files).await;
+            timed.calls.lock().unwrap().clear();
+            let started = Instant::now();
+            let reply = service.run_turn(turn_request(user, &session, message)).await.expect("the turn commits");
+            let elapsed = started.elapsed();
+            let executions = if message == RUN_TRUE { 1 } else { 0 };
+            assert_eq!(reply.executions, executions, "{message}");
+            assert_eq!(reply.steps, 2, "{message}");
+            let calls = timed.calls.lock().unwrap().clone();
+            assert_eq!(calls.len(), executions as usize);
+            // The session's blobs go, so the process does not grow with the runs.
+            for file in files {
+                let sha256 = hex::encode(Sha256::digest(file.bytes.as_slice()));
+                objects.remove(&workspace_blob_key(user, &session, &sha256));
+            }
+            if run < WARMUP {
+                continue;
+            }
+            if message == RUN_TRUE {
+                figures.with_execute.push(elapsed);
+                figures.sandbox_in_turn.push(calls[0]);
+                figures.rest_of_turn.push(elapsed.saturating_sub(calls[0]));
+            } else {
+                figures.without.push(elapsed);
+            }
+        }
+    }
+    figures.rss_kib = rss_kib();
+    figures
+}
+
+/// This process's resident memory (VmRSS).
+fn rss_kib() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+// ---------------------------------------------------------------------------------------------
+// 5. The calling process's size.
+
+/// Extra resident memory the direct call of `true` is measured beside.
+const BALLAST_MIB: [usize; 3] = [0, 64, 256];
+
+/// The direct call of `true` (empty workspace) while this process holds `BALLAST_MIB` more of
+/// touched memory, the sizes rotating run by run: the handler starts each command with a fork
+/// (its `pre_exec` rules out `posix_spawn`), which copies the caller's page tables.
+async fn time_with_ballast(local: &LocalSandbox, runs: usize) -> Vec<Vec<Duration>> {
+    let request = exec_request("true", vec![], vec![]);
+    let mut times = vec![Vec::new(); BALLAST_MIB.len()];
+    for run in 0..WARMUP + runs {
+        for step in 0..BALLAST_MIB.len() {
+            let which = (run + step) % BALLAST_MIB.len();
+            let ballast = vec![1u8; BALLAST_MIB[which] << 20];
+            std::hint::black_box(&ballast);
+            let started = Instant::now();
+            let outcome = local.execute(request.clone()).await.expect("the direct call");
+            let elapsed = started.elapsed();
+            succeeded(&outcome);
+            drop(ballast);
+            if run >= WARMUP {
+                times[which].push(elapsed);
+            }
+        }
+    }
+    times
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/// The first line a program prints for `--version`, or why not.
+fn version_of(program: &str, arg: &str) -> String {
+    std::process::Command::new(program).arg(arg).output().ok().map_or_else(
+        || "not found".to_owned(),
+        |out| {
+            let text = if out.stdout.is_empty() { out.stderr } else { out.stdout };
+            String::from_utf8_lossy(&text).lines().next().unwrap_or("").trim().to_owned()
+        },
+    )
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|text| text.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "?".to_owned())
+}
+
+fn main() {
+    let runs = runs();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let started = Instant::now();
+        let load_before = load_average();
+        let local = match LocalSandbox::from_env() {
+            Ok(local) => Arc::new(local),
+            Err(err) => {
+                eprintln!("sandbox-bench: the local sandbox is not available: {err}");
+                std::process::exit(1);
+            }
+        };
+        let python = local.config().python_packages.is_some() && Path::new("/usr/bin/python3").exists();
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+
+        println!("# sandbox-bench: `execute` in the local sandbox, and what the runtime adds\n");
+        println!(
+            "Machine: {cores} cores (nproc), Linux {}, {}, {}{}; {runs} runs per figure after {WARMUP} warm-up \
+             runs; wall times.\n",
+            kernel.trim(),
+            version_of("bwrap", "--version"),
+            version_of("/usr/bin/python3", "--version"),
+            if root { ", run as root (a fresh unprivileged uid per call)" } else { "" }
+        );
+
+        // 1 and 2. Direct calls.
+        let pdf_form = skill_mount("pdf-form", &repo_root().join("tests/skills/pdf-form"));
+        let mut cases = vec![
+            DirectCase {
+                label: "`true`, empty workspace, no skills".into(),
+                request: exec_request("true", vec![], vec![]),
+                check: succeeded,
+            },
+            DirectCase {
+                label: "`echo hi`, empty workspace, no skills".into(),
+                request: exec_request("echo hi", vec![], vec![]),
+                check: printed_hi,
+            },
+            DirectCase {
+                label: format!("`true`, workspace of {WORKSPACE_FILES} files of 4 KiB"),
+                request: exec_request("true", workspace_files(WORKSPACE_FILES), vec![]),
+                check: succeeded,
+            },
+        ];
+        if python {
+            cases.push(DirectCase {
+                label: format!(
+                    "pdf-form `fill_form.py` (skill of {} files mounted, workspace of 3 files)",
+                    pdf_form.files.len()
+                ),
+                request: exec_request(FILL_FORM, pdf_workspace(), vec![pdf_form.clone()]),
+                check: filled_the_form,
+            });
+        }
+        let mut direct = Vec::new();
+        for case in &cases {
+            eprintln!("direct: {}", case.label);
+            direct.push(stats(&time_direct(&local, case, runs).await));
+        }
+        println!(
+            "## 1–2. One warm call through `LocalSandbox::execute` (this process: {} RSS)\n",
+            rss_kib().map_or("?".into(), |kib| format!("{:.0} MiB", kib as f64 / 1024.0))
+        );
+        header(&["call", "median", "p95", "min"]);
+        for (case, figure) in cases.iter().zip(&direct) {
+            row(&[case.label.clone(), ms(figure.median), ms(figure.p95), ms(figure.min)]);
+        }
+        if !python {
+            println!(
+                "\nThe pdf-form call was skipped: SANDBOX_PYTHON_PACKAGES is not set (or /usr/bin/python3 is \
+                 missing); `cargo xtask bench` sets it."
+            );
+        }
+
+        // 3. Bytes per call.
+        println!("\n## 3. Bytes one call moves (the JSON a Lambda invocation of `sandbox` would carry)\n");
+        header(&[
+            "call",
+            "request JSON",
+            "files in (decoded)",
+            "response JSON",
+            "files out (decoded)",
+            "JSON round trip (median)",
+        ]);
+        for case in &cases {
+            let sizes = wire_sizes(&local, &case.request, runs).await;
+            row(&[
+                case.label.clone(),
+                format!("{} B", thousands(sizes.request_json as u64)),
+                format!("{} B", thousands(sizes.files_in)),
+                format!("{} B", thousands(sizes.response_json as u64)),
+                format!("{} B", thousands(sizes.files_out as u64)),
+                format!("{:.3} ms", sizes.round_trip.as_secs_f64() * 1e3),
+            ]);
+        }
+
+        // 5, measured while the process is still small; printed last.
+        eprintln!("direct: `true` beside ballast");
+        let base = rss_kib().unwrap_or(0) as f64 / 1024.0;
+        let ballast = time_with_ballast(&local, runs).await;
+
+        // 4. Turns.
+        let timed = Arc::new(TimedSandbox { inner: local.clone(), calls: Mutex::new(Vec::new()) });
+        let workspaces = [Vec::new(), workspace_files(WORKSPACE_FILES)];
+        let mut turns = Vec::new();
+        for skills in CATALOGS {
+            let objects = Arc::new(MemoryObjectStore::new());
+            let sessions = Arc::new(MemorySessionStore::new());
+            let user = UserId::parse(format!("tenant-{skills}")).unwrap();
+            upload_tenant(&objects, &user, skills);
+            let service =
+                TurnService::new(sessions.clone(), objects.clone(), Arc::new(ScriptedModel), AgentConfig::default())
+                    .with_sandbox(timed.clone());
+            // A warm process: the first turn builds the tenant's index.
+            let warm = SessionId::parse("warm-up").unwrap();
+            service.run_turn(turn_request(&user, &warm, READ_TODOS)).await.expect("the warm-up turn");
+            for files in &workspaces {
+                eprintln!("turns: {} skills, workspace of {} files", thousands(skills as u64), files.len());
+                turns.push(time_turns(&service, &timed, &local, &sessions, &objects, &user, files, skills, runs).await);
+            }
+        }
+        println!("\n## 4. A whole turn (embedded store, scripted model: one tool call, then an answer)\n");
+        header(&["tenant, workspace", "series", "median", "p95", "min"]);
+        for t in &turns {
+            let name = format!("{} skills, {} files", thousands(t.skills as u64), t.files);
+            for (series, values) in [
+                ("direct call of `true` over the same workspace", &t.direct),
+                ("turn with `execute true`", &t.with_execute),
+                ("turn with `todoread`", &t.without),
+                ("the sandbox call inside the turn", &t.sandbox_in_turn),
+                ("turn with `execute` less its sandbox call", &t.rest_of_turn),
+            ] {
+                let s = stats(values);
+                row(&[name.clone(), series.into(), ms(s.median), ms(s.p95), ms(s.min)]);
+            }
+        }
+        println!(
+            "\nMedians. overhead = (turn with execute − turn without) − the direct call of `true` over the same \
+             workspace, made beside these turns; the next column instead takes each turn less its own sandbox \
+             call, less the turn without (no sandbox noise in it).\n"
+        );
+        header(&[
+            "tenant, workspace",
+            "with execute",
+            "without",
+            "difference",
+            "sandbox call in the turn",
+            "direct call",
+            "overhead",
+            "overhead (turn less its own call)",
+            "process RSS",
+        ]);
+        for t in &turns {
+            let (with, without) = (stats(&t.with_execute).median, stats(&t.without).median);
+            let difference = with.as_secs_f64() - without.as_secs_f64();
+            let direct = stats(&t.direct).median;
+            row(&[
+                format!("{} skills, {} files", thousands(t.skills as u64), t.files),
+                ms(with),
+                ms(without),
+                format!("{:.2} ms", difference * 1e3),
+                ms(stats(&t.sandbox_in_turn).median),
+                ms(direct),
+                format!("{:.2} ms", (difference - direct.as_secs_f64()) * 1e3),
+                ms_diff(stats(&t.rest_of_turn).median, without),
+                t.rss_kib.map_or("?".into(), |kib| format!("{:.0} MiB", kib as f64 / 1024.0)),
+            ]);
+        }
+        // The library's size: the figures that must not grow with it.
+        let find = |skills: usize, files: usize| turns.iter().find(|t| t.skills == skills && t.files == files);
+        println!();
+        for files in [0, WORKSPACE_FILES] {
+            let (Some(small), Some(large)) = (find(CATALOGS[0], files), find(CATALOGS[1], files)) else { continue };
+            let overhead = |t: &TurnFigures| {
+                Duration::from_secs_f64(
+                    (stats(&t.rest_of_turn).median.as_secs_f64() - stats(&t.without).median.as_secs_f64()).max(0.0),
+                )
+            };
+            for (figure, small, large) in [
+                ("turn without execute", stats(&small.without).median, stats(&large.without).median),
+                ("overhead (turn less its own call)", overhead(small), overhead(large)),
+            ] {
+                println!(
+                    "- {figure}, {files} files: {} at {} skills, {} at {} skills",
+                    ms(small),
+                    thousands(CATALOGS[0] as u64),
+                    ms(large),
+                    thousands(CATALOGS[1] as u64),
+                );
+            }
+        }
+
+        println!("\n## 5. The direct call of `true` against the size of the calling process\n");
+        header(&["process RSS", "median", "p95", "min"]);
+        for (mib, values) in BALLAST_MIB.iter().zip(ballast) {
+            let s = stats(&values);
+            row(&[format!("{:.0} MiB ({mib} MiB added)", base + *mib as f64), ms(s.median), ms(s.p95), ms(s.min)]);
+        }
+        println!(
+            "\n(run took {:.0} s on {cores} cores; load average before {load_before}, after {})",
+            started.elapsed().as_secs_f64(),
+            load_average()
+        );
+    });
+}
