@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use super::SkillsEnv;
 use crate::message::ToolSpec;
 use crate::sandbox::{self, Sandbox, SandboxLayout, DEFAULT_TIMEOUT, MAX_COMMAND_BYTES, MAX_TIMEOUT};
 
@@ -16,7 +17,7 @@ pub const EXECUTE: &str = "execute";
 /// command and send its files back.
 const EXECUTE_MARGIN: Duration = Duration::from_secs(5);
 /// How long past a command's timeout the sandbox may take to answer before the call is given up.
-pub(super) const SANDBOX_GRACE: Duration = Duration::from_secs(4);
+const SANDBOX_GRACE: Duration = Duration::from_secs(4);
 /// The shortest timeout worth starting a command with.
 const MIN_TIMEOUT: Duration = Duration::from_secs(1);
 
@@ -213,6 +214,84 @@ pub fn parse_arguments(args: &Value, access: &SandboxAccess<'_>) -> Result<(Stri
             .to_owned());
     }
     Ok((command.clone(), requested.unwrap_or(DEFAULT_TIMEOUT).min(most)))
+}
+
+impl SkillsEnv<'_> {
+    /// Runs a command in the sandbox over a copy of the session's files, then brings what it changed
+    /// under the workspace back into the turn's workspace, within the workspace's quotas.
+    pub(super) async fn run_execute(&mut self, args: &Value) -> String {
+        let Some(access) = self.sandbox else {
+            return "Error: there is no sandbox to run commands in".to_owned();
+        };
+        let (command, timeout) = match parse_arguments(args, &access) {
+            Ok(parsed) => parsed,
+            Err(message) => return message,
+        };
+        if let Some(forced) = &self.forced {
+            if let Err(message) = forced.commands.check(&command, forced.doc.path.name()) {
+                self.refused_tool_calls += 1;
+                tracing::warn!(skill = %forced.doc.path, "refused a command the forced skill does not allow");
+                return message;
+            }
+        }
+        let files = match self.vfs.sandbox_files().await {
+            Ok(files) => files,
+            Err(err) => return err.to_string(),
+        };
+        let request = crate::sandbox::ExecRequest {
+            tenant: self.skills.user.clone(),
+            session: self.vfs.session().clone(),
+            command,
+            timeout,
+            workspace: files.workspace,
+            skills: files.skills,
+            ticket: files.ticket,
+            resume: self.sandbox_session.clone(),
+        };
+        let bytes_in = files.bytes;
+        self.executions += 1;
+        let started = std::time::Instant::now();
+        // The sandbox stops the command at its timeout; this bounds a backend that does not answer.
+        let answer = tokio::time::timeout(timeout + SANDBOX_GRACE, access.sandbox.execute(request)).await;
+        let outcome = match answer {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(err)) => {
+                tracing::warn!(sandbox = access.sandbox.name(), error = ?err, "execute: the sandbox failed");
+                return err.to_string();
+            }
+            Err(_) => {
+                tracing::warn!(sandbox = access.sandbox.name(), "execute: the sandbox did not answer in time");
+                return "Error: the sandbox did not answer in time; the command's changes were not kept".to_owned();
+            }
+        };
+        if outcome.session.is_some() {
+            self.sandbox_session = outcome.session.clone();
+        }
+        let bytes_out: u64 = outcome.changes.written.iter().map(|file| file.bytes.len() as u64).sum();
+        let kept = self.vfs.apply_sandbox_changes(&outcome.changes).await;
+        tracing::info!(
+            sandbox = access.sandbox.name(),
+            exit_code = ?outcome.exit_code,
+            timed_out = outcome.timed_out,
+            sandbox_ms = outcome.duration.as_millis() as u64,
+            call_ms = started.elapsed().as_millis() as u64,
+            bytes_in,
+            bytes_out,
+            written = outcome.changes.written.len(),
+            deleted = outcome.changes.deleted.len(),
+            "execute"
+        );
+        let mut text = crate::sandbox::render_outcome(&outcome);
+        match kept {
+            Ok(summary) if !summary.is_empty() => text.push_str(&format!("\n[{summary}]")),
+            Ok(_) => {}
+            Err(err) => text.push_str(&format!(
+                "\n[Changes to /workspace not kept: {}]",
+                err.to_string().trim_start_matches("Error: ")
+            )),
+        }
+        text
+    }
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 //! `execute` (a command in the sandbox) has a file of its own.
 
 mod execute;
+mod todos;
 
 pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess, EXECUTE};
 
@@ -18,7 +19,7 @@ use crate::ids::UserId;
 use crate::message::{ToolCall, ToolSpec};
 use crate::prompt::{self, PromptTemplate, PromptVars, Section, SectionKind, SkillPromptMode, SystemPrompt};
 use crate::skills::{Catalog, Listing, Resolved, SkillDoc, SkillLibrary};
-use crate::store::{ObjectStore, TodoItem, TodoStatus};
+use crate::store::{ObjectStore, TodoItem};
 use crate::vfs::{self, Vfs};
 
 pub const LOAD_SKILL: &str = "load_skill";
@@ -29,13 +30,11 @@ pub const TODO_READ: &str = "todoread";
 /// Tools a forced skill always keeps, whatever it declares.
 pub const ESSENTIAL_TOOLS: [&str; 3] = [ABORT, TODO_WRITE, TODO_READ];
 
-const MAX_TODOS: usize = 50;
 /// `find_skills` answers at most this many matches.
 const MAX_FOUND_SKILLS: usize = 20;
 const DEFAULT_FOUND_SKILLS: usize = 8;
 /// Characters of a description shown in a `find_skills` result.
 const FOUND_DESCRIPTION_CHARS: usize = 300;
-const MAX_TODO_CHARS: usize = 500;
 
 pub fn load_skill_spec() -> ToolSpec {
     ToolSpec {
@@ -388,119 +387,6 @@ impl<'a> SkillsEnv<'a> {
         out
     }
 
-    /// Runs a command in the sandbox over a copy of the session's files, then brings what it changed
-    /// under the workspace back into the turn's workspace, within the workspace's quotas.
-    async fn run_execute(&mut self, args: &Value) -> String {
-        let Some(access) = self.sandbox else {
-            return "Error: there is no sandbox to run commands in".to_owned();
-        };
-        let (command, timeout) = match execute::parse_arguments(args, &access) {
-            Ok(parsed) => parsed,
-            Err(message) => return message,
-        };
-        if let Some(forced) = &self.forced {
-            if let Err(message) = forced.commands.check(&command, forced.doc.path.name()) {
-                self.refused_tool_calls += 1;
-                tracing::warn!(skill = %forced.doc.path, "refused a command the forced skill does not allow");
-                return message;
-            }
-        }
-        let files = match self.vfs.sandbox_files().await {
-            Ok(files) => files,
-            Err(err) => return err.to_string(),
-        };
-        let request = crate::sandbox::ExecRequest {
-            tenant: self.skills.user.clone(),
-            session: self.vfs.session().clone(),
-            command,
-            timeout,
-            workspace: files.workspace,
-            skills: files.skills,
-            ticket: files.ticket,
-            resume: self.sandbox_session.clone(),
-        };
-        let bytes_in = files.bytes;
-        self.executions += 1;
-        let started = std::time::Instant::now();
-        // The sandbox stops the command at its timeout; this bounds a backend that does not answer.
-        let answer = tokio::time::timeout(timeout + execute::SANDBOX_GRACE, access.sandbox.execute(request)).await;
-        let outcome = match answer {
-            Ok(Ok(outcome)) => outcome,
-            Ok(Err(err)) => {
-                tracing::warn!(sandbox = access.sandbox.name(), error = ?err, "execute: the sandbox failed");
-                return err.to_string();
-            }
-            Err(_) => {
-                tracing::warn!(sandbox = access.sandbox.name(), "execute: the sandbox did not answer in time");
-                return "Error: the sandbox did not answer in time; the command's changes were not kept".to_owned();
-            }
-        };
-        if outcome.session.is_some() {
-            self.sandbox_session = outcome.session.clone();
-        }
-        let bytes_out: u64 = outcome.changes.written.iter().map(|file| file.bytes.len() as u64).sum();
-        let kept = self.vfs.apply_sandbox_changes(&outcome.changes).await;
-        tracing::info!(
-            sandbox = access.sandbox.name(),
-            exit_code = ?outcome.exit_code,
-            timed_out = outcome.timed_out,
-            sandbox_ms = outcome.duration.as_millis() as u64,
-            call_ms = started.elapsed().as_millis() as u64,
-            bytes_in,
-            bytes_out,
-            written = outcome.changes.written.len(),
-            deleted = outcome.changes.deleted.len(),
-            "execute"
-        );
-        let mut text = crate::sandbox::render_outcome(&outcome);
-        match kept {
-            Ok(summary) if !summary.is_empty() => text.push_str(&format!("\n[{summary}]")),
-            Ok(_) => {}
-            Err(err) => text.push_str(&format!(
-                "\n[Changes to /workspace not kept: {}]",
-                err.to_string().trim_start_matches("Error: ")
-            )),
-        }
-        text
-    }
-
-    fn run_todo_write(&mut self, args: &Value) -> String {
-        match parse_todos(args) {
-            Ok(todos) => {
-                let count = |status| todos.iter().filter(|t| t.status == status).count();
-                let summary = format!(
-                    "Todo list updated: {} items ({} pending, {} in progress, {} completed).",
-                    todos.len(),
-                    count(TodoStatus::Pending),
-                    count(TodoStatus::InProgress),
-                    count(TodoStatus::Completed)
-                );
-                self.todos = todos;
-                summary
-            }
-            Err(message) => format!("Error: {message}"),
-        }
-    }
-
-    fn run_todo_read(&self) -> String {
-        if self.todos.is_empty() {
-            return "The todo list is empty.".to_owned();
-        }
-        self.todos
-            .iter()
-            .enumerate()
-            .map(|(i, todo)| {
-                let status = match todo.status {
-                    TodoStatus::Pending => "pending",
-                    TodoStatus::InProgress => "in_progress",
-                    TodoStatus::Completed => "completed",
-                };
-                format!("{}. [{status}] {}", i + 1, todo.content)
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
-    }
-
     fn forced_prompt(&self, forced: &Forced) -> SystemPrompt {
         let block = format!(
             "<mandatory-skill name=\"{}\">\n{}\n</mandatory-skill>",
@@ -527,36 +413,6 @@ impl<'a> SkillsEnv<'a> {
 
 fn tool_list(tools: &[ToolSpec]) -> String {
     tools.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>().join(", ")
-}
-
-fn parse_todos(args: &Value) -> Result<Vec<TodoItem>, String> {
-    let items =
-        args.get("todos").and_then(Value::as_array).ok_or("todowrite needs `todos`, a list of {content, status}")?;
-    if items.len() > MAX_TODOS {
-        return Err(format!("at most {MAX_TODOS} todos are kept"));
-    }
-    items
-        .iter()
-        .enumerate()
-        .map(|(i, item)| {
-            let content = item
-                .get("content")
-                .and_then(Value::as_str)
-                .map(str::trim)
-                .filter(|c| !c.is_empty())
-                .ok_or_else(|| format!("todo {} needs a non-empty `content` string", i + 1))?;
-            if content.chars().count() > MAX_TODO_CHARS {
-                return Err(format!("todo {} is longer than {MAX_TODO_CHARS} characters", i + 1));
-            }
-            let status = match item.get("status").and_then(Value::as_str) {
-                Some("pending") => TodoStatus::Pending,
-                Some("in_progress") => TodoStatus::InProgress,
-                Some("completed") => TodoStatus::Completed,
-                _ => return Err(format!("todo {} needs `status`: pending, in_progress or completed", i + 1)),
-            };
-            Ok(TodoItem { content: content.to_owned(), status })
-        })
-        .collect()
 }
 
 #[async_trait]
