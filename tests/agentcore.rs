@@ -411,7 +411,10 @@ async fn execute_command(home: &Path, tmp: &Path, arguments: &Value) -> Result<V
     let command = arguments["command"].as_str().ok_or("command is required")?;
     let mut process = if Path::new("/usr/bin/bwrap").exists() {
         let mut process = tokio::process::Command::new("/usr/bin/bwrap");
-        process.args(["--dev-bind", "/", "/", "--bind"]).arg(tmp).arg("/tmp").arg("--chdir").arg(home);
+        // The session's private /tmp hides the host's; the home is bound again after it, since a
+        // checkout under /tmp (CI's clone, say) holds the home there too.
+        process.args(["--dev-bind", "/", "/", "--bind"]).arg(tmp).arg("/tmp");
+        process.arg("--bind").arg(home).arg(home).arg("--chdir").arg(home);
         process.args(["--", "bash", "-c", command]);
         process
     } else {
