@@ -262,6 +262,9 @@ async fn a_plan_that_does_not_fit_one_invocation_continues_in_the_next() {
     assert!(response.contains("First part done.") && response.contains("Second part done."), "{response}");
 }
 
+/// A planner turn that made no model call (its plan call cut by the deadline, or no time left for
+/// one) is a retryable 503 that commits nothing, as in the skills strategy: a canned reply stored
+/// in its place would use up the user's message.
 #[tokio::test]
 async fn a_slow_planning_call_gives_way_to_the_deadline() {
     let alpha = ExpertServer::start();
@@ -277,9 +280,20 @@ async fn a_slow_planning_call_gives_way_to_the_deadline() {
     };
     assert!(started.elapsed() < std::time::Duration::from_secs(4), "answered before the deadline");
     let (status, body) = status_and_body(&response);
-    assert_eq!(status, 200, "{body}");
-    assert_eq!(body["ending"], "plan_continues");
-    assert_eq!(stack.session_item(USER, "slow").await.unwrap()["version"].as_n().unwrap(), "1");
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("out_of_time")), "{body}");
+    assert!(stack.session_item(USER, "slow").await.is_none(), "nothing was committed");
+
+    // Half a second left, inside the reserve: the plan call is never made.
+    let event = turn_event(Some(USER), "hurried", json!({"message": "Plan this"}));
+    let response = match http.invoke_with_budget(event, std::time::Duration::from_millis(500)).await {
+        tests::lambda::Invocation::Response(value) => value,
+        tests::lambda::Invocation::Error(error) => panic!("{error}"),
+        tests::lambda::Invocation::Stream(_) => panic!("http-turn streamed its answer"),
+    };
+    let (status, body) = status_and_body(&response);
+    assert_eq!((status, body["error"]["code"].as_str()), (503, Some("out_of_time")), "{body}");
+    assert_eq!(stack.model.requests().len(), 1, "only the cut call of the first turn reached the model");
+    assert!(stack.session_item(USER, "hurried").await.is_none(), "nothing was committed");
 }
 
 /// The expert server with `--deed-prompts`: the prompts of the argument tests, which stay out of the

@@ -170,6 +170,8 @@ struct Bounds {
     deadline: Option<Instant>,
     reserve: Duration,
     input_tokens: usize,
+    /// Model calls that returned, so a turn cut before any can say so instead of committing.
+    calls_made: u32,
 }
 
 impl Bounds {
@@ -220,6 +222,7 @@ impl Planner<'_> {
             deadline: limits.deadline,
             reserve: limits.reserve,
             input_tokens: limits.input_tokens,
+            calls_made: 0,
         };
         let mut usage = Usage::default();
         let result = self.run_inner(plan, history, message, &mut bounds, &mut usage).await;
@@ -230,18 +233,19 @@ impl Planner<'_> {
             Err((Stop::Invalid(message), plan)) => {
                 Ok(PlannerOutcome { reply: message, plan, steps, usage, ending: Ending::PlanFailed })
             }
+            // No model call came back, or none that left a plan, so this turn did nothing worth
+            // storing: the caller answers 503 `out_of_time` and commits nothing, as for the skills
+            // strategy, and the user's message is not used up by a canned "send it again".
+            Err((Stop::OutOfBudget, plan)) if bounds.calls_made == 0 || plan.is_none() => {
+                Ok(PlannerOutcome { reply: String::new(), plan, steps, usage, ending: Ending::Deadline })
+            }
             Err((Stop::OutOfBudget, plan)) => {
-                let reply = match &plan {
-                    Some(plan) => {
-                        let done = plan.tasks.iter().filter(|t| t.status != TaskStatus::Pending).count();
-                        format!(
-                            "I have worked through {done} of {} tasks so far and ran out of room in this turn. \
-                             I will continue with the rest in the next turn.",
-                            plan.tasks.len()
-                        )
-                    }
-                    None => "I ran out of room in this turn before I could plan. Send the request again.".to_owned(),
-                };
+                let done = plan.iter().flat_map(|plan| &plan.tasks).filter(|t| t.status != TaskStatus::Pending).count();
+                let total = plan.as_ref().map_or(0, |plan| plan.tasks.len());
+                let reply = format!(
+                    "I have worked through {done} of {total} tasks so far and ran out of room in this turn. \
+                     I will continue with the rest in the next turn."
+                );
                 Ok(PlannerOutcome { reply, plan, steps, usage, ending: Ending::PlanContinues })
             }
         }
@@ -327,14 +331,16 @@ impl Planner<'_> {
     }
 
     /// One model call that gives up, as a bound, when the invocation's deadline (less the reserve) comes.
-    async fn complete(&self, request: &ChatRequest, bounds: &Bounds) -> Result<crate::message::ChatResponse, Stop> {
-        match bounds.deadline.map(|deadline| deadline.checked_sub(bounds.reserve).unwrap_or(deadline)) {
+    async fn complete(&self, request: &ChatRequest, bounds: &mut Bounds) -> Result<crate::message::ChatResponse, Stop> {
+        let response = match bounds.deadline.map(|deadline| deadline.checked_sub(bounds.reserve).unwrap_or(deadline)) {
             Some(at) => match tokio::time::timeout_at(at, self.model.complete(request)).await {
-                Ok(response) => Ok(response?),
-                Err(_) => Err(Stop::OutOfBudget),
+                Ok(response) => response?,
+                Err(_) => return Err(Stop::OutOfBudget),
             },
-            None => Ok(self.model.complete(request).await?),
-        }
+            None => self.model.complete(request).await?,
+        };
+        bounds.calls_made += 1;
+        Ok(response)
     }
 
     /// A structured call: the reply must parse as `T` and pass `validate`; a failing reply is

@@ -111,6 +111,7 @@ impl Planner<'_> {
             let opening = Message::user(format!("Request: {}\nYour task: {}", state.request, task.task));
             let outcome = agent::run(self.model, &mut env, &[], opening, &limits, &WithoutDeltas(self.events)).await?;
             bounds.steps_left -= outcome.steps.min(bounds.steps_left);
+            bounds.calls_made += outcome.steps;
             usage.add(outcome.usage);
             if matches!(outcome.ending, Ending::StepLimit | Ending::Deadline) {
                 return Err(Stop::OutOfBudget);

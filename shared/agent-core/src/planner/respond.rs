@@ -64,19 +64,21 @@ impl Planner<'_> {
     async fn complete_answer(
         &self,
         request: &ChatRequest,
-        bounds: &Bounds,
+        bounds: &mut Bounds,
     ) -> Result<crate::message::ChatResponse, Stop> {
         if !self.events.wants_deltas() {
             return self.complete(request, bounds).await;
         }
         let deltas = DeltaEvents::new(self.events, crate::agent::MAX_REPLY_BYTES);
         let call = self.model.complete_streaming(request, &deltas);
-        match bounds.deadline.map(|deadline| deadline.checked_sub(bounds.reserve).unwrap_or(deadline)) {
+        let response = match bounds.deadline.map(|deadline| deadline.checked_sub(bounds.reserve).unwrap_or(deadline)) {
             Some(at) => match tokio::time::timeout_at(at, call).await {
-                Ok(response) => Ok(response?),
-                Err(_) => Err(Stop::OutOfBudget),
+                Ok(response) => response?,
+                Err(_) => return Err(Stop::OutOfBudget),
             },
-            None => Ok(call.await?),
-        }
+            None => call.await?,
+        };
+        bounds.calls_made += 1;
+        Ok(response)
     }
 }

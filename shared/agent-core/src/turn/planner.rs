@@ -1,7 +1,7 @@
 //! A turn of the planner strategy: the stored plan, the experts and the commit of the reply.
 
 use super::{Claimed, TurnError, TurnReply, TurnRequest, TurnService};
-use crate::agent::Limits;
+use crate::agent::{Ending, Limits};
 use crate::events::TurnObserver;
 use crate::expert::{ExpertSession, NoExperts};
 use crate::message::Message;
@@ -45,6 +45,11 @@ impl TurnService {
         let outcome = planner.run(plan, &session.history, &request.message, &limits).await;
         opened.close().await;
         let outcome = outcome?;
+        // A turn in which no model call came back has nothing to say: a canned reply committed in
+        // its place would hide the failure and use up the user's message.
+        if outcome.ending == Ending::Deadline {
+            return Err(TurnError::OutOfTime);
+        }
 
         let plan = outcome
             .plan
