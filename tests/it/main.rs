@@ -18,3 +18,4 @@ mod sandbox_agentcore;
 mod sandbox_lambda;
 mod secrets;
 mod streaming;
+mod turn_logs;

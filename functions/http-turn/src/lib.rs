@@ -247,7 +247,8 @@ async fn route(
                 return background::accept(service, queue, user, session, body, &event.headers).await;
             }
             let request = turn_request(user, session, body, &event.headers, profile_from_claims(event), deadline)?;
-            let reply = service.run_turn(request).await?;
+            let span = agent_app::turn_span(&request, event.request_context.request_id.as_deref().unwrap_or(""));
+            let reply = tracing::Instrument::instrument(service.run_turn(request), span).await?;
             let body = serde_json::to_value(&reply).map_err(|_| internal_error())?;
             Ok(Answer { status: 200, body: body.into(), headers: Vec::new(), replayed: reply.replayed })
         }

@@ -12,6 +12,7 @@ use futures::FutureExt;
 use http_turn::ApiError;
 use serde::Deserialize;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// A record is not started with less time than this left: it is reported failed and retried instead.
 const MIN_TIME_FOR_A_TURN: Duration = Duration::from_secs(10);
@@ -85,15 +86,17 @@ pub async fn handle(
     for record in event.records {
         let id = record.message_id.clone().unwrap_or_default();
         let group = record.attributes.get("MessageGroupId").cloned();
+        // The record's lines name its turn once `process` knows it.
+        let span = agent_app::unnamed_turn_span();
         let outcome = if group.as_ref().is_some_and(|g| failed_groups.contains(g)) {
             Err(RecordError::BlockedByEarlierFailure)
         } else if deadline.is_some_and(|at| at.saturating_duration_since(Instant::now()) < MIN_TIME_FOR_A_TURN) {
             Err(RecordError::OutOfTime)
         } else {
-            process(service, &record, deadline, continuations, max_receives).await
+            process(service, &record, deadline, continuations, max_receives).instrument(span.clone()).await
         };
         if let Err(err) = outcome {
-            tracing::warn!(message_id = %id, error = %err, "record failed; SQS will retry it");
+            span.in_scope(|| tracing::warn!(message_id = %id, error = %err, "record failed; SQS will retry it"));
             if let Some(group) = group {
                 failed_groups.insert(group);
             }
@@ -139,6 +142,7 @@ async fn process(
         now: time::OffsetDateTime::now_utc(),
         idempotency: Some(idempotency.clone()),
     };
+    agent_app::name_turn(&tracing::Span::current(), &request, record.message_id.as_deref().unwrap_or(""));
     // A defect fails this record only; the rest of the batch and the warm process go on.
     let turn = std::panic::AssertUnwindSafe(service.run_turn(request)).catch_unwind().await;
     let reply = match turn.unwrap_or_else(|_| Err(TurnError::Internal("the turn panicked".to_owned()))) {

@@ -20,6 +20,7 @@ use lambda_runtime::{MetadataPrelude, StreamResponse};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 /// The body a streaming response sends, chunk by chunk.
 pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>;
@@ -53,9 +54,10 @@ pub async fn handle(
             tracing::info!(status = err.status, code = err.code, request_id, "request refused");
             error_response(&err)
         }
-        Ok(Accepted { request, events: true }) => event_stream(app, request),
+        Ok(Accepted { request, events: true }) => event_stream(app, request, &request_id),
         Ok(Accepted { request, events: false }) => {
-            match app.service.run_turn(request).await.map_err(ApiError::from).and_then(|reply| {
+            let span = agent_app::turn_span(&request, &request_id);
+            match app.service.run_turn(request).instrument(span).await.map_err(ApiError::from).and_then(|reply| {
                 let body = serde_json::to_value(&reply).map_err(|_| internal_error())?;
                 Ok((body, reply.replayed))
             }) {
@@ -131,8 +133,9 @@ fn wants_events(headers: &HeaderMap) -> bool {
 
 /// Sends a turn's events as Server-Sent Events while it runs in a task of its own: the stream ends
 /// when the turn has ended (`turn.completed` or `turn.failed`). The task does not depend on the
-/// stream being read, so a client that goes away does not stop the turn from committing.
-fn event_stream(app: &App, request: TurnRequest) -> StreamResponse<BodyStream> {
+/// stream being read, so a client that goes away does not stop the turn from committing. The task
+/// runs in the turn's span, a child of the invocation's, so its lines carry both ids.
+fn event_stream(app: &App, request: TurnRequest, request_id: &str) -> StreamResponse<BodyStream> {
     let (sender, mut receiver) = mpsc::unbounded_channel::<Bytes>();
     let heartbeat = sender.downgrade();
     tokio::spawn(async move {
@@ -148,7 +151,8 @@ fn event_stream(app: &App, request: TurnRequest) -> StreamResponse<BodyStream> {
         }
     });
     let (service, counter) = (app.service.clone(), app.storage_requests.clone());
-    tokio::spawn(async move {
+    let span = agent_app::turn_span(&request, request_id);
+    let turn = async move {
         let observer = SseObserver { sender };
         let outcome = agent_app::with_request_log(&counter, service.run_turn_observed(request, &observer)).await;
         let (name, body) = match outcome
@@ -162,7 +166,8 @@ fn event_stream(app: &App, request: TurnRequest) -> StreamResponse<BodyStream> {
             }
         };
         observer.send(name, &body);
-    });
+    };
+    tokio::spawn(turn.instrument(span));
     let stream = futures::stream::poll_fn(move |context| receiver.poll_recv(context).map(|chunk| chunk.map(Ok)));
     let mut headers = HeaderMap::new();
     headers.insert("content-type", HeaderValue::from_static("text/event-stream; charset=utf-8"));

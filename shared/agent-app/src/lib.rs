@@ -219,6 +219,8 @@ pub fn operations_since(before: &BTreeMap<String, u64>, after: &BTreeMap<String,
 }
 
 /// JSON logs when Lambda asks for them (`AWS_LAMBDA_LOG_FORMAT=JSON`), text otherwise; `RUST_LOG` filters.
+/// Each JSON line lists its spans (`spans`): the runtime's invocation span with `requestId`, and a
+/// turn's [`turn_span`] with `turnId`.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -231,6 +233,36 @@ pub fn init_logging() {
     };
     // A second initialisation (tests) keeps the first subscriber.
     let _ = result;
+}
+
+/// A turn's id in the logs: `{session}/{k}` where `k` is the first 16 hex digits of the hash of
+/// the turn's idempotency key when it has one (the `Idempotency-Key` header, or a queue record's key
+/// or message id), so every delivery and replay of one turn, in any function, logs the same id;
+/// without a key the turn is one invocation and `k` is `request_id` (the API Gateway or Function
+/// URL request id of the event).
+pub fn turn_id(request: &agent_core::turn::TurnRequest, request_id: &str) -> String {
+    match &request.idempotency {
+        Some(key) => format!("{}/{}", request.session, &key.key_hash[..key.key_hash.len().min(16)]),
+        None => format!("{}/{request_id}", request.session),
+    }
+}
+
+/// The span a turn runs in: every line it logs carries its `turnId` ([`turn_id`]) next to the
+/// Lambda runtime's `requestId` of the invocation span it is created in. A turn that runs in a
+/// task of its own must be instrumented with this span, or its lines lose both.
+pub fn turn_span(request: &agent_core::turn::TurnRequest, request_id: &str) -> tracing::Span {
+    tracing::info_span!("turn", turnId = %turn_id(request, request_id))
+}
+
+/// A turn span whose turn is not known yet (a queue record before its body is read):
+/// [`name_turn`] gives it its `turnId`.
+pub fn unnamed_turn_span() -> tracing::Span {
+    tracing::info_span!("turn", turnId = tracing::field::Empty)
+}
+
+/// Names the turn of a span from [`unnamed_turn_span`], as [`turn_span`] would have.
+pub fn name_turn(span: &tracing::Span, request: &agent_core::turn::TurnRequest, request_id: &str) {
+    span.record("turnId", turn_id(request, request_id));
 }
 
 /// Deadlines below this many milliseconds cannot be epoch times (it is September 2001): they are

@@ -204,11 +204,13 @@ impl AgentCoreSandbox {
             .stop_code_interpreter_session()
             .code_interpreter_identifier(&self.settings.interpreter)
             .session_id(id);
-        tokio::spawn(async move {
+        // In the turn's span, so that its line names the invocation and the turn.
+        let stopping = async move {
             if let Err(err) = stop.send().await {
                 tracing::debug!(sandbox = "agentcore", error = %DisplayErrorContext(&err), "could not stop a replaced session");
             }
-        });
+        };
+        tokio::spawn(tracing::Instrument::in_current_span(stopping));
     }
 
     /// One call in `session`: write, run, read back. A session found gone at the first request
