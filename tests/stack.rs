@@ -149,7 +149,7 @@ impl Stack {
             .get_item()
             .table_name(&self.table)
             .key("pk", AttributeValue::S(format!("{user}#{session}")))
-            .key("sk", AttributeValue::S("META".to_owned()))
+            .key("sk", AttributeValue::S(aws_store::META_SORT_KEY.to_owned()))
             .consistent_read(true)
             .send()
             .await

@@ -11,7 +11,7 @@ use agent_core::store::{
 };
 use agent_core::{Message, SessionId, SkillPath, ToolCall, UserId};
 use aws_sdk_dynamodb::types::AttributeValue;
-use aws_store::{AwsStores, CallCounter, CallCounts, StoreSettings, SPILL_THRESHOLD_BYTES};
+use aws_store::{AwsStores, CallCounter, CallCounts, StoreSettings, META_SORT_KEY, SPILL_THRESHOLD_BYTES};
 use serde_json::json;
 use tests::moto;
 
@@ -249,7 +249,7 @@ async fn commits_store_history_and_state_as_native_attributes() {
     assert_eq!((loaded.user_id, loaded.session_id), (user.clone(), session.clone()));
 
     // What an operator sees: top-level, natively typed attributes.
-    let meta = world.raw_item("auth0|alice", "s1", "META").await.expect("meta item");
+    let meta = world.raw_item("auth0|alice", "s1", META_SORT_KEY).await.expect("meta item");
     assert_eq!(meta["current_skill"], AttributeValue::Null(true));
     assert_eq!(meta["user_id"], s("auth0|alice"));
     assert_eq!(meta["session_id"], s("s1"));
@@ -283,7 +283,7 @@ async fn commits_store_history_and_state_as_native_attributes() {
     assert_eq!(loaded.history, [first_turn, turn("y ahora", "hecho")].concat());
     assert_eq!(loaded.state, second_state);
     assert_eq!(loaded.updated_at, second_now);
-    let meta = world.raw_item("auth0|alice", "s1", "META").await.unwrap();
+    let meta = world.raw_item("auth0|alice", "s1", META_SORT_KEY).await.unwrap();
     assert_eq!(meta["current_skill"], s("escrituras/compraventa"));
     assert_eq!(meta["plan"], AttributeValue::Null(true));
     assert_eq!(meta["summary"], AttributeValue::Null(true));
@@ -460,7 +460,7 @@ async fn an_expired_session_loads_as_none_and_starts_afresh() {
     assert_eq!(loaded.version, 1);
     assert_eq!(loaded.history, turn("new", "fresh"), "the old turns 2 and 3 are not part of the new session");
     assert_eq!(loaded.state, SessionState::default());
-    let meta = world.raw_item("alice", "old", "META").await.unwrap();
+    let meta = world.raw_item("alice", "old", META_SORT_KEY).await.unwrap();
     assert_eq!(meta["created_at"], n(t));
 
     world.commit(&user, &session, 1, turn("again", "still fresh"), SessionState::default(), t + 1).await.unwrap();
@@ -508,7 +508,7 @@ async fn undecodable_or_incomplete_sessions_are_corrupt() {
     let meta = |session: &str, version: i64| {
         HashMap::from([
             ("pk".to_string(), s(&format!("alice#{session}"))),
-            ("sk".to_string(), s("META")),
+            ("sk".to_string(), s(META_SORT_KEY)),
             ("user_id".to_string(), s("alice")),
             ("session_id".to_string(), s(session)),
             ("version".to_string(), n(version)),
@@ -554,11 +554,11 @@ async fn a_load_is_one_query_and_a_commit_one_transaction() {
     world.stores.sessions.load(&user, &session).await.unwrap();
     world.commit(&user, &session, 0, turn("q", "a"), SessionState::default(), now()).await.unwrap();
     world.stores.sessions.load(&user, &session).await.unwrap().unwrap();
-    // A missing session is one GetItem; an existing one its meta item and one page of recent turns.
-    assert_eq!(world.counter.snapshot(), CallCounts { s3: 0, dynamodb: 4 });
+    // A missing session is one Query; an existing one too: its meta item and its recent turns.
+    assert_eq!(world.counter.snapshot(), CallCounts { s3: 0, dynamodb: 3 });
     let operations = world.counter.operations();
-    assert_eq!(operations.get("DynamoDB.GetItem"), Some(&2), "{operations:?}");
-    assert_eq!(operations.get("DynamoDB.Query"), Some(&1), "{operations:?}");
+    assert_eq!(operations.get("DynamoDB.GetItem"), None, "{operations:?}");
+    assert_eq!(operations.get("DynamoDB.Query"), Some(&2), "{operations:?}");
     assert_eq!(operations.get("DynamoDB.TransactWriteItems"), Some(&1), "{operations:?}");
 }
 
@@ -647,7 +647,7 @@ async fn a_load_reads_back_only_to_the_summary_and_pages_walk_the_rest() {
     assert_eq!(loaded.history.len(), 12, "turns 55..=60 only");
     assert_eq!(loaded.history[0], Message::user("q55"));
     let requests = world.counter.snapshot();
-    assert_eq!(requests.total(), 2, "one GetItem and one Query page, not the partition: {requests:?}");
+    assert_eq!(requests.total(), 1, "one Query (the meta item and turns 60..=55), not the partition: {requests:?}");
 
     // The owner pages back through every turn, newest first.
     let mut before = None;
@@ -666,4 +666,64 @@ async fn a_load_reads_back_only_to_the_summary_and_pages_walk_the_rest() {
     // A byte bound ends a page early, never before its first turn.
     let (_, page) = world.stores.sessions.history_page(&user, &session, None, 25, 1).await.unwrap().unwrap();
     assert_eq!((page.turns.len(), page.next_before), (1, Some(60)));
+}
+
+#[tokio::test]
+async fn a_session_in_the_older_layout_loads_and_its_next_commit_moves_its_meta_item() {
+    let world = world().await;
+    let (user, session) = ids("mover", "old");
+    let t = now() - 100;
+    let mut expected = Vec::new();
+    for version in 0..20u64 {
+        let messages = turn(&format!("q{}", version + 1), &format!("a{}", version + 1));
+        expected.extend(messages.clone());
+        world.commit(&user, &session, version, messages, SessionState::default(), t).await.unwrap();
+    }
+    // Put the meta item where the previous release kept it.
+    let mut meta = world.raw_item("mover", "old", META_SORT_KEY).await.unwrap();
+    meta.insert("sk".into(), s(aws_store::LEGACY_META_SORT_KEY));
+    world.put_raw(meta).await;
+    world
+        .dynamodb()
+        .delete_item()
+        .table_name(&world.table)
+        .key("pk", s("mover#old"))
+        .key("sk", s(META_SORT_KEY))
+        .send()
+        .await
+        .unwrap();
+
+    // It loads as it did (20 turns: more than the first page holds).
+    let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
+    assert_eq!((loaded.version, &loaded.history), (20, &expected));
+    let (_, page) = world.stores.sessions.history_page(&user, &session, None, 5, 1 << 20).await.unwrap().unwrap();
+    assert_eq!(page.turns.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [20, 19, 18, 17, 16]);
+
+    // A stale commit still conflicts and changes nothing.
+    let before = world.raw_items("mover", "old").await;
+    let stale = world.commit(&user, &session, 19, turn("stale", "x"), SessionState::default(), t + 1).await;
+    assert!(matches!(stale, Err(StoreError::Conflict)), "{stale:?}");
+    assert_eq!(world.raw_items("mover", "old").await, before);
+
+    // The next commit moves the meta item, keeping its creation time; the same request again is
+    // recognised as applied.
+    let commit = TurnCommit {
+        expected_version: 20,
+        new_messages: turn("q21", "a21"),
+        history_len: 40,
+        state: SessionState::default(),
+        now: t + 2,
+        commit_token: "move-it".into(),
+        idempotency: None,
+    };
+    world.stores.sessions.commit(&user, &session, &commit).await.unwrap();
+    world.stores.sessions.commit(&user, &session, &commit).await.unwrap();
+    assert!(world.raw_item("mover", "old", aws_store::LEGACY_META_SORT_KEY).await.is_none());
+    let moved = world.raw_item("mover", "old", META_SORT_KEY).await.expect("the meta item at its new key");
+    assert_eq!((&moved["version"], &moved["created_at"]), (&n(21), &n(t)));
+    let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
+    expected.extend(turn("q21", "a21"));
+    assert_eq!((loaded.version, &loaded.history), (21, &expected));
+    world.commit(&user, &session, 21, turn("q22", "a22"), SessionState::default(), t + 3).await.unwrap();
+    assert_eq!(world.stores.sessions.load(&user, &session).await.unwrap().unwrap().version, 22);
 }

@@ -16,7 +16,7 @@ use thiserror::Error;
 pub use counter::{CallCounter, CallCounts, CountingInterceptor, Service};
 pub use dynamo::{
     idempotency_sort_key, partition_key, turn_sort_key, DynamoSessionStore, IDEMPOTENCY_SORT_KEY_PREFIX,
-    IDEMPOTENCY_TTL_SECS, META_SORT_KEY, SPILL_THRESHOLD_BYTES, TURN_SORT_KEY_PREFIX,
+    IDEMPOTENCY_TTL_SECS, LEGACY_META_SORT_KEY, META_SORT_KEY, SPILL_THRESHOLD_BYTES, TURN_SORT_KEY_PREFIX,
 };
 pub use s3::S3ObjectStore;
 

@@ -1,5 +1,6 @@
-//! Reading a session back: the meta item, then its turns newest first, only as far as the turn
-//! needs (the summary's boundary) or a history page asks; never the whole partition.
+//! Reading a session back: the meta item and its turns newest first, in one descending Query from
+//! the meta item's sort key, only as far as the turn needs (the summary's boundary); a history page
+//! reads the meta item and the turns it asks for. Never the whole partition.
 
 use agent_core::ids::{SessionId, UserId};
 use agent_core::message::Message;
@@ -10,9 +11,14 @@ use super::{decode_state, partition_key, turn_sort_key, unix_now, DynamoSessionS
 use super::{SPILL_THRESHOLD_BYTES, TURN_SORT_KEY_PREFIX};
 use crate::codec::{s, Item, Reader};
 
-/// Turns asked for per Query page when loading a session: the recent part is usually a few
-/// turns, and one page reads at most 1 MB whatever the limit.
+/// Turns asked for per Query page when a load goes on past its first page: the recent part is
+/// usually a few turns, and one page reads at most 1 MB whatever the limit.
 const LOAD_PAGE_TURNS: i32 = 32;
+/// Turns the first Query of a load reads after the meta item. The summary that says how many are
+/// needed is in that meta item, so the first page cannot be sized to it: this many covers the
+/// unsummarised turns of a summarised session (a summary is taken every few turns), so a load is
+/// one request; more are read on a second page.
+const FIRST_PAGE_TURNS: i32 = 16;
 
 /// One stored turn as read, before its messages are decoded.
 pub(super) struct RawTurn {
@@ -28,8 +34,82 @@ struct Meta {
     item: Item,
 }
 
+/// A walk back through a session's turns from its newest: the turns read so far, newest first.
+pub(super) struct Walk {
+    turns: Vec<RawTurn>,
+    bytes: usize,
+    newest: u64,
+}
+
+/// What one turn item told the walk.
+enum Step {
+    Next,
+    /// The walk is over; `more` says whether older live turns may remain.
+    Done {
+        more: bool,
+    },
+}
+
+impl Walk {
+    fn new(newest: u64) -> Self {
+        Self { turns: Vec::new(), bytes: 0, newest }
+    }
+
+    /// The number of the turn the walk reads next (0 when it read turn 1).
+    fn next_number(&self) -> u64 {
+        self.turns.last().map_or(self.newest, |turn| turn.number - 1)
+    }
+
+    /// Takes the next item of a descending read of the turns. Items above the newest turn are left
+    /// from an earlier session of the same id that expired, and are passed over; an expired turn
+    /// ends the walk (older ones expired before it).
+    fn take(
+        &mut self,
+        pk: &str,
+        item: Item,
+        now: i64,
+        more: &mut impl FnMut(usize, usize, &RawTurn) -> bool,
+    ) -> Result<Step, StoreError> {
+        let sk = item.get("sk").and_then(|sk| sk.as_s().ok()).cloned().unwrap_or_default();
+        let context = format!("session {pk} {sk}");
+        let number: u64 = sk
+            .strip_prefix(TURN_SORT_KEY_PREFIX)
+            .and_then(|number| number.parse().ok())
+            .ok_or_else(|| StoreError::Corrupt(format!("session {pk}: bad turn sort key {sk:?}")))?;
+        if number > self.newest {
+            return Ok(Step::Next);
+        }
+        let reader = Reader { item: &item, context: &context };
+        if reader.int::<i64>("expires_at")? < now {
+            return Ok(Step::Done { more: false });
+        }
+        let expected = self.next_number();
+        if number != expected {
+            return Err(StoreError::Corrupt(format!("session {pk}: turn {expected} is missing")));
+        }
+        let offset = match reader.opt("message_offset") {
+            Some(_) => Some(reader.int::<usize>("message_offset")?),
+            None => None,
+        };
+        self.bytes += match item.get("messages") {
+            Some(AttributeValue::S(json)) => json.len(),
+            _ => SPILL_THRESHOLD_BYTES,
+        };
+        self.turns.push(RawTurn { number, offset, item });
+        let last = self.turns.last().expect("just pushed");
+        if last.number == 1 {
+            return Ok(Step::Done { more: false });
+        }
+        if !more(self.turns.len(), self.bytes, last) {
+            return Ok(Step::Done { more: true });
+        }
+        Ok(Step::Next)
+    }
+}
+
 impl DynamoSessionStore {
-    /// The live meta item of the session, or `None` when there is none or it has expired.
+    /// The live meta item of the session (at [`META_SORT_KEY`], or at [`super::LEGACY_META_SORT_KEY`] for a
+    /// session written before that layout), or `None` when there is none or it has expired.
     async fn meta(&self, user: &UserId, session: &SessionId, now: i64) -> Result<Option<Meta>, StoreError> {
         let pk = partition_key(user, session);
         let found = self
@@ -42,8 +122,19 @@ impl DynamoSessionStore {
             .send()
             .await
             .map_err(|err| self.backend("GetItem", &pk, err))?;
-        let Some(item) = found.item else { return Ok(None) };
-        let context = format!("session {pk} META");
+        let item = match found.item {
+            Some(item) => item,
+            None => match self.legacy_meta(&pk).await? {
+                Some(item) => item,
+                None => return Ok(None),
+            },
+        };
+        Self::live_meta(user, session, item, now)
+    }
+
+    /// `item` as the session's meta item, or `None` when it has expired.
+    fn live_meta(user: &UserId, session: &SessionId, item: Item, now: i64) -> Result<Option<Meta>, StoreError> {
+        let context = format!("session {} META", partition_key(user, session));
         let reader = Reader { item: &item, context: &context };
         if reader.int::<i64>("expires_at")? < now {
             return Ok(None);
@@ -55,23 +146,21 @@ impl DynamoSessionStore {
         Ok(Some(Meta { version, item }))
     }
 
-    /// Turns `newest`, `newest - 1`, ... as long as `more(turns read, bytes read, last turn)` says
-    /// so, strongly consistent; stops at an expired turn (older ones expired before it). Returns the
-    /// turns, newest first, and whether older live turns may remain.
+    /// Goes on with `walk`, strongly consistent, as long as `more(turns read, bytes read, last turn)`
+    /// says so. Returns the turns, newest first, and whether older live turns may remain.
     pub(super) async fn turns_back(
         &self,
         pk: &str,
-        newest: u64,
+        mut walk: Walk,
         page_turns: i32,
         now: i64,
-        mut more: impl FnMut(usize, usize, &RawTurn) -> bool,
+        more: &mut impl FnMut(usize, usize, &RawTurn) -> bool,
     ) -> Result<(Vec<RawTurn>, bool), StoreError> {
-        let mut turns: Vec<RawTurn> = Vec::new();
-        let mut bytes = 0usize;
-        let mut start: Option<std::collections::HashMap<String, AttributeValue>> = None;
+        let newest = walk.next_number();
         if newest == 0 {
-            return Ok((turns, false));
+            return Ok((walk.turns, false));
         }
+        let mut start: Option<std::collections::HashMap<String, AttributeValue>> = None;
         loop {
             let page = self
                 .client
@@ -92,41 +181,13 @@ impl DynamoSessionStore {
                 .map_err(|err| self.backend("Query", pk, err))?;
             let last_key = page.last_evaluated_key().filter(|key| !key.is_empty()).cloned();
             for item in page.items.unwrap_or_default() {
-                let sk = item.get("sk").and_then(|sk| sk.as_s().ok()).cloned().unwrap_or_default();
-                let context = format!("session {pk} {sk}");
-                let number: u64 = sk
-                    .strip_prefix(TURN_SORT_KEY_PREFIX)
-                    .and_then(|number| number.parse().ok())
-                    .ok_or_else(|| StoreError::Corrupt(format!("session {pk}: bad turn sort key {sk:?}")))?;
-                let reader = Reader { item: &item, context: &context };
-                if reader.int::<i64>("expires_at")? < now {
-                    return Ok((turns, false));
-                }
-                let expected = turns.last().map_or(newest, |previous| previous.number - 1);
-                if number != expected {
-                    return Err(StoreError::Corrupt(format!("session {pk}: turn {expected} is missing")));
-                }
-                let offset = match reader.opt("message_offset") {
-                    Some(_) => Some(reader.int::<usize>("message_offset")?),
-                    None => None,
-                };
-                let turn_bytes = match item.get("messages") {
-                    Some(AttributeValue::S(json)) => json.len(),
-                    _ => SPILL_THRESHOLD_BYTES,
-                };
-                bytes += turn_bytes;
-                turns.push(RawTurn { number, offset, item });
-                let last = turns.last().expect("just pushed");
-                if last.number == 1 {
-                    return Ok((turns, false));
-                }
-                if !more(turns.len(), bytes, last) {
-                    return Ok((turns, true));
+                if let Step::Done { more } = walk.take(pk, item, now, more)? {
+                    return Ok((walk.turns, more));
                 }
             }
             match last_key {
                 Some(key) => start = Some(key),
-                None => return Ok((turns, false)),
+                None => return Ok((walk.turns, false)),
             }
         }
     }
@@ -161,28 +222,77 @@ impl DynamoSessionStore {
         })
     }
 
+    /// The session and its recent turns, in one Query when the session is in the current layout:
+    /// descending from [`META_SORT_KEY`], the meta item comes first and the newest turns after it.
     pub(super) async fn load_recent(&self, user: &UserId, session: &SessionId) -> Result<Option<Session>, StoreError> {
         let now = unix_now();
-        let Some(meta) = self.meta(user, session, now).await? else { return Ok(None) };
-        let mut loaded = Self::session_of(user, session, &meta)?;
         let pk = partition_key(user, session);
+        let page = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .key_condition_expression("#pk = :pk AND #sk BETWEEN :first AND :meta")
+            .expression_attribute_names("#pk", "pk")
+            .expression_attribute_names("#sk", "sk")
+            .expression_attribute_values(":pk", s(&pk))
+            .expression_attribute_values(":first", s(turn_sort_key(1)))
+            .expression_attribute_values(":meta", s(META_SORT_KEY))
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(1 + FIRST_PAGE_TURNS)
+            .send()
+            .await
+            .map_err(|err| self.backend("Query", &pk, err))?;
+        let truncated = page.last_evaluated_key().is_some_and(|key| !key.is_empty());
+        let mut items = page.items.unwrap_or_default().into_iter().peekable();
+        let meta_item = match items.peek() {
+            // Nothing at all: no session (every commit writes a turn item with the meta item).
+            None => return Ok(None),
+            Some(first) if first.get("sk") == Some(&s(META_SORT_KEY)) => items.next().expect("peeked"),
+            // Turns without a meta item at the new key: a session written before it, or turns left
+            // by an expired session.
+            Some(_) => match self.legacy_meta(&pk).await? {
+                Some(item) => item,
+                None => return Ok(None),
+            },
+        };
+        let Some(meta) = Self::live_meta(user, session, meta_item, now)? else { return Ok(None) };
+        let mut loaded = Self::session_of(user, session, &meta)?;
         // Without a summary every live turn is needed (within the bounds).
         let boundary = loaded.state.summary.as_ref().map(|summary| summary.covers);
-
-        // Back from the newest turn to the one holding the summary's boundary, within the bounds: one
-        // page of exactly those turns when the summary says where it ends.
-        let page_turns = match loaded.state.summary.as_ref().and_then(|summary| summary.from_turn) {
-            Some(from) if from >= 1 => {
-                i32::try_from((meta.version + 1).saturating_sub(from).clamp(1, 100)).unwrap_or(LOAD_PAGE_TURNS)
-            }
-            _ => LOAD_PAGE_TURNS,
+        let mut more = |count: usize, bytes: usize, last: &RawTurn| {
+            let reached = last.offset.zip(boundary).is_some_and(|(offset, boundary)| offset <= boundary);
+            !reached && count < MAX_LOADED_TURNS && bytes < MAX_LOADED_HISTORY_BYTES
         };
-        let (turns, more) = self
-            .turns_back(&pk, meta.version, page_turns, now, |count, bytes, last| {
-                let reached = last.offset.zip(boundary).is_some_and(|(offset, boundary)| offset <= boundary);
-                !reached && count < MAX_LOADED_TURNS && bytes < MAX_LOADED_HISTORY_BYTES
-            })
-            .await?;
+
+        // Back from the newest turn to the one holding the summary's boundary, within the bounds:
+        // the first page's turns, then, only when they were not enough, more pages.
+        let mut walk = Walk::new(meta.version);
+        let mut finished = meta.version == 0;
+        let mut remain = false;
+        if !finished {
+            for item in items {
+                if let Step::Done { more: older } = walk.take(&pk, item, now, &mut more)? {
+                    (finished, remain) = (true, older);
+                    break;
+                }
+            }
+        }
+        let turns = if finished || !truncated {
+            walk.turns
+        } else {
+            // One page of exactly the turns still needed when the summary says where it ends.
+            let next = walk.next_number();
+            let page_turns = match loaded.state.summary.as_ref().and_then(|summary| summary.from_turn) {
+                Some(from) if from >= 1 => {
+                    i32::try_from((next + 1).saturating_sub(from).clamp(1, 100)).unwrap_or(LOAD_PAGE_TURNS)
+                }
+                _ => LOAD_PAGE_TURNS,
+            };
+            let (turns, older) = self.turns_back(&pk, walk, page_turns, now, &mut more).await?;
+            remain = older;
+            turns
+        };
         if meta.version > 0 && turns.first().map(|turn| turn.number) != Some(meta.version) {
             return Err(StoreError::Corrupt(format!("session {pk}: turn {} is missing", meta.version)));
         }
@@ -194,7 +304,7 @@ impl DynamoSessionStore {
                 0
             }),
         };
-        if more && history_offset > boundary.unwrap_or(0) {
+        if remain && history_offset > boundary.unwrap_or(0) {
             tracing::warn!(pk, history_offset, boundary, "the unsummarised history exceeds the load bounds");
         }
         let mut start = history_offset;
@@ -220,9 +330,8 @@ impl DynamoSessionStore {
         let newest = before.map_or(meta.version, |before| before.saturating_sub(1).min(meta.version));
         let pk = partition_key(user, session);
         let page_turns = i32::try_from(max_turns.clamp(1, 100)).unwrap_or(100);
-        let (turns, more) = self
-            .turns_back(&pk, newest, page_turns, now, |count, bytes, _| count < max_turns && bytes < max_bytes)
-            .await?;
+        let mut within = |count: usize, bytes: usize, _: &RawTurn| count < max_turns && bytes < max_bytes;
+        let (turns, more) = self.turns_back(&pk, Walk::new(newest), page_turns, now, &mut within).await?;
         let next_before = if more { turns.last().map(|turn| turn.number) } else { None };
         let mut turns = self.messages_of(user, session, &turns).await?;
         turns.reverse();

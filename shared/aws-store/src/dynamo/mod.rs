@@ -1,13 +1,20 @@
 //! `SessionStore` on one DynamoDB table: a meta item per session plus one item per turn.
 //!
 //! Layout (key schema `pk` HASH + `sk` RANGE, both strings):
-//! - meta: `pk = "{user_id}#{session_id}"`, `sk = "META"`, with `user_id`, `session_id`, `version` (N),
+//! - meta: `pk = "{user_id}#{session_id}"`, `sk = "TURN#META"` ([`META_SORT_KEY`]), which sorts after
+//!   every turn item, so one descending Query reads the meta item and then the newest turns; with
+//!   `user_id`, `session_id`, `version` (N),
 //!   `current_skill` (S or NULL), `loaded_skills` (L of S), `plan` (native M/L/... or NULL),
 //!   `workspace` (M: path -> M{`sha256` S, `size` N}), `todos` (L of M), `summary` (M or NULL),
 //!   `created_at`, `updated_at`, `expires_at` (N).
 //! - turn n: `sk = "TURN#{n:010}"`, with `messages` (S, JSON array of messages) or, above
 //!   [`SPILL_THRESHOLD_BYTES`], `messages_ref` (S, object key) and `messages_sha256` (S);
 //!   plus `created_at` and `expires_at`.
+//!
+//! Sessions written before that layout keep their meta item at `sk = "META"`
+//! ([`LEGACY_META_SORT_KEY`]): they are read with one more GetItem, and their next commit moves the
+//! meta item to the new key in the same transaction (a put of the new item and a delete of the old
+//! one, conditional on its version).
 //!
 //! `expires_at` (unix seconds) is the table's TTL attribute. DynamoDB deletes expired items
 //! only eventually (and moto never does), so expiry is also enforced on read.
@@ -17,7 +24,6 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use agent_core::ids::{SessionId, SkillPath, UserId};
-use agent_core::keys;
 use agent_core::message::Message;
 use agent_core::store::{
     Accepted, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore, StoreError,
@@ -25,20 +31,23 @@ use agent_core::store::{
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
-use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
-use aws_sdk_dynamodb::types::{AttributeValue, Put, TransactWriteItem, Update};
+use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_dynamodb::Client;
 use aws_smithy_types::error::display::DisplayErrorContext;
 use sha2::{Digest, Sha256};
 
 use crate::codec::{attr_to_json, json_to_attr, n, s, Item, Reader};
 
+mod commit;
 mod history;
 mod idempotency;
 pub use idempotency::{idempotency_sort_key, IDEMPOTENCY_SORT_KEY_PREFIX, IDEMPOTENCY_TTL_SECS};
 
-/// The sort key of a session's meta item.
-pub const META_SORT_KEY: &str = "META";
+/// The sort key of a session's meta item: after every `TURN#{n:010}` (a letter sorts after the
+/// digits), so a descending Query of the turns starts at it.
+pub const META_SORT_KEY: &str = "TURN#META";
+/// Where sessions written before [`META_SORT_KEY`] keep their meta item.
+pub const LEGACY_META_SORT_KEY: &str = "META";
 /// The sort-key prefix of turn items.
 pub const TURN_SORT_KEY_PREFIX: &str = "TURN#";
 /// A turn whose JSON is larger than this goes to the object store: DynamoDB items are capped
@@ -216,25 +225,6 @@ fn decode_state(reader: &Reader<'_>) -> Result<SessionState, StoreError> {
     })
 }
 
-impl DynamoSessionStore {
-    /// Whether the session's last commit is the one with `token`: tells our own commit, applied by
-    /// an attempt whose answer was lost, from a concurrent turn's.
-    async fn committed_by(&self, pk: &str, token: &str) -> Result<bool, StoreError> {
-        let meta = self
-            .client
-            .get_item()
-            .table_name(&self.table)
-            .key("pk", s(pk))
-            .key("sk", s(META_SORT_KEY))
-            .projection_expression("commit_token")
-            .consistent_read(true)
-            .send()
-            .await
-            .map_err(|err| self.backend("GetItem", pk, err))?;
-        Ok(meta.item.and_then(|item| item.get("commit_token").cloned()).is_some_and(|stored| stored == s(token)))
-    }
-}
-
 /// The meta attributes that carry the state, as DynamoDB values.
 fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 8] {
     let current_skill = match &state.current_skill {
@@ -341,144 +331,7 @@ impl SessionStore for DynamoSessionStore {
     }
 
     async fn commit(&self, user: &UserId, session: &SessionId, commit: &TurnCommit) -> Result<(), StoreError> {
-        let pk = partition_key(user, session);
-        let version = commit
-            .expected_version
-            .checked_add(1)
-            .ok_or_else(|| StoreError::Backend(format!("session {pk}: version overflow")))?;
-        let now = commit.now;
-        let expires_at = self.expires_at(now);
-
-        let json = serde_json::to_string(&commit.new_messages)
-            .map_err(|err| StoreError::Backend(format!("session {pk}: encoding turn {version}: {err}")))?;
-        let mut turn_item: Item = HashMap::from([
-            ("pk".to_string(), s(&pk)),
-            ("sk".to_string(), s(turn_sort_key(version))),
-            ("created_at".to_string(), n(now)),
-            ("expires_at".to_string(), n(expires_at)),
-            ("message_offset".to_string(), n(commit.history_len)),
-        ]);
-        if json.len() > SPILL_THRESHOLD_BYTES {
-            // Written before the transaction: if the commit then fails, an unreferenced object
-            // is left behind, never a turn item pointing at nothing.
-            let checksum = sha256_hex(json.as_bytes());
-            let key = keys::turn_spill_key(user, session, version, &checksum);
-            self.objects.put(&key, json.into_bytes()).await?;
-            turn_item.insert("messages_ref".to_string(), s(key));
-            turn_item.insert("messages_sha256".to_string(), s(checksum));
-        } else {
-            turn_item.insert("messages".to_string(), s(json));
-        }
-        let turn_put = Put::builder()
-            .table_name(&self.table)
-            .set_item(Some(turn_item))
-            .build()
-            .map_err(|err| StoreError::Backend(format!("building the turn write: {err}")))?;
-
-        let meta_write = if commit.expected_version == 0 {
-            // A new session, or one whose TTL passed but that DynamoDB has not deleted yet.
-            let mut meta: Item = HashMap::from([
-                ("pk".to_string(), s(&pk)),
-                ("sk".to_string(), s(META_SORT_KEY)),
-                ("user_id".to_string(), s(user.as_str())),
-                ("session_id".to_string(), s(session.as_str())),
-                ("version".to_string(), n(version)),
-                ("created_at".to_string(), n(now)),
-                ("updated_at".to_string(), n(now)),
-                ("expires_at".to_string(), n(expires_at)),
-                ("commit_token".to_string(), s(&commit.commit_token)),
-            ]);
-            meta.extend(state_attributes(&commit.state).map(|(name, value)| (name.to_string(), value)));
-            let put = Put::builder()
-                .table_name(&self.table)
-                .set_item(Some(meta))
-                .condition_expression("attribute_not_exists(#pk) OR #expires_at < :now")
-                .expression_attribute_names("#pk", "pk")
-                .expression_attribute_names("#expires_at", "expires_at")
-                .expression_attribute_values(":now", n(now))
-                .build()
-                .map_err(|err| StoreError::Backend(format!("building the meta write: {err}")))?;
-            TransactWriteItem::builder().put(put).build()
-        } else {
-            // An update rather than a put, only so that `created_at` survives: every other
-            // attribute is rewritten, so the item ends up exactly as a full put would leave it.
-            let mut names = HashMap::new();
-            let mut values = HashMap::new();
-            let mut sets = Vec::new();
-            let attributes = [
-                ("user_id", s(user.as_str())),
-                ("session_id", s(session.as_str())),
-                ("version", n(version)),
-                ("updated_at", n(now)),
-                ("expires_at", n(expires_at)),
-                ("commit_token", s(&commit.commit_token)),
-            ]
-            .into_iter()
-            .chain(state_attributes(&commit.state));
-            for (name, value) in attributes {
-                names.insert(format!("#{name}"), name.to_string());
-                values.insert(format!(":{name}"), value);
-                sets.push(format!("#{name} = :{name}"));
-            }
-            names.insert("#created_at".to_string(), "created_at".to_string());
-            sets.push("#created_at = if_not_exists(#created_at, :updated_at)".to_string());
-            values.insert(":expected".to_string(), n(commit.expected_version));
-            let update = Update::builder()
-                .table_name(&self.table)
-                .key("pk", s(&pk))
-                .key("sk", s(META_SORT_KEY))
-                .update_expression(format!("SET {}", sets.join(", ")))
-                .condition_expression("#version = :expected")
-                .set_expression_attribute_names(Some(names))
-                .set_expression_attribute_values(Some(values))
-                .build()
-                .map_err(|err| StoreError::Backend(format!("building the meta write: {err}")))?;
-            TransactWriteItem::builder().update(update).build()
-        };
-
-        // The client request token makes an SDK retry of a transaction that did succeed an
-        // acknowledged no-op (for ten minutes) instead of a failed condition.
-        let mut transaction = self
-            .client
-            .transact_write_items()
-            .client_request_token(&commit.commit_token)
-            .transact_items(TransactWriteItem::builder().put(turn_put).build())
-            .transact_items(meta_write);
-        if let Some(key) = &commit.idempotency {
-            let update = idempotency::complete_claim(&self.table, &pk, key, now)?;
-            transaction = transaction.transact_items(TransactWriteItem::builder().update(update).build());
-        }
-        let result = transaction.send().await;
-        match result {
-            Ok(_) => Ok(()),
-            Err(err) => {
-                if let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) = err.as_service_error() {
-                    let codes: Vec<&str> =
-                        cancelled.cancellation_reasons().iter().map(|reason| reason.code().unwrap_or("None")).collect();
-                    // `TransactionConflict` means another transaction on this session was in
-                    // flight: a concurrent turn, which is what `Conflict` tells the caller.
-                    let lost = codes
-                        .iter()
-                        .any(|code| matches!(*code, "ConditionalCheckFailed" | "TransactionConflict"))
-                        || (codes.is_empty()
-                            && cancelled.message().is_some_and(|message| message.contains("ConditionalCheckFailed")));
-                    if lost && self.committed_by(&pk, &commit.commit_token).await? {
-                        // A retry of our own transaction that had already been applied.
-                        tracing::info!(pk, "the commit was applied by an earlier attempt of this request");
-                        return Ok(());
-                    }
-                    if lost {
-                        tracing::info!(
-                            pk,
-                            expected_version = commit.expected_version,
-                            "commit lost to a concurrent turn"
-                        );
-                        return Err(StoreError::Conflict);
-                    }
-                }
-                Err(self.backend("TransactWriteItems", &pk, err))
-            }
-        }
+        self.commit_turn(user, session, commit).await
     }
 }
 
@@ -493,7 +346,8 @@ mod tests {
         assert_eq!(partition_key(&user, &session), "auth0|42#s-1");
         assert_eq!(turn_sort_key(7), "TURN#0000000007");
         assert!(turn_sort_key(9) < turn_sort_key(10));
-        assert!(META_SORT_KEY < TURN_SORT_KEY_PREFIX);
+        assert!(turn_sort_key(9_999_999_999).as_str() < META_SORT_KEY, "the meta item sorts after every turn");
+        assert!(META_SORT_KEY.starts_with(TURN_SORT_KEY_PREFIX));
     }
 
     #[test]
