@@ -323,6 +323,35 @@ async fn lenient_validation_skips_only_unusable_skills_and_get_skills_shows_why_
     assert_eq!(status_and_body(&http.call(anonymous).await).0, 401);
 }
 
+/// A SKILL.md at any depth inside a skill's folder (claude-skills' `skill-tester/assets/sample-skill/`)
+/// is one of that skill's files; only one that no skill encloses is reported as nested too deeply.
+#[tokio::test]
+async fn a_skill_md_deep_inside_a_skill_is_one_of_its_files_not_a_skipped_skill() {
+    const USER: &str = "user-nested";
+    let stack = Stack::new().await;
+    let files = [
+        ("pdf/SKILL.md", skill_md("pdf", "Work with PDF files.", "")),
+        ("pdf/examples/SKILL.md", skill_md("examples", "An example skill.", "")),
+        ("pdf/examples/deeper/SKILL.md", skill_md("deeper", "A deeper example.", "")),
+        ("skill-tester/SKILL.md", skill_md("skill-tester", "Test skills.", "")),
+        ("skill-tester/assets/sample-skill/SKILL.md", skill_md("sample-skill", "A sample.", "")),
+        ("docs/guide/SKILL.md", skill_md("guide", "Write guides.", "")),
+        ("docs/guide/samples/inner/SKILL.md", skill_md("inner", "A sample inside a guide.", "")),
+        ("a/b/deep/SKILL.md", skill_md("deep", "Too deep.", "")),
+    ];
+    for (file, body) in &files {
+        stack.put(&format!("{USER}/skills/{file}"), body.clone()).await;
+    }
+    let http = stack.http(&[]).await;
+    let (status, body) = status_and_body(&http.call(list_skills_event(USER, &[])).await);
+    assert_eq!(status, 200, "{body}");
+    let paths: Vec<&str> = body["skills"].as_array().unwrap().iter().map(|s| s["path"].as_str().unwrap()).collect();
+    assert_eq!(paths, ["docs/guide", "pdf", "skill-tester"], "{body}");
+    assert_eq!(body["skipped"], json!([{"file": "a/b/deep/SKILL.md", "reason": body["skipped"][0]["reason"]}]));
+    assert!(body["skipped"][0]["reason"].as_str().unwrap().contains("nested too deeply"), "{body}");
+    assert_eq!(body["skipped_count"], 1, "{body}");
+}
+
 #[tokio::test]
 async fn a_warm_process_does_not_fetch_a_workspace_blob_it_already_has() {
     const USER: &str = "user-blobs";

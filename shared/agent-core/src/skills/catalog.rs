@@ -45,6 +45,18 @@ impl std::fmt::Debug for Catalog {
     }
 }
 
+/// Whether `file` (relative to `{user}/skills/`) lies below the folder of one of `skills`, other
+/// than as that skill's own SKILL.md.
+fn inside_a_skill(file: &str, skills: &HashMap<SkillPath, usize>) -> bool {
+    let known = |path: Result<SkillPath, _>| path.is_ok_and(|path| skills.contains_key(&path));
+    let parts: Vec<&str> = file.split('/').collect();
+    match parts.as_slice() {
+        [name, _, _, ..] if known(SkillPath::plain(name)) => true,
+        [category, name, _, _, ..] => known(SkillPath::new(category, name)),
+        _ => false,
+    }
+}
+
 /// What a skill name or path resolves to.
 #[derive(Debug)]
 pub enum Resolved<'c> {
@@ -64,7 +76,10 @@ impl Catalog {
             .into_values()
             .filter(|e| e.path.category().is_none_or(|category| !plain.contains(category)))
             .collect();
-        let by_path = entries.iter().enumerate().map(|(i, e)| (e.path.clone(), i)).collect();
+        let by_path: HashMap<SkillPath, usize> = entries.iter().enumerate().map(|(i, e)| (e.path.clone(), i)).collect();
+        // A SKILL.md that could not be a skill (too deep, say) inside a usable skill's folder is one
+        // of that skill's files, as one two deep in a plain skill is, not a skipped skill.
+        index.skipped.retain(|file, _| !inside_a_skill(file, &by_path));
         let mut by_name: HashMap<String, Vec<usize>> = HashMap::new();
         for (i, entry) in entries.iter().enumerate() {
             let folder = entry.path.name().to_lowercase();
