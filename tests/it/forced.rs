@@ -106,6 +106,7 @@ async fn calls_to_undeclared_or_invented_tools_are_refused_and_never_run() {
 async fn an_unknown_slash_command_never_reaches_the_model() {
     let stack = Stack::new().await;
     stack.upload_example_skills(USER).await;
+    stack.put(&format!("{USER}/skills/pdf/SKILL.md"), "---\nname: pdf\ndescription: Fill PDF forms.\n---\nbody\n").await;
     let http = stack.http(&[]).await;
     let (status, body) = turn(&http, "s1", "/compraventas piso").await;
     assert_eq!(status, 400, "{body}");
@@ -114,6 +115,13 @@ async fn an_unknown_slash_command_never_reaches_the_model() {
     assert!(message.contains("/compraventas") && message.contains("/escrituras/compraventa"), "{message}");
     let (status, body) = turn(&http, "s1", "/escrituras/testamento").await;
     assert_eq!((status, body["error"]["code"].as_str()), (400, Some("unknown_skill")));
+    // A category that is not the skill's still gets the skill suggested by its name, in either layout.
+    for (command, suggested) in [("/anthropic/pdf", "/pdf"), ("/notarias/compraventa", "/escrituras/compraventa")] {
+        let (status, body) = turn(&http, "s1", &format!("{command} fill it")).await;
+        assert_eq!((status, body["error"]["code"].as_str()), (400, Some("unknown_skill")), "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains(&format!("did you mean {suggested}")), "{command}: {message}");
+    }
     assert!(stack.model.requests().is_empty());
     assert_eq!(stack.item_count().await, 0);
 }

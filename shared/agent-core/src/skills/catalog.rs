@@ -168,11 +168,15 @@ impl Catalog {
     /// Up to `limit` skill paths closest to `wanted` (by name or full path), best first.
     pub fn closest(&self, wanted: &str, limit: usize) -> Vec<&SkillPath> {
         let wanted = wanted.trim_matches('/').to_lowercase();
+        // `/anthropic/pdf` names the skill `pdf` under a category it does not have: its last part
+        // is compared with the names too.
+        let wanted_name = wanted.rsplit('/').next().unwrap_or(&wanted);
         let mut scored: Vec<(f64, &SkillPath)> = self
             .entries
             .iter()
             .map(|entry| {
-                let by_name = strsim::jaro_winkler(&wanted, &entry.path.name().to_lowercase());
+                let name = entry.path.name().to_lowercase();
+                let by_name = strsim::jaro_winkler(&wanted, &name).max(strsim::jaro_winkler(wanted_name, &name));
                 let by_path = strsim::jaro_winkler(&wanted, &entry.path.to_string().to_lowercase());
                 (by_name.max(by_path), &entry.path)
             })
