@@ -106,7 +106,9 @@ async fn calls_to_undeclared_or_invented_tools_are_refused_and_never_run() {
 async fn an_unknown_slash_command_never_reaches_the_model() {
     let stack = Stack::new().await;
     stack.upload_example_skills(USER).await;
-    stack.put(&format!("{USER}/skills/pdf/SKILL.md"), "---\nname: pdf\ndescription: Fill PDF forms.\n---\nbody\n").await;
+    stack
+        .put(&format!("{USER}/skills/pdf/SKILL.md"), "---\nname: pdf\ndescription: Fill PDF forms.\n---\nbody\n")
+        .await;
     let http = stack.http(&[]).await;
     let (status, body) = turn(&http, "s1", "/compraventas piso").await;
     assert_eq!(status, 400, "{body}");
