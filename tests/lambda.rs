@@ -52,6 +52,10 @@ pub struct StreamedResponse {
     trailers: Option<HeaderMap>,
     ended: bool,
     first_byte: Option<std::time::Instant>,
+    /// When the last chunk read so far arrived.
+    last_arrival: Option<std::time::Instant>,
+    /// When the chunk that completed the prelude's delimiter arrived.
+    body_start: Option<std::time::Instant>,
 }
 
 /// One Server-Sent Event of a streamed body.
@@ -73,6 +77,7 @@ impl StreamedResponse {
             Some(StreamFrame::Data(bytes, at)) => {
                 self.pending.extend_from_slice(&bytes);
                 self.first_byte.get_or_insert(at);
+                self.last_arrival = Some(at);
                 Some(at)
             }
             Some(StreamFrame::Trailers(trailers)) => {
@@ -97,6 +102,7 @@ impl StreamedResponse {
                 let prelude: Value = serde_json::from_slice(&self.pending[..end]).expect("the prelude is JSON");
                 self.pending.drain(..end + 8);
                 self.prelude = Some(prelude.clone());
+                self.body_start = self.last_arrival;
                 return prelude;
             }
             if self.fill().await.is_none() {
@@ -108,6 +114,13 @@ impl StreamedResponse {
     /// When the first byte of the response (its prelude) arrived, once read.
     pub fn first_byte(&self) -> Option<std::time::Instant> {
         self.first_byte
+    }
+
+    /// When the prelude's 8-byte delimiter arrived, once the prelude is read: the moment a Function
+    /// URL's client can be sent the status and headers (Lambda parses the prelude up to it), and
+    /// the earliest its first body byte can arrive.
+    pub fn body_start(&self) -> Option<std::time::Instant> {
+        self.body_start
     }
 
     /// The prelude's status code.
@@ -526,6 +539,8 @@ async fn stream_response(state: &ApiState, id: &str, mut body: axum::body::Body)
         trailers: None,
         ended: false,
         first_byte: None,
+        last_arrival: None,
+        body_start: None,
     };
     settle(state, id, Invocation::Stream(response));
     while let Some(frame) = body.frame().await {

@@ -1,8 +1,10 @@
 //! The streaming benchmark: the compiled `stream-turn` function in Lambda's streaming response mode,
 //! on moto, with a scripted OpenAI-compatible model that streams a 20-token answer at a known time
-//! per token. For each turn it records the time to the first streamed byte, the time from the
-//! model's first token leaving the model server to its `message.delta` reaching the client (the
-//! runtime's overhead on top of the model), and the turn's total time beyond the model's own.
+//! per token. For each turn it records what a Function URL's client sees first: the status and
+//! headers (Lambda sends them once the prelude's delimiter is in, not at the prelude's first byte)
+//! and the first event, `turn.started`; then the time from the model's first token leaving the
+//! model server to its `message.delta` reaching the client (the runtime's overhead on top of the
+//! model), and the turn's total time beyond the model's own.
 //!
 //! Run with `cargo xtask bench` (release build; needs moto_server on PATH), or alone with
 //! `cargo run --release -p tests --bin stream-bench` after `cargo build --release -p stream-turn`.
@@ -41,7 +43,8 @@ fn main() {
         let identity = IdentityProvider::start().await;
         let function = Function::start("stream-turn", &stack.env(&identity.env())).await;
         stack.model.set_chunk_delay(token);
-        let (mut first_byte, mut first_delta, mut overhead) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut headers, mut started, mut first_delta, mut overhead) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for turn in 0..turns {
             let words: Vec<String> = (0..TOKENS).map(|n| format!("palabra{n} ")).collect();
             stack.model.push([Reply::Chunks(words)]);
@@ -53,10 +56,12 @@ fn main() {
             let sent = Instant::now();
             let mut stream = function.invoke_streaming(event, Duration::from_secs(120)).await;
             assert_eq!(stream.status().await, 200);
-            let mut delta_at = None;
+            let headers_at = stream.body_start().expect("the prelude's delimiter");
+            let (mut started_at, mut delta_at) = (None, None);
             let mut completed = false;
             while let Some(event) = stream.next_event().await {
                 match event.name.as_str() {
+                    "turn.started" => started_at = Some(event.at),
                     "message.delta" if delta_at.is_none() => delta_at = Some(event.at),
                     "turn.completed" => completed = true,
                     "turn.failed" => panic!("turn {turn} failed: {}", event.data),
@@ -71,25 +76,28 @@ fn main() {
             // The first turn pays the cold start (and the JWKS fetch); report warm turns.
             if turn == 0 {
                 println!(
-                    "cold turn: first byte {}, first delta {} after the model's first token",
-                    ms(stream.first_byte().unwrap() - sent),
+                    "cold turn: status and headers {}, turn.started {}, first delta {} after the model's first token",
+                    ms(headers_at - sent),
+                    ms(started_at.unwrap() - sent),
                     ms(delta_at.unwrap() - model_first)
                 );
                 continue;
             }
-            first_byte.push(stream.first_byte().expect("a first byte") - sent);
+            headers.push(headers_at - sent);
+            started.push(started_at.expect("turn.started") - sent);
             first_delta.push(delta_at.expect("a delta") - model_first);
             overhead.push((ended - sent).saturating_sub(model_time));
         }
         println!(
             "stream-bench: {} warm turns, a model streaming {TOKENS} tokens at {} per token ({} per answer)",
-            first_byte.len(),
+            headers.len(),
             ms(token),
             ms(token * TOKENS as u32)
         );
         println!("{:<52} {:>10} {:>10}", "", "median", "p90");
         for (name, values) in [
-            ("time to the first streamed byte (prelude)", &mut first_byte),
+            ("request -> status and headers at the client", &mut headers),
+            ("request -> turn.started at the client", &mut started),
             ("model's first token -> its message.delta at client", &mut first_delta),
             ("turn time beyond the model's own streaming", &mut overhead),
         ] {

@@ -3,6 +3,8 @@
 //! Server-Sent Events while it runs; without it the answer is today's JSON. The caller's JWT is
 //! verified here (there is no authorizer in front of a Function URL).
 
+pub mod nodelay;
+
 use std::convert::Infallible;
 use std::pin::Pin;
 use std::time::Duration;

@@ -13,14 +13,33 @@ async fn main() -> Result<(), Error> {
     let app = agent_app::app_from_env().await?;
     // The Function URL has no authorizer in front: the caller's identity is verified here.
     let verifier = Arc::new(JwtVerifier::new(JwtConfig::from_env()?, reqwest_client()?));
+    let runtime_api = stream_turn::nodelay::runtime_api_addresses();
     lambda_runtime::run(service_fn(|event: LambdaEvent<LambdaFunctionUrlRequest>| {
         let (app, verifier) = (app.clone(), verifier.clone());
+        // Before the response is posted: its prelude must not wait for a delayed ACK.
+        runtime_connection_nodelay(&runtime_api);
         async move {
             let deadline = agent_app::deadline_from_epoch_millis(event.context.deadline);
             Ok::<_, Error>(stream_turn::handle(&app, &verifier, event.payload, deadline).await)
         }
     }))
     .await
+}
+
+/// Sets `TCP_NODELAY` on the runtime's connection to the Runtime API; says once if it cannot.
+fn runtime_connection_nodelay(runtime_api: &[std::net::SocketAddr]) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    let problem = match stream_turn::nodelay::set_on_connections_to(runtime_api) {
+        Ok(0) => "no connection to the Runtime API was found".to_owned(),
+        Ok(_) => return,
+        Err(err) => err.to_string(),
+    };
+    WARNED.call_once(|| {
+        tracing::warn!(
+            problem,
+            "could not set TCP_NODELAY on the runtime's connection; streamed responses may start late"
+        )
+    });
 }
 
 fn reqwest_client() -> Result<reqwest::Client, Error> {
