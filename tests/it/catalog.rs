@@ -352,6 +352,41 @@ async fn a_skill_md_deep_inside_a_skill_is_one_of_its_files_not_a_skipped_skill(
     assert_eq!(body["skipped_count"], 1, "{body}");
 }
 
+/// `GET /skills` names the category the listing groups a skill under: its category folder, else
+/// its frontmatter's `category`.
+#[tokio::test]
+async fn get_skills_shows_the_category_the_listing_groups_by() {
+    const USER: &str = "user-categories";
+    let stack = Stack::new().await;
+    stack.upload_example_skills(USER).await;
+    stack
+        .put(&format!("{USER}/skills/pdf/SKILL.md"), skill_md("pdf", "Fill PDF forms.", "category: documents\n"))
+        .await;
+    stack.put(&format!("{USER}/skills/plain/SKILL.md"), skill_md("plain", "No category.", "")).await;
+    // The category layout without a `category` field, as most collections publish it.
+    stack.put(&format!("{USER}/skills/docs/guide/SKILL.md"), skill_md("guide", "Write guides.", "")).await;
+    stack.model.push([Reply::text("Hola.")]);
+    let http = stack.http(&[]).await;
+    let (status, body) = status_and_body(&http.call(list_skills_event(USER, &[])).await);
+    assert_eq!(status, 200, "{body}");
+    let categories: BTreeMap<&str, Value> = body["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| (s["path"].as_str().unwrap(), s["category"].clone()))
+        .collect();
+    assert_eq!(categories["escrituras/compraventa"], "escrituras", "{body}");
+    assert_eq!(categories["contratos/arrendamiento"], "contratos", "{body}");
+    assert_eq!(categories["pdf"], "documents", "{body}");
+    assert_eq!(categories["docs/guide"], "docs", "{body}");
+    assert_eq!(categories["plain"], Value::Null, "{body}");
+    // The listing the model sees groups them the same way.
+    let (status, _) = turn(&http, USER, "s1", "Hola").await;
+    assert_eq!(status, 200);
+    let listing = system_of(&stack.model.requests()[0]);
+    assert!(listing.contains("### docs\n- guide") && listing.contains("### documents\n- pdf"), "{listing}");
+}
+
 #[tokio::test]
 async fn a_warm_process_does_not_fetch_a_workspace_blob_it_already_has() {
     const USER: &str = "user-blobs";

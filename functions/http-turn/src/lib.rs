@@ -356,7 +356,8 @@ fn skills_view(catalog: &Catalog, page: &SkillsPage, has_sandbox: bool) -> Value
                 "path": entry.path.to_string(),
                 "name": entry.name,
                 "description": entry.description,
-                "category": entry.category,
+                // The category the listing groups it under: its folder's, else its frontmatter's.
+                "category": entry.path.category().or(entry.category.as_deref()),
                 "tools": tools,
                 "declared_tools": entry.declared_tools,
                 "warnings": warnings,
