@@ -5,6 +5,7 @@ mod background;
 mod bedrock;
 mod bounds;
 mod catalog;
+mod context_budget;
 mod exactly_once;
 mod faults;
 mod forced;

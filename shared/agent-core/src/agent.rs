@@ -293,6 +293,9 @@ pub async fn run(
 
 fn log_trim(trim: &Trim, step: u32) {
     match trim {
+        Trim::CutArguments { calls, tokens } => {
+            tracing::info!(step, calls, tokens, "context budget: cut the large arguments of tool calls")
+        }
         Trim::DroppedMessages { count, tokens } => {
             tracing::info!(step, count, tokens, "context budget: dropped the oldest messages of earlier turns")
         }

@@ -4,9 +4,11 @@
 //! `execute` (a command in the sandbox) has a file of its own.
 
 mod execute;
+mod found;
 mod todos;
 
 pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess, EXECUTE};
+pub use found::shrink as shrink_found_skills;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -33,8 +35,6 @@ pub const ESSENTIAL_TOOLS: [&str; 3] = [ABORT, TODO_WRITE, TODO_READ];
 /// `find_skills` answers at most this many matches.
 const MAX_FOUND_SKILLS: usize = 20;
 const DEFAULT_FOUND_SKILLS: usize = 8;
-/// Characters of a description shown in a `find_skills` result.
-const FOUND_DESCRIPTION_CHARS: usize = 300;
 
 pub fn load_skill_spec() -> ToolSpec {
     ToolSpec {
@@ -375,16 +375,7 @@ impl<'a> SkillsEnv<'a> {
                 self.skills.catalog.len()
             );
         }
-        let mut out = format!("Best matches for \"{query}\" (best first):\n");
-        for entry in found {
-            let description: String = entry.description.split_whitespace().collect::<Vec<_>>().join(" ");
-            let description = match description.char_indices().nth(FOUND_DESCRIPTION_CHARS) {
-                Some((cut, _)) => format!("{}…", &description[..cut]),
-                None => description,
-            };
-            out.push_str(&format!("- load_skill(\"{}\"): {} — {}\n", entry.path, entry.name, description));
-        }
-        out
+        found::render(query, &found)
     }
 
     fn forced_prompt(&self, forced: &Forced) -> SystemPrompt {

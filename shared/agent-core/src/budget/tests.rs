@@ -1,0 +1,108 @@
+//! Unit tests of the context budget: the trimming order, what it keeps, and the models' limits.
+
+use super::*;
+use crate::message::ToolCall;
+use crate::prompt::{Section, SectionKind};
+
+fn prompt() -> SystemPrompt {
+    SystemPrompt {
+        sections: vec![
+            Section::new(SectionKind::Base, "base ".repeat(300)),
+            Section::new(SectionKind::MandatorySkill, "<mandatory-skill>rules</mandatory-skill>"),
+            Section::new(SectionKind::Reminder, "<skill-reminder/>"),
+        ],
+    }
+}
+
+fn history() -> Vec<Message> {
+    vec![
+        Message::user("old question ".repeat(50)),
+        Message::Assistant {
+            content: String::new(),
+            tool_calls: vec![ToolCall { id: "1".into(), name: "ls".into(), arguments: serde_json::json!({}) }],
+        },
+        Message::Tool { tool_call_id: "1".into(), name: "ls".into(), content: "listing ".repeat(50) },
+        Message::assistant("old answer ".repeat(50)),
+        Message::user("current request"),
+        Message::Tool { tool_call_id: "2".into(), name: "read_file".into(), content: "big ".repeat(3000) },
+    ]
+}
+
+#[test]
+fn under_the_limit_nothing_changes() {
+    let (mut system, mut messages) = (prompt(), history());
+    assert!(fit(&mut system, &mut messages, 4, &[], 1_000_000).is_empty());
+    assert_eq!(messages, history());
+}
+
+#[test]
+fn trims_in_order_and_keeps_skill_and_request() {
+    let (mut system, mut messages) = (prompt(), history());
+    let limit = 1200;
+    let trims = fit(&mut system, &mut messages, 4, &[], limit);
+    assert!(matches!(trims[0], Trim::DroppedMessages { count: 4, .. }), "{trims:?}");
+    assert!(matches!(trims[1], Trim::DroppedSection { .. }), "{trims:?}");
+    assert!(matches!(trims[2], Trim::TruncatedMessage { index: 1, .. }), "{trims:?}");
+    assert_eq!(messages[0], Message::user("current request"));
+    assert!(system.render().contains("<mandatory-skill>rules</mandatory-skill>"));
+    assert!(system.render().ends_with("<skill-reminder/>"));
+    assert!(estimate_request(&system, &messages, &[]) <= limit);
+}
+
+#[test]
+fn a_tool_call_and_its_result_are_dropped_together() {
+    let (mut system, mut messages) = (prompt(), history());
+    system.sections.clear();
+    let without_first = estimate_request(&system, &messages[1..], &[]);
+    fit(&mut system, &mut messages, 4, &[], without_first - 1);
+    assert!(!matches!(messages[0], Message::Tool { .. }), "never starts with an orphan tool result");
+}
+
+#[test]
+fn the_skill_listing_shrinks_by_tier_and_is_never_dropped() {
+    let mut listing = Section::new(SectionKind::SkillListing, "full listing ".repeat(400));
+    listing.fallbacks = vec!["names only ".repeat(100), "9 skills in 2 categories".to_owned()];
+    let mut system = SystemPrompt { sections: vec![Section::new(SectionKind::Base, "base"), listing] };
+    let mut messages = vec![Message::user("current request")];
+    let trims = fit(&mut system, &mut messages, 0, &[], 500);
+    assert!(matches!(trims[0], Trim::ShrunkListing { .. }), "{trims:?}");
+    assert!(system.render().contains("names only"), "{}", system.render());
+    let trims = fit(&mut system, &mut messages, 0, &[], 10);
+    assert!(trims.iter().any(|t| matches!(t, Trim::ShrunkListing { .. })), "{trims:?}");
+    assert!(system.render().contains("9 skills in 2 categories"), "the smallest tier stays: {}", system.render());
+}
+
+#[test]
+fn known_models_have_limits() {
+    assert_eq!(default_context_tokens("gpt-4o-mini"), 128_000);
+    assert_eq!(default_context_tokens("anthropic/claude-sonnet-4"), 200_000);
+    assert_eq!(default_context_tokens("my-local-model"), DEFAULT_CONTEXT_TOKENS);
+    assert_eq!(default_context_tokens("gpt-4.1-mini"), 1_047_576, "a dot in the name is not a prefix");
+    assert_eq!(default_context_tokens("llama3.1:8b"), 128_000);
+    assert_eq!(default_context_tokens("llama3"), 8_192);
+}
+
+#[test]
+fn bedrock_ids_have_their_models_limits() {
+    for (model, limit) in [
+        ("anthropic.claude-3-5-sonnet-20240620-v1:0", 200_000),
+        ("us.anthropic.claude-sonnet-4-20250514-v1:0", 200_000),
+        ("eu.anthropic.claude-3-7-sonnet-20250219-v1:0", 200_000),
+        ("global.anthropic.claude-sonnet-4-5-20250929-v1:0", 200_000),
+        (
+            "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-20250514-v1:0",
+            200_000,
+        ),
+        ("arn:aws:bedrock:us-east-1::foundation-model/anthropic.claude-3-haiku-20240307-v1:0", 200_000),
+        ("meta.llama3-1-70b-instruct-v1:0", 128_000),
+        ("us.meta.llama3-2-11b-instruct-v1:0", 128_000),
+        ("meta.llama3-8b-instruct-v1:0", 8_192),
+        ("amazon.nova-pro-v1:0", 300_000),
+        ("us.amazon.nova-micro-v1:0", 128_000),
+        ("openai.gpt-oss-120b-1:0", 128_000),
+        ("mistral.mistral-7b-instruct-v0:2", 32_768),
+        ("arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3", DEFAULT_CONTEXT_TOKENS),
+    ] {
+        assert_eq!(default_context_tokens(model), limit, "{model}");
+    }
+}

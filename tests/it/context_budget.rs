@@ -1,0 +1,113 @@
+//! The context budget through the compiled function: tool calls whose arguments are large (within
+//! their bounds) leave every later request of the turn, and the summariser's, within the model's
+//! context, and a `find_skills` result shrunk to fit keeps its top matches' `load_skill` arguments.
+
+use serde_json::{json, Value};
+use tests::lambda::Function;
+use tests::model_server::Reply;
+use tests::stack::{get_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+
+const USER: &str = "user-budget";
+/// The scripted model's context window (the default for a model the runtime does not know).
+const CONTEXT_TOKENS: usize = 32_768;
+
+async fn turn(http: &Function, session: &str, message: &str) -> (u16, Value) {
+    status_and_body(&http.call(turn_event(Some(USER), session, json!({ "message": message }))).await)
+}
+
+/// The size of a request as the provider received it, in the budget's estimate (three bytes a token).
+/// The wire's JSON framing is not counted by the budget; the room kept for the answer covers it.
+fn tokens_of(request: &Value) -> usize {
+    request.to_string().len().div_ceil(3)
+}
+
+fn is_summary_request(request: &Value) -> bool {
+    system_of(request).starts_with("You condense conversations")
+}
+
+#[tokio::test]
+async fn large_tool_call_arguments_are_cut_so_every_request_and_the_summary_fit_the_context() {
+    let stack = Stack::new().await;
+    // Four calls of 200 KiB each: under 256 KiB a call and 1 MiB a turn.
+    let content = "Una línea del informe con bastante texto para ocupar sitio.\n".repeat(3500);
+    assert!(content.len() > 200 * 1024 && content.len() < 250 * 1024);
+    let calls: Vec<(String, Value)> = (0..4)
+        .map(|i| ("write_file".to_owned(), json!({"file_path": format!("/workspace/parte{i}.md"), "content": content})))
+        .collect();
+    stack.model.push([
+        Reply::Tools(calls),
+        Reply::text("Escritas las cuatro partes."),
+        // The next turn's history is over the summary threshold: the summary comes first.
+        Reply::text("Resumen: el usuario pidió un informe en cuatro partes, escritas en /workspace."),
+        Reply::text("Sigo con el informe."),
+    ]);
+    let http = stack.http(&[]).await;
+    let (status, body) = turn(&http, "args", "Escribe el informe en cuatro partes").await;
+    assert_eq!(status, 200, "{body}");
+    let requests = stack.model.requests();
+    assert_eq!(requests.len(), 2);
+    assert!(tokens_of(&requests[0]) <= CONTEXT_TOKENS);
+    assert!(tokens_of(&requests[1]) <= CONTEXT_TOKENS, "the second request is {} tokens", tokens_of(&requests[1]));
+    // The calls are still there, paired with their results, with arguments that say what was cut.
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let calls = messages.iter().find_map(|m| m["tool_calls"].as_array()).expect("the reply's tool calls");
+    assert_eq!(calls.len(), 4);
+    for (i, call) in calls.iter().enumerate() {
+        let arguments: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap()).unwrap();
+        assert_eq!(arguments["file_path"], format!("/workspace/parte{i}.md"), "small arguments stay: {arguments}");
+        let note = arguments["content"].as_str().unwrap();
+        assert!(note.contains("cut") && note.contains(&content.len().to_string()), "{note}");
+    }
+    let results = tool_results(&requests[1]);
+    assert_eq!(results.len(), 4);
+    assert!(results.iter().all(|r| r.starts_with("Updated file")), "{results:?}");
+    let (_, session) = status_and_body(&http.call(get_event(Some(USER), "args")).await);
+    assert_eq!(session["workspace"].as_array().unwrap().len(), 4, "every call ran: {session}");
+
+    let (status, body) = turn(&http, "args", "Sigue").await;
+    assert_eq!(status, 200, "{body}");
+    let requests = stack.model.requests();
+    let summary = requests[2..].iter().find(|r| is_summary_request(r)).expect("the history was summarised");
+    assert!(tokens_of(summary) <= CONTEXT_TOKENS, "the summary request is {} tokens", tokens_of(summary));
+    let transcript = summary["messages"][1]["content"].as_str().unwrap();
+    assert!(transcript.contains("/workspace/parte3.md"), "the transcript names what was written");
+    let last = requests.last().unwrap();
+    assert!(!is_summary_request(last));
+    assert!(tokens_of(last) <= CONTEXT_TOKENS, "the turn's request is {} tokens", tokens_of(last));
+    assert_eq!(body["reply"], "Sigo con el informe.");
+}
+
+fn skill_md(name: &str, description: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n---\n\n# {name}\n\nInstructions of {name}.\n")
+}
+
+#[tokio::test]
+async fn a_find_skills_result_cut_to_fit_keeps_the_top_matches_load_skill_arguments() {
+    let stack = Stack::new().await;
+    let filler = "It drafts, checks and files documents for the office with care, following the house style \
+                  and the checklist of the team, and reports what it did and what is still pending.";
+    for i in 0..30 {
+        let name = format!("skill-{i:02}");
+        let description = if i == 17 {
+            format!("Reconcile quarterly VAT returns against the bank ledger. {filler} {filler}")
+        } else {
+            format!("Synthetic skill {i} about reconciling topic {i} of the catalogue. {filler} {filler}")
+        };
+        stack.put(&format!("{USER}/skills/area-{}/{name}/SKILL.md", i % 3), skill_md(&name, &description)).await;
+    }
+    let query = "reconcile quarterly VAT returns against the bank ledger for the office and its documents";
+    stack.model.push([Reply::tool("find_skills", json!({"query": query, "limit": 20})), Reply::text("Encontrada.")]);
+    // A small context and a long request: the search's result does not fit whole next to it.
+    let http = stack.http(&[("LLM_CONTEXT_TOKENS", "12000"), ("SKILL_LISTING_TOKENS", "200")]).await;
+    let message = format!("Concilia el IVA del trimestre. Datos: {}", "importe 1.234,56 EUR; ".repeat(500));
+    let (status, body) = turn(&http, "find", &message).await;
+    assert_eq!(status, 200, "{body}");
+    let requests = stack.model.requests();
+    assert!(tool_names(&requests[0]).contains(&"find_skills".to_owned()), "the listing is shortened");
+    assert!(tokens_of(&requests[1]) <= 12_000, "the second request is {} tokens", tokens_of(&requests[1]));
+    let found = &tool_results(&requests[1])[0];
+    assert!(found.contains("load_skill(\"area-2/skill-17\")"), "the top match survives the cut: {found}");
+    // Descriptions go before arguments: all twenty matches still name their skill.
+    let arguments = found.lines().filter(|line| line.starts_with("- load_skill(\"")).count();
+    assert_eq!(arguments, 20, "every match keeps its argument: {found}");
+}
