@@ -1,6 +1,7 @@
-//! The skills-index contract: S3 event notifications for SKILL.md and BASE_PROMPT.md files created
-//! or removed under a tenant's `skills/` prefix update only those entries of the tenant's catalog
-//! index; `{"rebuild": {"user_id": "..."}}` rebuilds one tenant's index from a listing.
+//! The skills-index contract: S3 event notifications for files created or removed under a tenant's
+//! `skills/` prefix update only what they change in the tenant's catalog index (a SKILL.md's or
+//! BASE_PROMPT.md's entry; for any other file, the file list of the skill it belongs to);
+//! `{"rebuild": {"user_id": "..."}}` rebuilds one tenant's index from a listing.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -41,9 +42,8 @@ pub fn decode_event_key(raw: &str) -> String {
     percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
 }
 
-/// The changed files of each tenant named by `event`; keys outside a tenant's `skills/` prefix,
-/// and files that are neither a SKILL.md nor BASE_PROMPT.md, are ignored. Returns them and how
-/// many records were ignored.
+/// The changed files of each tenant named by `event`; keys outside a tenant's `skills/` prefix are
+/// ignored. Returns them and how many records were ignored.
 pub fn changes_by_tenant(event: &S3Event) -> (BTreeMap<UserId, BTreeSet<String>>, usize) {
     let mut changes: BTreeMap<UserId, BTreeSet<String>> = BTreeMap::new();
     let mut ignored = 0;

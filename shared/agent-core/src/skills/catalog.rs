@@ -95,7 +95,8 @@ impl Catalog {
             + entries
                 .iter()
                 .map(|e| 512 + 4 * (e.name.len() + e.description.len() + e.path.name().len()) as u64)
-                .sum::<u64>();
+                .sum::<u64>()
+            + index.files.values().flatten().map(|(file, _)| 32 + file.len() as u64).sum::<u64>();
         Self {
             index,
             etag: etag.into(),
@@ -138,6 +139,14 @@ impl Catalog {
 
     pub fn etag(&self) -> &str {
         &self.etag
+    }
+
+    /// The files of a skill besides its SKILL.md (path inside its folder, size), in path order, as
+    /// the index keeps them; `None` when it does not (more files than it keeps, or a catalog not
+    /// read from an index), and the skill's folder is to be listed.
+    pub fn files(&self, path: &SkillPath) -> Option<&[(String, u64)]> {
+        self.get(path)?;
+        self.index.files.get(&path.to_string()).map(Vec::as_slice)
     }
 
     pub fn get(&self, path: &SkillPath) -> Option<&SkillEntry> {

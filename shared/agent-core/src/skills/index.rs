@@ -1,9 +1,10 @@
 //! The tenant's catalog index: one S3 object holding what a turn needs to list and load skills
-//! (each SKILL.md's path, parsed frontmatter, ETag and size; the base prompt), so a turn reads
-//! one object instead of every SKILL.md. Built from a listing once, then kept current entry by
-//! entry with conditional writes.
+//! (each SKILL.md's path, parsed frontmatter, ETag and size; each skill's other files; the base
+//! prompt), so a turn reads one object instead of every SKILL.md and lists no skill's folder. Built
+//! from a listing once, then kept current entry by entry with conditional writes. Stored compactly:
+//! a skill is a JSON array of its fields, not an object keyed by name, and is stored once.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
@@ -15,8 +16,11 @@ use crate::keys;
 use crate::store::{Fetched, ObjectMeta, ObjectStore, StoreError, WriteCondition};
 
 /// The index format this build writes. An index of an older format is rebuilt from a listing.
-/// Format 2: `Bash` and `Bash(...)` in `allowed-tools` map to `execute`.
-pub const INDEX_FORMAT: u32 = 2;
+/// Format 2: `Bash` and `Bash(...)` in `allowed-tools` map to `execute`. Format 3: each skill's
+/// files (`files`), and skills stored as arrays ([`SkillRow`]) rather than objects keyed by path.
+pub const INDEX_FORMAT: u32 = 3;
+/// Most files of one skill kept in the index; a skill with more is listed when it is first used.
+pub const MAX_INDEXED_FILES: usize = 256;
 /// The tenant's base prompt override, relative to `{user}/skills/`.
 pub const BASE_PROMPT_FILE: &str = "BASE_PROMPT.md";
 /// Largest `BASE_PROMPT.md` kept in the index.
@@ -67,9 +71,15 @@ pub struct BasePromptEntry {
 /// The whole index object.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CatalogIndex {
+    /// First in the object, so a reader learns the format from the first bytes.
     pub format: u32,
-    /// Usable skills by path (`category/name` or `name`).
+    /// Usable skills by path (`category/name` or `name`), stored as a list of [`SkillRow`]s.
+    #[serde(with = "rows")]
     pub skills: BTreeMap<String, SkillEntry>,
+    /// The files of each usable skill besides its SKILL.md (path relative to the skill's folder,
+    /// size), in path order; a skill with more than [`MAX_INDEXED_FILES`] has no entry here.
+    #[serde(default)]
+    pub files: BTreeMap<String, Vec<(String, u64)>>,
     /// Unusable SKILL.md files by file.
     #[serde(default)]
     pub skipped: BTreeMap<String, SkippedEntry>,
@@ -79,7 +89,70 @@ pub struct CatalogIndex {
 
 impl Default for CatalogIndex {
     fn default() -> Self {
-        Self { format: INDEX_FORMAT, skills: BTreeMap::new(), skipped: BTreeMap::new(), base_prompt: None }
+        Self {
+            format: INDEX_FORMAT,
+            skills: BTreeMap::new(),
+            files: BTreeMap::new(),
+            skipped: BTreeMap::new(),
+            base_prompt: None,
+        }
+    }
+}
+
+/// A skill as stored: its fields in a fixed order, with the name left out (`null`) when it is the
+/// folder's. Arrays rather than objects keep the index about a third smaller and quicker to decode.
+#[derive(Serialize, Deserialize)]
+struct SkillRow(
+    SkillPath,
+    String,
+    u64,
+    Option<String>,
+    String,
+    Option<String>,
+    Option<Vec<String>>,
+    Option<Vec<String>>,
+    #[serde(default)] Vec<String>,
+);
+
+/// The skills map stored as a list of [`SkillRow`]s (each path once).
+mod rows {
+    use std::collections::BTreeMap;
+
+    use serde::ser::SerializeSeq;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::{SkillEntry, SkillRow};
+
+    pub fn serialize<S: Serializer>(skills: &BTreeMap<String, SkillEntry>, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut seq = serializer.serialize_seq(Some(skills.len()))?;
+        for e in skills.values() {
+            let name = (e.name != e.path.name()).then(|| e.name.clone());
+            seq.serialize_element(&SkillRow(
+                e.path.clone(),
+                e.etag.clone(),
+                e.size,
+                name,
+                e.description.clone(),
+                e.category.clone(),
+                e.tools.clone(),
+                e.declared_tools.clone(),
+                e.warnings.clone(),
+            ))?;
+        }
+        seq.end()
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<BTreeMap<String, SkillEntry>, D::Error> {
+        let rows = Vec::<SkillRow>::deserialize(deserializer)?;
+        Ok(rows
+            .into_iter()
+            .map(|SkillRow(path, etag, size, name, description, category, tools, declared_tools, warnings)| {
+                let name = name.unwrap_or_else(|| path.name().to_owned());
+                let entry =
+                    SkillEntry { path, etag, size, name, description, category, tools, declared_tools, warnings };
+                (entry.path.to_string(), entry)
+            })
+            .collect())
     }
 }
 
@@ -117,21 +190,66 @@ pub fn classify(rel: &str) -> SkillFile {
     }
 }
 
-/// The tenant and the file relative to `{user}/skills/` of an object key, when the key is a
-/// SKILL.md or BASE_PROMPT.md under a valid tenant's `skills/` prefix.
+/// The tenant and the file relative to `{user}/skills/` of an object key, when the key is a file
+/// under a valid tenant's `skills/` prefix (a SKILL.md, BASE_PROMPT.md, or any file of a skill,
+/// whose skill's file list the index keeps).
 pub fn tenant_file(key: &str) -> Option<(UserId, String)> {
     let (user, rest) = key.split_once('/')?;
     let rel = rest.strip_prefix("skills/")?;
     let user = UserId::parse(user).ok()?;
-    match classify(rel) {
-        SkillFile::Other => None,
-        _ => Some((user, rel.to_owned())),
+    (!rel.is_empty() && !rel.ends_with('/')).then(|| (user, rel.to_owned()))
+}
+
+/// The skills a file (relative to `{user}/skills/`) may belong to, with its path inside each: the
+/// plain skill of its first folder and the skill of its first two folders, whichever are skills.
+/// A skill's own SKILL.md belongs to none.
+fn owners(rel: &str) -> Vec<(SkillPath, &str)> {
+    let mut found = Vec::new();
+    if let Some((first, inside)) = rel.split_once('/') {
+        if inside != "SKILL.md" {
+            if let Ok(path) = SkillPath::plain(first) {
+                found.push((path, inside));
+            }
+        }
+        if let Some((second, inside)) = inside.split_once('/') {
+            if inside != "SKILL.md" {
+                if let Ok(path) = SkillPath::new(first, second) {
+                    found.push((path, inside));
+                }
+            }
+        }
     }
+    found
+}
+
+/// The file lists of `skills` from a listing of their folders (keys relative to `{user}/skills/`),
+/// each in path order; `None` for a skill with more than [`MAX_INDEXED_FILES`] files. A skill with
+/// no other file has no entry.
+fn files_of<'a>(
+    skills: impl Fn(&SkillPath) -> bool,
+    listed: impl IntoIterator<Item = (&'a str, u64)>,
+) -> BTreeMap<String, Option<Vec<(String, u64)>>> {
+    let mut files: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
+    for (rel, size) in listed {
+        for (skill, inside) in owners(rel) {
+            if skills(&skill) {
+                files.entry(skill.to_string()).or_default().push((inside.to_owned(), size));
+            }
+        }
+    }
+    files
+        .into_iter()
+        .map(|(skill, mut list)| {
+            list.sort();
+            (skill, (list.len() <= MAX_INDEXED_FILES).then_some(list))
+        })
+        .collect()
 }
 
 /// What one file contributes to the index.
 enum Outcome {
-    Skill(SkillEntry),
+    /// A usable skill, with its files when its folder was listed (and they are within the bound).
+    Skill(SkillEntry, Option<Option<Vec<(String, u64)>>>),
     Skipped(SkippedEntry),
     BasePrompt(BasePromptEntry),
     Absent,
@@ -156,10 +274,22 @@ async fn examine(
         SkillFile::Skill(path) => Some(path),
     };
     let limit = if path.is_some() { MAX_SKILL_MD_BYTES } else { MAX_BASE_PROMPT_BYTES };
-    // The size decides before any download: from the caller's listing, or a listing of the key.
-    let listed_size = match listed_size {
-        Some(size) => size,
-        None => match objects.list(&key).await?.into_iter().find(|meta| meta.key == key) {
+    // The size decides before any download: from the caller's listing, or a listing of the skill's
+    // folder (which also gives its files), or of the key.
+    let mut files = None;
+    let listed_size = match (listed_size, &path) {
+        (Some(size), _) => size,
+        (None, Some(skill)) => {
+            let prefix = keys::skills_prefix(user);
+            let listed = objects.list(&keys::skill_prefix(user, skill)).await?;
+            let Some(size) = listed.iter().find(|meta| meta.key == key).map(|meta| meta.size) else {
+                return Ok(Outcome::Absent);
+            };
+            let rels = listed.iter().filter_map(|meta| Some((meta.key.strip_prefix(&prefix)?, meta.size)));
+            files = Some(files_of(|owner| owner == skill, rels).remove(&skill.to_string()).unwrap_or(Some(Vec::new())));
+            size
+        }
+        (None, None) => match objects.list(&key).await?.into_iter().find(|meta| meta.key == key) {
             Some(meta) => meta.size,
             None => return Ok(Outcome::Absent),
         },
@@ -194,7 +324,7 @@ async fn examine(
                 tracing::warn!(file = %key, reason = %warning, "skill loaded with a warning");
             }
             let fm = parsed.frontmatter;
-            Ok(Outcome::Skill(SkillEntry {
+            let entry = SkillEntry {
                 path,
                 etag: object.etag,
                 size,
@@ -204,7 +334,8 @@ async fn examine(
                 tools: fm.tools,
                 declared_tools: fm.declared_tools,
                 warnings: parsed.warnings,
-            }))
+            };
+            Ok(Outcome::Skill(entry, files))
         }
     }
 }
@@ -229,13 +360,26 @@ impl CatalogIndex {
                 self.skills.remove(&path);
                 self.skipped.remove(rel);
                 match outcome {
-                    Outcome::Skill(entry) => {
-                        self.skills.insert(path, entry);
+                    Outcome::Skill(entry, files) => {
+                        self.skills.insert(path.clone(), entry);
+                        match files {
+                            Some(Some(files)) => {
+                                self.files.insert(path, files);
+                            }
+                            // More files than the index keeps: listed on first use.
+                            Some(None) => {
+                                self.files.remove(&path);
+                            }
+                            None => {}
+                        }
                     }
                     Outcome::Skipped(entry) => {
+                        self.files.remove(&path);
                         self.skipped.insert(rel.to_owned(), entry);
                     }
-                    Outcome::BasePrompt(_) | Outcome::Absent => {}
+                    Outcome::BasePrompt(_) | Outcome::Absent => {
+                        self.files.remove(&path);
+                    }
                 }
             }
             SkillFile::Unusable(_) => {
@@ -246,6 +390,23 @@ impl CatalogIndex {
             }
             SkillFile::Other => {}
         }
+    }
+
+    /// Reads the file list of `skill` again from a listing of its folder.
+    async fn refresh_files(
+        &mut self,
+        objects: &dyn ObjectStore,
+        user: &UserId,
+        skill: &SkillPath,
+    ) -> Result<(), StoreError> {
+        let prefix = keys::skills_prefix(user);
+        let listed = objects.list(&keys::skill_prefix(user, skill)).await?;
+        let rels = listed.iter().filter_map(|meta| Some((meta.key.strip_prefix(&prefix)?, meta.size)));
+        match files_of(|owner| owner == skill, rels).remove(&skill.to_string()).unwrap_or(Some(Vec::new())) {
+            Some(list) => self.files.insert(skill.to_string(), list),
+            None => self.files.remove(&skill.to_string()),
+        };
+        Ok(())
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -276,6 +437,15 @@ pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<Cat
     for (rel, outcome) in outcomes {
         index.apply(&rel, outcome);
     }
+    let rels = listing.iter().filter_map(|meta| Some((meta.key.strip_prefix(&prefix)?, meta.size)));
+    let mut files = files_of(|skill| index.skills.contains_key(&skill.to_string()), rels);
+    for skill in index.skills.keys() {
+        match files.remove(skill) {
+            Some(Some(list)) => index.files.insert(skill.clone(), list),
+            Some(None) => None,
+            None => index.files.insert(skill.clone(), Vec::new()),
+        };
+    }
     tracing::info!(%user, skills = index.skills.len(), skipped = index.skipped.len(), "built the catalog index from a listing");
     Ok(index)
 }
@@ -303,8 +473,16 @@ pub fn decode_index(bytes: &[u8]) -> Result<IndexRead, StoreError> {
     struct Version {
         format: u32,
     }
-    let version: Version =
-        serde_json::from_slice(bytes).map_err(|err| StoreError::Corrupt(format!("catalog index: {err}")))?;
+    // The format is the object's first field as this crate writes it, so the common case needs no
+    // second parse of the whole object to learn it.
+    let leading = bytes
+        .strip_prefix(br#"{"format":"#)
+        .map(|rest| rest.iter().take_while(|byte| byte.is_ascii_digit()).map(|&b| char::from(b)).collect::<String>())
+        .and_then(|digits| digits.parse::<u32>().ok());
+    let version = match leading {
+        Some(format) => Version { format },
+        None => serde_json::from_slice(bytes).map_err(|err| StoreError::Corrupt(format!("catalog index: {err}")))?,
+    };
     if version.format < INDEX_FORMAT {
         return Ok(IndexRead::Older);
     }
@@ -364,10 +542,20 @@ pub async fn update_index(
         };
         let mut examined = 0;
         if !rebuilt {
+            let mut folders = BTreeSet::new();
             for rel in changed {
-                let outcome = examine(objects, user, rel, None).await?;
-                index.apply(rel, outcome);
+                if !matches!(classify(rel), SkillFile::Other) {
+                    let outcome = examine(objects, user, rel, None).await?;
+                    index.apply(rel, outcome);
+                }
+                folders.extend(owners(rel).into_iter().map(|(skill, _)| skill));
                 examined += 1;
+            }
+            // Any other file changed: the file list of the skill it belongs to is read again.
+            for skill in folders {
+                if index.skills.contains_key(&skill.to_string()) {
+                    index.refresh_files(objects, user, &skill).await?;
+                }
             }
         }
         match objects.put_if(&key, index.to_bytes(), condition).await {
@@ -412,15 +600,55 @@ mod tests {
         assert_eq!((user.as_str(), rel.as_str()), ("u1", "pdf/SKILL.md"));
         assert!(tenant_file("u1/workspaces/s/blobs/abc").is_none());
         assert!(tenant_file("u1/tickets/t/SKILL.md").is_none());
-        assert!(tenant_file("u1/skills/pdf/notes.md").is_none());
+        assert_eq!(tenant_file("u1/skills/pdf/notes.md").unwrap().1, "pdf/notes.md", "a skill's file");
         assert!(tenant_file("../skills/pdf/SKILL.md").is_none());
         assert!(tenant_file("u1/skills/a/b/c/SKILL.md").is_some(), "reported as unusable, not ignored");
     }
 
     #[test]
+    fn files_belong_to_the_skills_of_their_folders() {
+        let names =
+            |rel| owners(rel).into_iter().map(|(skill, inside)| format!("{skill}:{inside}")).collect::<Vec<_>>();
+        assert_eq!(names("pdf/reference.md"), ["pdf:reference.md"]);
+        assert_eq!(names("docs/memo/examples/one.md"), ["docs:memo/examples/one.md", "docs/memo:examples/one.md"]);
+        assert_eq!(names("docs/memo/SKILL.md"), ["docs:memo/SKILL.md"], "a skill's own SKILL.md is not its file");
+        assert!(names("pdf/SKILL.md").is_empty() && names("BASE_PROMPT.md").is_empty());
+        let listed = [("pdf/a.md", 1), ("pdf/b/c.md", 2), ("other/x.md", 3)];
+        let files = files_of(|skill| skill.to_string() == "pdf", listed);
+        assert_eq!(files["pdf"], Some(vec![("a.md".to_owned(), 1), ("b/c.md".to_owned(), 2)]));
+        let many: Vec<(String, u64)> = (0..=MAX_INDEXED_FILES).map(|i| (format!("big/{i}.md"), 1)).collect();
+        let files = files_of(|_| true, many.iter().map(|(rel, size)| (rel.as_str(), *size)));
+        assert_eq!(files["big"], None, "more files than the index keeps");
+    }
+
+    #[test]
+    fn skills_are_stored_as_rows_and_read_back_whole() {
+        let entry = SkillEntry {
+            path: SkillPath::new("docs", "memo").unwrap(),
+            etag: "e1".into(),
+            size: 12,
+            name: "memo".into(),
+            description: "Memos.".into(),
+            category: Some("docs".into()),
+            tools: Some(vec!["read_file".into()]),
+            declared_tools: None,
+            warnings: vec!["w".into()],
+        };
+        let renamed = SkillEntry { path: SkillPath::plain("pdf").unwrap(), name: "PDF".into(), ..entry.clone() };
+        let mut index = CatalogIndex::default();
+        index.skills.insert("docs/memo".into(), entry);
+        index.skills.insert("pdf".into(), renamed);
+        index.files.insert("pdf".into(), vec![("a.md".into(), 3)]);
+        let bytes = index.to_bytes();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.starts_with(&format!("{{\"format\":{INDEX_FORMAT},\"skills\":[[\"docs/memo\",")), "{text}");
+        assert_eq!(decode_index(&bytes).unwrap(), IndexRead::Usable(index));
+    }
+
+    #[test]
     fn older_formats_ask_for_a_rebuild() {
         assert_eq!(decode_index(br#"{"format": 0, "skills": {}}"#).unwrap(), IndexRead::Older);
-        assert_eq!(decode_index(br#"{"format": 99, "skills": []}"#).unwrap(), IndexRead::NewerUnreadable);
+        assert_eq!(decode_index(br#"{"format": 99, "skills": {"a": 7}}"#).unwrap(), IndexRead::NewerUnreadable);
         assert!(decode_index(b"not json").is_err());
         let index = CatalogIndex::default();
         assert_eq!(decode_index(&index.to_bytes()).unwrap(), IndexRead::Usable(index));

@@ -87,7 +87,8 @@ impl TurnService {
             request.ticket.clone(),
             session.state.workspace.clone(),
         )
-        .with_blob_cache(&self.blobs);
+        .with_blob_cache(&self.blobs)
+        .with_catalog(&catalog);
         let mut env = SkillsEnv::new(
             vfs,
             source,

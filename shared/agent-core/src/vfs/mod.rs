@@ -10,7 +10,9 @@
 //! - `/ticket` — read-only, only when the turn has a ticket: the objects under
 //!   [`keys::ticket_prefix`], listed once per turn.
 //! - `/skills` — read-only, absent until a skill is mounted ([`Vfs::mount_skill`]); a mounted
-//!   skill `category/name` appears as `/skills/{name}` and maps to [`keys::skill_prefix`].
+//!   skill `category/name` appears as `/skills/{name}` and maps to [`keys::skill_prefix`]. Its
+//!   files are those the catalog index lists for it ([`Vfs::with_catalog`]), or, when the index
+//!   keeps none, a listing of its prefix, once per turn.
 //!
 //! # Decisions
 //!
@@ -26,8 +28,9 @@
 //! - Two mounted skills with the same short name (different categories): the first mounted owns
 //!   `/skills/{name}`; the later one is still recorded in [`Vfs::loaded_skills`] but not visible.
 //! - Object keys are never built from a model path: a skill or ticket file is found by looking
-//!   its validated relative path up in the listing of the root's prefix, and only listed keys
-//!   are fetched. Listed keys that are not clean relative paths are invisible.
+//!   its validated relative path up in the listing of the root's prefix (or the index's file list
+//!   of the skill, which came from such a listing), and only listed keys are fetched. Listed keys
+//!   that are not clean relative paths are invisible.
 //! - Errors are returned as [`VfsError`], whose `Display` is exactly what the model sees; it never
 //!   contains an object key, a bucket, a user id or a storage backend's message.
 //! - Every result is at most [`MAX_OUTPUT_BYTES`], under the loop's cut of a tool result, so what
@@ -73,6 +76,7 @@ use std::sync::{Arc, Mutex};
 use thiserror::Error;
 
 use crate::ids::{SessionId, SkillPath, TicketId, UserId};
+use crate::skills::Catalog;
 use crate::store::{ObjectStore, StoreError, WorkspaceFile};
 use storage::{ContentCache, Entry};
 
@@ -235,6 +239,9 @@ pub struct Vfs<'a> {
     skill_listings: Mutex<HashMap<SkillPath, Arc<Vec<Entry>>>>,
     contents: Mutex<ContentCache>,
     shared_blobs: Option<&'a BlobCache>,
+    /// The turn's catalog, whose index keeps each skill's files: a mounted skill is listed only
+    /// when it has none there.
+    catalog: Option<&'a Catalog>,
 }
 
 impl<'a> Vfs<'a> {
@@ -260,7 +267,14 @@ impl<'a> Vfs<'a> {
             skill_listings: Mutex::new(HashMap::new()),
             contents: Mutex::new(ContentCache::default()),
             shared_blobs: None,
+            catalog: None,
         }
+    }
+
+    /// Takes mounted skills' files from `catalog`'s index instead of a listing of their folders.
+    pub fn with_catalog(mut self, catalog: &'a Catalog) -> Self {
+        self.catalog = Some(catalog);
+        self
     }
 
     /// Reads workspace blobs through `cache`, shared by the turns of the process.

@@ -1,5 +1,6 @@
-//! Where a file's bytes live: the listings of the roots, loads through the turn's and the
-//! process's caches, and the entries of a listing.
+//! Where a file's bytes live: the listings of the roots (a mounted skill's from the catalog
+//! index when it keeps them), loads through the turn's and the process's caches, and the entries
+//! of a listing.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -107,7 +108,20 @@ impl Vfs<'_> {
                 if let Some(listing) = cached {
                     return Ok(listing);
                 }
-                let listing = self.list_objects(&keys::skill_prefix(&self.user, skill)).await?;
+                let prefix = keys::skill_prefix(&self.user, skill);
+                let indexed = self.catalog.and_then(|catalog| Some((catalog.get(skill)?, catalog.files(skill)?)));
+                let listing = match indexed {
+                    // The index's file list and the SKILL.md it describes: nothing to list.
+                    Some((entry, files)) => {
+                        let skill_md = std::iter::once(("SKILL.md", entry.size));
+                        let listed: Vec<ObjectMeta> = skill_md
+                            .chain(files.iter().map(|(rel, size)| (rel.as_str(), *size)))
+                            .map(|(rel, size)| ObjectMeta { key: format!("{prefix}{rel}"), etag: String::new(), size })
+                            .collect();
+                        entries_from(&prefix, &listed)
+                    }
+                    None => self.list_objects(&prefix).await?,
+                };
                 lock(&self.skill_listings).insert(skill.clone(), listing.clone());
                 Ok(listing)
             }
