@@ -163,7 +163,8 @@ async fn a_failed_turn_gives_its_key_back_so_the_retry_runs() {
 async fn routing_follows_the_raw_path_and_the_message_limit_counts_decoded_bytes() {
     let stack = Stack::new().await;
     stack.model.push([Reply::text("Recibido.")]);
-    let http = stack.http(&[]).await;
+    // A model with a context that holds a message at the limit, so this test is about the limit.
+    let http = stack.http(&[("LLM_CONTEXT_TOKENS", "2000000")]).await;
     // `pathParameters` say a valid route, the raw path does not: nothing runs.
     for path in ["/admin/sessions/s/turns", "/sessions/s/turns/extra/more", "//sessions/s/turns", "/sessions//turns"] {
         let mut event = turn_event(Some(USER), "s", json!({"message": "hola"}));

@@ -270,7 +270,8 @@ async fn assert_manifest_blobs_exist(world: &World, expected: usize) {
 #[tokio::test]
 async fn a_failing_spill_of_a_large_turn_answers_503_and_stores_nothing() {
     let world = World::new().await;
-    let http = world.http(&[]).await;
+    // A model with a context that holds the long message, so this test is about storage.
+    let http = world.http(&[("LLM_CONTEXT_TOKENS", "2000000")]).await;
     let spill = Match::s3("PUT", &format!("/{USER}/sessions/{SESSION}/turns/"));
     world.storage.add(Rule::always(spill.clone(), Action::Status(500)));
     // Over the 300 KB spill threshold once encoded: a long message and a long reply (each is

@@ -100,13 +100,26 @@ impl From<TurnError> for ApiError {
                 tracing::error!(error = %detail, "internal error");
                 internal_error()
             }
+            TurnError::Model(ModelError::ContextTooLarge { tokens, limit }) => {
+                tracing::warn!(tokens, limit, "the turn does not fit the model's context");
+                ApiError::new(
+                    413,
+                    "context_too_large",
+                    format!(
+                        "the message and the skill's instructions need about {tokens} tokens, over the model's \
+                         input limit of {limit}, even with the history and tool output cut; nothing was saved. \
+                         Send a shorter message"
+                    ),
+                )
+            }
             TurnError::Model(model) => {
                 tracing::error!(error = %model, "model provider failed");
                 let message = match model {
                     ModelError::Unavailable { .. } => "the model provider is unavailable; nothing was saved, try again",
-                    ModelError::Rejected { .. } | ModelError::InvalidResponse(_) | ModelError::Config(_) => {
-                        "the model provider failed to answer; nothing was saved"
-                    }
+                    ModelError::Rejected { .. }
+                    | ModelError::InvalidResponse(_)
+                    | ModelError::Config(_)
+                    | ModelError::ContextTooLarge { .. } => "the model provider failed to answer; nothing was saved",
                 };
                 ApiError::new(502, "model_provider_failed", message)
             }

@@ -60,6 +60,7 @@ fn is_permanent(err: &TurnError) -> bool {
             | TurnError::UnknownSkill { .. }
             | TurnError::IdempotencyMismatch
             | TurnError::Config(_)
+            | TurnError::Model(agent_core::ModelError::ContextTooLarge { .. })
     )
 }
 

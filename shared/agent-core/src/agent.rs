@@ -149,6 +149,10 @@ pub async fn run(
         }
         for trim in budget::fit(&mut system, &mut messages, first_new, &tools, limits.input_tokens) {
             log_trim(&trim, steps);
+            // A provider refuses a request over its context, so none is sent.
+            if let Trim::StillOver { tokens, limit } = trim {
+                return Err(ModelError::ContextTooLarge { tokens, limit });
+            }
         }
         let request = ChatRequest { system: system.render(), messages, tools, ..ChatRequest::default() };
         let deltas = DeltaEvents::new(events, MAX_REPLY_BYTES);

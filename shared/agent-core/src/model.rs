@@ -21,6 +21,10 @@ pub enum ModelError {
     /// Configuration problems such as a missing API key or replay file.
     #[error("model provider misconfigured: {0}")]
     Config(String),
+    /// The request is over the model's input limit even after the context budget cut all it may
+    /// (the user's request and the skill's instructions are never cut); it was not sent.
+    #[error("the request needs about {tokens} tokens after every trim, over the model's input limit of {limit}")]
+    ContextTooLarge { tokens: usize, limit: usize },
 }
 
 /// Receives a reply's text as the model produces it.
