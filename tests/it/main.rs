@@ -19,4 +19,5 @@ mod sandbox_agentcore;
 mod sandbox_lambda;
 mod secrets;
 mod streaming;
+mod template;
 mod turn_logs;

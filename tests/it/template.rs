@@ -1,0 +1,293 @@
+//! The permissions `template.yaml` gives the turn functions, rendered for given parameters the way
+//! CloudFormation resolves them (conditions, `!If`, `!Sub`, `!Join`, `!Select`, `!Split`, pseudo parameters):
+//! the Bedrock policy for a model id and for an inference profile ARN.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use serde_json::{json, Map, Value};
+
+const REGION: &str = "eu-west-1";
+const ACCOUNT: &str = "123456789012";
+
+/// The template as JSON, its short-form tags (`!Sub x`) turned into the long form (`{"Fn::Sub": x}`).
+fn template() -> Value {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let text = std::fs::read_to_string(&path).expect("read template.yaml");
+    long_form(serde_norway::from_str(&text).expect("parse template.yaml"))
+}
+
+fn long_form(value: serde_norway::Value) -> Value {
+    use serde_norway::Value as Yaml;
+    match value {
+        Yaml::Null => Value::Null,
+        Yaml::Bool(flag) => Value::Bool(flag),
+        Yaml::Number(number) => serde_json::to_value(number).expect("a number"),
+        Yaml::String(text) => Value::String(text),
+        Yaml::Sequence(items) => Value::Array(items.into_iter().map(long_form).collect()),
+        Yaml::Mapping(entries) => Value::Object(
+            entries
+                .into_iter()
+                .map(|(key, value)| (key.as_str().expect("a string key").to_owned(), long_form(value)))
+                .collect(),
+        ),
+        Yaml::Tagged(tagged) => {
+            let name = tagged.tag.to_string().trim_start_matches('!').to_owned();
+            let mut inner = long_form(tagged.value);
+            let key = match name.as_str() {
+                "Ref" | "Condition" => name,
+                "GetAtt" => {
+                    if let Value::String(text) = &inner {
+                        inner = json!(text.splitn(2, '.').collect::<Vec<_>>());
+                    }
+                    "Fn::GetAtt".to_owned()
+                }
+                _ => format!("Fn::{name}"),
+            };
+            json!({ key: inner })
+        }
+    }
+}
+
+/// A stack of the template with some parameters set (the others at their defaults).
+struct Rendered {
+    template: Value,
+    parameters: HashMap<String, String>,
+}
+
+impl Rendered {
+    fn new(parameters: &[(&str, &str)]) -> Rendered {
+        let template = template();
+        let mut values: HashMap<String, String> = template["Parameters"]
+            .as_object()
+            .expect("Parameters")
+            .iter()
+            .filter_map(|(name, spec)| Some((name.clone(), scalar(spec.get("Default")?))))
+            .collect();
+        for (name, value) in parameters {
+            assert!(template["Parameters"].get(*name).is_some(), "no parameter {name}");
+            values.insert(name.to_string(), value.to_string());
+        }
+        Rendered { template, parameters: values }
+    }
+
+    fn reference(&self, name: &str) -> Option<Value> {
+        let value = match name {
+            "AWS::NoValue" => return None,
+            "AWS::Partition" => "aws".to_owned(),
+            "AWS::Region" => REGION.to_owned(),
+            "AWS::AccountId" => ACCOUNT.to_owned(),
+            "AWS::StackId" => {
+                format!("arn:aws:cloudformation:{REGION}:{ACCOUNT}:stack/agent/0a1b2c3d-1111-2222-3333-444455556666")
+            }
+            _ => match self.parameters.get(name) {
+                Some(value) => value.clone(),
+                // A resource: its physical id, which the checks here do not depend on.
+                None => format!("{{{name}}}"),
+            },
+        };
+        Some(Value::String(value))
+    }
+
+    fn condition(&self, name: &str) -> bool {
+        let condition = self.template["Conditions"].get(name).unwrap_or_else(|| panic!("no condition {name}"));
+        self.truth(condition)
+    }
+
+    fn truth(&self, expression: &Value) -> bool {
+        let (function, arguments) = function(expression).expect("a condition function");
+        let arguments = arguments.as_array();
+        match function {
+            "Condition" => self.condition(expression["Condition"].as_str().unwrap()),
+            "Fn::Equals" => {
+                let arguments = arguments.expect("Fn::Equals arguments");
+                self.eval(&arguments[0]) == self.eval(&arguments[1])
+            }
+            "Fn::Not" => !self.truth(&arguments.expect("Fn::Not argument")[0]),
+            "Fn::And" => arguments.expect("Fn::And arguments").iter().all(|a| self.truth(a)),
+            "Fn::Or" => arguments.expect("Fn::Or arguments").iter().any(|a| self.truth(a)),
+            other => panic!("{other} is not a condition function"),
+        }
+    }
+
+    /// The value CloudFormation gives `value`; `None` for `AWS::NoValue`.
+    fn eval(&self, value: &Value) -> Option<Value> {
+        if let Some((name, argument)) = function(value) {
+            return match name {
+                "Ref" => self.reference(argument.as_str().expect("Ref name")),
+                "Fn::If" => {
+                    let [condition, then, otherwise] = argument.as_array().expect("Fn::If arguments").as_slice() else {
+                        panic!("Fn::If takes three arguments")
+                    };
+                    let chosen = if self.condition(condition.as_str().unwrap()) { then } else { otherwise };
+                    self.eval(chosen)
+                }
+                "Fn::Sub" => Some(Value::String(self.sub(argument))),
+                "Fn::Select" => {
+                    let arguments = argument.as_array().expect("Fn::Select arguments");
+                    let index: usize = scalar(&self.eval(&arguments[0])?).parse().expect("an index");
+                    let list = self.eval(&arguments[1])?;
+                    Some(list.as_array().expect("a list")[index].clone())
+                }
+                "Fn::Split" => {
+                    let arguments = argument.as_array().expect("Fn::Split arguments");
+                    let separator = arguments[0].as_str().expect("a separator");
+                    let text = scalar(&self.eval(&arguments[1])?);
+                    Some(json!(text.split(separator).collect::<Vec<_>>()))
+                }
+                "Fn::Join" => {
+                    let arguments = argument.as_array().expect("Fn::Join arguments");
+                    let separator = arguments[0].as_str().expect("a separator");
+                    let list = self.eval(&arguments[1])?;
+                    // A list parameter left unset renders as its name, one item.
+                    let parts: Vec<String> = match &list {
+                        Value::Array(items) => items.iter().map(scalar).collect(),
+                        one => vec![scalar(one)],
+                    };
+                    Some(Value::String(parts.join(separator)))
+                }
+                "Fn::GetAtt" => Some(Value::String(format!("{{{}}}", argument[0].as_str().unwrap_or("?")))),
+                "Fn::Equals" | "Fn::Not" | "Fn::And" | "Fn::Or" | "Condition" => Some(Value::Bool(self.truth(value))),
+                other => panic!("the renderer does not know {other}"),
+            };
+        }
+        Some(match value {
+            Value::Array(items) => Value::Array(items.iter().filter_map(|item| self.eval(item)).collect()),
+            Value::Object(entries) => Value::Object(
+                entries.iter().filter_map(|(key, value)| Some((key.clone(), self.eval(value)?))).collect::<Map<_, _>>(),
+            ),
+            scalar => scalar.clone(),
+        })
+    }
+
+    fn sub(&self, argument: &Value) -> String {
+        let (text, variables) = match argument {
+            Value::String(text) => (text.as_str(), HashMap::new()),
+            Value::Array(parts) => {
+                let variables = parts[1]
+                    .as_object()
+                    .expect("Fn::Sub variables")
+                    .iter()
+                    .map(|(name, value)| (name.clone(), scalar(&self.eval(value).expect("a variable"))))
+                    .collect();
+                (parts[0].as_str().expect("Fn::Sub text"), variables)
+            }
+            other => panic!("Fn::Sub of {other}"),
+        };
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let end = rest[start..].find('}').expect("a closed ${…}") + start;
+            let name = &rest[start + 2..end];
+            let value = match variables.get(name) {
+                Some(value) => value.clone(),
+                None => scalar(&self.reference(name).expect("a value")),
+            };
+            out.push_str(&value);
+            rest = &rest[end + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// The rendered properties of a resource, or `None` when its condition leaves it out.
+    fn resource(&self, name: &str) -> Option<Value> {
+        let resource = &self.template["Resources"][name];
+        assert!(resource.is_object(), "no resource {name}");
+        if let Some(condition) = resource["Condition"].as_str() {
+            if !self.condition(condition) {
+                return None;
+            }
+        }
+        self.eval(&resource["Properties"])
+    }
+
+    /// The statements of a managed policy resource.
+    fn policy_statements(&self, name: &str) -> Vec<Value> {
+        let properties = self.resource(name).unwrap_or_else(|| panic!("{name} is not created"));
+        properties["PolicyDocument"]["Statement"].as_array().expect("statements").clone()
+    }
+}
+
+fn function(value: &Value) -> Option<(&str, &Value)> {
+    let object = value.as_object()?;
+    if object.len() != 1 {
+        return None;
+    }
+    let (key, argument) = object.iter().next()?;
+    (key == "Ref" || key == "Condition" || key.starts_with("Fn::")).then_some((key.as_str(), argument))
+}
+
+fn scalar(value: &Value) -> String {
+    match value {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// The resources of a statement, as a list.
+fn resources(statement: &Value) -> Vec<String> {
+    match &statement["Resource"] {
+        Value::Array(items) => items.iter().map(scalar).collect(),
+        one => vec![scalar(one)],
+    }
+}
+
+/// A well-formed Bedrock ARN: `arn:aws:bedrock:{region}:{account}:{type}/{id}`, one of each.
+fn is_bedrock_arn(arn: &str) -> bool {
+    let parts: Vec<&str> = arn.splitn(6, ':').collect();
+    let [prefix, partition, service, _region, account, rest] = parts.as_slice() else { return false };
+    let Some((kind, id)) = rest.split_once('/') else { return false };
+    *prefix == "arn"
+        && *partition == "aws"
+        && *service == "bedrock"
+        && (account.is_empty() || account.len() == 12 && account.bytes().all(|b| b.is_ascii_digit()))
+        && ["foundation-model", "inference-profile", "application-inference-profile"].contains(&kind)
+        && !id.is_empty()
+        && !id.contains("arn:")
+        && !id.contains('/')
+}
+
+const MODEL_ID: &str = "anthropic.claude-3-5-haiku-20241022-v1:0";
+const PROFILE_ID: &str = "eu.anthropic.claude-sonnet-4-20250514-v1:0";
+
+/// The Bedrock policy's two statements: the model or profile itself, and the foundation models
+/// reached through the profile (with its condition).
+fn bedrock_policy(model: &str) -> (Vec<String>, Vec<String>, String) {
+    let stack = Rendered::new(&[("LlmProvider", "bedrock"), ("LlmModel", model)]);
+    let statements = stack.policy_statements("BedrockInvokePolicy");
+    assert_eq!(statements.len(), 2, "{statements:?}");
+    let through = statements[1]["Condition"]["StringEquals"]["bedrock:InferenceProfileArn"].clone();
+    (resources(&statements[0]), resources(&statements[1]), scalar(&through))
+}
+
+#[test]
+fn bedrock_is_granted_the_model_of_an_id() {
+    for model in [MODEL_ID, PROFILE_ID] {
+        let (direct, routed, through) = bedrock_policy(model);
+        let profile = format!("arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/{model}");
+        assert_eq!(direct, [format!("arn:aws:bedrock:{REGION}::foundation-model/{model}"), profile.clone()]);
+        assert_eq!(routed, ["arn:aws:bedrock:*::foundation-model/*"]);
+        assert_eq!(through, profile);
+    }
+    // Without Bedrock there is no Bedrock policy.
+    assert!(Rendered::new(&[("LlmModel", "gpt-4o")]).resource("BedrockInvokePolicy").is_none());
+}
+
+#[test]
+fn bedrock_is_granted_the_inference_profile_of_an_arn() {
+    for profile in [
+        format!("arn:aws:bedrock:{REGION}:{ACCOUNT}:inference-profile/{PROFILE_ID}"),
+        format!("arn:aws:bedrock:us-east-1:{ACCOUNT}:application-inference-profile/a1b2c3d4e5f6"),
+        format!("arn:aws:bedrock:{REGION}::foundation-model/{MODEL_ID}"),
+    ] {
+        let (direct, routed, through) = bedrock_policy(&profile);
+        for arn in direct.iter().chain([&through]) {
+            assert!(is_bedrock_arn(arn), "{arn} is not a Bedrock ARN (LlmModel {profile})");
+        }
+        assert_eq!(direct, [profile.clone()], "the profile itself");
+        assert_eq!(routed, ["arn:aws:bedrock:*::foundation-model/*"]);
+        assert_eq!(through, profile, "the foundation models only through this profile");
+    }
+}
