@@ -72,6 +72,79 @@ fn the_skill_listing_shrinks_by_tier_and_is_never_dropped() {
     assert!(system.render().contains("9 skills in 2 categories"), "the smallest tier stays: {}", system.render());
 }
 
+fn write(id: &str, bytes: usize) -> Message {
+    Message::Assistant {
+        content: String::new(),
+        tool_calls: vec![ToolCall {
+            id: id.into(),
+            name: "write_file".into(),
+            arguments: serde_json::json!({"file_path": format!("/workspace/{id}.md"), "content": "w".repeat(bytes)}),
+        }],
+    }
+}
+
+fn written(id: &str) -> Message {
+    Message::Tool { tool_call_id: id.into(), name: "write_file".into(), content: format!("Updated file {id}") }
+}
+
+fn arguments(message: &Message) -> &serde_json::Value {
+    match message {
+        Message::Assistant { tool_calls, .. } => &tool_calls[0].arguments,
+        _ => panic!("not a reply: {message:?}"),
+    }
+}
+
+#[test]
+fn earlier_calls_arguments_go_first_and_the_newest_reply_keeps_its_own() {
+    let mut system = SystemPrompt { sections: vec![Section::new(SectionKind::Base, "base ".repeat(100))] };
+    let mut messages = vec![
+        Message::user("old question"),
+        write("a", 60_000),
+        written("a"),
+        Message::assistant("old answer"),
+        Message::user("current request"),
+        write("b", 90_000),
+        written("b"),
+        write("c", 3_000),
+        written("c"),
+    ];
+    let trims = fit(&mut system, &mut messages, 4, &[], 2_000);
+    assert!(matches!(trims[..], [Trim::CutArguments { calls: 2, .. }]), "{trims:?}");
+    assert_eq!(messages.len(), 9, "no message was dropped");
+    assert_eq!(arguments(&messages[1])["content"], "[60000 bytes cut to fit the model's context]");
+    assert_eq!(arguments(&messages[5])["file_path"], "/workspace/b.md");
+    assert_eq!(arguments(&messages[7])["content"], "w".repeat(3_000), "the newest reply's arguments stay");
+    assert!(estimate_request(&system, &messages, &[]) <= 2_000);
+}
+
+#[test]
+fn the_newest_replys_arguments_are_cut_when_they_are_the_largest_thing_left() {
+    let mut system = SystemPrompt { sections: vec![] };
+    let mut messages = vec![
+        Message::user("current request"),
+        Message::Tool { tool_call_id: "r".into(), name: "read_file".into(), content: "r".repeat(3_000) },
+        write("b", 200_000),
+        written("b"),
+    ];
+    let trims = fit(&mut system, &mut messages, 0, &[], 1_500);
+    assert!(matches!(trims[..], [Trim::CutArguments { calls: 1, .. }]), "{trims:?}");
+    assert_eq!(
+        messages[1],
+        Message::Tool { tool_call_id: "r".into(), name: "read_file".into(), content: "r".repeat(3_000) }
+    );
+    assert!(estimate_request(&system, &messages, &[]) <= 1_500);
+}
+
+#[test]
+fn a_request_over_the_limit_on_its_own_is_still_over() {
+    let mut system = SystemPrompt { sections: vec![] };
+    let mut messages = vec![Message::user("q".repeat(30_000)), write("b", 20_000), written("b")];
+    let trims = fit(&mut system, &mut messages, 0, &[], 1_000);
+    assert!(matches!(trims.last(), Some(Trim::StillOver { limit: 1_000, .. })), "{trims:?}");
+    assert_eq!(messages[0], Message::user("q".repeat(30_000)), "the request is never cut");
+    assert!(arguments(&messages[1])["content"].as_str().unwrap().contains("cut"), "the rest was");
+}
+
 #[test]
 fn known_models_have_limits() {
     assert_eq!(default_context_tokens("gpt-4o-mini"), 128_000);
