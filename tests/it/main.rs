@@ -18,6 +18,7 @@ mod sandbox;
 mod sandbox_agentcore;
 mod sandbox_lambda;
 mod secrets;
+mod storage_floor;
 mod streaming;
 mod template;
 mod turn_logs;
