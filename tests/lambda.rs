@@ -407,6 +407,13 @@ impl Function {
         }
     }
 
+    /// Waits up to `within` for the process to end by itself, as a function whose initialisation
+    /// fails does (Lambda then reports `Runtime.ExitError` with what it printed); `None` if it
+    /// is still running.
+    pub async fn exit_status(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        tokio::time::timeout(within, self.child.wait()).await.ok().and_then(Result::ok)
+    }
+
     /// The process id, for measuring memory.
     pub fn pid(&self) -> Option<u32> {
         self.child.id()

@@ -1,6 +1,7 @@
 //! The permissions `template.yaml` gives the turn functions, rendered for given parameters the way
 //! CloudFormation resolves them (conditions, `!If`, `!Sub`, `!Join`, `!Select`, `!Split`, pseudo parameters):
-//! the Bedrock policy for a model id and for an inference profile ARN.
+//! the Bedrock policy for a model id and for an inference profile ARN, and the model key's grant
+//! apart from the tenants' expert secrets.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -208,6 +209,13 @@ impl Rendered {
         let properties = self.resource(name).unwrap_or_else(|| panic!("{name} is not created"));
         properties["PolicyDocument"]["Statement"].as_array().expect("statements").clone()
     }
+
+    /// The statements of a function's inline policies (`Policies` entries with a `Statement`).
+    fn function_statements(&self, name: &str) -> Vec<Value> {
+        let properties = self.resource(name).unwrap_or_else(|| panic!("{name} is not created"));
+        let policies = properties["Policies"].as_array().cloned().unwrap_or_default();
+        policies.iter().filter_map(|policy| policy["Statement"].as_array().cloned()).flatten().collect()
+    }
 }
 
 fn function(value: &Value) -> Option<(&str, &Value)> {
@@ -232,6 +240,20 @@ fn resources(statement: &Value) -> Vec<String> {
         Value::Array(items) => items.iter().map(scalar).collect(),
         one => vec![scalar(one)],
     }
+}
+
+/// Whether an IAM resource pattern (`*` any run of characters, `?` one) matches `arn`.
+fn iam_matches(pattern: &str, arn: &str) -> bool {
+    fn matches(pattern: &[u8], text: &[u8]) -> bool {
+        match (pattern.first(), text.first()) {
+            (None, None) => true,
+            (Some(b'*'), _) => matches(&pattern[1..], text) || (!text.is_empty() && matches(pattern, &text[1..])),
+            (Some(b'?'), Some(_)) => matches(&pattern[1..], &text[1..]),
+            (Some(p), Some(t)) if p == t => matches(&pattern[1..], &text[1..]),
+            _ => false,
+        }
+    }
+    matches(pattern.as_bytes(), arn.as_bytes())
 }
 
 /// A well-formed Bedrock ARN: `arn:aws:bedrock:{region}:{account}:{type}/{id}`, one of each.
@@ -286,8 +308,58 @@ fn bedrock_is_granted_the_inference_profile_of_an_arn() {
         for arn in direct.iter().chain([&through]) {
             assert!(is_bedrock_arn(arn), "{arn} is not a Bedrock ARN (LlmModel {profile})");
         }
-        assert_eq!(direct, [profile.clone()], "the profile itself");
+        assert_eq!(direct, std::slice::from_ref(&profile), "the profile itself");
         assert_eq!(routed, ["arn:aws:bedrock:*::foundation-model/*"]);
         assert_eq!(through, profile, "the foundation models only through this profile");
+    }
+}
+
+/// The Secrets Manager resources a function's own statements grant.
+fn secret_grants(stack: &Rendered, function: &str) -> Vec<String> {
+    stack
+        .function_statements(function)
+        .iter()
+        .filter(|statement| scalar(&statement["Action"]) == "secretsmanager:GetSecretValue")
+        .flat_map(resources)
+        .collect()
+}
+
+#[test]
+fn the_model_key_and_the_tenants_expert_secrets_are_granted_apart() {
+    let name = "agent-runtime/llm-api-key";
+    let stack = Rendered::new(&[("LlmApiKeySecretName", name)]);
+    let key_arn = format!("arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{name}-AbCdEf");
+    let tenant_arn = format!("arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:agent/user-1/github-token-AbCdEf");
+    let key_grant = resources(&stack.policy_statements("ModelApiKeyReadPolicy")[0]);
+    assert_eq!(key_grant, [format!("arn:aws:secretsmanager:{REGION}:{ACCOUNT}:secret:{name}-??????")]);
+    assert!(iam_matches(&key_grant[0], &key_arn));
+    assert!(!iam_matches(&key_grant[0], &tenant_arn));
+    for function in ["HttpTurnFunction", "StreamTurnFunction", "QueueTurnFunction"] {
+        let experts = secret_grants(&stack, function);
+        assert!(!experts.is_empty(), "{function} reads the tenants' expert secrets");
+        assert!(experts.iter().any(|grant| iam_matches(grant, &tenant_arn)), "{function}: {experts:?}");
+        assert!(
+            !experts.iter().any(|grant| iam_matches(grant, &key_arn)),
+            "{function} reaches the model key: {experts:?}"
+        );
+    }
+    // The parameter refuses a key inside the tenants' namespace, as the functions do at start.
+    let pattern = stack.template["Parameters"]["LlmApiKeySecretName"]["AllowedPattern"].as_str().unwrap().to_owned();
+    for (value, allowed) in
+        [("", true), (name, true), ("prod/llm-key", true), ("agent/llm-api-key", false), ("agent/user-1/key", false)]
+    {
+        assert_eq!(allowed_by(&pattern, value), allowed, "LlmApiKeySecretName={value:?} against {pattern}");
+    }
+}
+
+/// Whether a parameter's `AllowedPattern` (a Java regular expression, matched whole) allows
+/// `value`, checked with Python's `re` (the project's `.venv`), whose syntax agrees for lookaheads.
+fn allowed_by(pattern: &str, value: &str) -> bool {
+    let check = "import re, sys; sys.exit(0 if re.fullmatch(sys.argv[1], sys.argv[2]) else 1)";
+    let status = std::process::Command::new("python3").args(["-c", check, pattern, value]).status().expect("python3");
+    match status.code() {
+        Some(0) => true,
+        Some(1) => false,
+        other => panic!("python3 failed on {pattern}: {other:?}"),
     }
 }

@@ -56,6 +56,17 @@ pub fn secret_reference(value: &str) -> Result<SecretRef, ConfigError> {
 async fn fetch_key(value: &str, resolver: &dyn SecretResolver) -> Result<String, ConfigError> {
     let reference = secret_reference(value)?;
     let invalid = |reason: String| ConfigError::Invalid { name: API_KEY_SECRET_ENV, reason };
+    // The functions may read every secret under the tenants' namespace (their experts' secrets):
+    // a key kept there would be guarded by nothing of its own.
+    if let SecretRef::SecretsManager { secret_id, .. } = &reference {
+        if experts::in_tenant_namespace(secret_id) {
+            return Err(invalid(format!(
+                "secret {reference} is in the tenants' namespace ({}…); keep the model's key outside it, \
+                 for example as agent-runtime/llm-api-key",
+                experts::TENANT_SECRET_PREFIX
+            )));
+        }
+    }
     // The operator wrote this variable, so the deployment's (unrestricted) scope applies.
     let secret = resolver.resolve(&reference, SecretScope::Deployment).await.map_err(|err| invalid(err.to_string()))?;
     // A secret typed into the console often ends with a newline that no provider accepts.
@@ -133,6 +144,21 @@ mod tests {
             llm_config(env(&[("LLM_MODEL", "m"), ("LLM_API_KEY_SECRET", "prod/json#api_key")]), &store).await.unwrap();
         assert_eq!(config.api_key.as_deref(), Some("sk-json"));
         assert_eq!(store.reads.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn a_key_in_the_tenants_namespace_is_refused_unread() {
+        let store = secrets(&[("agent/llm-api-key", "sk-shared")]);
+        for reference in [
+            "agent/llm-api-key",
+            "agent/llm-api-key#api_key",
+            "arn:aws:secretsmanager:us-east-1:123456789012:secret:agent/llm-api-key-AbCdEf",
+        ] {
+            let lookup = move |name: &str| (name == API_KEY_SECRET_ENV).then(|| reference.to_owned());
+            let err = llm_config(lookup, &store).await.unwrap_err().to_string();
+            assert!(err.contains("tenants' namespace") && !err.contains("sk-shared"), "{reference}: {err}");
+        }
+        assert_eq!(store.reads.load(Ordering::SeqCst), 0);
     }
 
     #[tokio::test]

@@ -233,6 +233,13 @@ pub fn check_scope(reference: &SecretRef, scope: SecretScope<'_>) -> Result<(), 
     }
 }
 
+/// Whether a Secrets Manager name or ARN names a secret in the tenants' namespace
+/// ([`TENANT_SECRET_PREFIX`]), which the functions' role may read for every tenant: the
+/// deployment's own secrets, the model's key first, must live outside it.
+pub fn in_tenant_namespace(secret_id: &str) -> bool {
+    secret_name(secret_id).is_some_and(|name| name.starts_with(TENANT_SECRET_PREFIX))
+}
+
 /// `name` is under `prefix`, has something after it, and has no `.`/`..` or empty segments that a
 /// backend might normalise away.
 fn within(name: &str, prefix: &str) -> bool {

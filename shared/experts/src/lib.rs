@@ -14,7 +14,10 @@ pub mod names;
 pub mod secrets;
 pub mod session;
 
-pub use aws::{check_scope, AwsSecretResolver, SECRET_CACHE_TTL, TENANT_PARAMETER_PREFIX, TENANT_SECRET_PREFIX};
+pub use aws::{
+    check_scope, in_tenant_namespace, AwsSecretResolver, SECRET_CACHE_TTL, TENANT_PARAMETER_PREFIX,
+    TENANT_SECRET_PREFIX,
+};
 pub use client::{
     McpClient, McpError, McpPrompt, McpPromptArgument, McpTool, PromptMessage, PromptRole, ToolOutcome,
     SUPPORTED_PROTOCOL_VERSIONS,
