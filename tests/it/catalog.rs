@@ -388,6 +388,68 @@ async fn get_skills_shows_the_category_the_listing_groups_by() {
     assert!(listing.contains("### docs\n- guide") && listing.contains("### documents\n- pdf"), "{listing}");
 }
 
+/// A collection the size of K-Dense-AI/claude-scientific-skills (134 skills, descriptions of 150 to
+/// 400 characters) under the default listing budget (3,584 tokens for the default 32k-token model):
+/// the listing uses its budget on whole descriptions for as many skills as fit, names the rest, and
+/// says so.
+#[tokio::test]
+async fn a_collection_of_a_hundred_and_thirty_skills_fills_its_listing_budget() {
+    const USER: &str = "user-scientific";
+    const SKILLS: usize = 134;
+    const BUDGET_BYTES: usize = 3584 * 3;
+    let stack = Stack::new().await;
+    let topics =
+        ["single-cell RNA-seq", "protein structures", "chemical compounds", "genomic variants", "clinical trials"];
+    let descriptions: Vec<String> = (0..SKILLS)
+        .map(|i| {
+            let mut text = format!(
+                "Toolkit {i} for {} analysis. Load, filter and normalise data, run the standard workflow and plot results.",
+                topics[i % topics.len()]
+            );
+            let target = 150 + (i * 37) % 251;
+            while text.len() < target {
+                text.push_str(" Use it when the user asks for reproducible pipelines with publication-quality figures.");
+            }
+            text.truncate(target);
+            text.trim_end().to_owned()
+        })
+        .collect();
+    let objects: Vec<(String, Vec<u8>)> = descriptions
+        .iter()
+        .enumerate()
+        .map(|(i, description)| {
+            let name = format!("sci-tool-{i:03}");
+            (format!("{USER}/skills/{name}/SKILL.md"), skill_md(&name, description, "").into_bytes())
+        })
+        .collect();
+    stack.put_many(objects).await;
+    stack.model.push([Reply::text("Hola.")]);
+    let http = stack.http(&[]).await;
+    let (status, body) = turn(&http, USER, "s1", "Hola").await;
+    assert_eq!(status, 200, "{body}");
+    let requests = stack.model.requests();
+    let system = system_of(&requests[0]);
+    let listing = &system[system.find("This account has").unwrap_or_else(|| panic!("a listing: {system}"))..];
+    assert!(listing.len() <= BUDGET_BYTES, "{} bytes", listing.len());
+    assert!(
+        listing.len() * 10 >= BUDGET_BYTES * 9,
+        "the listing uses most of its budget: {} bytes\n{listing}",
+        listing.len()
+    );
+    let whole = descriptions.iter().filter(|d| listing.contains(&format!("\")): {d}\n"))).count();
+    assert!(whole >= 20, "{whole} whole descriptions\n{listing}");
+    assert!(
+        listing.starts_with(&format!(
+            "This account has {SKILLS} skills; to save space, not all are shown in full: {whole} with the full description"
+        )),
+        "{listing}"
+    );
+    for i in 0..SKILLS {
+        assert!(listing.contains(&format!("sci-tool-{i:03}")), "every skill is named");
+    }
+    assert!(tool_names(&requests[0]).contains(&"find_skills".to_owned()));
+}
+
 #[tokio::test]
 async fn a_warm_process_does_not_fetch_a_workspace_blob_it_already_has() {
     const USER: &str = "user-blobs";

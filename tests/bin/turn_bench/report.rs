@@ -34,7 +34,7 @@ pub(super) fn listing_tier(listing: &str) -> &'static str {
     } else if listing.contains("none is listed here") {
         "one-line summary"
     } else {
-        "shortened descriptions"
+        "descriptions as the budget allows, names for the rest"
     }
 }
 

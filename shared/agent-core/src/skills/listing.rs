@@ -1,7 +1,14 @@
-//! The state-1 listing of the tenant's skills under its own token budget. It always fits,
-//! degrading in tiers: full descriptions, shortened descriptions, names grouped by category,
-//! categories with counts, and a one-line summary. Every tier says how many skills there are and
-//! how many are shown in full; below the first, the model is pointed at `find_skills`.
+//! The state-1 listing of the tenant's skills under its own token budget, which it uses and never
+//! passes. Every skill's `load_skill` argument is listed, grouped by category; the budget left
+//! then buys descriptions, skill by skill: whole ones for as many skills as fit, shortened ones for
+//! more, the rest by name only. Only when the names alone do not fit are whole categories given as
+//! counts. The opening line says how many skills there are and what was cut for each; whenever not
+//! every skill is shown in full, the model is pointed at `find_skills`.
+//!
+//! Who keeps a description: the skills with the shortest descriptions first (ties in path order).
+//! No usage counts are kept, so nothing says which skills matter most; shortest-first shows the
+//! most descriptions whole, a long description is the one that loses its tail, and the choice does
+//! not depend on where a skill's name falls in the alphabet.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -10,12 +17,19 @@ use super::frontmatter::SPEC_DESCRIPTION_MAX;
 use super::index::SkillEntry;
 use crate::budget::estimate_text;
 
-/// Characters of a description kept in the shortened tier.
+/// Characters of a description kept when it is shortened to save space.
 const SHORT_DESCRIPTION_CHARS: usize = 100;
+/// Characters of a skill's name shown.
+const NAME_CHARS: usize = 128;
 /// The group of skills that have neither a category folder nor a `category` field.
 const UNCATEGORISED: &str = "general";
+/// Opens a group's line of the skills listed by name only.
+const NAMES_PREFIX: &str = "- by name only: ";
+/// Bytes of a described line besides the name, the path and the description:
+/// `- {name} (load_skill("{path}")): {description}\n`.
+const LINE_BYTES: usize = 22;
 
-/// A listing chosen for a budget, with the smaller tiers the context budget may fall back to.
+/// A listing chosen for a budget, with the smaller renderings the context budget may fall back to.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listing {
     pub text: String,
@@ -34,28 +48,109 @@ pub fn group_of(entry: &SkillEntry) -> &str {
     entry.path.category().or(entry.category.as_deref()).unwrap_or(UNCATEGORISED)
 }
 
+/// `text` on one line (each run of whitespace one space), cut to `max_chars` with "…". It reads
+/// no further than the cut, so a long text costs no more than a short one.
 fn one_line(text: &str, max_chars: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.char_indices().nth(max_chars) {
-        Some((cut, _)) => format!("{}…", flat[..cut].trim_end()),
-        None => flat,
+    let mut out = String::new();
+    let mut chars = 0;
+    for word in text.split_whitespace() {
+        let separator = usize::from(chars > 0);
+        let word_chars = word.chars().take(max_chars + 1).count();
+        if chars + separator + word_chars > max_chars {
+            if separator == 1 && chars < max_chars {
+                out.push(' ');
+                chars += 1;
+            }
+            out.extend(word.chars().take(max_chars - chars));
+            let kept = out.trim_end().len();
+            out.truncate(kept);
+            out.push('…');
+            return out;
+        }
+        if separator == 1 {
+            out.push(' ');
+        }
+        out.push_str(word);
+        chars += separator + word_chars;
+    }
+    out
+}
+
+/// How many skills are shown how; the opening line says each.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Shown {
+    total: usize,
+    /// With the whole description.
+    full: usize,
+    /// With the first [`SPEC_DESCRIPTION_MAX`] characters of a longer description.
+    over_limit: usize,
+    /// With the first [`SHORT_DESCRIPTION_CHARS`] characters, to save space.
+    short: usize,
+    /// By their `load_skill` argument only, to save space.
+    named: usize,
+    /// Only counted with their category, or not at all, to save space.
+    counted: usize,
+}
+
+impl Shown {
+    fn cut(&self) -> usize {
+        self.over_limit + self.short + self.named + self.counted
+    }
+
+    fn search(&self) -> bool {
+        self.full < self.total || self.cut() > 0
+    }
+
+    /// The largest opening line any listing of `total` skills can have.
+    fn widest(total: usize) -> Self {
+        Self { total, full: total, over_limit: total, short: total, named: total, counted: total }
     }
 }
 
-fn header(total: usize, shown_in_full: usize, search: bool) -> String {
-    let mut out = if shown_in_full == total {
+fn header(shown: &Shown) -> String {
+    let total = shown.total;
+    let mut out = if !shown.search() {
         format!("This account has {total} skills, all shown below with their full description. ")
     } else {
-        format!(
-            "This account has {total} skills; {shown_in_full} of them are shown with their full description \
-             (the list is shortened to save space). "
-        )
+        let mut parts = Vec::with_capacity(5);
+        if shown.full > 0 {
+            parts.push(format!("{} with the full description", shown.full));
+        }
+        if shown.over_limit > 0 {
+            parts.push(format!(
+                "{} with the first {SPEC_DESCRIPTION_MAX} characters of a description longer than the Agent Skills \
+                 specification allows",
+                shown.over_limit
+            ));
+        }
+        if shown.short > 0 {
+            parts.push(format!(
+                "{} with the first {SHORT_DESCRIPTION_CHARS} characters of the description",
+                shown.short
+            ));
+        }
+        if shown.named > 0 {
+            parts.push(format!("{} by name only", shown.named));
+        }
+        if shown.counted > 0 {
+            parts.push(format!("{} not named, only counted", shown.counted));
+        }
+        let opening = if shown.short + shown.named + shown.counted == 0 {
+            format!("This account has {total} skills, all shown below: ")
+        } else {
+            format!("This account has {total} skills; to save space, not all are shown in full: ")
+        };
+        let last = parts.pop().unwrap_or_default();
+        match parts.is_empty() {
+            true => format!("{opening}{last}. "),
+            false => format!("{opening}{} and {last}. ", parts.join(", ")),
+        }
     };
     out.push_str(
         "Before working on a task a skill covers, load it with load_skill(skill_path=\"...\") using the exact \
          argument shown; its instructions then replace these.",
     );
-    if search {
+    if shown.search() {
         out.push_str(
             " To find a skill that is not shown in full, call find_skills(query) with a few words about the task: \
              it searches every skill's name, description and category and returns the load_skill argument.",
@@ -64,6 +159,8 @@ fn header(total: usize, shown_in_full: usize, search: bool) -> String {
     out.push('\n');
     out
 }
+
+type Groups<'e> = BTreeMap<&'e str, Vec<&'e SkillEntry>>;
 
 /// Renders the listing of `entries` (in path order) to fit `budget_tokens`.
 pub fn render(entries: &[&SkillEntry], budget_tokens: usize) -> Listing {
@@ -77,197 +174,183 @@ pub fn render(entries: &[&SkillEntry], budget_tokens: usize) -> Listing {
             search: false,
         };
     }
-    let mut groups: BTreeMap<&str, Vec<&SkillEntry>> = BTreeMap::new();
+    let mut groups: Groups<'_> = BTreeMap::new();
     for entry in entries {
         groups.entry(group_of(entry)).or_default().push(entry);
     }
+    let budget_bytes = budget_tokens.saturating_mul(3);
     let fits = |text: &str| estimate_text(text) <= budget_tokens;
 
-    // A description over the specification's limit is truncated, so that skill is not shown in full.
-    let in_full = entries.iter().filter(|e| e.description.chars().count() <= SPEC_DESCRIPTION_MAX).count();
-    let search = in_full < total;
-    // Every line of a tier with descriptions holds at least the skill's path and its punctuation;
-    // when that alone is over the budget, those tiers are not rendered at all (at 10,000 skills the
-    // full tier would be megabytes, built only to be thrown away).
-    let budget_bytes = budget_tokens.saturating_mul(3);
-    let described_at_least: usize = entries.iter().map(|e| e.path.name().len() + 20).sum();
-    let descriptions_may_fit = described_at_least <= budget_bytes;
-    if descriptions_may_fit {
-        let full = detailed(&groups, total, SPEC_DESCRIPTION_MAX, search);
-        if fits(&full) {
-            let fallbacks = smaller_tiers(&groups, total, search, budget_tokens, true);
-            return Listing { text: full, fallbacks, total, shown_in_full: in_full, search };
-        }
+    // Largest first: descriptions as the budget allows (when every name fits), then as half of it
+    // allows, then names by category, categories with counts, and one line.
+    let mut tiers: Vec<(String, Shown)> = Vec::with_capacity(5);
+    if let Some(whole) = described(&groups, total, budget_bytes) {
+        let half = (whole.1.full + whole.1.over_limit + whole.1.short > 0)
+            .then(|| described(&groups, total, budget_bytes / 2))
+            .flatten();
+        tiers.push(whole);
+        tiers.extend(half);
     }
-    let tiers = smaller_tiers(&groups, total, true, budget_tokens, descriptions_may_fit);
-    let chosen = tiers.iter().position(|tier| fits(tier)).unwrap_or(tiers.len() - 1);
-    let shown_in_full = match chosen {
-        0 if descriptions_may_fit => {
-            entries.iter().filter(|e| e.description.chars().count() <= SHORT_DESCRIPTION_CHARS).count()
-        }
-        _ => 0,
-    };
+    tiers.push(names(&groups, total, budget_bytes));
+    tiers.push(counts(&groups, total, budget_bytes));
+    tiers.push(summary(&groups, total));
+    // Each fallback is smaller than the rendering before it.
+    tiers.dedup_by(|smaller, larger| smaller.0.len() >= larger.0.len());
+
+    let chosen = tiers.iter().position(|(text, _)| fits(text)).unwrap_or(tiers.len() - 1);
     let mut tiers = tiers.into_iter().skip(chosen);
-    let text = tiers.next().unwrap_or_default();
-    Listing { text, fallbacks: tiers.collect(), total, shown_in_full, search: true }
-}
-
-/// The tiers below the full one, largest first; the last always fits any sensible budget. The
-/// shortened-descriptions tier is left out when `with_descriptions` is false.
-fn smaller_tiers(
-    groups: &BTreeMap<&str, Vec<&SkillEntry>>,
-    total: usize,
-    search: bool,
-    budget_tokens: usize,
-    with_descriptions: bool,
-) -> Vec<String> {
-    let mut tiers = Vec::with_capacity(4);
-    if with_descriptions {
-        tiers.push(detailed(groups, total, SHORT_DESCRIPTION_CHARS, search));
+    let (text, shown) = tiers.next().unwrap_or_default();
+    Listing {
+        text,
+        fallbacks: tiers.map(|(text, _)| text).collect(),
+        total,
+        shown_in_full: shown.full,
+        search: shown.search(),
     }
-    tiers.push(names(groups, total, search, budget_tokens));
-    tiers.push(counts(groups, total, search, budget_tokens));
-    tiers.push(summary(groups, total, search));
-    tiers
 }
 
-fn detailed(groups: &BTreeMap<&str, Vec<&SkillEntry>>, total: usize, description_chars: usize, search: bool) -> String {
-    let in_full = groups.values().flatten().filter(|e| e.description.chars().count() <= description_chars).count();
-    let mut out = header(total, in_full, search);
+/// Every skill's `load_skill` argument with descriptions bought by what `budget_bytes` leaves, or
+/// `None` when the names alone do not fit. The work is linear in the skills and bounded by the
+/// budget: a description is only looked at while some budget is left.
+fn described(groups: &Groups<'_>, total: usize, budget_bytes: usize) -> Option<(String, Shown)> {
+    let reserve = header(&Shown::widest(total)).len();
+    // Every group's heading and line of names, and every name in it.
+    let names_bytes: usize = groups
+        .iter()
+        .map(|(group, entries)| {
+            heading(group).len()
+                + NAMES_PREFIX.len()
+                + 1
+                + entries.iter().map(|e| e.path.to_string().len() + 2).sum::<usize>()
+        })
+        .sum();
+    let mut left = budget_bytes.checked_sub(reserve + names_bytes)?;
+
+    // Shortest description first; the sort is stable, so ties keep path order.
+    let mut order: Vec<(&str, usize)> =
+        groups.iter().flat_map(|(group, entries)| (0..entries.len()).map(move |i| (*group, i))).collect();
+    order.sort_by_key(|(group, i)| groups[group][*i].description.len());
+    let mut chosen: BTreeMap<(&str, usize), String> = BTreeMap::new();
+    let mut named_left: BTreeMap<&str, usize> = groups.iter().map(|(group, entries)| (*group, entries.len())).collect();
+    let mut shown = Shown { total, named: total, ..Shown::default() };
+    for (group, i) in order {
+        let entry = groups[group][i];
+        let path_len = entry.path.to_string().len();
+        let line = LINE_BYTES + one_line(&entry.name, NAME_CHARS).len() + path_len;
+        // Moving a skill out of its group's names line gives back its name there, and the line
+        // itself with the group's last name.
+        let mut freed = path_len + 2;
+        if named_left[group] == 1 {
+            freed += NAMES_PREFIX.len() + 1;
+        }
+        if line >= left + freed {
+            if left < LINE_BYTES {
+                break;
+            }
+            continue;
+        }
+        let whole = one_line(&entry.description, SPEC_DESCRIPTION_MAX);
+        let description = if line + whole.len() <= left + freed {
+            if entry.description.chars().count() > SPEC_DESCRIPTION_MAX {
+                shown.over_limit += 1;
+            } else {
+                shown.full += 1;
+            }
+            whole
+        } else {
+            let short = one_line(&entry.description, SHORT_DESCRIPTION_CHARS);
+            if short.len() >= whole.len() || line + short.len() > left + freed {
+                continue;
+            }
+            shown.short += 1;
+            short
+        };
+        left = left + freed - line - description.len();
+        shown.named -= 1;
+        *named_left.get_mut(group).expect("every group is counted") -= 1;
+        chosen.insert((group, i), description);
+    }
+
+    let mut out = header(&shown);
     for (group, entries) in groups {
-        let _ = write!(out, "\n### {group}\n");
-        for entry in entries {
-            let _ = writeln!(
-                out,
-                "- {} (load_skill(\"{}\")): {}",
-                one_line(&entry.name, 128),
-                entry.path,
-                one_line(&entry.description, description_chars)
-            );
+        out.push_str(&heading(group));
+        let mut by_name = Vec::new();
+        for (i, entry) in entries.iter().enumerate() {
+            match chosen.get(&(*group, i)) {
+                Some(description) => {
+                    let _ = writeln!(
+                        out,
+                        "- {} (load_skill(\"{}\")): {description}",
+                        one_line(&entry.name, NAME_CHARS),
+                        entry.path
+                    );
+                }
+                None => by_name.push(entry.path.to_string()),
+            }
+        }
+        if !by_name.is_empty() {
+            let _ = writeln!(out, "{NAMES_PREFIX}{}", by_name.join(", "));
         }
     }
-    out
+    Some((out, shown))
+}
+
+fn heading(group: &str) -> String {
+    format!("\n### {group}\n")
 }
 
 /// The load_skill arguments grouped by category, for as many categories as the budget holds; the
 /// categories that do not fit are given with their counts.
-fn names(groups: &BTreeMap<&str, Vec<&SkillEntry>>, total: usize, search: bool, budget_tokens: usize) -> String {
+fn names(groups: &Groups<'_>, total: usize, budget_bytes: usize) -> (String, Shown) {
+    const INTRO: &str = "Skills by category, each written as its load_skill argument:\n";
     const COUNT_LINE_BYTES: usize = 48;
-    let budget_bytes = budget_tokens.saturating_mul(3);
-    let mut out = header(total, 0, search);
-    out.push_str("Skills by category, each written as its load_skill argument:\n");
-    for (shown, (group, entries)) in groups.iter().enumerate() {
+    let mut used = header(&Shown::widest(total)).len() + INTRO.len();
+    let mut lines = Vec::with_capacity(groups.len());
+    let mut shown = Shown { total, ..Shown::default() };
+    for (index, (group, entries)) in groups.iter().enumerate() {
         let paths: Vec<String> = entries.iter().map(|e| e.path.to_string()).collect();
         let line = format!("\n### {group} ({})\n{}\n", entries.len(), paths.join(", "));
         // Keep room for a count line for each category still to come.
-        let rest = (groups.len() - shown - 1) * COUNT_LINE_BYTES;
-        if out.len() + line.len() + rest <= budget_bytes {
-            out.push_str(&line);
+        let rest = (groups.len() - index - 1) * COUNT_LINE_BYTES;
+        if used + line.len() + rest <= budget_bytes {
+            shown.named += entries.len();
+            used += line.len();
+            lines.push(line);
         } else {
-            let _ = write!(out, "\n### {group} ({} skills, not listed here)\n", entries.len());
+            shown.counted += entries.len();
+            let line = format!("\n### {group} ({} skills, not listed here)\n", entries.len());
+            used += line.len();
+            lines.push(line);
         }
     }
-    out
+    let mut out = header(&shown);
+    out.push_str(INTRO);
+    out.extend(lines);
+    (out, shown)
 }
 
-fn counts(groups: &BTreeMap<&str, Vec<&SkillEntry>>, total: usize, search: bool, budget_tokens: usize) -> String {
-    let mut out = header(total, 0, search);
+fn counts(groups: &Groups<'_>, total: usize, budget_bytes: usize) -> (String, Shown) {
+    let shown = Shown { total, counted: total, ..Shown::default() };
+    let mut out = header(&shown);
     let _ = writeln!(out, "Skills by category ({} categories):", groups.len());
-    let budget_bytes = budget_tokens.saturating_mul(3);
-    for (shown, (group, entries)) in groups.iter().enumerate() {
+    for (index, (group, entries)) in groups.iter().enumerate() {
         let line = format!("- {group}: {} skills\n", entries.len());
         // Keep room for the closing line that says how many categories were left out.
         if out.len() + line.len() + 80 > budget_bytes {
-            let _ = writeln!(out, "- … and {} more categories", groups.len() - shown);
+            let _ = writeln!(out, "- … and {} more categories", groups.len() - index);
             break;
         }
         out.push_str(&line);
     }
-    out
+    (out, shown)
 }
 
-fn summary(groups: &BTreeMap<&str, Vec<&SkillEntry>>, total: usize, search: bool) -> String {
-    let mut out = header(total, 0, search);
+fn summary(groups: &Groups<'_>, total: usize) -> (String, Shown) {
+    let shown = Shown { total, counted: total, ..Shown::default() };
+    let mut out = header(&shown);
     let _ = writeln!(out, "They are in {} categories; none is listed here to save space.", groups.len());
-    out
+    (out, shown)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::ids::SkillPath;
-
-    fn entry(path: &str, description: &str) -> SkillEntry {
-        let path = SkillPath::parse(path).unwrap();
-        SkillEntry {
-            name: path.name().to_owned(),
-            path,
-            etag: "e".into(),
-            size: 1,
-            description: description.to_owned(),
-            category: None,
-            tools: None,
-            declared_tools: None,
-            warnings: Vec::new(),
-        }
-    }
-
-    #[test]
-    fn a_small_library_is_listed_in_full_by_category() {
-        let entries = [
-            entry("escrituras/compraventa", "Compraventas"),
-            entry("contratos/arrendamiento", "Alquileres"),
-            entry("pdf", "PDF files"),
-        ];
-        let refs: Vec<&SkillEntry> = entries.iter().collect();
-        let listing = render(&refs, 4000);
-        assert!(!listing.search);
-        assert_eq!((listing.total, listing.shown_in_full), (3, 3));
-        let text = &listing.text;
-        assert!(text.starts_with("This account has 3 skills, all shown"), "{text}");
-        assert!(text.find("### contratos").unwrap() < text.find("### escrituras").unwrap());
-        assert!(text.contains("- compraventa (load_skill(\"escrituras/compraventa\")): Compraventas"));
-        assert!(text.contains("### general\n- pdf (load_skill(\"pdf\")): PDF files"), "{text}");
-        assert!(!text.contains("find_skills"));
-    }
-
-    #[test]
-    fn a_large_library_degrades_by_tier_and_always_fits() {
-        let entries: Vec<SkillEntry> = (0..10_000)
-            .map(|i| entry(&format!("cat{}/skill-{i:05}", i % 40), &"A description of ordinary length. ".repeat(3)))
-            .collect();
-        let refs: Vec<&SkillEntry> = entries.iter().collect();
-        for budget in [200, 1000, 4000, 40_000, 200_000] {
-            let listing = render(&refs, budget);
-            assert!(
-                estimate_text(&listing.text) <= budget.max(200),
-                "budget {budget}: {}",
-                estimate_text(&listing.text)
-            );
-            assert!(listing.text.starts_with("This account has 10000 skills; "), "{budget}");
-            assert!(listing.shown_in_full < listing.total);
-            assert!(listing.search && listing.text.contains("find_skills(query)"));
-            for smaller in &listing.fallbacks {
-                assert!(smaller.len() < listing.text.len());
-                assert!(smaller.contains("10000 skills"));
-            }
-        }
-        // At 4,000 tokens the names of some categories fit, the others are counted.
-        let listing = render(&refs, 4000);
-        assert!(listing.text.contains("cat0/skill-00000, cat0/skill-00040"), "{}", listing.text);
-        assert!(listing.text.contains("(250 skills, not listed here)"), "{}", listing.text);
-        assert!(
-            render(&refs, 200).text.contains("more categories") || render(&refs, 200).text.contains("none is listed")
-        );
-    }
-
-    #[test]
-    fn long_descriptions_are_truncated_and_not_counted_as_full() {
-        let entries = [entry("a", &"d".repeat(1068)), entry("b", "short")];
-        let refs: Vec<&SkillEntry> = entries.iter().collect();
-        let listing = render(&refs, 100_000);
-        assert!(listing.text.contains("1 of them are shown with their full description"), "{}", listing.text);
-        assert!(listing.text.contains(&format!("{}…", "d".repeat(1024))));
-        assert!(!listing.text.contains(&"d".repeat(1025)));
-    }
-}
+mod tests;
