@@ -3,11 +3,12 @@
 //! reads one of its files and answers:
 //!
 //! 1. handler CPU per warm turn over the embedded store;
-//! 2. storage requests of a cold turn (new process-wide caches, index present) and of a warm turn,
-//!    by operation, on the real S3/DynamoDB adapters against moto; and the one-time index build;
+//! 2. storage requests of a cold turn (new process-wide caches, index present, a new session) and
+//!    of a warm turn (the same session's next turn), by operation, on the real S3/DynamoDB adapters
+//!    against moto; and the one-time index build;
 //! 3. cold start of the release `http-turn` binary through the Lambda Runtime API (median of 3);
 //! 4. the state-1 system prompt the model is sent, and whether `find_skills` is offered;
-//! 5. peak RSS of `http-turn` after 21 turns;
+//! 5. peak RSS of `http-turn` after 21 turns (its cold turn and 20 more of that session);
 //! 6. storage requests as the compiled function logs them, which must agree with 2.
 //!
 //! Progress goes to stderr; the table at the end goes to stdout.
@@ -250,7 +251,7 @@ struct AwsFigures {
     /// A turn on a new `TurnService` (empty process-wide caches) with the index present.
     cold_ops: Ops,
     cold_wall: Duration,
-    /// The turns after it on the same service, each counted on its own.
+    /// The next turns of the same session on the same service, each counted on its own.
     warm_ops: Vec<Ops>,
     warm_wall: Duration,
     /// Whether a warm revalidation of the index kept the cached catalog (the GET was answered 304).
@@ -315,8 +316,8 @@ async fn aws_figures(stack: &Stack, user: &UserId) -> AwsFigures {
     let (cold_ops, cold_wall) = counted_turn(&service, &counter, user, "cold").await;
     let mut warm_ops = Vec::new();
     let mut warm_wall = Duration::ZERO;
-    for turn in 0..AWS_WARM_TURNS {
-        let (ops, wall) = counted_turn(&service, &counter, user, &format!("warm{turn}")).await;
+    for _ in 0..AWS_WARM_TURNS {
+        let (ops, wall) = counted_turn(&service, &counter, user, "cold").await;
         warm_ops.push(ops);
         warm_wall += wall;
     }
@@ -414,10 +415,10 @@ async fn function_figures(stack: &Stack, user: &UserId) -> FunctionFigures {
             figures.tools = tool_names(&first_request);
         }
         if run + 1 == COLD_STARTS {
-            for turn in 1..RSS_TURNS {
+            // The same session goes on, as a user's conversation does.
+            for _ in 1..RSS_TURNS {
                 let first = script_turn(stack);
-                let (_, _, ops) =
-                    function_turn(stack, &http, user, &format!("rss{turn}"), (first, Instant::now())).await;
+                let (_, _, ops) = function_turn(stack, &http, user, &session, (first, Instant::now())).await;
                 figures.log_warm.push(ops);
             }
             figures.rss_kib = http.pid().and_then(peak_rss_kib);

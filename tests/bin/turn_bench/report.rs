@@ -234,14 +234,26 @@ pub(super) fn print_targets(reports: &[SizeReport], listing_budget: usize) {
         let first = median(&functions[0].cold_starts).unwrap_or_default();
         let last = median(&functions[functions.len() - 1].cold_starts).unwrap_or_default();
         println!(
-            "- cold start at {} skills within 2× of cold start at {}: {:.0} ms vs {:.0} ms = {:.2}× — {}",
+            "- cold start at {} skills within 1.5× of cold start at {}: {:.0} ms vs {:.0} ms = {:.2}× — {}",
             thousands(reports[reports.len() - 1].skills as u64),
             thousands(reports[0].skills as u64),
             ms(last),
             ms(first),
             last.as_secs_f64() / first.as_secs_f64(),
-            verdict(last <= first * 2)
+            verdict(last.as_secs_f64() <= first.as_secs_f64() * 1.5)
         );
+        let (small, large) = (functions[0].rss_kib, functions[functions.len() - 1].rss_kib);
+        if let (Some(small), Some(large)) = (small, large) {
+            println!(
+                "- peak RSS at {} skills within 1.5× of peak RSS at {}: {:.1} MiB vs {:.1} MiB = {:.2}× — {}",
+                thousands(reports[reports.len() - 1].skills as u64),
+                thousands(reports[0].skills as u64),
+                large as f64 / 1024.0,
+                small as f64 / 1024.0,
+                large as f64 / small as f64,
+                verdict(large as f64 <= small as f64 * 1.5)
+            );
+        }
         let system = &functions[functions.len() - 1].system_prompt;
         let (listing, whole) = (tokens(listing_of(system).len()), tokens(system.len()));
         println!(

@@ -273,7 +273,11 @@ impl SkillLibrary {
             },
             Fetched::Changed(object) => match decode_index(&object.bytes) {
                 Ok(IndexRead::Usable(index)) => {
-                    let catalog = Arc::new(Catalog::new(index, object.etag));
+                    // The stored bytes go before the snapshot's lookups are built, so a large index
+                    // is not in memory twice over.
+                    let etag = object.etag;
+                    drop(object.bytes);
+                    let catalog = Arc::new(Catalog::new(index, etag));
                     self.catalogs.insert(user.clone(), catalog.clone());
                     return Ok(catalog);
                 }
