@@ -674,7 +674,7 @@ async fn a_session_in_the_older_layout_loads_and_its_next_commit_moves_its_meta_
     let (user, session) = ids("mover", "old");
     let t = now() - 100;
     let mut expected = Vec::new();
-    for version in 0..20u64 {
+    for version in 0..40u64 {
         let messages = turn(&format!("q{}", version + 1), &format!("a{}", version + 1));
         expected.extend(messages.clone());
         world.commit(&user, &session, version, messages, SessionState::default(), t).await.unwrap();
@@ -693,24 +693,24 @@ async fn a_session_in_the_older_layout_loads_and_its_next_commit_moves_its_meta_
         .await
         .unwrap();
 
-    // It loads as it did (20 turns: more than the first page holds).
+    // It loads as it did (40 turns: more than the first page holds).
     let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
-    assert_eq!((loaded.version, &loaded.history), (20, &expected));
+    assert_eq!((loaded.version, &loaded.history), (40, &expected));
     let (_, page) = world.stores.sessions.history_page(&user, &session, None, 5, 1 << 20).await.unwrap().unwrap();
-    assert_eq!(page.turns.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [20, 19, 18, 17, 16]);
+    assert_eq!(page.turns.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [40, 39, 38, 37, 36]);
 
     // A stale commit still conflicts and changes nothing.
     let before = world.raw_items("mover", "old").await;
-    let stale = world.commit(&user, &session, 19, turn("stale", "x"), SessionState::default(), t + 1).await;
+    let stale = world.commit(&user, &session, 39, turn("stale", "x"), SessionState::default(), t + 1).await;
     assert!(matches!(stale, Err(StoreError::Conflict)), "{stale:?}");
     assert_eq!(world.raw_items("mover", "old").await, before);
 
     // The next commit moves the meta item, keeping its creation time; the same request again is
     // recognised as applied.
     let commit = TurnCommit {
-        expected_version: 20,
-        new_messages: turn("q21", "a21"),
-        history_len: 40,
+        expected_version: 40,
+        new_messages: turn("q41", "a41"),
+        history_len: 80,
         state: SessionState::default(),
         now: t + 2,
         commit_token: "move-it".into(),
@@ -720,10 +720,10 @@ async fn a_session_in_the_older_layout_loads_and_its_next_commit_moves_its_meta_
     world.stores.sessions.commit(&user, &session, &commit).await.unwrap();
     assert!(world.raw_item("mover", "old", aws_store::LEGACY_META_SORT_KEY).await.is_none());
     let moved = world.raw_item("mover", "old", META_SORT_KEY).await.expect("the meta item at its new key");
-    assert_eq!((&moved["version"], &moved["created_at"]), (&n(21), &n(t)));
+    assert_eq!((&moved["version"], &moved["created_at"]), (&n(41), &n(t)));
     let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");
-    expected.extend(turn("q21", "a21"));
-    assert_eq!((loaded.version, &loaded.history), (21, &expected));
-    world.commit(&user, &session, 21, turn("q22", "a22"), SessionState::default(), t + 3).await.unwrap();
-    assert_eq!(world.stores.sessions.load(&user, &session).await.unwrap().unwrap().version, 22);
+    expected.extend(turn("q41", "a41"));
+    assert_eq!((loaded.version, &loaded.history), (41, &expected));
+    world.commit(&user, &session, 41, turn("q42", "a42"), SessionState::default(), t + 3).await.unwrap();
+    assert_eq!(world.stores.sessions.load(&user, &session).await.unwrap().unwrap().version, 42);
 }

@@ -16,9 +16,10 @@ use crate::codec::{s, Item, Reader};
 const LOAD_PAGE_TURNS: i32 = 32;
 /// Turns the first Query of a load reads after the meta item. The summary that says how many are
 /// needed is in that meta item, so the first page cannot be sized to it: this many covers the
-/// unsummarised turns of a summarised session (a summary is taken every few turns), so a load is
-/// one request; more are read on a second page.
-const FIRST_PAGE_TURNS: i32 = 16;
+/// unsummarised turns of a summarised session (a summary is taken every few turns) and a short
+/// conversation's whole history, so a load is one request; more are read on a second page. The
+/// price is read capacity for turns the summary already covers, never another request.
+const FIRST_PAGE_TURNS: i32 = 32;
 
 /// One stored turn as read, before its messages are decoded.
 pub(super) struct RawTurn {
