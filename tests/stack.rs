@@ -104,6 +104,16 @@ impl Stack {
         json!({ "Records": records })
     }
 
+    /// The EventBridge event S3 sends for `key` (what the template's `SkillsIndexRule` delivers),
+    /// from the sample event with this stack's bucket.
+    pub fn bridge_event(&self, key: &str, created: bool) -> Value {
+        let mut event = sample_event("eventbridge-file-created.json");
+        event["detail-type"] = json!(if created { "Object Created" } else { "Object Deleted" });
+        event["detail"]["bucket"]["name"] = json!(self.bucket);
+        event["detail"]["object"]["key"] = json!(key);
+        event
+    }
+
     pub async fn delete(&self, key: &str) {
         self.s3.delete_object().bucket(&self.bucket).key(key).send().await.expect("delete object");
     }

@@ -1,7 +1,7 @@
 //! The permissions `template.yaml` gives the turn functions, rendered for given parameters the way
 //! CloudFormation resolves them (conditions, `!If`, `!Sub`, `!Join`, `!Select`, `!Split`, pseudo parameters):
 //! the Bedrock policy for a model id and for an inference profile ARN, and the model key's grant
-//! apart from the tenants' expert secrets.
+//! apart from the tenants' expert secrets; the skills index fed every file under a tenant's skills/.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -362,4 +362,39 @@ fn allowed_by(pattern: &str, value: &str) -> bool {
         Some(1) => false,
         other => panic!("python3 failed on {pattern}: {other:?}"),
     }
+}
+
+#[test]
+fn every_file_under_a_tenants_skills_reaches_the_skills_index_and_nothing_else_does() {
+    let stack = Rendered::new(&[]);
+    let bucket = stack.resource("SkillsBucket").expect("the bucket");
+    assert_eq!(bucket["NotificationConfiguration"], json!({"EventBridgeConfiguration": {"EventBridgeEnabled": true}}));
+    let rule = stack.resource("SkillsIndexRule").expect("the rule");
+    let pattern = &rule["EventPattern"];
+    assert_eq!(pattern["source"], json!(["aws.s3"]));
+    assert_eq!(pattern["detail-type"], json!(["Object Created", "Object Deleted"]));
+    assert_eq!(pattern["detail"]["bucket"]["name"], json!([bucket["BucketName"]]), "the rule watches the bucket");
+    assert_eq!(rule["Targets"][0]["Arn"], json!("{SkillsIndexFunction}"));
+    let wildcards: Vec<&str> = pattern["detail"]["object"]["key"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|key| key["wildcard"].as_str())
+        .collect();
+    // An EventBridge wildcard's `*` matches any run of characters, `/` included.
+    let matched = |key: &str| wildcards.iter().any(|wildcard| iam_matches(wildcard, key));
+    for key in [
+        "user-1/skills/pdf/SKILL.md",
+        "user-1/skills/pdf/forms/guide.md",
+        "user-1/skills/docs/memo/examples/one.md",
+        "user-1/skills/BASE_PROMPT.md",
+    ] {
+        assert!(matched(key), "{key} reaches the index");
+    }
+    for key in ["user-1/catalog/index.json", "user-1/workspaces/s1/blobs/SKILL.md", "user-1/sessions/s1/turn-3.json"] {
+        assert!(!matched(key), "{key} does not");
+    }
+    let permission = stack.resource("SkillsIndexInvokePermission").expect("the permission");
+    assert_eq!(permission["Principal"], json!("events.amazonaws.com"));
+    assert_eq!(permission["SourceArn"], json!("{SkillsIndexRule}"));
 }

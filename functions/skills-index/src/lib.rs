@@ -1,6 +1,8 @@
-//! The skills-index contract: S3 event notifications for files created or removed under a tenant's
-//! `skills/` prefix update only what they change in the tenant's catalog index (a SKILL.md's or
-//! BASE_PROMPT.md's entry; for any other file, the file list of the skill it belongs to);
+//! The skills-index contract: S3 events for files created or removed under a tenant's `skills/`
+//! prefix update only what they change in the tenant's catalog index (a SKILL.md's or
+//! BASE_PROMPT.md's entry; for any other file, the file list of the skill it belongs to). They
+//! come as EventBridge events (`Object Created` / `Object Deleted`, what the template deploys,
+//! since only EventBridge can match every file under `*/skills/`) or as S3 event notifications;
 //! `{"rebuild": {"user_id": "..."}}` rebuilds one tenant's index from a listing.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -16,7 +18,7 @@ use thiserror::Error;
 /// update re-reads the files it names, so a retry is safe.
 #[derive(Debug, Error)]
 pub enum IndexError {
-    #[error("the event is neither an S3 event notification nor a rebuild request: {0}")]
+    #[error("the event is neither an S3 event (notification or EventBridge) nor a rebuild request: {0}")]
     BadEvent(String),
     #[error("invalid user id in the rebuild request: {0}")]
     BadUser(String),
@@ -36,6 +38,25 @@ struct RebuildTarget {
     user_id: String,
 }
 
+/// An S3 event as EventBridge delivers it; only what the index needs is read.
+#[derive(Debug, Deserialize)]
+struct BridgeEvent {
+    source: String,
+    #[serde(rename = "detail-type")]
+    detail_type: String,
+    detail: BridgeDetail,
+}
+
+#[derive(Debug, Deserialize)]
+struct BridgeDetail {
+    object: BridgeObject,
+}
+
+#[derive(Debug, Deserialize)]
+struct BridgeObject {
+    key: String,
+}
+
 /// S3 writes object keys in events URL-encoded, with `+` for a space.
 pub fn decode_event_key(raw: &str) -> String {
     let spaced = raw.replace('+', " ");
@@ -45,13 +66,34 @@ pub fn decode_event_key(raw: &str) -> String {
 /// The changed files of each tenant named by `event`; keys outside a tenant's `skills/` prefix are
 /// ignored. Returns them and how many records were ignored.
 pub fn changes_by_tenant(event: &S3Event) -> (BTreeMap<UserId, BTreeSet<String>>, usize) {
-    let mut changes: BTreeMap<UserId, BTreeSet<String>> = BTreeMap::new();
-    let mut ignored = 0;
-    for record in &event.records {
+    tenant_changes(event.records.iter().map(|record| {
         let name = record.event_name.as_deref().unwrap_or_default();
         let relevant = name.starts_with("ObjectCreated") || name.starts_with("ObjectRemoved");
-        let key = record.s3.object.key.as_deref().map(decode_event_key);
-        match key.as_deref().filter(|_| relevant).and_then(tenant_file) {
+        (name, record.s3.object.key.as_deref().filter(|_| relevant))
+    }))
+}
+
+/// [`changes_by_tenant`] for one EventBridge event: `Object Created` or `Object Deleted` from S3.
+/// Its key is decoded as a notification's is: a valid skill path has neither `+` nor `%`, so the
+/// decoding changes nothing in any key the index would keep.
+fn bridge_changes(event: &BridgeEvent) -> (BTreeMap<UserId, BTreeSet<String>>, usize) {
+    let relevant =
+        event.source == "aws.s3" && matches!(event.detail_type.as_str(), "Object Created" | "Object Deleted");
+    tenant_changes(std::iter::once((
+        event.detail_type.as_str(),
+        Some(event.detail.object.key.as_str()).filter(|_| relevant),
+    )))
+}
+
+/// Groups `(event name, key if the event is a create or a delete)` by tenant.
+fn tenant_changes<'a>(
+    events: impl Iterator<Item = (&'a str, Option<&'a str>)>,
+) -> (BTreeMap<UserId, BTreeSet<String>>, usize) {
+    let mut changes: BTreeMap<UserId, BTreeSet<String>> = BTreeMap::new();
+    let mut ignored = 0;
+    for (name, key) in events {
+        let key = key.map(decode_event_key);
+        match key.as_deref().and_then(tenant_file) {
             Some((user, file)) => {
                 changes.entry(user).or_default().insert(file);
             }
@@ -74,8 +116,13 @@ pub async fn handle(objects: &dyn ObjectStore, event: Value) -> Result<Value, In
             update_index(objects, &user, &[], true).await.map_err(|first| IndexError::Storage { failed: 1, first })?;
         return Ok(json!({"tenants": 1, "rebuilt": 1, "skills": outcome.skills, "retries": outcome.retries}));
     }
-    let event: S3Event = serde_json::from_value(event).map_err(|err| IndexError::BadEvent(err.to_string()))?;
-    let (changes, ignored) = changes_by_tenant(&event);
+    let (changes, ignored) = if event.get("detail-type").is_some() {
+        let event: BridgeEvent = serde_json::from_value(event).map_err(|err| IndexError::BadEvent(err.to_string()))?;
+        bridge_changes(&event)
+    } else {
+        let event: S3Event = serde_json::from_value(event).map_err(|err| IndexError::BadEvent(err.to_string()))?;
+        changes_by_tenant(&event)
+    };
     let (mut updated, mut rebuilt, mut retries) = (0, 0, 0);
     let mut failures = Vec::new();
     // Tenants are independent: one tenant's failure does not stop the others' updates.

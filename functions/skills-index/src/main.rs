@@ -1,5 +1,5 @@
-//! Lambda entry point of `skills-index`: builds the S3 client once, then serves S3 event
-//! notifications and manual rebuild requests.
+//! Lambda entry point of `skills-index`: builds the S3 client once, then serves S3 events (from
+//! EventBridge or as notifications) and manual rebuild requests.
 
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use serde_json::Value;
