@@ -72,7 +72,7 @@ impl World {
             .items()
             .iter()
             .filter_map(|item| item.get("sk").and_then(|sk| sk.as_s().ok()).cloned())
-            .filter(|sk| sk.starts_with("TURN#"))
+            .filter(|sk| sk.starts_with(aws_store::TURN_SORT_KEY_PREFIX) && sk != aws_store::META_SORT_KEY)
             .collect()
     }
 }
