@@ -1,7 +1,8 @@
 //! Every log line of a turn names its invocation and its turn: the compiled `stream-turn`,
 //! `http-turn` and `queue-turn` functions log JSON lines whose spans carry the Lambda `requestId`
-//! and the turn's `turnId`, streamed turns included (they run in a task of their own), and a
-//! turn delivered again under its idempotency key keeps its `turnId`.
+//! and the turn's `turnId` (with its `sessionId`, `strategy` and `tenant` tag), streamed turns
+//! included (they run in a task of their own), and a turn delivered again under its idempotency key
+//! keeps its `turnId`. The turn's summary and metrics lines name them too.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -35,13 +36,17 @@ fn message(line: &Value) -> &str {
     line["fields"]["message"].as_str().unwrap_or_default()
 }
 
-/// A field of one of the spans the line was logged in.
+/// A field of one of the spans the line was logged in; for a metrics (EMF) line, which has no
+/// spans, the member of that name it carries for the same purpose.
 fn span_field<'a>(line: &'a Value, name: &str) -> Option<&'a str> {
+    if line.get("_aws").is_some() {
+        return line.get(name)?.as_str();
+    }
     line["spans"].as_array()?.iter().find_map(|span| span.get(name)?.as_str())
 }
 
 /// Checks that every line names one of `request_ids`, and every line but the invocation's
-/// `storage requests` total a turn; returns the turn ids seen per request id, in order of lines.
+/// `storage requests` total a turn (its session, strategy and tenant tag too); returns the turn ids seen per request id, in order of lines.
 fn turn_ids_by_request(lines: &[Value], request_ids: &[&str]) -> Vec<(String, BTreeSet<String>)> {
     assert!(!lines.is_empty(), "nothing was logged");
     let mut seen: Vec<(String, BTreeSet<String>)> =
@@ -57,6 +62,13 @@ fn turn_ids_by_request(lines: &[Value], request_ids: &[&str]) -> Vec<(String, BT
         }
         let turn = span_field(line, "turnId").unwrap_or_else(|| panic!("a line without its turnId: {line}"));
         slot.1.insert(turn.to_owned());
+        if line.get("_aws").is_none() {
+            let session = span_field(line, "sessionId").unwrap_or_else(|| panic!("a line without its session: {line}"));
+            assert!(turn.starts_with(&format!("{session}/")), "{line}");
+            assert_eq!(span_field(line, "strategy"), Some("skills"), "{line}");
+            let tenant = span_field(line, "tenant").unwrap_or_else(|| panic!("a line without its tenant: {line}"));
+            assert!(tenant.len() == 16 && tenant.chars().all(|c| c.is_ascii_hexdigit()), "{line}");
+        }
     }
     seen
 }
@@ -114,6 +126,8 @@ async fn every_line_of_an_http_turn_names_its_invocation_and_its_turn() {
         assert_eq!(status, 200, "{body}");
     }
     let lines = invocation_lines(&http, mark, 3).await;
+    let summaries = lines.iter().filter(|line| message(line) == "turn summary").count();
+    assert_eq!(summaries, 3, "one summary line per turn");
     let seen = turn_ids_by_request(&lines, &["req-2", "req-3", "req-4"]);
     for (request, turns) in &seen {
         assert_eq!(turns.len(), 1, "{request} logged one turn: {turns:?}");

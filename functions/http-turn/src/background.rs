@@ -74,6 +74,9 @@ pub(crate) async fn accept(
         })?;
     }
     tracing::info!(session = %session, turn_id, new = waiting, "background turn accepted");
+    if waiting {
+        agent_app::metrics::put_count("BackgroundTurnsQueued", 1);
+    }
     let poll = format!("/sessions/{session}/turns/{turn_id}");
     Ok(Answer {
         status: 202,

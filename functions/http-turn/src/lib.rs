@@ -2,7 +2,7 @@
 //! every failure to a precise status with a JSON error body safe to show a client.
 
 use agent_app::queue::TurnQueue;
-use agent_core::skills::Catalog;
+use agent_core::skills::{Catalog, CatalogView};
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile, MAX_MESSAGE_BYTES};
 use agent_core::{IdempotencyKey, ModelError, SessionId, StoreError, TicketId, UserId};
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
@@ -22,9 +22,11 @@ const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096;
 mod background;
 mod files;
 mod session_view;
+mod usage;
 pub use files::INLINE_MAX_BYTES;
 use session_view::session_view;
 pub use session_view::PageRequest;
+pub use usage::{parse_day, usage_range, MAX_USAGE_DAYS};
 
 /// The request header that carries a client's idempotency key.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
@@ -37,11 +39,13 @@ pub struct ApiError {
     pub status: u16,
     pub code: &'static str,
     pub message: String,
+    /// Seconds after which the same request may succeed (`Retry-After`), when the failure says.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
     pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into() }
+        Self { status, code, message: message.into(), retry_after: None }
     }
 
     /// The JSON body every error answers with.
@@ -91,6 +95,17 @@ impl From<TurnError> for ApiError {
                     format!("the turn with this Idempotency-Key failed earlier ({earlier}); send it with a new key"),
                 )
             }
+            TurnError::QuotaExceeded { used, budget, retry_after_secs } => ApiError {
+                retry_after: Some(retry_after_secs),
+                ..ApiError::new(
+                    429,
+                    "quota_exceeded",
+                    format!(
+                        "today's token budget is spent ({used} of {budget} tokens); nothing was sent to the \
+                         model. It renews at 00:00 UTC"
+                    ),
+                )
+            },
             TurnError::OutOfTime => ApiError::new(
                 503,
                 "out_of_time",
@@ -181,7 +196,11 @@ pub async fn handle(
         }
         Err(err) => {
             tracing::info!(status = err.status, code = err.code, request_id, "request refused");
-            respond(err.status, &err.body())
+            let mut response = respond(err.status, &err.body());
+            if let Some(seconds) = err.retry_after {
+                response.headers.insert("retry-after", HeaderValue::from(seconds));
+            }
+            response
         }
     }
 }
@@ -241,12 +260,14 @@ async fn route(
         ["sessions", id] if method == Method::GET => Route::GetSession(id),
         ["sessions", id, "turns", turn] if method == Method::GET => Route::GetTurn(id, turn),
         ["skills"] if method == Method::GET => Route::ListSkills,
+        ["usage"] if method == Method::GET => Route::Usage,
         ["sessions", id, "files", path @ ..] if !path.is_empty() && method == Method::GET => Route::GetFile(id, path),
         ["sessions", _, "turns"]
         | ["sessions", _]
         | ["sessions", _, "turns", _]
         | ["sessions", _, "files", _, ..]
-        | ["skills"] => {
+        | ["skills"]
+        | ["usage"] => {
             return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on this path")))
         }
         _ => return Err(not_found()),
@@ -261,10 +282,19 @@ async fn route(
             }
             let request = turn_request(user, session, body, &event.headers, profile_from_claims(event), deadline)?;
             let span = agent_app::turn_span(&request, event.request_context.request_id.as_deref().unwrap_or(""));
-            let reply = tracing::Instrument::instrument(service.run_turn(request), span).await?;
+            agent_app::traces::set_incoming_parent(&span, agent_app::traces::trace_headers(&event.headers));
+            let reply = tracing::Instrument::instrument(service.run_turn(request), span.clone()).await;
+            // The turn's status and error code, for its summary line and metrics (when `span` closes).
+            let reply = span.in_scope(|| reply.map_err(ApiError::from));
+            match &reply {
+                Ok(reply) => agent_app::metrics::record_turn(&span, 200, None, Some(reply)),
+                Err(err) => agent_app::metrics::record_turn(&span, err.status, Some(err.code), None),
+            }
+            let reply = reply?;
             let body = serde_json::to_value(&reply).map_err(|_| internal_error())?;
             Ok(Answer { status: 200, body: body.into(), headers: Vec::new(), replayed: reply.replayed })
         }
+        Route::Usage => Ok(usage::usage(service, &user, event).await?.into()),
         Route::GetTurn(id, turn) => {
             let session = parse_session_id(id)?;
             background::status(service, &user, &session, turn).await
@@ -275,8 +305,8 @@ async fn route(
         }
         Route::ListSkills => {
             let page = SkillsPage::from_query(event)?;
-            let catalog = service.skill_catalog(&user).await?;
-            Ok(skills_view(&catalog, &page, service.sandbox_name().is_some()).into())
+            let (catalog, view) = service.skill_catalog_view(&user).await?;
+            Ok(skills_view(&catalog, &view, &page, service.sandbox_name().is_some()).into())
         }
         Route::GetSession(id) => {
             let session_id = parse_session_id(id)?;
@@ -296,6 +326,7 @@ enum Route<'a> {
     GetSession(&'a str),
     GetFile(&'a str, &'a [&'a str]),
     ListSkills,
+    Usage,
 }
 
 /// Skills per page of `GET /skills`, by default and at most: a page stays far below Lambda's
@@ -335,8 +366,8 @@ impl SkillsPage {
 /// declares and what was repaired, and every skipped SKILL.md with the reason.
 /// The catalog as its owner reads it. Without a sandbox, `execute` is not among a skill's tools and
 /// its `Bash` declarations get the warning any tool this deployment lacks gets.
-fn skills_view(catalog: &Catalog, page: &SkillsPage, has_sandbox: bool) -> Value {
-    let entries = catalog.entries();
+fn skills_view(catalog: &Catalog, view: &CatalogView, page: &SkillsPage, has_sandbox: bool) -> Value {
+    let entries = &view.entries;
     let start = match &page.after {
         Some(after) => entries.partition_point(|entry| entry.path.to_string().as_str() <= after.as_str()),
         None => 0,
@@ -378,15 +409,14 @@ fn skills_view(catalog: &Catalog, page: &SkillsPage, has_sandbox: bool) -> Value
         })
         .collect();
     let next_cursor = (start + shown.len() < entries.len()).then(|| shown.last().map(|e| e.path.to_string())).flatten();
-    let index = catalog.index();
     // Skipped files are few in practice; a page of them keeps the answer bounded all the same.
-    let skipped: Vec<Value> = index
+    let skipped: Vec<Value> = view
         .skipped
-        .values()
+        .iter()
         .take(MAX_SKILLS_PAGE)
         .map(|skipped| json!({"file": skipped.file, "reason": skipped.reason}))
         .collect();
-    let base_prompt = index.base_prompt.as_ref().map(|base| {
+    let base_prompt = catalog.base_prompt_entry().map(|base| {
         json!({"file": "BASE_PROMPT.md", "size": base.size, "usable": base.text.is_some(), "problem": base.problem})
     });
     json!({
@@ -394,7 +424,7 @@ fn skills_view(catalog: &Catalog, page: &SkillsPage, has_sandbox: bool) -> Value
         "skills": skills,
         "next_cursor": next_cursor,
         "skipped": skipped,
-        "skipped_count": index.skipped.len(),
+        "skipped_count": view.skipped.len(),
         "base_prompt": base_prompt,
     })
 }

@@ -1,5 +1,7 @@
 //! The queue contract: each SQS record is one turn; the response names exactly the records that
 //! failed or were malformed, so SQS retries them and finally moves them to the dead-letter queue.
+//! A background turn refused by the tenant's daily token budget is recorded as failed
+//! (`quota_exceeded`) and deleted, not retried: its poller sees the refusal at once.
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -52,6 +54,18 @@ enum RecordError {
     OutOfTime,
 }
 
+impl RecordError {
+    /// The error code of the record's turn summary and metrics.
+    fn code(&self) -> &'static str {
+        match self {
+            RecordError::Malformed(_) => "malformed_record",
+            RecordError::Turn(error) => error.code,
+            RecordError::BlockedByEarlierFailure => "blocked",
+            RecordError::OutOfTime => "out_of_time",
+        }
+    }
+}
+
 /// Failures that the same request would meet again: retrying them cannot help.
 fn is_permanent(err: &TurnError) -> bool {
     matches!(
@@ -61,6 +75,10 @@ fn is_permanent(err: &TurnError) -> bool {
             | TurnError::IdempotencyMismatch
             | TurnError::Config(_)
             | TurnError::Model(agent_core::ModelError::ContextTooLarge { .. })
+            // Retrying before the day turns would be refused the same way, and a day is beyond
+            // any redelivery: the background turn fails for good; another record goes to the
+            // dead-letter queue after its retries, to be redriven once the budget renews.
+            | TurnError::QuotaExceeded { .. }
     )
 }
 
@@ -89,6 +107,7 @@ pub async fn handle(
         let group = record.attributes.get("MessageGroupId").cloned();
         // The record's lines name its turn once `process` knows it.
         let span = agent_app::unnamed_turn_span();
+        agent_app::traces::set_record_parent(&span, record.attributes.get("AWSTraceHeader").map(String::as_str));
         let outcome = if group.as_ref().is_some_and(|g| failed_groups.contains(g)) {
             Err(RecordError::BlockedByEarlierFailure)
         } else if deadline.is_some_and(|at| at.saturating_duration_since(Instant::now()) < MIN_TIME_FOR_A_TURN) {
@@ -97,6 +116,7 @@ pub async fn handle(
             process(service, &record, deadline, continuations, max_receives).instrument(span.clone()).await
         };
         if let Err(err) = outcome {
+            agent_app::metrics::record_turn(&span, "retried", Some(err.code()), None);
             span.in_scope(|| tracing::warn!(message_id = %id, error = %err, "record failed; SQS will retry it"));
             if let Some(group) = group {
                 failed_groups.insert(group);
@@ -149,7 +169,10 @@ async fn process(
     let reply = match turn.unwrap_or_else(|_| Err(TurnError::Internal("the turn panicked".to_owned()))) {
         Ok(reply) => reply,
         // Recorded for the poller already: nothing more to do with this delivery.
-        Err(TurnError::AlreadyFailed { .. }) => return Ok(()),
+        Err(TurnError::AlreadyFailed { .. }) => {
+            agent_app::metrics::record_turn(&tracing::Span::current(), "skipped", Some("turn_failed"), None);
+            return Ok(());
+        }
         Err(err) => {
             let for_good = is_permanent(&err) || receive_count(record) >= max_receives;
             let error = ApiError::from(err);
@@ -157,6 +180,7 @@ async fn process(
                 let now = time::OffsetDateTime::now_utc();
                 match service.fail_background(&user, &session, &idempotency, &error.stored(), now).await {
                     Ok(true) => {
+                        agent_app::metrics::record_turn(&tracing::Span::current(), "failed", Some(error.code), None);
                         tracing::warn!(session = %session, code = error.code, "background turn failed for good");
                         return Ok(());
                     }
@@ -167,6 +191,7 @@ async fn process(
             return Err(RecordError::Turn(error));
         }
     };
+    agent_app::metrics::record_turn(&tracing::Span::current(), "completed", None, Some(&reply));
     tracing::info!(
         message_id = record.message_id.as_deref().unwrap_or(""),
         session = %reply.session_id,

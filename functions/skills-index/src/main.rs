@@ -9,11 +9,22 @@ async fn main() -> Result<(), Error> {
     agent_app::init_logging();
     let storage_requests = agent_app::CallCounter::new();
     let objects = aws_store::S3ObjectStore::from_env(Some(storage_requests.clone())).await?;
+    // The turns' listing budget, from the settings they read (LLM_MODEL, LLM_CONTEXT_TOKENS,
+    // SKILL_LISTING_TOKENS), so the index keeps their listing rendered.
+    let listing_budget = agent_app::agent_config(|name| std::env::var(name).ok()).ok().map(|c| c.listing_tokens());
     lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| {
         let (objects, storage_requests) = (&objects, &storage_requests);
         async move {
-            let outcome = agent_app::with_request_log(storage_requests, skills_index::handle(objects, event.payload));
-            outcome.await.map_err(Error::from)
+            let outcome = agent_app::with_request_log(
+                storage_requests,
+                skills_index::handle(objects, event.payload, listing_budget),
+            );
+            let outcome = outcome.await;
+            // Indexes built from a listing (none, or an older format, was found), as a metric.
+            if let Some(rebuilt) = outcome.as_ref().ok().and_then(|done| done["rebuilt"].as_u64()).filter(|&n| n > 0) {
+                agent_app::metrics::put_count("CatalogIndexRebuilds", rebuilt);
+            }
+            outcome.map_err(Error::from)
         }
     }))
     .await

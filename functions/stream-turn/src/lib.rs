@@ -56,10 +56,27 @@ pub async fn handle(
             tracing::info!(status = err.status, code = err.code, request_id, "request refused");
             error_response(&err)
         }
-        Ok(Accepted { request, events: true }) => event_stream(app, request, &request_id),
+        Ok(Accepted { request, events: true }) => {
+            // A tenant over its daily budget gets its 429 before a stream's 200 is sent (a read only
+            // when a budget is configured); the turn checks again itself.
+            match app.service.check_budget(&request.user, request.now).await {
+                Ok(()) => event_stream(app, request, &request_id, &event.headers),
+                Err(err) => {
+                    let err = ApiError::from(err);
+                    tracing::info!(status = err.status, code = err.code, request_id, "request refused");
+                    error_response(&err)
+                }
+            }
+        }
         Ok(Accepted { request, events: false }) => {
             let span = agent_app::turn_span(&request, &request_id);
-            match app.service.run_turn(request).instrument(span).await.map_err(ApiError::from).and_then(|reply| {
+            agent_app::traces::set_incoming_parent(&span, agent_app::traces::trace_headers(&event.headers));
+            let answer = app.service.run_turn(request).instrument(span.clone()).await;
+            let answer = span.in_scope(|| answer.map_err(ApiError::from));
+            record_outcome(&span, &answer);
+            drop(span);
+            agent_app::traces::flush().await;
+            match answer.and_then(|reply| {
                 let body = serde_json::to_value(&reply).map_err(|_| internal_error())?;
                 Ok((body, reply.replayed))
             }) {
@@ -137,7 +154,7 @@ fn wants_events(headers: &HeaderMap) -> bool {
 /// when the turn has ended (`turn.completed` or `turn.failed`). The task does not depend on the
 /// stream being read, so a client that goes away does not stop the turn from committing. The task
 /// runs in the turn's span, a child of the invocation's, so its lines carry both ids.
-fn event_stream(app: &App, request: TurnRequest, request_id: &str) -> StreamResponse<BodyStream> {
+fn event_stream(app: &App, request: TurnRequest, request_id: &str, headers: &HeaderMap) -> StreamResponse<BodyStream> {
     let (sender, mut receiver) = mpsc::unbounded_channel::<Bytes>();
     let heartbeat = sender.downgrade();
     tokio::spawn(async move {
@@ -154,22 +171,29 @@ fn event_stream(app: &App, request: TurnRequest, request_id: &str) -> StreamResp
     });
     let (service, counter) = (app.service.clone(), app.storage_requests.clone());
     let span = agent_app::turn_span(&request, request_id);
+    agent_app::traces::set_incoming_parent(&span, agent_app::traces::trace_headers(headers));
     let turn = async move {
         let observer = SseObserver { sender };
-        let outcome = agent_app::with_request_log(&counter, service.run_turn_observed(request, &observer)).await;
-        let (name, body) = match outcome
-            .map_err(ApiError::from)
-            .and_then(|reply| serde_json::to_value(&reply).map_err(|_| internal_error()))
-        {
-            Ok(reply) => ("turn.completed", reply),
-            Err(err) => {
-                tracing::info!(status = err.status, code = err.code, "streamed turn failed");
-                ("turn.failed", err.body())
+        // The turn's span closes (and its summary and metrics are written) before the last event
+        // ends the response, after which Lambda may freeze the process.
+        let (name, body) = async {
+            let outcome = agent_app::with_request_log(&counter, service.run_turn_observed(request, &observer)).await;
+            let outcome = outcome.map_err(ApiError::from);
+            record_outcome(&tracing::Span::current(), &outcome);
+            match outcome.and_then(|reply| serde_json::to_value(&reply).map_err(|_| internal_error())) {
+                Ok(reply) => ("turn.completed", reply),
+                Err(err) => {
+                    tracing::info!(status = err.status, code = err.code, "streamed turn failed");
+                    ("turn.failed", err.body())
+                }
             }
-        };
+        }
+        .instrument(span)
+        .await;
+        agent_app::traces::flush().await;
         observer.send(name, &body);
     };
-    tokio::spawn(turn.instrument(span));
+    tokio::spawn(turn);
     let stream = futures::stream::poll_fn(move |context| receiver.poll_recv(context).map(|chunk| chunk.map(Ok)));
     let mut headers = HeaderMap::new();
     headers.insert("content-type", HeaderValue::from_static("text/event-stream; charset=utf-8"));
@@ -178,6 +202,14 @@ fn event_stream(app: &App, request: TurnRequest, request_id: &str) -> StreamResp
     StreamResponse {
         metadata_prelude: MetadataPrelude { status_code: StatusCode::OK, headers, cookies: Vec::new() },
         stream: Box::pin(stream),
+    }
+}
+
+/// Records the turn's status (as the JSON answer would have it) and error code on its span.
+fn record_outcome(span: &tracing::Span, outcome: &Result<agent_core::turn::TurnReply, ApiError>) {
+    match outcome {
+        Ok(reply) => agent_app::metrics::record_turn(span, 200, None, Some(reply)),
+        Err(err) => agent_app::metrics::record_turn(span, err.status, Some(err.code), None),
     }
 }
 
@@ -211,6 +243,9 @@ fn error_response(err: &ApiError) -> StreamResponse<BodyStream> {
     let mut headers = json_headers();
     if err.status == 401 {
         headers.insert("www-authenticate", HeaderValue::from_static("Bearer"));
+    }
+    if let Some(seconds) = err.retry_after {
+        headers.insert("retry-after", HeaderValue::from(seconds));
     }
     let status = StatusCode::from_u16(err.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     whole_body(status, headers, err.body().to_string())

@@ -12,8 +12,10 @@ use agent_core::turn::{AgentConfig, TurnService};
 use thiserror::Error;
 
 pub mod jwt;
+pub mod metrics;
 pub mod model_key;
 pub mod queue;
+pub mod traces;
 
 pub use aws_store::CallCounter;
 pub use jwt::{bearer_token, JwtConfig, JwtError, JwtVerifier, VerifiedClaims};
@@ -79,6 +81,9 @@ pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConf
     }
     config.summary_threshold = tokens("HISTORY_SUMMARY_TOKENS", 256)?;
     config.skill_listing_tokens = tokens("SKILL_LISTING_TOKENS", 200)?;
+    // The label the configured model's calls are counted under in each tenant's usage.
+    config.model_id = model.trim().to_owned();
+    config.daily_token_budget = daily_token_budget(&lookup)?;
 
     if let Some(value) = lookup("AGENT_STRATEGY") {
         config.strategy = value.parse().map_err(|reason| ConfigError::Invalid { name: "AGENT_STRATEGY", reason })?;
@@ -114,6 +119,22 @@ pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConf
     Ok(config)
 }
 
+/// `DAILY_TOKEN_BUDGET`: the tokens (input and output) a tenant may use a UTC day unless an
+/// operator set its own; unset, empty or 0 for no budget.
+fn daily_token_budget(lookup: &impl Fn(&str) -> Option<String>) -> Result<Option<u64>, ConfigError> {
+    match lookup("DAILY_TOKEN_BUDGET").map(|value| value.trim().to_owned()).filter(|value| !value.is_empty()) {
+        None => Ok(None),
+        Some(value) => match value.parse::<u64>() {
+            Ok(0) => Ok(None),
+            Ok(tokens) => Ok(Some(tokens)),
+            Err(_) => Err(ConfigError::Invalid {
+                name: "DAILY_TOKEN_BUDGET",
+                reason: format!("expected a whole number of tokens (0 for no budget), got `{value}`"),
+            }),
+        },
+    }
+}
+
 fn env_lookup(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
@@ -130,12 +151,19 @@ pub struct App {
 /// attached, the provider named by `LLM_PROVIDER` (its key from `LLM_API_KEY_SECRET` or
 /// `LLM_API_KEY`, see [`model_key`]), and the agent settings.
 pub async fn app_from_env() -> Result<App, ConfigError> {
-    let config = agent_config(env_lookup)?;
+    let mut config = agent_config(env_lookup)?;
     // One resolver for the model key and the experts' secrets, so both share its cache.
     let secrets = Arc::new(experts::AwsSecretResolver::from_env());
     let llm_config = model_key::llm_config(env_lookup, secrets.as_ref()).await?;
     let model = llm::build(&llm_config).await?;
+    config.model_provider = llm_config.provider.as_str().to_owned();
     let storage_requests = CallCounter::new();
+    // Each turn's summary line names the storage requests it made.
+    metrics::count_storage(&storage_requests);
+    let _ = STRATEGY.set(match config.strategy {
+        agent_core::turn::Strategy::Skills => "skills",
+        agent_core::turn::Strategy::Planner => "planner",
+    });
     let stores = aws_store::AwsStores::from_env(Some(storage_requests.clone()))
         .await
         .map_err(|err| ConfigError::Storage(err.to_string()))?;
@@ -220,19 +248,30 @@ pub fn operations_since(before: &BTreeMap<String, u64>, after: &BTreeMap<String,
 
 /// JSON logs when Lambda asks for them (`AWS_LAMBDA_LOG_FORMAT=JSON`), text otherwise; `RUST_LOG` filters.
 /// Each JSON line lists its spans (`spans`): the runtime's invocation span with `requestId`, and a
-/// turn's [`turn_span`] with `turnId`.
+/// turn's [`turn_span`] with `turnId`. When the deployment names an OTLP endpoint, the spans are
+/// also exported as traces ([`traces`]).
 pub fn init_logging() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    use tracing_subscriber::Layer;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|format| format.eq_ignore_ascii_case("json"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_target(false);
-    let result = if json {
-        builder.json().with_current_span(false).without_time().try_init()
-    } else {
-        builder.without_time().try_init()
+    let fmt = tracing_subscriber::fmt::layer().with_target(false).without_time();
+    let fmt = if json { fmt.json().with_current_span(false).boxed() } else { fmt.boxed() };
+    // A configuration the traces cannot follow leaves them off; it is logged once the logs work.
+    let (traces, traces_error) = match traces::layer() {
+        Ok(layer) => (layer, None),
+        Err(err) => (None, Some(err)),
     };
+    // The filter is global, so every layer sees what `RUST_LOG` lets through, and nothing else.
+    let result = tracing_subscriber::registry().with(filter).with(fmt).with(traces).with(metrics::layer()).try_init();
     // A second initialisation (tests) keeps the first subscriber.
-    let _ = result;
+    if result.is_ok() {
+        if let Some(err) = traces_error {
+            tracing::error!(error = %err, "traces are off: the OpenTelemetry settings cannot be followed");
+        }
+    }
 }
 
 /// A turn's id in the logs: `{session}/{k}` where `k` is the first 16 hex digits of the hash of
@@ -251,18 +290,53 @@ pub fn turn_id(request: &agent_core::turn::TurnRequest, request_id: &str) -> Str
 /// Lambda runtime's `requestId` of the invocation span it is created in. A turn that runs in a
 /// task of its own must be instrumented with this span, or its lines lose both.
 pub fn turn_span(request: &agent_core::turn::TurnRequest, request_id: &str) -> tracing::Span {
-    tracing::info_span!("turn", turnId = %turn_id(request, request_id))
+    let span = unnamed_turn_span();
+    name_turn(&span, request, request_id);
+    span
 }
 
 /// A turn span whose turn is not known yet (a queue record before its body is read):
 /// [`name_turn`] gives it its `turnId`.
 pub fn unnamed_turn_span() -> tracing::Span {
-    tracing::info_span!("turn", turnId = tracing::field::Empty)
+    use tracing::field::Empty;
+    // The outcome fields are recorded by the function with [`metrics::record_turn`].
+    let span = tracing::info_span!(
+        "turn",
+        turnId = Empty,
+        sessionId = Empty,
+        strategy = STRATEGY.get().copied().unwrap_or("skills"),
+        tenant = Empty,
+        status = Empty,
+        errorCode = Empty,
+        ending = Empty,
+        steps = Empty,
+        replayed = Empty,
+    );
+    // Exported traces join the invocation's X-Ray trace; HTTP functions then offer a `traceparent`.
+    traces::set_incoming_parent(&span, None);
+    span
 }
 
 /// Names the turn of a span from [`unnamed_turn_span`], as [`turn_span`] would have.
 pub fn name_turn(span: &tracing::Span, request: &agent_core::turn::TurnRequest, request_id: &str) {
     span.record("turnId", turn_id(request, request_id));
+    span.record("sessionId", request.session.as_str());
+    span.record("tenant", tenant_tag(request.user.as_str()));
+}
+
+/// The strategy of this process's turns (`AGENT_STRATEGY`), set when the app is built.
+static STRATEGY: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// How a tenant appears in the logs: the first 16 hex digits of SHA-256 over the deployment's
+/// `LOG_TENANT_SALT` followed by the user id. An operator who knows a user id (and the salt) finds
+/// that tenant's lines; the lines themselves spread no identity (user ids are often e-mail
+/// addresses or directory ids), and without the salt the tag cannot be reversed by hashing guesses.
+pub fn tenant_tag(user_id: &str) -> String {
+    use sha2::Digest;
+    static SALT: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    let salt = SALT.get_or_init(|| std::env::var("LOG_TENANT_SALT").unwrap_or_default());
+    let digest = sha2::Sha256::new().chain_update(salt.as_bytes()).chain_update(user_id.as_bytes()).finalize();
+    hex::encode(&digest[..8])
 }
 
 /// Deadlines below this many milliseconds cannot be epoch times (it is September 2001): they are
@@ -342,6 +416,21 @@ mod tests {
         assert!(err.to_string().contains("MAX_STEPS"));
         let err = agent_config(|name| (name == "SKILL_PROMPT_MODE").then(|| "merge".into())).unwrap_err();
         assert!(err.to_string().contains("SKILL_PROMPT_MODE"));
+    }
+
+    #[test]
+    fn a_daily_token_budget_is_a_positive_count_and_zero_or_unset_is_none() {
+        let budget =
+            |value: &'static str| agent_config(move |name| (name == "DAILY_TOKEN_BUDGET").then(|| value.into()));
+        assert_eq!(budget("250000").unwrap().daily_token_budget, Some(250_000));
+        for none in ["0", "", " "] {
+            assert_eq!(budget(none).unwrap().daily_token_budget, None, "{none:?}");
+        }
+        assert_eq!(agent_config(|_| None).unwrap().daily_token_budget, None);
+        let err = budget("1e6").unwrap_err();
+        assert!(err.to_string().contains("DAILY_TOKEN_BUDGET"), "{err}");
+        let config = agent_config(|name| (name == "LLM_MODEL").then(|| " gpt-4o ".into())).unwrap();
+        assert_eq!(config.model_id, "gpt-4o");
     }
 
     #[test]

@@ -5,12 +5,14 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use crate::budget::{self, Trim};
 use crate::events::{self, DeltaEvents, TurnEvent, TurnObserver};
 use crate::message::{ChatRequest, Message, ToolCall, ToolSpec, Usage};
 use crate::model::{ChatModel, ModelError};
 use crate::prompt::SystemPrompt;
+use crate::telemetry;
 
 /// Tool results longer than this are cut, so one huge file cannot swamp the context.
 pub const MAX_TOOL_RESULT_BYTES: usize = 64 * 1024;
@@ -48,6 +50,11 @@ pub trait TurnEnv: Send {
     /// report them as they appear.
     fn take_written_files(&mut self) -> Vec<(String, u64)> {
         Vec::new()
+    }
+    /// How many tool calls this environment has refused so far (a tool that was not offered, a
+    /// command a forced skill does not allow), so the loop can tell a refusal from a failure.
+    fn refused_calls(&self) -> u32 {
+        0
     }
 }
 
@@ -230,10 +237,25 @@ pub async fn run(
             } else {
                 None
             };
-            let output = match refused {
-                Some(text) => ToolOutput::from(text),
-                None => env.call_tool(call).await,
+            // Each call is measured in an `execute_tool` span, refused or run.
+            let span = telemetry::tool_span(&call.name, &call.id);
+            let (output, outcome) = match refused {
+                Some(text) => (ToolOutput::from(text), telemetry::outcome::REFUSED),
+                None => {
+                    let refused_before = env.refused_calls();
+                    let output = env.call_tool(call).instrument(span.clone()).await;
+                    let outcome = if env.refused_calls() > refused_before {
+                        telemetry::outcome::REFUSED
+                    } else if events::is_error_result(&output.content) {
+                        telemetry::outcome::ERROR
+                    } else {
+                        telemetry::outcome::OK
+                    };
+                    (output, outcome)
+                }
             };
+            span.record(telemetry::field::OUTCOME, outcome);
+            drop(span);
             let mut content = output.content;
             truncate_tool_result(&mut content);
             result_bytes += content.len();

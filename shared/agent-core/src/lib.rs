@@ -14,6 +14,7 @@ pub mod prompt;
 pub mod sandbox;
 pub mod skills;
 pub mod store;
+pub mod telemetry;
 pub mod tools;
 pub mod turn;
 pub mod vfs;

@@ -101,6 +101,7 @@ impl Planner<'_> {
                 prompt_name: selected.as_ref().map(|p| p.name.as_str()),
                 feedback: feedback.as_deref(),
                 tools: tools.clone(),
+                refused: 0,
             };
             let limits = Limits {
                 max_steps: bounds.steps_left,
@@ -174,6 +175,8 @@ struct ExpertEnv<'a> {
     prompt_name: Option<&'a str>,
     feedback: Option<&'a str>,
     tools: Vec<ToolSpec>,
+    /// Calls of tools the expert does not have, refused without a call.
+    refused: u32,
 }
 
 #[async_trait]
@@ -203,8 +206,13 @@ impl TurnEnv for ExpertEnv<'_> {
         self.tools.clone()
     }
 
+    fn refused_calls(&self) -> u32 {
+        self.refused
+    }
+
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput {
         if !self.tools.iter().any(|tool| tool.name == call.name) {
+            self.refused += 1;
             return ToolOutput::from(format!("Error: there is no tool named `{}`", call.name));
         }
         let content = match self.experts.call_tool(&call.name, call.arguments.clone()).await {

@@ -98,17 +98,22 @@ pub enum LoadSkillError {
 impl SkillSource<'_> {
     /// Resolves and loads a skill, with the closest names when there is no such skill.
     pub async fn load(&self, wanted: &str) -> Result<Arc<SkillDoc>, LoadSkillError> {
-        let not_found = || {
-            let suggestions: Vec<String> = self.catalog.closest(wanted, 3).iter().map(|p| p.to_string()).collect();
-            LoadSkillError::NotFound(if suggestions.is_empty() {
+        let storage = |err: crate::store::StoreError| {
+            tracing::warn!(skill = wanted, error = %err, "could not read the skill catalog");
+            LoadSkillError::Storage(err)
+        };
+        let not_found = || async {
+            let suggestions = self.catalog.closest(self.objects, wanted, 3).await.map_err(storage)?;
+            let suggestions: Vec<String> = suggestions.iter().map(|p| p.to_string()).collect();
+            Ok::<_, LoadSkillError>(LoadSkillError::NotFound(if suggestions.is_empty() {
                 format!("Error: Skill not found: {wanted}")
             } else {
                 format!("Error: Skill not found: {wanted}. Closest skills: {}", suggestions.join(", "))
-            })
+            }))
         };
-        let entry = match self.catalog.resolve(wanted) {
+        let entry = match self.catalog.resolve(self.objects, wanted).await.map_err(storage)? {
             Resolved::Found(entry) => entry,
-            Resolved::NotFound => return Err(not_found()),
+            Resolved::NotFound => return Err(not_found().await?),
             Resolved::Ambiguous(many) => {
                 let paths: Vec<String> = many.iter().map(|e| e.path.to_string()).collect();
                 return Err(LoadSkillError::NotFound(format!(
@@ -117,9 +122,9 @@ impl SkillSource<'_> {
                 )));
             }
         };
-        match self.library.skill_doc(self.objects, self.user, entry).await {
+        match self.library.skill_doc(self.objects, self.user, &entry).await {
             Ok(Some(doc)) => Ok(doc),
-            Ok(None) => Err(not_found()),
+            Ok(None) => Err(not_found().await?),
             Err(err) => {
                 tracing::warn!(skill = %entry.path, error = %err, "could not read a SKILL.md");
                 Err(LoadSkillError::Storage(err))
@@ -197,17 +202,16 @@ pub struct SkillsEnv<'a> {
 }
 
 impl<'a> SkillsEnv<'a> {
-    /// `listing_tokens` is the budget of the state-1 listing (`SKILL_LISTING_TOKENS`).
+    /// `listing` is the state-1 listing, rendered for `SKILL_LISTING_TOKENS` ([`Catalog::listing`]).
     pub fn new(
         vfs: Vfs<'a>,
         skills: SkillSource<'a>,
-        listing_tokens: usize,
+        listing: Arc<Listing>,
         template: &'a PromptTemplate,
         vars: &'a PromptVars,
         mode: SkillPromptMode,
         todos: Vec<TodoItem>,
     ) -> Self {
-        let listing = skills.catalog.listing(listing_tokens);
         Self {
             vfs,
             skills,
@@ -350,7 +354,7 @@ impl<'a> SkillsEnv<'a> {
         }
     }
 
-    fn run_find_skills(&self, args: &Value) -> String {
+    async fn run_find_skills(&self, args: &Value) -> String {
         let Some(query) = args.get("query").and_then(Value::as_str).map(str::trim).filter(|q| !q.is_empty()) else {
             return "Error: find_skills needs `query`, a few words about the task".to_owned();
         };
@@ -367,7 +371,14 @@ impl<'a> SkillsEnv<'a> {
                 _ => return format!("Error: `limit` must be a whole number from 1 to {MAX_FOUND_SKILLS}"),
             },
         };
-        let found = self.skills.catalog.find(query, limit);
+        let found = match self.skills.catalog.find(self.skills.objects, query, limit).await {
+            Ok(found) => found,
+            Err(err) => {
+                tracing::warn!(error = %err, "could not read the skill catalog for find_skills");
+                return "Error: The skill catalog could not be read from storage; try again later".to_owned();
+            }
+        };
+        let found: Vec<&crate::skills::SkillEntry> = found.iter().map(Arc::as_ref).collect();
         tracing::info!(query, found = found.len(), "find_skills");
         if found.is_empty() {
             return format!(
@@ -450,6 +461,10 @@ impl TurnEnv for SkillsEnv<'_> {
         self.vfs.take_written()
     }
 
+    fn refused_calls(&self) -> u32 {
+        self.refused_tool_calls
+    }
+
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput {
         // Enforced at execution: whatever the model was offered is all it may run.
         let offered = self.offered_names();
@@ -478,7 +493,7 @@ impl TurnEnv for SkillsEnv<'_> {
                     .flatten();
                 return ToolOutput { content, abort: None, loaded_skill };
             }
-            FIND_SKILLS => self.run_find_skills(&call.arguments),
+            FIND_SKILLS => self.run_find_skills(&call.arguments).await,
             EXECUTE => self.run_execute(&call.arguments).await,
             TODO_WRITE => self.run_todo_write(&call.arguments),
             TODO_READ => self.run_todo_read(),

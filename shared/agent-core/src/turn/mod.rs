@@ -10,10 +10,12 @@ mod files;
 mod planner;
 mod skills;
 mod summary;
+mod usage;
 
 pub use commit::INLINE_TOOL_RESULT_BYTES;
 pub use files::{FileDownload, DOWNLOAD_LINK_LIFETIME};
 pub use skills::parse_slash_command;
+pub use usage::{seconds_to_next_utc_day, utc_day, DEFAULT_MODEL_LABEL};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,7 +36,7 @@ use crate::model::{ChatModel, ModelError};
 use crate::planner::PlannerConfig;
 use crate::prompt::{PromptTemplate, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
 use crate::sandbox::Sandbox;
-use crate::skills::{Catalog, SkillLibrary};
+use crate::skills::{Catalog, CatalogView, SkillLibrary};
 use crate::store::{
     Accepted, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionStore, StoreError, TurnStatus,
 };
@@ -65,6 +67,15 @@ pub struct AgentConfig {
     /// `AGENT_STRATEGY`: skills (default) or planner.
     pub strategy: Strategy,
     pub planner: PlannerConfig,
+    /// The configured model's id (`LLM_MODEL`), the label its calls are counted under in the
+    /// tenant's usage; empty counts them under [`DEFAULT_MODEL_LABEL`].
+    pub model_id: String,
+    /// Tokens (input and output) a tenant may use a UTC day unless an operator set its own
+    /// (`DAILY_TOKEN_BUDGET`); `None`: no budget, and no read of the usage before a turn.
+    pub daily_token_budget: Option<u64>,
+    /// The provider's name (`LLM_PROVIDER`: `openai`, `anthropic`, `bedrock`...), recorded on each
+    /// model call's span; empty when unknown.
+    pub model_provider: String,
 }
 
 /// How turns are answered.
@@ -101,6 +112,9 @@ impl Default for AgentConfig {
             skill_listing_tokens: None,
             strategy: Strategy::Skills,
             planner: PlannerConfig::default(),
+            model_id: String::new(),
+            daily_token_budget: None,
+            model_provider: String::new(),
         }
     }
 }
@@ -201,6 +215,10 @@ pub enum TurnError {
     /// The idempotency key was used before with a different request.
     #[error("this idempotency key was used with a different request")]
     IdempotencyMismatch,
+    /// The tenant has used its daily token budget (`used` of `budget` tokens); nothing was sent to
+    /// the model. The budget renews at the next UTC midnight, `retry_after_secs` from now.
+    #[error("the daily token budget is spent ({used} of {budget} tokens); it renews at 00:00 UTC")]
+    QuotaExceeded { used: u64, budget: u64, retry_after_secs: u64 },
     /// The background turn with this idempotency key failed for good; `error` is what it answered.
     #[error("the turn with this idempotency key failed: {error}")]
     AlreadyFailed { error: serde_json::Value },
@@ -257,11 +275,20 @@ impl TurnService {
         config: AgentConfig,
     ) -> Self {
         let default_template = PromptTemplate::parse(DEFAULT_TEMPLATE).expect("the built-in template is valid");
+        // Every call goes through the meter, so each turn knows what it spent.
+        let model: Arc<dyn ChatModel> = Arc::new(usage::MeteredModel { inner: model });
+        // And through a `chat` span, so every call is measured (see `telemetry`).
+        let named = |name: &str| Some(name.trim().to_owned()).filter(|name| !name.is_empty());
+        let model: Arc<dyn ChatModel> = Arc::new(crate::telemetry::InstrumentedModel::new(
+            model,
+            named(&config.model_provider),
+            named(&config.model_id),
+        ));
         Self {
             sessions,
             objects,
             model,
-            skills: SkillLibrary::new(),
+            skills: SkillLibrary::new().with_listing_budget(config.listing_tokens()),
             blobs: BlobCache::default(),
             default_template,
             config,
@@ -272,7 +299,7 @@ impl TurnService {
 
     /// The sandbox `execute` runs commands in; without one, `execute` is not offered.
     pub fn with_sandbox(mut self, sandbox: Arc<dyn Sandbox>) -> Self {
-        self.sandbox = Some(sandbox);
+        self.sandbox = Some(Arc::new(usage::MeteredSandbox { inner: sandbox }));
         self
     }
 
@@ -294,6 +321,13 @@ impl TurnService {
     /// The tenant's skill catalog (usable and skipped skills), as turns see it.
     pub async fn skill_catalog(&self, user: &UserId) -> Result<Arc<Catalog>, TurnError> {
         Ok(self.skills.catalog(self.objects.as_ref(), user).await?)
+    }
+
+    /// The tenant's whole catalog (every part of its index read), with the snapshot it comes from.
+    pub async fn skill_catalog_view(&self, user: &UserId) -> Result<(Arc<Catalog>, Arc<CatalogView>), TurnError> {
+        let catalog = self.skills.catalog(self.objects.as_ref(), user).await?;
+        let view = catalog.view(self.objects.as_ref()).await?;
+        Ok((catalog, view))
     }
 
     /// The session as stored, for its owner; `None` when it does not exist.
@@ -397,14 +431,20 @@ impl TurnService {
                 }
             }
         };
-        let (user, session) = (request.user.clone(), request.session.clone());
-        let attempt =
-            std::panic::AssertUnwindSafe(self.run_claimed(request, claim.as_ref(), events)).catch_unwind().await;
+        let (user, session, started) = (request.user.clone(), request.session.clone(), request.now);
+        let meter = Arc::new(usage::Meter::new(&self.config.model_id));
+        let attempt = meter
+            .clone()
+            .scope(std::panic::AssertUnwindSafe(self.run_claimed(request, claim.as_ref(), events)).catch_unwind())
+            .await;
         let result = attempt.unwrap_or_else(|panic| {
             let message = panic_message(panic.as_ref());
             tracing::error!(session = %session, panic = %message, "the turn panicked; nothing was committed");
             Err(TurnError::Internal(message))
         });
+        if result.is_err() {
+            self.record_failed_spend(&user, &meter, started).await;
+        }
         if let (Err(_), Some(claim)) = (&result, &claim) {
             // Best effort: a claim that stays behind expires with its lease.
             if let Err(err) = self.sessions.release(&user, &session, &claim.key, &claim.owner).await {

@@ -7,6 +7,7 @@ use crate::expert::{ExpertSession, NoExperts};
 use crate::message::Message;
 use crate::planner::{PlanState, Planner};
 use crate::store::{Session, SessionState};
+use crate::telemetry;
 
 impl TurnService {
     /// A turn of the planner strategy. Only the user's message and the final reply enter the
@@ -17,7 +18,9 @@ impl TurnService {
         claim: Option<&Claimed>,
         events: &dyn TurnObserver,
     ) -> Result<TurnReply, TurnError> {
-        let session = self.sessions.load(&request.user, &request.session).await?;
+        let session =
+            telemetry::measured(telemetry::storage_span(telemetry::SESSION_LOAD), self.load_within_budget(&request))
+                .await?;
         let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
         let plan: Option<PlanState> = match &session.state.plan {
             None | Some(serde_json::Value::Null) => None,
@@ -73,7 +76,11 @@ impl TurnService {
             executions: 0,
             replayed: false,
         };
-        self.commit(&request, &session, new_messages, state, &reply, claim).await?;
+        telemetry::measured(
+            telemetry::storage_span(telemetry::COMMIT),
+            self.commit(&request, &session, new_messages, state, &reply, claim),
+        )
+        .await?;
         tracing::info!(
             session = %request.session,
             steps = outcome.steps,

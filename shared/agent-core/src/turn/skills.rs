@@ -11,6 +11,7 @@ use crate::message::{Message, Usage};
 use crate::prompt::{PromptTemplate, PromptVars};
 use crate::skills::{Resolved, SkillDoc};
 use crate::store::{Session, SessionState};
+use crate::telemetry;
 use crate::tools::{LoadSkillError, SandboxAccess, SkillSource, SkillsEnv};
 use crate::vfs::Vfs;
 
@@ -26,10 +27,11 @@ pub fn parse_slash_command(message: &str) -> Option<(&str, &str)> {
 async fn resolve_command(source: &SkillSource<'_>, command: &str) -> Result<Arc<SkillDoc>, TurnError> {
     let wanted = command.trim_end_matches('/');
     let unknown = |suggestions: Vec<String>| TurnError::UnknownSkill { command: format!("/{command}"), suggestions };
-    match source.catalog.resolve(wanted) {
+    match source.catalog.resolve(source.objects, wanted).await? {
         Resolved::Found(_) => {}
         Resolved::NotFound => {
-            return Err(unknown(source.catalog.closest(wanted, 3).iter().map(|path| format!("/{path}")).collect()))
+            let closest = source.catalog.closest(source.objects, wanted, 3).await?;
+            return Err(unknown(closest.iter().map(|path| format!("/{path}")).collect()));
         }
         Resolved::Ambiguous(many) => return Err(unknown(many.iter().map(|e| format!("/{}", e.path)).collect())),
     }
@@ -49,10 +51,13 @@ impl TurnService {
         if self.config.strategy == Strategy::Planner {
             return self.run_planner_turn(request, claim, events).await;
         }
-        // The session and the catalog are independent reads: fetch them concurrently.
+        // The session (with the day's usage under a budget) and the catalog are independent reads:
+        // fetch them concurrently.
         let (session, catalog) = tokio::try_join!(
-            self.sessions.load(&request.user, &request.session),
-            self.skills.catalog(self.objects.as_ref(), &request.user),
+            telemetry::measured(telemetry::storage_span(telemetry::SESSION_LOAD), self.load_within_budget(&request)),
+            telemetry::measured(telemetry::storage_span(telemetry::CATALOG), async {
+                self.skills.catalog(self.objects.as_ref(), &request.user).await.map_err(TurnError::from)
+            }),
         )?;
         let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
         let source = SkillSource {
@@ -89,15 +94,9 @@ impl TurnService {
         )
         .with_blob_cache(&self.blobs)
         .with_catalog(&catalog);
-        let mut env = SkillsEnv::new(
-            vfs,
-            source,
-            self.config.listing_tokens(),
-            template,
-            &vars,
-            self.config.prompt_mode,
-            session.state.todos.clone(),
-        );
+        let listing = catalog.listing(self.objects.as_ref(), self.config.listing_tokens()).await?;
+        let mut env =
+            SkillsEnv::new(vfs, source, listing, template, &vars, self.config.prompt_mode, session.state.todos.clone());
         if let Some(sandbox) = &self.sandbox {
             env = env.with_sandbox(
                 SandboxAccess {
@@ -173,7 +172,11 @@ impl TurnService {
             executions,
             replayed: false,
         };
-        self.commit(&request, &session, outcome.messages, state, &reply, claim).await?;
+        telemetry::measured(
+            telemetry::storage_span(telemetry::COMMIT),
+            self.commit(&request, &session, outcome.messages, state, &reply, claim),
+        )
+        .await?;
         tracing::info!(
             session = %request.session,
             steps = outcome.steps,

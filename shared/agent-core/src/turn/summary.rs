@@ -2,11 +2,13 @@
 //! once by the model, and the model is given the summary in their place.
 
 use tokio::time::Instant;
+use tracing::Instrument;
 
 use super::TurnService;
 use crate::budget;
 use crate::message::{ChatRequest, Message, Usage};
 use crate::store::{HistorySummary, Session};
+use crate::telemetry;
 
 /// The system prompt of the summarisation call.
 const SUMMARY_INSTRUCTIONS: &str = "You condense conversations. Summarise the conversation below for the \
@@ -65,8 +67,11 @@ impl TurnService {
             tools: Vec::new(),
             ..Default::default()
         };
+        // The summary is measured in a span of its own, its model call a child of it.
+        let span = telemetry::summarize_span();
+        let outcome = |outcome: &str| span.record(telemetry::field::OUTCOME, outcome);
         // The summary must leave the turn its time: it gives up at half the time that is left.
-        let call = self.model.complete(&request);
+        let call = self.model.complete(&request).instrument(span.clone());
         let response = match deadline {
             Some(deadline) => {
                 let left =
@@ -74,6 +79,7 @@ impl TurnService {
                 match tokio::time::timeout(left / 2, call).await {
                     Ok(response) => response,
                     Err(_) => {
+                        outcome("timeout");
                         tracing::warn!("no time left to summarise the history; keeping it as it is");
                         return failed;
                     }
@@ -81,6 +87,11 @@ impl TurnService {
             }
             None => call.await,
         };
+        outcome(match &response {
+            Ok(response) if !response.content.trim().is_empty() => telemetry::outcome::OK,
+            Ok(_) => "empty",
+            Err(_) => telemetry::outcome::ERROR,
+        });
         match response {
             Ok(response) if !response.content.trim().is_empty() => {
                 usage.add(response.usage);

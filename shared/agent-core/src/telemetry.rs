@@ -1,0 +1,245 @@
+//! The spans a turn is measured by: their names and fields (a contract with the metrics layer and
+//! the OpenTelemetry export in `agent-app`), and [`InstrumentedModel`], the decorator that gives
+//! every model call its `chat` span. Spans only: the core still does no I/O.
+//!
+//! Names follow the OpenTelemetry GenAI semantic conventions where one exists. Prompt and
+//! completion text are never recorded.
+
+use std::sync::{Arc, OnceLock};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use tracing::field::Empty;
+use tracing::{Instrument, Span};
+
+use crate::message::{ChatRequest, ChatResponse, StopReason};
+use crate::model::{ChatModel, DeltaSink, ModelError};
+
+/// A turn's session read (`SessionStore::load`).
+pub const SESSION_LOAD: &str = "session.load";
+/// A turn's catalog read (`SkillLibrary::catalog`).
+pub const CATALOG: &str = "catalog";
+/// A turn's commit (`SessionStore::commit`, large tool results stored first).
+pub const COMMIT: &str = "commit";
+/// One model call, whoever makes it (the loop, the planner, a summary).
+pub const CHAT: &str = "chat";
+/// One tool call the model asked for, run or refused.
+pub const EXECUTE_TOOL: &str = "execute_tool";
+/// A summary of older history (its `chat` span is a child).
+pub const SUMMARIZE: &str = "summarize";
+
+/// Span fields, as the GenAI conventions name them.
+pub mod field {
+    pub const OPERATION_NAME: &str = "gen_ai.operation.name";
+    pub const PROVIDER_NAME: &str = "gen_ai.provider.name";
+    pub const REQUEST_MODEL: &str = "gen_ai.request.model";
+    pub const INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
+    pub const OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+    pub const FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
+    pub const TIME_TO_FIRST_TOKEN_MS: &str = "time_to_first_token_ms";
+    pub const ERROR_TYPE: &str = "error.type";
+    pub const TOOL_NAME: &str = "gen_ai.tool.name";
+    pub const TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
+    /// `execute_tool`: `ok`, `error` (the result is an error for the model) or `refused` (not run).
+    /// `summarize`: `ok`, `empty`, `error` or `timeout`.
+    pub const OUTCOME: &str = "outcome";
+}
+
+/// The outcomes of a tool call (field [`field::OUTCOME`]).
+pub mod outcome {
+    pub const OK: &str = "ok";
+    pub const ERROR: &str = "error";
+    pub const REFUSED: &str = "refused";
+}
+
+/// The `execute_tool` span of one call, its outcome to be recorded.
+pub fn tool_span(name: &str, call_id: &str) -> Span {
+    tracing::info_span!(
+        "execute_tool",
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = name,
+        gen_ai.tool.call.id = call_id,
+        outcome = Empty,
+    )
+}
+
+/// The `summarize` span of a history summary, its outcome to be recorded.
+pub fn summarize_span() -> Span {
+    tracing::info_span!("summarize", outcome = Empty)
+}
+
+/// The span of a storage step of a turn: [`SESSION_LOAD`], [`CATALOG`] or [`COMMIT`].
+pub fn storage_span(name: &'static str) -> Span {
+    match name {
+        SESSION_LOAD => tracing::info_span!("session.load", "error.type" = Empty),
+        CATALOG => tracing::info_span!("catalog", "error.type" = Empty),
+        _ => tracing::info_span!("commit", "error.type" = Empty),
+    }
+}
+
+/// Awaits `step` in `span`, recording `error.type` = `error` when it fails.
+pub async fn measured<T, E>(span: Span, step: impl std::future::Future<Output = Result<T, E>>) -> Result<T, E> {
+    let result = step.instrument(span.clone()).await;
+    if result.is_err() {
+        record_error(&span, "error");
+    }
+    result
+}
+
+/// Records a failed step's error kind (a short, bounded name, never a message) on `span`.
+pub fn record_error(span: &Span, kind: &str) {
+    span.record(field::ERROR_TYPE, kind);
+}
+
+/// A short, bounded name for a model failure (`error.type`).
+pub fn model_error_type(err: &ModelError) -> &'static str {
+    match err {
+        ModelError::Unavailable { .. } => "unavailable",
+        ModelError::Rejected { .. } => "rejected",
+        ModelError::InvalidResponse(_) => "invalid_response",
+        ModelError::Config(_) => "config",
+        ModelError::ContextTooLarge { .. } => "context_too_large",
+    }
+}
+
+/// The GenAI name of why the model stopped.
+pub fn finish_reason(reason: StopReason) -> &'static str {
+    match reason {
+        StopReason::EndTurn => "stop",
+        StopReason::ToolUse => "tool_calls",
+        StopReason::MaxTokens => "length",
+        StopReason::Other => "other",
+    }
+}
+
+/// A [`ChatModel`] whose every call runs in a `chat` span that records the model, the token
+/// counts, the finish reason, the time to the first delta of a streamed call, and the error kind
+/// of a failure. The turn service wraps its model in one, so no call site can be missed.
+pub struct InstrumentedModel {
+    inner: Arc<dyn ChatModel>,
+    provider: Option<String>,
+    model: Option<String>,
+}
+
+impl InstrumentedModel {
+    /// Wraps `inner`; `provider` and `model` (the model used when a request names none) are
+    /// recorded when known.
+    pub fn new(inner: Arc<dyn ChatModel>, provider: Option<String>, model: Option<String>) -> Self {
+        Self { inner, provider, model }
+    }
+
+    fn span(&self, request: &ChatRequest) -> Span {
+        let model = request.model.as_deref().or(self.model.as_deref()).unwrap_or("");
+        let span = tracing::info_span!(
+            "chat",
+            gen_ai.operation.name = "chat",
+            gen_ai.provider.name = Empty,
+            gen_ai.request.model = model,
+            gen_ai.usage.input_tokens = Empty,
+            gen_ai.usage.output_tokens = Empty,
+            gen_ai.response.finish_reasons = Empty,
+            time_to_first_token_ms = Empty,
+            "error.type" = Empty,
+        );
+        if let Some(provider) = &self.provider {
+            span.record(field::PROVIDER_NAME, provider.as_str());
+        }
+        span
+    }
+}
+
+fn record_result(span: &Span, result: &Result<ChatResponse, ModelError>) {
+    match result {
+        Ok(response) => {
+            span.record(field::INPUT_TOKENS, response.usage.input_tokens);
+            span.record(field::OUTPUT_TOKENS, response.usage.output_tokens);
+            span.record(field::FINISH_REASONS, finish_reason(response.stop_reason));
+        }
+        Err(err) => record_error(span, model_error_type(err)),
+    }
+}
+
+/// Passes deltas on, noting when the first one arrived.
+struct FirstDelta<'a> {
+    inner: &'a dyn DeltaSink,
+    started: Instant,
+    first: OnceLock<f64>,
+}
+
+impl DeltaSink for FirstDelta<'_> {
+    fn delta(&self, text: &str) {
+        if !text.is_empty() {
+            self.first.get_or_init(|| self.started.elapsed().as_secs_f64() * 1000.0);
+        }
+        self.inner.delta(text);
+    }
+}
+
+#[async_trait]
+impl ChatModel for InstrumentedModel {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let span = self.span(request);
+        let result = self.inner.complete(request).instrument(span.clone()).await;
+        record_result(&span, &result);
+        result
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: &ChatRequest,
+        sink: &dyn DeltaSink,
+    ) -> Result<ChatResponse, ModelError> {
+        let span = self.span(request);
+        let first = FirstDelta { inner: sink, started: Instant::now(), first: OnceLock::new() };
+        let result = self.inner.complete_streaming(request, &first).instrument(span.clone()).await;
+        if let Some(millis) = first.first.get() {
+            span.record(field::TIME_TO_FIRST_TOKEN_MS, *millis);
+        }
+        record_result(&span, &result);
+        result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Usage;
+
+    struct Fixed;
+
+    #[async_trait]
+    impl ChatModel for Fixed {
+        async fn complete(&self, _: &ChatRequest) -> Result<ChatResponse, ModelError> {
+            Ok(ChatResponse {
+                content: "hola".into(),
+                tool_calls: Vec::new(),
+                usage: Usage { input_tokens: 3, output_tokens: 2 },
+                stop_reason: StopReason::EndTurn,
+            })
+        }
+    }
+
+    struct Collect(std::sync::Mutex<String>);
+
+    impl DeltaSink for Collect {
+        fn delta(&self, text: &str) {
+            self.0.lock().unwrap().push_str(text);
+        }
+    }
+
+    #[tokio::test]
+    async fn the_decorator_passes_replies_and_deltas_through() {
+        let model = InstrumentedModel::new(Arc::new(Fixed), Some("openai".into()), Some("m".into()));
+        let reply = model.complete(&ChatRequest::default()).await.unwrap();
+        assert_eq!(reply.usage, Usage { input_tokens: 3, output_tokens: 2 });
+        let sink = Collect(Default::default());
+        let streamed = model.complete_streaming(&ChatRequest::default(), &sink).await.unwrap();
+        assert_eq!((streamed.content.as_str(), sink.0.lock().unwrap().as_str()), ("hola", "hola"));
+    }
+
+    #[test]
+    fn error_types_and_finish_reasons_are_short_names() {
+        assert_eq!(model_error_type(&ModelError::Rejected { status: 400, message: "x".into() }), "rejected");
+        assert_eq!(finish_reason(StopReason::ToolUse), "tool_calls");
+    }
+}
