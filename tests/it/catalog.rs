@@ -108,7 +108,8 @@ async fn the_index_is_built_on_first_use_and_a_new_process_reads_only_it() {
     assert_eq!(count(&cold, "S3.PutObject"), 1, "and stored once: {cold:?}");
     let index = index_json(&stack, USER).await;
     assert_eq!(index["format"], agent_core::skills::index::INDEX_FORMAT);
-    assert_eq!(index["skills"].as_array().unwrap().len(), 3, "one row per skill: {index}");
+    // A catalog this small is held whole in the index's head, one row per skill.
+    assert_eq!(index["inline"]["skills"].as_array().unwrap().len(), 3, "one row per skill: {index}");
     assert!(index["base_prompt"]["text"].as_str().unwrap().starts_with("# Asistente"), "the base prompt is in it");
     drop(first);
 
@@ -188,8 +189,9 @@ async fn concurrent_index_updates_all_survive() {
         assert_eq!((a["updated"].as_u64(), b["updated"].as_u64()), (Some(1), Some(1)), "{a} {b}");
     }
     let index = index_json(&stack, USER).await;
-    // Each skill is a row whose first field is its path.
-    let skills: Vec<&str> = index["skills"].as_array().unwrap().iter().map(|row| row[0].as_str().unwrap()).collect();
+    // Each skill is a row whose first field is its path (in the head: the catalog is small).
+    let skills: Vec<&str> =
+        index["inline"]["skills"].as_array().unwrap().iter().map(|row| row[0].as_str().unwrap()).collect();
     for round in 0..5 {
         for side in 0..2 {
             assert!(skills.contains(&format!("race/skill-{round}-{side}").as_str()), "lost an update: {round}-{side}");
@@ -238,10 +240,34 @@ async fn ten_thousand_skills_fit_the_listing_budget_and_find_skills_finds_any_of
     assert!(tool_names(&requests[0]).contains(&"find_skills".to_owned()));
     let found = &tool_results(&requests[1])[0];
     assert!(found.lines().nth(1).unwrap().contains("load_skill(\"area-17/skill-04242\")"), "best first: {found}");
-    // However large the library, the turn read the index once: no listing, no SKILL.md but the loaded one.
+    // The index is a small head and parts; searching read every part once, and the listing for this
+    // budget (not the indexer's) was rendered from them and kept in the head for the next process.
+    let head = index_json(&stack, USER).await;
+    let parts = head["parts"].as_array().unwrap().len() as u64;
+    assert_eq!(parts, 64, "10,000 skills in parts of about 256, rounded up to a power of two");
+    let head_bytes = stack.get(&format!("{USER}/catalog/index.json")).await.unwrap().len();
+    assert!(head_bytes < 64 * 1024, "the head is small: {head_bytes} bytes");
+    let budgets: Vec<u64> =
+        head["listings"].as_array().unwrap().iter().map(|l| l["budget"].as_u64().unwrap()).collect();
+    assert_eq!(budgets, [2000, 3584], "{budgets:?}");
     let requests_made = http.storage_requests_since(mark).await;
     assert_eq!(count(&requests_made, "S3.ListObjectsV2"), 0, "{requests_made:?}");
-    assert_eq!(count(&requests_made, "S3.GetObject"), 2, "the index and the loaded SKILL.md: {requests_made:?}");
+    assert_eq!(count(&requests_made, "S3.GetObject"), 2 + parts, "head, parts, SKILL.md: {requests_made:?}");
+    drop(http);
+
+    // A new process at the same budget reads the head and the one part of the skill it loads.
+    stack.model.push([Reply::tool("load_skill", json!({"skill_path": "area-17/skill-04242"})), Reply::text("Loaded.")]);
+    let fresh = stack.http(&[("SKILL_LISTING_TOKENS", "2000")]).await;
+    let mark = fresh.log_mark();
+    let (status, body) = turn(&fresh, USER, "s2", "Reconcile my VAT return").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["current_skill"], "area-17/skill-04242");
+    let again = stack.model.requests();
+    assert_eq!(system_of(&again[again.len() - 2]), system, "the listing kept in the head is the one rendered");
+    let requests_made = fresh.storage_requests_since(mark).await;
+    assert_eq!(count(&requests_made, "S3.ListObjectsV2"), 0, "{requests_made:?}");
+    assert_eq!(count(&requests_made, "S3.GetObject"), 3, "the head, one part, the SKILL.md: {requests_made:?}");
+    assert_eq!(count(&requests_made, "S3.PutObject"), 0, "{requests_made:?}");
 }
 
 #[tokio::test]
@@ -351,6 +377,10 @@ async fn a_skill_md_deep_inside_a_skill_is_one_of_its_files_not_a_skipped_skill(
     assert_eq!(body["skipped"], json!([{"file": "a/b/deep/SKILL.md", "reason": body["skipped"][0]["reason"]}]));
     assert!(body["skipped"][0]["reason"].as_str().unwrap().contains("nested too deeply"), "{body}");
     assert_eq!(body["skipped_count"], 1, "{body}");
+    // The index build warns about the one skipped file only, naming it.
+    let warnings: Vec<String> = http.logs().into_iter().filter(|line| line.contains("skipping skill")).collect();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("a/b/deep/SKILL.md"), "{warnings:?}");
 }
 
 /// `GET /skills` names the category the listing groups a skill under: its category folder, else

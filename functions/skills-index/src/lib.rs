@@ -106,14 +106,20 @@ fn tenant_changes<'a>(
     (changes, ignored)
 }
 
-/// Handles one invocation: an S3 event or a rebuild request.
-pub async fn handle(objects: &dyn ObjectStore, event: Value) -> Result<Value, IndexError> {
+/// Handles one invocation: an S3 event or a rebuild request. `listing_budget` is the listing budget
+/// of the deployment's turns, whose listing the index keeps rendered.
+pub async fn handle(
+    objects: &dyn ObjectStore,
+    event: Value,
+    listing_budget: Option<usize>,
+) -> Result<Value, IndexError> {
     if event.get("rebuild").is_some() {
         let request: RebuildRequest =
             serde_json::from_value(event).map_err(|err| IndexError::BadEvent(err.to_string()))?;
         let user = UserId::parse(request.rebuild.user_id).map_err(|err| IndexError::BadUser(err.to_string()))?;
-        let outcome =
-            update_index(objects, &user, &[], true).await.map_err(|first| IndexError::Storage { failed: 1, first })?;
+        let outcome = update_index(objects, &user, &[], true, listing_budget)
+            .await
+            .map_err(|first| IndexError::Storage { failed: 1, first })?;
         return Ok(json!({"tenants": 1, "rebuilt": 1, "skills": outcome.skills, "retries": outcome.retries}));
     }
     let (changes, ignored) = if event.get("detail-type").is_some() {
@@ -128,7 +134,7 @@ pub async fn handle(objects: &dyn ObjectStore, event: Value) -> Result<Value, In
     // Tenants are independent: one tenant's failure does not stop the others' updates.
     for (user, files) in &changes {
         let files: Vec<String> = files.iter().cloned().collect();
-        match update_index(objects, user, &files, false).await {
+        match update_index(objects, user, &files, false, listing_budget).await {
             Ok(outcome) => {
                 updated += outcome.examined;
                 rebuilt += usize::from(outcome.rebuilt);

@@ -25,7 +25,12 @@ pub fn skill_md_key(user: &UserId, skill: &SkillPath) -> String {
 /// The tenant's catalog index: what a turn needs to list and load skills, in one object. It lives
 /// outside `skills/` so that writing it never looks like a change to a skill.
 pub fn catalog_index_key(user: &UserId) -> String {
-    format!("{user}/catalog/index.json")
+    format!("{}index.json", catalog_prefix(user))
+}
+
+/// Prefix of the tenant's catalog index and its parts: `{user}/catalog/`.
+pub fn catalog_prefix(user: &UserId) -> String {
+    format!("{user}/catalog/")
 }
 
 /// Prefix of a ticket's files: `{user}/tickets/{ticket}/`.

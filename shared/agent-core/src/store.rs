@@ -85,6 +85,12 @@ pub trait ObjectStore: Send + Sync {
         let _ = (key, bytes, condition);
         Err(StoreError::Backend("this object store has no conditional writes".to_owned()))
     }
+    /// Deletes `key`; deleting a key that does not exist succeeds. A store that cannot delete keeps
+    /// the default, which refuses.
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        let _ = key;
+        Err(StoreError::Backend("this object store cannot delete".to_owned()))
+    }
     /// A link that reads `key` without credentials until it expires (an S3 presigned GET), or
     /// `None` when the store cannot make one (the caller then hands over the bytes).
     async fn presign_get(&self, key: &str, expires_in: std::time::Duration) -> Result<Option<String>, StoreError> {
@@ -325,6 +331,125 @@ pub struct TurnCommit {
     pub commit_token: String,
     /// The idempotency record to complete, when the turn came with a key.
     pub idempotency: Option<CommitKey>,
+    /// What the turn spent, added to the tenant's usage in the same atomic write; `None` counts nothing.
+    pub usage: Option<TurnUsage>,
+}
+
+/// What one model did in one turn (or one day).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Model calls that came back with an answer (and so were paid for).
+    pub model_calls: u64,
+}
+
+impl ModelUsage {
+    pub fn add(&mut self, other: &ModelUsage) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.model_calls += other.model_calls;
+    }
+
+    /// Input and output tokens together: what a daily budget counts.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// What one turn spent, to be added to its tenant's usage for one UTC day.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TurnUsage {
+    /// The UTC day the turn started, `YYYY-MM-DD`.
+    pub day: String,
+    /// Per model id (the configured model, or a request's own model such as the planner's).
+    pub models: BTreeMap<String, ModelUsage>,
+    /// Commands run in the sandbox, and the time they ran.
+    pub executions: u64,
+    pub sandbox_ms: u64,
+    /// True for a committed turn; false for the spend of a turn that failed after paid model calls.
+    pub committed: bool,
+}
+
+impl TurnUsage {
+    /// The day's totals this turn adds.
+    pub fn totals(&self) -> UsageCounts {
+        let mut model = ModelUsage::default();
+        for usage in self.models.values() {
+            model.add(usage);
+        }
+        UsageCounts {
+            input_tokens: model.input_tokens,
+            output_tokens: model.output_tokens,
+            model_calls: model.model_calls,
+            executions: self.executions,
+            sandbox_ms: self.sandbox_ms,
+            turns: u64::from(self.committed),
+            failed_turns: u64::from(!self.committed),
+        }
+    }
+
+    /// Whether anything was spent at all.
+    pub fn is_empty(&self) -> bool {
+        self.models.values().all(|usage| usage.model_calls == 0 && usage.tokens() == 0) && self.executions == 0
+    }
+}
+
+/// A tenant's usage over one UTC day, all models together.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UsageCounts {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub model_calls: u64,
+    pub executions: u64,
+    pub sandbox_ms: u64,
+    /// Committed turns.
+    pub turns: u64,
+    /// Turns that failed after paid model calls (their spend is counted above).
+    pub failed_turns: u64,
+}
+
+impl UsageCounts {
+    pub fn add(&mut self, other: &UsageCounts) {
+        self.input_tokens += other.input_tokens;
+        self.output_tokens += other.output_tokens;
+        self.model_calls += other.model_calls;
+        self.executions += other.executions;
+        self.sandbox_ms += other.sandbox_ms;
+        self.turns += other.turns;
+        self.failed_turns += other.failed_turns;
+    }
+
+    /// Input and output tokens together: what a daily budget counts.
+    pub fn tokens(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+}
+
+/// One UTC day of a tenant's usage: the totals and each model's share.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UsageDay {
+    /// `YYYY-MM-DD`.
+    pub day: String,
+    pub totals: UsageCounts,
+    pub models: BTreeMap<String, ModelUsage>,
+}
+
+/// A tenant's own daily token budget, set by an operator in the store; it replaces the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BudgetOverride {
+    /// No budget for this tenant.
+    Unlimited,
+    /// At most this many tokens (input and output) a UTC day.
+    Tokens(u64),
+}
+
+/// What a turn needs to know before it may spend: the tokens the tenant used on the day, and its
+/// override, if an operator set one.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct BudgetState {
+    pub used_tokens: u64,
+    pub budget: Option<BudgetOverride>,
 }
 
 /// Sessions keyed by (user, session). Implementations must make `commit` atomic:
@@ -394,4 +519,13 @@ pub trait SessionStore: Send + Sync {
         error: &serde_json::Value,
         now: i64,
     ) -> Result<bool, StoreError>;
+    /// Adds what a failed turn spent to the tenant's usage, once per `token`: a retry of this write
+    /// with the same token is acknowledged without counting again. Committed turns count through
+    /// [`TurnCommit::usage`] instead.
+    async fn record_usage(&self, user: &UserId, usage: &TurnUsage, token: &str) -> Result<(), StoreError>;
+    /// The tenant's usage from `from` to `to` (`YYYY-MM-DD`, both included), oldest day first; days
+    /// without usage are left out.
+    async fn usage(&self, user: &UserId, from: &str, to: &str) -> Result<Vec<UsageDay>, StoreError>;
+    /// The tokens the tenant used on `day` and its budget override, in one read.
+    async fn budget_state(&self, user: &UserId, day: &str) -> Result<BudgetState, StoreError>;
 }

@@ -171,6 +171,17 @@ impl ObjectStore for S3ObjectStore {
         Ok(())
     }
 
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.client
+            .delete_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .send()
+            .await
+            .map_err(|err| self.backend("DeleteObject", key, err))?;
+        Ok(())
+    }
+
     /// A SigV4 presigned `GetObject` URL for the client's endpoint and addressing style. Signing is
     /// local: no request is sent, and the link lasts at most as long as the credentials that sign it.
     async fn presign_get(&self, key: &str, expires_in: Duration) -> Result<Option<String>, StoreError> {

@@ -1,12 +1,13 @@
 //! An embedded, in-process implementation of the storage ports, with the same semantics as the
-//! S3/DynamoDB adapters (atomic versioned commits, ETags), and counters of every call.
+//! S3/DynamoDB adapters (atomic versioned commits, ETags, usage counted with the commit), and
+//! counters of every call.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use agent_core::store::{Fetched, WriteCondition};
+use agent_core::store::{BudgetOverride, BudgetState, Fetched, TurnUsage, UsageDay, WriteCondition};
 use agent_core::store::{MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
 use agent_core::{
     Accepted, Claim, HistoryPage, IdempotencyKey, Message, Object, ObjectMeta, ObjectStore, Session, SessionId,
@@ -116,6 +117,12 @@ impl ObjectStore for MemoryObjectStore {
         Ok(())
     }
 
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        bump(&self.calls.object_puts);
+        lock(&self.objects).remove(key);
+        Ok(())
+    }
+
     async fn get_if_changed(&self, key: &str, etag: Option<&str>) -> Result<Fetched, StoreError> {
         bump(&self.calls.object_gets);
         Ok(match lock(&self.objects).get(key) {
@@ -193,12 +200,44 @@ fn rand_owner() -> u128 {
 pub struct MemorySessionStore {
     sessions: Mutex<HashMap<(UserId, SessionId), StoredSession>>,
     keys: Mutex<HashMap<(UserId, SessionId, String), KeyRecord>>,
+    usage: Mutex<Usage>,
     pub calls: CallCounts,
+}
+
+/// Every tenant's usage by day, the tokens of failed turns' writes already applied, and the
+/// operators' budgets.
+#[derive(Debug, Default)]
+struct Usage {
+    days: BTreeMap<(UserId, String), UsageDay>,
+    applied: HashSet<String>,
+    budgets: HashMap<UserId, BudgetOverride>,
+}
+
+impl Usage {
+    fn add(&mut self, user: &UserId, usage: &TurnUsage) {
+        let day = self
+            .days
+            .entry((user.clone(), usage.day.clone()))
+            .or_insert_with(|| UsageDay { day: usage.day.clone(), ..UsageDay::default() });
+        day.totals.add(&usage.totals());
+        for (model, spent) in &usage.models {
+            day.models.entry(model.clone()).or_default().add(spent);
+        }
+    }
 }
 
 impl MemorySessionStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// Sets (or with `None` removes) `user`'s own daily budget, as an operator's item does in DynamoDB.
+    pub fn set_budget(&self, user: &UserId, budget: Option<BudgetOverride>) {
+        let mut usage = lock(&self.usage);
+        match budget {
+            Some(budget) => usage.budgets.insert(user.clone(), budget),
+            None => usage.budgets.remove(user),
+        };
     }
 }
 
@@ -271,9 +310,10 @@ impl SessionStore for MemorySessionStore {
 
     async fn commit(&self, user: &UserId, session: &SessionId, commit: &TurnCommit) -> Result<(), StoreError> {
         bump(&self.calls.session_commits);
-        // Lock order: keys, then sessions, as everywhere in this store.
+        // Lock order: keys, then sessions, then usage, as everywhere in this store.
         let mut keys = lock(&self.keys);
         let mut sessions = lock(&self.sessions);
+        let mut usage = lock(&self.usage);
         let key = (user.clone(), session.clone());
         let current = sessions.get(&key).map_or(0, |stored| stored.version);
         if current != commit.expected_version {
@@ -303,7 +343,34 @@ impl SessionStore for MemorySessionStore {
         stored.turns.push(commit.new_messages.clone());
         stored.state = commit.state.clone();
         stored.updated_at = commit.now;
+        // Under the same locks: the usage counts exactly when the turn is stored.
+        if let Some(spent) = &commit.usage {
+            usage.add(user, spent);
+        }
         Ok(())
+    }
+
+    async fn record_usage(&self, user: &UserId, spent: &TurnUsage, token: &str) -> Result<(), StoreError> {
+        let mut usage = lock(&self.usage);
+        // A write already applied under this token is acknowledged, not counted again.
+        if usage.applied.insert(token.to_owned()) {
+            usage.add(user, spent);
+        }
+        Ok(())
+    }
+
+    async fn usage(&self, user: &UserId, from: &str, to: &str) -> Result<Vec<UsageDay>, StoreError> {
+        let usage = lock(&self.usage);
+        let range = (user.clone(), from.to_owned())..=(user.clone(), to.to_owned());
+        Ok(usage.days.range(range).map(|(_, day)| day.clone()).collect())
+    }
+
+    async fn budget_state(&self, user: &UserId, day: &str) -> Result<BudgetState, StoreError> {
+        let usage = lock(&self.usage);
+        Ok(BudgetState {
+            used_tokens: usage.days.get(&(user.clone(), day.to_owned())).map_or(0, |day| day.totals.tokens()),
+            budget: usage.budgets.get(user).copied(),
+        })
     }
 
     async fn claim(
@@ -441,6 +508,7 @@ mod tests {
             now: 1,
             commit_token: "t1".to_owned(),
             idempotency: None,
+            usage: None,
         };
         store.commit(&user, &session, &commit).await.unwrap();
         assert!(matches!(store.commit(&user, &session, &commit).await, Err(StoreError::Conflict)));

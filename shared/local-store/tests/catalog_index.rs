@@ -1,10 +1,15 @@
 //! The catalog index over the embedded store: built once and revalidated, rebuilt when its format is
 //! older, left alone when it is newer, and updated entry by entry without losing concurrent updates.
+//! A large catalog is read in parts: a cold process reads the head, and a part only for a skill it
+//! looks up.
 
 use std::sync::atomic::Ordering;
 
-use agent_core::skills::index::{update_index, INDEX_FORMAT};
+use agent_core::skills::index::stored::{self, IndexHead, RETIRED_PART_SECS};
+use agent_core::skills::index::{decode_index, update_index, IndexRead, INDEX_FORMAT};
+use agent_core::skills::Resolved;
 use agent_core::skills::SkillLibrary;
+use agent_core::SkillPath;
 use agent_core::UserId;
 use local_store::MemoryObjectStore;
 
@@ -61,12 +66,12 @@ async fn an_older_format_is_rebuilt_and_a_newer_one_is_left_alone() {
 async fn concurrent_updates_of_one_tenant_all_land() {
     let store = MemoryObjectStore::new();
     let user = tenant(&store, "u3", 2);
-    update_index(&store, &user, &[], true).await.unwrap();
+    update_index(&store, &user, &[], true, None).await.unwrap();
     let files: Vec<String> = (0..20).map(|i| format!("new/skill-{i}/SKILL.md")).collect();
     for file in &files {
         store.insert(&format!("u3/skills/{file}"), skill_md("x", "added"));
     }
-    let updates = files.iter().map(|file| update_index(&store, &user, std::slice::from_ref(file), false));
+    let updates = files.iter().map(|file| update_index(&store, &user, std::slice::from_ref(file), false, None));
     for outcome in futures::future::join_all(updates).await {
         outcome.unwrap();
     }
@@ -76,4 +81,128 @@ async fn concurrent_updates_of_one_tenant_all_land() {
 
 fn store_bytes(store: &MemoryObjectStore, key: &str) -> Vec<u8> {
     futures::executor::block_on(agent_core::ObjectStore::get(store, key)).unwrap().unwrap().bytes
+}
+
+/// A tenant of `skills` skills with descriptions long enough that its index needs parts: names
+/// `skill-{i}` in categories `cat0`..`cat6`, and one skill whose frontmatter name is not its folder's.
+fn large_tenant(store: &MemoryObjectStore, user: &str, skills: usize) -> UserId {
+    let long = "Handles a kind of document the tenant works with, step by step. ".repeat(3);
+    for i in 0..skills {
+        store.insert(&format!("{user}/skills/cat{}/skill-{i}/SKILL.md", i % 7), skill_md(&format!("skill-{i}"), &long));
+        store.insert(&format!("{user}/skills/cat{}/skill-{i}/reference.md", i % 7), b"ref".to_vec());
+    }
+    store.insert(&format!("{user}/skills/tools/renamed/SKILL.md"), skill_md("Contract Drafter", "Drafts contracts."));
+    UserId::parse(user).unwrap()
+}
+
+fn head(store: &MemoryObjectStore, user: &UserId) -> IndexHead {
+    match decode_index(&store_bytes(store, &format!("{user}/catalog/index.json"))).unwrap() {
+        IndexRead::Usable(head) => *head,
+        other => panic!("not a usable head: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn a_cold_process_reads_the_head_and_only_the_part_of_the_skill_it_loads() {
+    let store = MemoryObjectStore::new();
+    let user = large_tenant(&store, "big", 2000);
+    update_index(&store, &user, &[], true, Some(3584)).await.unwrap();
+    let stored = head(&store, &user);
+    assert_eq!(stored.total, 2001);
+    assert_eq!(stored.parts.len(), 8, "2,001 skills in parts of about 256");
+    assert_eq!(stored.listings.iter().map(|l| l.budget).collect::<Vec<_>>(), [3584]);
+    let head_bytes = store_bytes(&store, "big/catalog/index.json").len();
+    assert!(head_bytes < 64 * 1024, "the head is small: {head_bytes} bytes");
+
+    let library = SkillLibrary::new();
+    let gets = || store.calls.object_gets.load(Ordering::Relaxed);
+    let before = gets();
+    let catalog = library.catalog(&store, &user).await.unwrap();
+    let listing = catalog.listing(&store, 3584).await.unwrap();
+    assert_eq!(gets() - before, 1, "the head alone gives the count and the listing");
+    assert_eq!(listing.total, 2001);
+    assert!(listing.search, "2,001 skills cannot all be shown in full");
+
+    let path = SkillPath::parse("cat3/skill-10").unwrap();
+    let (entry, files) = catalog.skill_files(&store, &path).await.unwrap().expect("indexed");
+    assert_eq!((entry.name.as_str(), files.len()), ("skill-10", 1));
+    assert_eq!(gets() - before, 2, "one part for the skill");
+    let Resolved::Found(by_name) = catalog.resolve(&store, "SKILL-10").await.unwrap() else { panic!("by name") };
+    assert_eq!(by_name.path, path);
+    assert_eq!(gets() - before, 2, "a name is in its folder's part, already read");
+    let Resolved::Found(renamed) = catalog.resolve(&store, "contract drafter").await.unwrap() else {
+        panic!("by frontmatter name")
+    };
+    assert_eq!(renamed.path.to_string(), "tools/renamed");
+    assert!(matches!(catalog.resolve(&store, "no-such-skill").await.unwrap(), Resolved::NotFound));
+
+    // Search and suggestions read the whole catalog, once per snapshot.
+    let found = catalog.find(&store, "contract drafter", 3).await.unwrap();
+    assert_eq!(found[0].path.to_string(), "tools/renamed");
+    let reads = gets();
+    assert!(reads - before <= 2 + stored.parts.len() as u64);
+    assert_eq!(catalog.closest(&store, "skill-1O", 1).await.unwrap()[0].to_string(), "cat1/skill-1");
+    assert_eq!(gets(), reads, "nothing read again");
+    let view = catalog.view(&store).await.unwrap();
+    assert_eq!(view.entries.len(), 2001);
+}
+
+#[tokio::test]
+async fn an_update_rewrites_one_part_and_retires_the_old_one_until_no_turn_can_read_it() {
+    let store = MemoryObjectStore::new();
+    let user = large_tenant(&store, "upd", 1500);
+    update_index(&store, &user, &[], true, Some(3584)).await.unwrap();
+    let before = head(&store, &user);
+    let library = SkillLibrary::new();
+    let warm = library.catalog(&store, &user).await.unwrap();
+    let path = SkillPath::parse("cat2/skill-9").unwrap();
+    warm.get(&store, &path).await.unwrap().expect("a skill");
+
+    store.insert("upd/skills/cat2/skill-9/SKILL.md", skill_md("skill-9", "Rewritten."));
+    let puts = store.calls.object_puts.load(Ordering::Relaxed);
+    update_index(&store, &user, &["cat2/skill-9/SKILL.md".to_owned()], false, Some(3584)).await.unwrap();
+    assert_eq!(store.calls.object_puts.load(Ordering::Relaxed) - puts, 2, "the changed part and the head");
+    let after = head(&store, &user);
+    let replaced: Vec<&str> =
+        before.parts.iter().zip(&after.parts).filter(|(a, b)| a.id != b.id).map(|(a, _)| a.id.as_str()).collect();
+    assert_eq!(replaced.len(), 1);
+    assert_eq!(after.retired.iter().map(|r| r.id.as_str()).collect::<Vec<_>>(), replaced);
+    let old_key = stored::part_key(&user, replaced[0]);
+    assert!(store_exists(&store, &old_key), "a turn that read the old head may still read it");
+
+    // The next turn sees the new version; the parts it had read and that did not change are kept.
+    let gets = store.calls.object_gets.load(Ordering::Relaxed);
+    let fresh = library.catalog(&store, &user).await.unwrap();
+    assert_eq!(fresh.get(&store, &path).await.unwrap().unwrap().description, "Rewritten.");
+    assert_eq!(store.calls.object_gets.load(Ordering::Relaxed) - gets, 2, "the head and the changed part");
+
+    // Once no turn can still hold the old head, the next write deletes the part.
+    let index = stored::join(&after, stored::read_parts(&store, &user, &after).await.unwrap());
+    let later = after.retired[0].since + RETIRED_PART_SECS;
+    let etag = agent_core::ObjectStore::get(&store, "upd/catalog/index.json").await.unwrap().unwrap().etag;
+    let condition = agent_core::store::WriteCondition::Matches(etag);
+    let (newest, _) = stored::write_index(&store, &user, &index, condition, Some(&after), None, later).await.unwrap();
+    assert!(newest.retired.is_empty());
+    assert!(!store_exists(&store, &old_key));
+    assert_eq!(newest.listings.iter().map(|l| l.budget).collect::<Vec<_>>(), [3584], "budgets are kept");
+}
+
+#[tokio::test]
+async fn a_listing_budget_the_head_lacks_is_rendered_once_and_kept_in_the_head() {
+    let store = MemoryObjectStore::new();
+    let user = large_tenant(&store, "bud", 1200);
+    update_index(&store, &user, &[], true, Some(3584)).await.unwrap();
+    let catalog = SkillLibrary::new().catalog(&store, &user).await.unwrap();
+    let listing = catalog.listing(&store, 1000).await.unwrap();
+    assert_eq!(listing.total, 1201);
+    let budgets: Vec<usize> = head(&store, &user).listings.iter().map(|l| l.budget).collect();
+    assert_eq!(budgets, [1000, 3584]);
+    let gets = store.calls.object_gets.load(Ordering::Relaxed);
+    let other = SkillLibrary::new().catalog(&store, &user).await.unwrap();
+    assert_eq!(*other.listing(&store, 1000).await.unwrap(), *listing);
+    assert_eq!(store.calls.object_gets.load(Ordering::Relaxed) - gets, 1, "from the head alone");
+}
+
+fn store_exists(store: &MemoryObjectStore, key: &str) -> bool {
+    futures::executor::block_on(agent_core::ObjectStore::get(store, key)).unwrap().is_some()
 }

@@ -192,22 +192,20 @@ struct CpuFigure {
     catalog_load: Duration,
 }
 
-/// The CPU a cold process spends turning the stored index into a catalog and its listing.
+/// The CPU a cold process spends turning the stored index into a catalog and its listing, and
+/// looking up the skill a turn loads (its part read and decoded), over the embedded store.
 async fn catalog_load_cpu(objects: &MemoryObjectStore, user: &UserId) -> Duration {
-    use agent_core::skills::index::{decode_index, IndexRead};
-    use agent_core::skills::Catalog;
-    use agent_core::ObjectStore;
-    let stored = objects.get(&agent_core::keys::catalog_index_key(user)).await.unwrap().expect("the index was built");
+    use agent_core::skills::SkillLibrary;
     let budget = AgentConfig::default().listing_tokens();
-    let mut runs: Vec<Duration> = (0..5)
-        .map(|_| {
-            let before = cpu_time();
-            let IndexRead::Usable(index) = decode_index(&stored.bytes).unwrap() else { panic!("unusable index") };
-            let catalog = Catalog::new(index, stored.etag.clone());
-            std::hint::black_box(catalog.listing(budget));
-            cpu_time() - before
-        })
-        .collect();
+    let skill = agent_core::SkillPath::parse("cat0/skill-0000").unwrap();
+    let mut runs = Vec::new();
+    for _ in 0..5 {
+        let before = cpu_time();
+        let catalog = SkillLibrary::new().catalog(objects, user).await.unwrap();
+        std::hint::black_box(catalog.listing(objects, budget).await.unwrap());
+        std::hint::black_box(catalog.get(objects, &skill).await.unwrap().expect("the loaded skill"));
+        runs.push(cpu_time() - before);
+    }
     runs.sort();
     runs[runs.len() / 2]
 }
@@ -246,6 +244,8 @@ struct AwsFigures {
     build_ops: Ops,
     build_wall: Duration,
     index_bytes: usize,
+    /// The parts the head names, and their bytes together (none for a catalog held in its head).
+    parts: (usize, u64),
     /// The skills-index function's rebuild of the same tenant (fresh release process).
     rebuild: Result<(Ops, Duration), String>,
     /// A turn on a new `TurnService` (empty process-wide caches) with the index present.
@@ -289,7 +289,14 @@ async fn aws_figures(stack: &Stack, user: &UserId) -> AwsFigures {
     let (throwaway, counter) = aws_service(&config, &settings);
     let (build_ops, build_wall) = counted_turn(&throwaway, &counter, user, "build").await;
     drop(throwaway);
-    let index_bytes = stack.get(&index_key).await.map_or(0, |bytes| bytes.len());
+    let head_bytes = stack.get(&index_key).await.unwrap_or_default();
+    let index_bytes = head_bytes.len();
+    let parts = match agent_core::skills::index::decode_index(&head_bytes) {
+        Ok(agent_core::skills::index::IndexRead::Usable(head)) => {
+            (head.parts.len(), head.parts.iter().map(|part| part.bytes).sum())
+        }
+        _ => (0, 0),
+    };
     eprintln!("  index build (first turn): {} in {:.0} ms", ops_text(&build_ops), ms(build_wall));
 
     // The same build by the skills-index function, for comparison.
@@ -331,6 +338,7 @@ async fn aws_figures(stack: &Stack, user: &UserId) -> AwsFigures {
         build_ops,
         build_wall,
         index_bytes,
+        parts,
         rebuild,
         cold_ops,
         cold_wall,

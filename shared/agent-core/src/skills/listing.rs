@@ -13,6 +13,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use serde::{Deserialize, Serialize};
+
 use super::frontmatter::SPEC_DESCRIPTION_MAX;
 use super::index::SkillEntry;
 use crate::budget::estimate_text;
@@ -30,7 +32,8 @@ const NAMES_PREFIX: &str = "- by name only: ";
 const LINE_BYTES: usize = 22;
 
 /// A listing chosen for a budget, with the smaller renderings the context budget may fall back to.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The catalog index's head keeps it as rendered ([`super::index::stored::StoredListing`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listing {
     pub text: String,
     /// Smaller renderings, largest first; the context budget shrinks to them instead of dropping

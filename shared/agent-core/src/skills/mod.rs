@@ -2,8 +2,10 @@
 //! the budgeted listing with `find_skills` search, and the process-wide caches behind them.
 //!
 //! - [`frontmatter`]: what a SKILL.md declares; skipped only when unusable, repaired with warnings.
-//! - [`index`]: the stored index, built from a listing once and updated entry by entry.
-//! - [`catalog`]: one version of the index as a turn uses it, and the [`SkillLibrary`] caches.
+//! - [`index`]: the index, built from a listing once and updated entry by entry; stored as a small
+//!   head and content-named parts ([`index::stored`]).
+//! - [`catalog`]: one version of the index as a turn uses it (parts read when needed), and the
+//!   [`SkillLibrary`] caches.
 //! - [`listing`]: the state-1 listing under its token budget, in tiers.
 //! - [`search`]: BM25 over names, categories and descriptions.
 
@@ -15,7 +17,7 @@ pub mod search;
 
 use std::sync::Arc;
 
-pub use catalog::{Catalog, Resolved, SkillLibrary};
+pub use catalog::{Catalog, CatalogView, Resolved, SkillLibrary};
 pub use frontmatter::{Frontmatter, SkipReason};
 pub use index::{CatalogIndex, SkillEntry, SkippedEntry};
 pub use listing::Listing;

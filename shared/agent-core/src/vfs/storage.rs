@@ -109,7 +109,10 @@ impl Vfs<'_> {
                     return Ok(listing);
                 }
                 let prefix = keys::skill_prefix(&self.user, skill);
-                let indexed = self.catalog.and_then(|catalog| Some((catalog.get(skill)?, catalog.files(skill)?)));
+                let indexed = match self.catalog {
+                    Some(catalog) => catalog.skill_files(self.objects, skill).await.map_err(VfsError::storage)?,
+                    None => None,
+                };
                 let listing = match indexed {
                     // The index's file list and the SKILL.md it describes: nothing to list.
                     Some((entry, files)) => {

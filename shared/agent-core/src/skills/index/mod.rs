@@ -1,8 +1,8 @@
-//! The tenant's catalog index: one S3 object holding what a turn needs to list and load skills
-//! (each SKILL.md's path, parsed frontmatter, ETag and size; each skill's other files; the base
-//! prompt), so a turn reads one object instead of every SKILL.md and lists no skill's folder. Built
-//! from a listing once, then kept current entry by entry with conditional writes. Stored compactly:
-//! a skill is a JSON array of its fields, not an object keyed by name, and is stored once.
+//! The tenant's catalog index: what a turn needs to list and load skills (each SKILL.md's path,
+//! parsed frontmatter, ETag and size; each skill's other files; the base prompt), so a turn reads
+//! no SKILL.md it does not load and lists no skill's folder. Built from a listing once, then kept
+//! current entry by entry with conditional writes. [`CatalogIndex`] is the whole index in memory;
+//! [`stored`] is how it is kept: a small head, and parts read only when needed.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -15,10 +15,15 @@ use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::store::{Fetched, ObjectMeta, ObjectStore, StoreError, WriteCondition};
 
+pub mod stored;
+
+pub use stored::IndexHead;
+
 /// The index format this build writes. An index of an older format is rebuilt from a listing.
 /// Format 2: `Bash` and `Bash(...)` in `allowed-tools` map to `execute`. Format 3: each skill's
 /// files (`files`), and skills stored as arrays ([`SkillRow`]) rather than objects keyed by path.
-pub const INDEX_FORMAT: u32 = 3;
+/// Format 4: a head and content-named parts ([`stored`]).
+pub const INDEX_FORMAT: u32 = 4;
 /// Most files of one skill kept in the index; a skill with more is listed when it is first used.
 pub const MAX_INDEXED_FILES: usize = 256;
 /// The tenant's base prompt override, relative to `{user}/skills/`.
@@ -68,22 +73,18 @@ pub struct BasePromptEntry {
     pub problem: Option<String>,
 }
 
-/// The whole index object.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The whole index in memory (stored as a head and parts: [`stored`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogIndex {
-    /// First in the object, so a reader learns the format from the first bytes.
     pub format: u32,
-    /// Usable skills by path (`category/name` or `name`), stored as a list of [`SkillRow`]s.
-    #[serde(with = "rows")]
+    /// Skills by path (`category/name` or `name`); those inside a plain skill's folder are that
+    /// skill's files ([`stored::hidden_skills`]).
     pub skills: BTreeMap<String, SkillEntry>,
     /// The files of each usable skill besides its SKILL.md (path relative to the skill's folder,
     /// size), in path order; a skill with more than [`MAX_INDEXED_FILES`] has no entry here.
-    #[serde(default)]
     pub files: BTreeMap<String, Vec<(String, u64)>>,
     /// Unusable SKILL.md files by file.
-    #[serde(default)]
     pub skipped: BTreeMap<String, SkippedEntry>,
-    #[serde(default)]
     pub base_prompt: Option<BasePromptEntry>,
 }
 
@@ -255,7 +256,8 @@ enum Outcome {
     Absent,
 }
 
-/// Reads and parses one file, logging a warning naming the file for anything skipped or repaired.
+/// Reads and parses one file, logging a warning naming the file for anything repaired (what is
+/// skipped is logged by [`log_skipped`] once the whole index is known).
 async fn examine(
     objects: &dyn ObjectStore,
     user: &UserId,
@@ -264,7 +266,6 @@ async fn examine(
 ) -> Result<Outcome, StoreError> {
     let key = format!("{}{rel}", keys::skills_prefix(user));
     let skipped = |reason: String| {
-        tracing::warn!(file = %key, %reason, "skipping skill");
         Ok(Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason }))
     };
     let path = match classify(rel) {
@@ -408,10 +409,6 @@ impl CatalogIndex {
         };
         Ok(())
     }
-
-    pub fn to_bytes(&self) -> Vec<u8> {
-        serde_json::to_vec(self).unwrap_or_default()
-    }
 }
 
 /// Builds the whole index from one listing of `{user}/skills/` and a GET per SKILL.md.
@@ -446,28 +443,40 @@ pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<Cat
             None => index.files.insert(skill.clone(), Vec::new()),
         };
     }
+    log_skipped(user, &index, index.skipped.keys());
     tracing::info!(%user, skills = index.skills.len(), skipped = index.skipped.len(), "built the catalog index from a listing");
     Ok(index)
 }
 
-/// The stored index as read, with the ETag a conditional write must match.
-#[derive(Debug, Clone)]
-pub struct StoredIndex {
-    pub index: CatalogIndex,
-    pub etag: String,
+/// Logs a warning naming each of `files` that `index` skips, unless it lies inside a usable skill's
+/// folder (then it is one of that skill's files, as `GET /skills` shows it).
+fn log_skipped<'f>(user: &UserId, index: &CatalogIndex, files: impl Iterator<Item = &'f String>) {
+    let hidden = stored::hidden_skills(&index.skills);
+    let usable = |path: &SkillPath| {
+        let path = path.to_string();
+        index.skills.contains_key(&path) && !hidden.contains(&path)
+    };
+    for file in files {
+        if let Some(skipped) = index.skipped.get(file) {
+            if !stored::inside_a_skill(file, usable) {
+                let key = format!("{}{file}", keys::skills_prefix(user));
+                tracing::warn!(file = %key, reason = %skipped.reason, "skipping skill");
+            }
+        }
+    }
 }
 
-/// What a stored index object turned out to be.
+/// What a stored head turned out to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IndexRead {
-    Usable(CatalogIndex),
+    Usable(Box<IndexHead>),
     /// Written by an older format: rebuild it from a listing.
     Older,
     /// Written by a newer format this build cannot read: leave it alone.
     NewerUnreadable,
 }
 
-/// Decodes an index object. Unknown fields of a newer format are ignored when the rest reads.
+/// Decodes a head object. Unknown fields of a newer format are ignored when the rest reads.
 pub fn decode_index(bytes: &[u8]) -> Result<IndexRead, StoreError> {
     #[derive(Deserialize)]
     struct Version {
@@ -487,7 +496,7 @@ pub fn decode_index(bytes: &[u8]) -> Result<IndexRead, StoreError> {
         return Ok(IndexRead::Older);
     }
     match serde_json::from_slice(bytes) {
-        Ok(index) => Ok(IndexRead::Usable(index)),
+        Ok(head) => Ok(IndexRead::Usable(Box::new(head))),
         Err(_) if version.format > INDEX_FORMAT => Ok(IndexRead::NewerUnreadable),
         Err(err) => Err(StoreError::Corrupt(format!("catalog index: {err}"))),
     }
@@ -506,31 +515,44 @@ pub struct UpdateOutcome {
     pub retries: u32,
 }
 
+/// Unix seconds now.
+fn unix_now() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
 /// Brings the entries of `changed` files (relative to `{user}/skills/`) up to date: each is read
 /// again now, so the order in which events arrive does not matter, and a file that is gone is
-/// removed. The write is conditional on the index read; a lost race re-reads and re-applies.
+/// removed. The write is conditional on the head read; a lost race re-reads and re-applies.
 /// With no index (or one of an older format) the whole index is built from a listing instead.
-/// `rebuild` forces that.
+/// `rebuild` forces that. `listing_budget` is the listing budget turns use (the head keeps the
+/// listing rendered for it, and for those earlier turns asked for).
 pub async fn update_index(
     objects: &dyn ObjectStore,
     user: &UserId,
     changed: &[String],
     rebuild: bool,
+    listing_budget: Option<usize>,
 ) -> Result<UpdateOutcome, StoreError> {
     let key = keys::catalog_index_key(user);
     let mut retries = 0;
     loop {
+        let mut previous = None;
         let (mut index, condition, rebuilt) = match objects.get_if_changed(&key, None).await? {
             Fetched::Changed(object) => match decode_index(&object.bytes) {
-                Ok(IndexRead::Usable(index)) if !rebuild => (index, WriteCondition::Matches(object.etag), false),
+                Ok(IndexRead::Usable(head)) => {
+                    let index = match rebuild {
+                        true => build_index(objects, user).await?,
+                        false => stored::join(&head, stored::read_parts(objects, user, &head).await?),
+                    };
+                    previous = Some(*head);
+                    (index, WriteCondition::Matches(object.etag), rebuild)
+                }
                 Ok(IndexRead::NewerUnreadable) => {
                     return Err(StoreError::Corrupt(
                         "the catalog index was written by a newer format; update this function first".to_owned(),
                     ))
                 }
-                Ok(IndexRead::Usable(_) | IndexRead::Older) => {
-                    (build_index(objects, user).await?, WriteCondition::Matches(object.etag), true)
-                }
+                Ok(IndexRead::Older) => (build_index(objects, user).await?, WriteCondition::Matches(object.etag), true),
                 Err(err) => {
                     tracing::warn!(%user, error = %err, "the catalog index does not decode; rebuilding it");
                     (build_index(objects, user).await?, WriteCondition::Matches(object.etag), true)
@@ -558,9 +580,14 @@ pub async fn update_index(
                 }
             }
         }
-        match objects.put_if(&key, index.to_bytes(), condition).await {
-            Ok(_) => {
-                tracing::info!(%user, skills = index.skills.len(), examined, rebuilt, retries, "catalog index written");
+        if !rebuilt {
+            log_skipped(user, &index, changed.iter());
+        }
+        let written =
+            stored::write_index(objects, user, &index, condition, previous.as_ref(), listing_budget, unix_now()).await;
+        match written {
+            Ok((head, _)) => {
+                tracing::info!(%user, skills = index.skills.len(), parts = head.parts.len(), examined, rebuilt, retries, "catalog index written");
                 return Ok(UpdateOutcome { skills: index.skills.len(), examined, rebuilt, retries });
             }
             Err(StoreError::Conflict) if retries + 1 < MAX_WRITE_ATTEMPTS => {
@@ -622,35 +649,12 @@ mod tests {
     }
 
     #[test]
-    fn skills_are_stored_as_rows_and_read_back_whole() {
-        let entry = SkillEntry {
-            path: SkillPath::new("docs", "memo").unwrap(),
-            etag: "e1".into(),
-            size: 12,
-            name: "memo".into(),
-            description: "Memos.".into(),
-            category: Some("docs".into()),
-            tools: Some(vec!["read_file".into()]),
-            declared_tools: None,
-            warnings: vec!["w".into()],
-        };
-        let renamed = SkillEntry { path: SkillPath::plain("pdf").unwrap(), name: "PDF".into(), ..entry.clone() };
-        let mut index = CatalogIndex::default();
-        index.skills.insert("docs/memo".into(), entry);
-        index.skills.insert("pdf".into(), renamed);
-        index.files.insert("pdf".into(), vec![("a.md".into(), 3)]);
-        let bytes = index.to_bytes();
-        let text = String::from_utf8(bytes.clone()).unwrap();
-        assert!(text.starts_with(&format!("{{\"format\":{INDEX_FORMAT},\"skills\":[[\"docs/memo\",")), "{text}");
-        assert_eq!(decode_index(&bytes).unwrap(), IndexRead::Usable(index));
-    }
-
-    #[test]
     fn older_formats_ask_for_a_rebuild() {
         assert_eq!(decode_index(br#"{"format": 0, "skills": {}}"#).unwrap(), IndexRead::Older);
+        assert_eq!(decode_index(br#"{"format":3,"skills":[]}"#).unwrap(), IndexRead::Older);
         assert_eq!(decode_index(br#"{"format": 99, "skills": {"a": 7}}"#).unwrap(), IndexRead::NewerUnreadable);
         assert!(decode_index(b"not json").is_err());
-        let index = CatalogIndex::default();
-        assert_eq!(decode_index(&index.to_bytes()).unwrap(), IndexRead::Usable(index));
+        let encoded = stored::encode(&CatalogIndex::default(), &[], Vec::new());
+        assert_eq!(decode_index(&encoded.head_bytes).unwrap(), IndexRead::Usable(Box::new(encoded.head)));
     }
 }
