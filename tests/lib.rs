@@ -8,4 +8,5 @@ pub mod lambda;
 pub mod lambda_invoke;
 pub mod model_server;
 pub mod moto;
+pub mod otlp;
 pub mod stack;

@@ -23,6 +23,8 @@ async fn main() -> Result<(), Error> {
                 http_turn::handle(&app.service, event.payload, deadline, queue.as_deref()),
             )
             .await;
+            // The turn's spans leave before the response: Lambda freezes the process after it.
+            agent_app::traces::flush().await;
             Ok::<_, Error>(response)
         }
     }))

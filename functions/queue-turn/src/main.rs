@@ -25,7 +25,10 @@ async fn main() -> Result<(), Error> {
             // The storage requests are logged before the response is posted.
             let handled =
                 queue_turn::handle(&app.service, event.payload, deadline, continuations.as_deref(), max_receives);
-            Ok::<_, Error>(agent_app::with_request_log(&app.storage_requests, handled).await)
+            let response = agent_app::with_request_log(&app.storage_requests, handled).await;
+            // The batch's spans leave before the response: Lambda freezes the process after it.
+            agent_app::traces::flush().await;
+            Ok::<_, Error>(response)
         }
     }))
     .await
