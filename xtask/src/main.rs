@@ -3,6 +3,7 @@
 mod demo;
 mod local;
 mod python;
+mod skills;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -18,16 +19,25 @@ tasks:
           time to the first streamed byte and delta, execute in the local sandbox
   lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml (from .venv)
   local   moto with the bucket, table and example skills, and target/local.env for
-          `cargo lambda watch --env-file target/local.env`; runs until Ctrl-C";
+          `cargo lambda watch --env-file target/local.env`; runs until Ctrl-C
+  skills validate <dir> [--json]
+          what the catalog makes of a folder of skills: loaded (name, tools, warnings), skipped
+          and why, the base prompt; exits 1 when a SKILL.md would be skipped
+  skills sync <dir> --user <id> [--bucket <name>]
+          makes the folder the tenant's skills/ (unchanged files left alone, removed files
+          deleted) and rebuilds its catalog index; the local stack by default, a real bucket
+          with --bucket and the usual AWS credentials and region";
 
 fn main() -> ExitCode {
-    let task = std::env::args().nth(1);
-    let result = match task.as_deref() {
+    let args: Vec<String> = std::env::args().collect();
+    let task = args.get(1);
+    let result = match task.map(String::as_str) {
         Some("demo") => demo::run(&root()),
         Some("test") => test(),
         Some("bench") => bench(),
         Some("lint") => lint(),
         Some("local") => local::run(&root()),
+        Some("skills") => skills::run(&root(), &args[2..]),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);

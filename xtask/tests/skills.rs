@@ -1,0 +1,289 @@
+//! `cargo xtask skills validate|sync` run as a user runs them: the compiled xtask binary on folders
+//! of good, repaired and skipped skills, and syncs into moto_server on loopback.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use agent_core::skills::frontmatter::{SkipReason, MAX_SKILL_MD_BYTES};
+use agent_core::skills::index::{decode_index, IndexHead, IndexRead};
+use agent_core::store::ObjectStore;
+use agent_core::UserId;
+use serde_json::Value;
+
+/// A folder of its own under the system's temporary directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new() -> Scratch {
+        static NEXT: AtomicU32 = AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let dir = std::env::temp_dir().join(format!("xtask-skills-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create a scratch folder");
+        Scratch(dir)
+    }
+
+    fn write(&self, rel: &str, text: impl AsRef<[u8]>) {
+        let path = self.0.join(rel);
+        std::fs::create_dir_all(path.parent().expect("a file has a folder")).expect("create the file's folder");
+        std::fs::write(&path, text).expect("write a file");
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn skill_md(description: &str, extra: &str) -> String {
+    format!("---\ndescription: {description}\n{extra}---\n\n# Instructions\n")
+}
+
+fn xtask(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_xtask"));
+    command.args(args);
+    for name in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "XTASK_LOCAL_ENV"] {
+        command.env_remove(name);
+    }
+    command.envs(env.iter().copied());
+    command.output().expect("run the xtask binary")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+fn validate_json(dir: &Path) -> (Output, Value) {
+    let output = xtask(&["skills", "validate", dir.to_str().expect("UTF-8 path"), "--json"], &[]);
+    let report = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|err| panic!("the report is JSON ({err}): {}\n{}", stdout(&output), stderr(&output)));
+    (output, report)
+}
+
+fn files_of(list: &Value) -> Vec<String> {
+    list.as_array().expect("a list").iter().map(|entry| entry["file"].as_str().expect("a file").to_owned()).collect()
+}
+
+#[test]
+fn validate_lists_the_example_skills_and_passes() {
+    let examples = tests::stack::repo_root().join("examples/skills");
+    let output = xtask(&["skills", "validate", examples.to_str().unwrap()], &[]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "exit {:?}\n{text}\n{}", output.status, stderr(&output));
+    for file in ["contratos/arrendamiento/SKILL.md", "escrituras/compraventa/SKILL.md", "escrituras/hipoteca/SKILL.md"]
+    {
+        assert!(text.contains(file), "{file} is listed:\n{text}");
+    }
+    assert!(text.contains("tools: ls, read_file, write_file, edit_file, glob, grep"), "hipoteca's tools:\n{text}");
+    assert!(text.contains("base prompt: BASE_PROMPT.md"), "the base prompt is reported:\n{text}");
+    assert!(text.contains("3 skills loaded (0 with warnings), 0 skipped"), "the totals:\n{text}");
+
+    let (output, report) = validate_json(&examples);
+    assert!(output.status.success());
+    assert_eq!(report["totals"]["loaded"], 3);
+    assert_eq!(report["base_prompt"]["status"], "used");
+    let compraventa = &report["loaded"][1];
+    assert_eq!(compraventa["path"], "escrituras/compraventa");
+    assert_eq!(compraventa["files"], 3, "its files besides SKILL.md");
+}
+
+#[test]
+fn validate_names_each_skipped_file_and_its_reason_and_fails() {
+    let scratch = Scratch::new();
+    scratch.write("good/SKILL.md", skill_md("A usable skill.", "name: good\nallowed-tools: Read Write\n"));
+    scratch.write("repaired/SKILL.md", skill_md("Usable after repairs.", "name: Another Name\n"));
+    scratch.write("broken/SKILL.md", "no frontmatter here\n");
+    scratch.write("a/b/c/SKILL.md", skill_md("Too deep.", ""));
+    let large = skill_md("Too large.", "") + &"x".repeat(MAX_SKILL_MD_BYTES as usize);
+    scratch.write("large/SKILL.md", &large);
+
+    let output = xtask(&["skills", "validate", scratch.0.to_str().unwrap()], &[]);
+    let text = stdout(&output);
+    assert_eq!(output.status.code(), Some(1), "a skipped skill fails the run:\n{text}");
+    assert!(stderr(&output).contains("3 SKILL.md file(s) would be skipped"), "{}", stderr(&output));
+    for (file, reason) in [
+        ("broken/SKILL.md", SkipReason::MissingOpening),
+        ("a/b/c/SKILL.md", SkipReason::TooDeep),
+        ("large/SKILL.md", SkipReason::TooLarge(large.len() as u64)),
+    ] {
+        assert!(text.contains(&format!("  {file}: {reason}\n")), "{file} and why:\n{text}");
+    }
+    assert!(text.contains("tools: read_file, write_file"), "Claude Code's names mapped:\n{text}");
+    assert!(text.contains("repaired/SKILL.md (name: Another Name)"), "{text}");
+    assert!(text.contains("warning: `name` \"Another Name\" differs from its folder \"repaired\""), "{text}");
+    assert!(text.contains("2 skills loaded (1 with warnings), 3 skipped"), "{text}");
+
+    let (_, report) = validate_json(&scratch.0);
+    assert_eq!(files_of(&report["skipped"]), ["a/b/c/SKILL.md", "broken/SKILL.md", "large/SKILL.md"]);
+    assert_eq!(files_of(&report["loaded"]), ["good/SKILL.md", "repaired/SKILL.md"]);
+}
+
+#[test]
+fn a_skill_md_deep_inside_a_skill_is_one_of_its_files() {
+    let scratch = Scratch::new();
+    scratch.write("pdf/SKILL.md", skill_md("Fills PDF forms.", ""));
+    scratch.write("pdf/examples/SKILL.md", skill_md("An example inside the skill.", ""));
+    scratch.write("pdf/examples/deeper/SKILL.md", "not even frontmatter\n");
+    scratch.write("docs/memo/SKILL.md", skill_md("Writes memos.", ""));
+    scratch.write("docs/memo/templates/old/SKILL.md", skill_md("Nested too deeply, but inside memo.", ""));
+    scratch.write(".git/config", "[core]\n");
+    std::os::unix::fs::symlink("/etc/hostname", scratch.0.join("pdf/outside")).expect("a link out");
+    scratch.write("BASE_PROMPT.md", "Hello {unknown}\n");
+
+    let (output, report) = validate_json(&scratch.0);
+    assert_eq!(report["totals"]["skipped"], 0, "{report:#}");
+    assert_eq!(files_of(&report["loaded"]), ["docs/memo/SKILL.md", "pdf/SKILL.md"]);
+    let inside: BTreeMap<String, String> = report["inside_a_skill"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|entry| (entry["file"].as_str().unwrap().to_owned(), entry["skill"].as_str().unwrap().to_owned()))
+        .collect();
+    let expected = [
+        ("docs/memo/templates/old/SKILL.md", "docs/memo"),
+        ("pdf/examples/SKILL.md", "pdf"),
+        ("pdf/examples/deeper/SKILL.md", "pdf"),
+    ];
+    assert_eq!(inside, expected.map(|(file, skill)| (file.to_owned(), skill.to_owned())).into());
+    let ignored: Vec<&str> =
+        report["ignored"].as_array().unwrap().iter().map(|e| e["path"].as_str().unwrap()).collect();
+    assert_eq!(ignored, [".git", "pdf/outside"], "hidden entries and links out of the folder are left out");
+    // No skill is skipped, but a base prompt every turn would refuse still fails the run.
+    assert_eq!(report["base_prompt"]["status"], "invalid");
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("BASE_PROMPT.md is not a usable template"), "{}", stderr(&output));
+
+    std::fs::remove_file(scratch.0.join("BASE_PROMPT.md")).unwrap();
+    let (output, report) = validate_json(&scratch.0);
+    assert!(output.status.success(), "skills inside skills are not skips: {}", stderr(&output));
+    assert_eq!(report["base_prompt"]["status"], "absent");
+}
+
+#[test]
+fn validate_refuses_a_folder_that_does_not_exist() {
+    let output = xtask(&["skills", "validate", "/no/such/skills"], &[]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("there is no folder /no/such/skills"), "{}", stderr(&output));
+    let output = xtask(&["skills", "frobnicate"], &[]);
+    assert!(!output.status.success() && stderr(&output).contains("usage: cargo xtask skills"));
+}
+
+/// Every object under `prefix` with its ETag.
+async fn etags(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str) -> BTreeMap<String, String> {
+    let listed = s3.list_objects_v2().bucket(bucket).prefix(prefix).send().await.expect("list");
+    listed.contents().iter().map(|o| (o.key().unwrap().to_owned(), o.e_tag().unwrap().to_owned())).collect()
+}
+
+async fn head(objects: &aws_store::S3ObjectStore, user: &str) -> IndexHead {
+    let user = UserId::parse(user).unwrap();
+    let object = objects.get(&agent_core::keys::catalog_index_key(&user)).await.unwrap().expect("an index head");
+    match decode_index(&object.bytes).unwrap() {
+        IndexRead::Usable(head) => *head,
+        other => panic!("unexpected index {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
+    let endpoint = tests::moto::moto().endpoint.clone();
+    let config = tests::moto::sdk_config(&endpoint).await;
+    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
+    let bucket = tests::moto::unique_name("sync");
+    tests::moto::create_bucket(&s3, &bucket).await;
+    let objects = aws_store::S3ObjectStore::new(s3.clone(), &bucket);
+    // Another tenant's skills, which a sync of u1 must leave alone.
+    s3.put_object()
+        .bucket(&bucket)
+        .key("u0/skills/theirs/SKILL.md")
+        .body(b"theirs".to_vec().into())
+        .send()
+        .await
+        .unwrap();
+
+    let scratch = Scratch::new();
+    scratch.write("alpha/SKILL.md", skill_md("Alpha.", ""));
+    scratch.write("alpha/notes.md", "first notes\n");
+    scratch.write("beta/SKILL.md", skill_md("Beta.", ""));
+    scratch.write("broken/SKILL.md", "no frontmatter\n");
+    // Enough files for progress lines.
+    for i in 0..120 {
+        scratch.write(&format!("alpha/data/{i:03}.txt"), format!("row {i}\n"));
+    }
+    let files = 124;
+    // The local stack's settings, as `cargo xtask local` writes them, pointed at this test's moto.
+    let env_file = scratch.0.with_extension("env");
+    std::fs::write(
+        &env_file,
+        format!(
+            "SKILLS_BUCKET={bucket}\nAWS_ENDPOINT_URL={endpoint}\nAWS_ACCESS_KEY_ID=testing\n\
+             AWS_SECRET_ACCESS_KEY=testing\nAWS_REGION=us-east-1\n"
+        ),
+    )
+    .unwrap();
+    let local = [("XTASK_LOCAL_ENV", env_file.to_str().unwrap())];
+    let dir = scratch.0.to_str().unwrap();
+
+    let output = tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "u1"], &local));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output), format!("{files} uploaded, 0 unchanged, 0 removed; 2 skills indexed, 1 skipped\n"));
+    assert!(stderr(&output).contains(&format!("100/{files} files checked")), "progress: {}", stderr(&output));
+    let first = etags(&s3, &bucket, "u1/skills/").await;
+    assert_eq!(first.len(), files);
+    let head_before = head(&objects, "u1").await;
+    assert_eq!((head_before.total, head_before.skipped), (2, 1));
+
+    // Nothing changed: nothing is uploaded.
+    let output = tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "u1"], &local));
+    assert_eq!(stdout(&output), format!("0 uploaded, {files} unchanged, 0 removed; 2 skills indexed, 1 skipped\n"));
+
+    // One skill repaired, one removed.
+    scratch.write("broken/SKILL.md", skill_md("Fixed now.", ""));
+    std::fs::remove_file(scratch.0.join("beta/SKILL.md")).unwrap();
+    let output = tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "u1"], &local));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        format!("1 uploaded, {} unchanged, 1 removed; 2 skills indexed, 0 skipped\n", files - 2)
+    );
+    let second = etags(&s3, &bucket, "u1/skills/").await;
+    assert!(!second.contains_key("u1/skills/beta/SKILL.md"), "the removed file is gone");
+    assert_ne!(second["u1/skills/broken/SKILL.md"], first["u1/skills/broken/SKILL.md"], "the changed file is new");
+    let same: Vec<&String> = second.keys().filter(|key| first.get(*key) == second.get(*key)).collect();
+    assert_eq!(same.len(), files - 2, "every other file is as it was");
+    let head_after = head(&objects, "u1").await;
+    assert_eq!((head_after.total, head_after.skipped), (2, 0), "the index lists the skills left");
+    let inline = head_after.inline.expect("a small catalog is inline");
+    assert_eq!(inline.skills.keys().collect::<Vec<_>>(), ["alpha", "broken"]);
+    assert_eq!(inline.skills["broken"].description, "Fixed now.");
+    assert_eq!(etags(&s3, &bucket, "u0/").await.len(), 1, "another tenant's prefix is untouched");
+
+    // A real bucket: the SDK's usual environment (here pointed at moto).
+    let aws = [
+        ("AWS_ENDPOINT_URL", endpoint.as_str()),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ];
+    let output =
+        tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "u2", "--bucket", &bucket], &aws));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        format!("{} uploaded, 0 unchanged, 0 removed; 2 skills indexed, 0 skipped\n", files - 1)
+    );
+    assert_eq!(etags(&s3, &bucket, "u1/skills/").await, second, "u2's sync leaves u1 alone");
+
+    let output = tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "../u1"], &local));
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stderr(&output).contains("--user \"../u1\" is not a usable id"), "{}", stderr(&output));
+    assert_eq!(etags(&s3, &bucket, "").await.keys().filter(|key| key.starts_with("..")).count(), 0);
+    let _ = std::fs::remove_file(&env_file);
+}
