@@ -135,11 +135,13 @@ fn a_skill_md_deep_inside_a_skill_is_one_of_its_files() {
     scratch.write("docs/memo/templates/old/SKILL.md", skill_md("Nested too deeply, but inside memo.", ""));
     scratch.write(".git/config", "[core]\n");
     std::os::unix::fs::symlink("/etc/hostname", scratch.0.join("pdf/outside")).expect("a link out");
+    std::os::unix::fs::symlink(scratch.0.join("pdf/SKILL.md"), scratch.0.join("pdf/copy.md")).expect("a link in");
     scratch.write("BASE_PROMPT.md", "Hello {unknown}\n");
 
     let (output, report) = validate_json(&scratch.0);
     assert_eq!(report["totals"]["skipped"], 0, "{report:#}");
     assert_eq!(files_of(&report["loaded"]), ["docs/memo/SKILL.md", "pdf/SKILL.md"]);
+    assert_eq!(report["loaded"][1]["files"], 3, "pdf's files: its two inner SKILL.md and the link inside the folder");
     let inside: BTreeMap<String, String> = report["inside_a_skill"]
         .as_array()
         .unwrap()
@@ -239,6 +241,23 @@ async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
     let head_before = head(&objects, "u1").await;
     assert_eq!((head_before.total, head_before.skipped), (2, 1));
 
+    // A mark on one object that any upload of it would erase (a copy onto itself keeps the bytes).
+    let marked = "u1/skills/alpha/notes.md";
+    s3.copy_object()
+        .bucket(&bucket)
+        .key(marked)
+        .copy_source(format!("{bucket}/{marked}"))
+        .metadata("mark", "kept")
+        .metadata_directive(aws_sdk_s3::types::MetadataDirective::Replace)
+        .send()
+        .await
+        .unwrap();
+    let mark = || async {
+        let head = s3.head_object().bucket(&bucket).key(marked).send().await.unwrap();
+        head.metadata().and_then(|metadata| metadata.get("mark").cloned())
+    };
+    assert_eq!(mark().await.as_deref(), Some("kept"));
+
     // Nothing changed: nothing is uploaded.
     let output = tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "u1"], &local));
     assert_eq!(stdout(&output), format!("0 uploaded, {files} unchanged, 0 removed; 2 skills indexed, 1 skipped\n"));
@@ -257,6 +276,7 @@ async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
     assert_ne!(second["u1/skills/broken/SKILL.md"], first["u1/skills/broken/SKILL.md"], "the changed file is new");
     let same: Vec<&String> = second.keys().filter(|key| first.get(*key) == second.get(*key)).collect();
     assert_eq!(same.len(), files - 2, "every other file is as it was");
+    assert_eq!(mark().await.as_deref(), Some("kept"), "an unchanged file is never uploaded again");
     let head_after = head(&objects, "u1").await;
     assert_eq!((head_after.total, head_after.skipped), (2, 0), "the index lists the skills left");
     let inline = head_after.inline.expect("a small catalog is inline");
