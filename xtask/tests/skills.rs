@@ -220,7 +220,8 @@ async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
     }
     let files = 124;
     // The local stack's settings, as `cargo xtask local` writes them, pointed at this test's moto.
-    let env_file = scratch.0.with_extension("env");
+    let settings = Scratch::new();
+    let env_file = settings.0.join("local.env");
     std::fs::write(
         &env_file,
         format!(
@@ -305,5 +306,4 @@ async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
     assert_eq!(output.status.code(), Some(1));
     assert!(stderr(&output).contains("--user \"../u1\" is not a usable id"), "{}", stderr(&output));
     assert_eq!(etags(&s3, &bucket, "").await.keys().filter(|key| key.starts_with("..")).count(), 0);
-    let _ = std::fs::remove_file(&env_file);
 }
