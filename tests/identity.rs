@@ -67,6 +67,11 @@ impl IdentityProvider {
         self.sign(json!({"sub": sub, "aud": AUDIENCE, "exp": now() + 3600, "name": "Ana García", "locale": "es"}))
     }
 
+    /// A valid token for `sub`, good for `seconds` (`cargo xtask local` hands out one for a working day).
+    pub fn token_valid_for(&self, sub: &str, seconds: u64) -> String {
+        self.sign(json!({"sub": sub, "aud": AUDIENCE, "exp": now() + seconds, "name": "Ana García", "locale": "es"}))
+    }
+
     /// A token for `sub` issued to another application.
     pub fn token_for_audience(&self, sub: &str, audience: &str) -> String {
         self.sign(json!({"sub": sub, "aud": audience, "exp": now() + 3600}))

@@ -1,12 +1,16 @@
 //! The project-local Python environment (`.venv`) with the pinned tools the tests need: moto_server
 //! (S3, DynamoDB and SQS on loopback), the MCP SDK for the expert servers, and cfn-lint. It is made
-//! on first use and remade only when `tests/requirements.txt` changes. Also the sandbox's Python
+//! on first use and remade only when `tests/requirements.txt` changes; `cargo xtask local` installs
+//! only moto (`tests/requirements-local.txt`). Also the sandbox's Python
 //! packages (`target/sandbox-python`), remade only when `functions/sandbox/requirements.txt` changes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const REQUIREMENTS: &str = "tests/requirements.txt";
+/// The subset `cargo xtask local` needs: moto alone, a few tens of MB instead of the whole test
+/// environment (deepagents, langchain, the MCP SDK, cfn-lint: about 485 MB).
+const LOCAL_REQUIREMENTS: &str = "tests/requirements-local.txt";
 /// Written after a successful install, holding the requirements it installed.
 const STAMP: &str = "installed-requirements.txt";
 /// What a sandboxed command can import, and where `pip install --target` puts it.
@@ -17,24 +21,48 @@ const SANDBOX_PACKAGES: &str = "target/sandbox-python";
 /// `PATH`, so every command xtask starts (and the tests they start) finds them; then the sandbox's
 /// packages, named by `SANDBOX_PYTHON_PACKAGES`.
 pub fn activate(root: &Path) -> Result<(), String> {
+    venv(root, REQUIREMENTS)?;
+    sandbox_packages(root, &root.join(".venv/bin/python3"))
+}
+
+/// What `cargo xtask local` needs: `.venv` with moto only, first on `PATH`. The sandbox's packages
+/// are named when an earlier `cargo xtask test` installed them, and not installed otherwise: the
+/// local loop's `execute` runs scripts that need only the standard library.
+pub fn activate_local(root: &Path) -> Result<(), String> {
+    venv(root, LOCAL_REQUIREMENTS)?;
+    let packages = root.join(SANDBOX_PACKAGES);
+    if packages.join(STAMP).exists() {
+        std::env::set_var("SANDBOX_PYTHON_PACKAGES", &packages);
+    }
+    Ok(())
+}
+
+/// Installs `requirements` into `.venv` unless the last install already covered every one of its
+/// pins, with pip's progress shown, and puts `.venv/bin` first on `PATH`.
+fn venv(root: &Path, requirements_file: &str) -> Result<(), String> {
     let venv = root.join(".venv");
     let bin = venv.join("bin");
-    let requirements = std::fs::read_to_string(root.join(REQUIREMENTS))
-        .map_err(|err| format!("could not read {REQUIREMENTS}: {err}"))?;
+    let requirements = std::fs::read_to_string(root.join(requirements_file))
+        .map_err(|err| format!("could not read {requirements_file}: {err}"))?;
     let installed = std::fs::read_to_string(venv.join(STAMP)).unwrap_or_default();
-    if installed != requirements || !bin.join("python3").exists() {
-        eprintln!("xtask: setting up .venv from {REQUIREMENTS} (first use, or the pins changed)");
+    if !covers(&installed, &requirements) || !bin.join("python3").exists() {
+        eprintln!(
+            "xtask: setting up .venv from {requirements_file} (first use, or the pins changed); pip's progress follows"
+        );
         create(&venv)?;
         let python = bin.join("python3");
         let status = Command::new(&python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "-r"])
-            .arg(root.join(REQUIREMENTS))
+            .args(["-m", "pip", "install", "--progress-bar", "on", "--disable-pip-version-check", "-r"])
+            .arg(root.join(requirements_file))
             .status()
             .map_err(|err| format!("could not start {}: {err}", python.display()))?;
         if !status.success() {
-            return Err(format!("installing {REQUIREMENTS} into .venv failed ({status})"));
+            return Err(format!("installing {requirements_file} into .venv failed ({status})"));
         }
+        // A full install after a moto-only one records the full set; a subset installed over a
+        // full set never gets here, since the full set covers it.
         std::fs::write(venv.join(STAMP), &requirements).map_err(|err| format!("could not write the stamp: {err}"))?;
+        eprintln!("xtask: .venv ready");
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut paths: Vec<PathBuf> = vec![bin.clone()];
@@ -43,7 +71,19 @@ pub fn activate(root: &Path) -> Result<(), String> {
     // xtask is single-threaded here, before any child process starts.
     std::env::set_var("PATH", joined);
     std::env::set_var("VIRTUAL_ENV", &venv);
-    sandbox_packages(root, &bin.join("python3"))
+    Ok(())
+}
+
+/// The pins of a requirements file: its lines without comments and blanks.
+fn pins(requirements: &str) -> impl Iterator<Item = &str> {
+    requirements.lines().map(|line| line.split('#').next().unwrap_or("").trim()).filter(|line| !line.is_empty())
+}
+
+/// Whether what was installed (the stamp) holds every pin of `wanted`, so nothing needs installing.
+fn covers(installed: &str, wanted: &str) -> bool {
+    let installed: Vec<&str> = pins(installed).collect();
+    let mut wanted = pins(wanted).peekable();
+    wanted.peek().is_some() && wanted.all(|pin| installed.contains(&pin))
 }
 
 /// Installs the sandbox's pinned packages with the `.venv`'s pip into `target/sandbox-python`
@@ -68,7 +108,16 @@ fn sandbox_packages(root: &Path, python: &Path) -> Result<(), String> {
         // The target never meets the .venv's own packages, so pip's conflict check against them (moto's
         // botocore pins an older python-dateutil) is noise.
         let status = Command::new(python)
-            .args(["-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-warn-conflicts", "--target"])
+            .args([
+                "-m",
+                "pip",
+                "install",
+                "--progress-bar",
+                "on",
+                "--disable-pip-version-check",
+                "--no-warn-conflicts",
+                "--target",
+            ])
             .arg(&partial)
             .arg("-r")
             .arg(root.join(SANDBOX_REQUIREMENTS))
@@ -146,4 +195,26 @@ fn pip_works(venv: &Path) -> bool {
         .args(["-m", "pip", "--version"])
         .output()
         .is_ok_and(|output| output.status.success())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::covers;
+
+    #[test]
+    fn the_full_set_covers_the_moto_only_set_but_not_the_other_way() {
+        let full = std::fs::read_to_string(crate::root().join(super::REQUIREMENTS)).unwrap();
+        let local = std::fs::read_to_string(crate::root().join(super::LOCAL_REQUIREMENTS)).unwrap();
+        assert!(covers(&full, &local), "the moto pin of the local set must be the test set's");
+        assert!(!covers(&local, &full));
+        assert!(covers(&local, &local));
+    }
+
+    #[test]
+    fn a_changed_pin_or_an_empty_stamp_needs_an_install() {
+        assert!(!covers("moto[server]==5.2.0\n", "moto[server]==5.2.1\n"));
+        assert!(!covers("", "moto[server]==5.2.1\n"));
+        // Comments and blank lines are not pins.
+        assert!(covers("# pins\nmoto[server]==5.2.1  # the server\n\n", "moto[server]==5.2.1\n"));
+    }
 }

@@ -69,6 +69,9 @@ pub struct LlmConfig {
     pub max_tokens: u32,
     /// JSON Lines file of recorded replies, for [`ProviderKind::Replay`].
     pub replay_file: Option<PathBuf>,
+    /// For [`ProviderKind::Replay`]: once every reply was served, answer each further call with a
+    /// reply saying so (`LLM_REPLAY_EXHAUSTED=answer`, for the local loop) instead of failing it.
+    pub replay_exhausted_answers: bool,
     /// When set, every reply is appended to this JSON Lines file.
     pub record_file: Option<PathBuf>,
 }
@@ -86,6 +89,7 @@ impl fmt::Debug for LlmConfig {
             .field("retry_base_delay", &self.retry_base_delay)
             .field("max_tokens", &self.max_tokens)
             .field("replay_file", &self.replay_file)
+            .field("replay_exhausted_answers", &self.replay_exhausted_answers)
             .field("record_file", &self.record_file)
             .finish()
     }
@@ -104,6 +108,7 @@ impl LlmConfig {
             retry_base_delay: DEFAULT_RETRY_BASE_DELAY,
             max_tokens: DEFAULT_MAX_TOKENS,
             replay_file: None,
+            replay_exhausted_answers: false,
             record_file: None,
         }
     }
@@ -187,6 +192,13 @@ impl LlmConfig {
         }
         config.replay_file = get("LLM_REPLAY_FILE").map(PathBuf::from);
         config.record_file = get("LLM_RECORD_FILE").map(PathBuf::from);
+        config.replay_exhausted_answers = match get("LLM_REPLAY_EXHAUSTED").as_deref().map(str::trim) {
+            None | Some("") | Some("error") => false,
+            Some("answer") => true,
+            Some(other) => {
+                return Err(config_error(format!("LLM_REPLAY_EXHAUSTED must be answer or error; got {other:?}")))
+            }
+        };
         if provider == ProviderKind::Replay && config.replay_file.is_none() {
             return Err(config_error("LLM_REPLAY_FILE is required for provider replay".to_string()));
         }
@@ -339,6 +351,19 @@ mod tests {
 
         let message = config_message(LlmConfig::from_lookup(lookup(&[("LLM_PROVIDER", "replay")])));
         assert!(message.contains("LLM_REPLAY_FILE"), "{message}");
+    }
+
+    #[test]
+    fn a_used_up_replay_fails_unless_told_to_answer() {
+        let replay = [("LLM_PROVIDER", "replay"), ("LLM_REPLAY_FILE", "r.jsonl")];
+        assert!(!LlmConfig::from_lookup(lookup(&replay)).unwrap().replay_exhausted_answers);
+        let answer = [replay[0], replay[1], ("LLM_REPLAY_EXHAUSTED", "answer")];
+        assert!(LlmConfig::from_lookup(lookup(&answer)).unwrap().replay_exhausted_answers);
+        let error = [replay[0], replay[1], ("LLM_REPLAY_EXHAUSTED", "error")];
+        assert!(!LlmConfig::from_lookup(lookup(&error)).unwrap().replay_exhausted_answers);
+        let message =
+            config_message(LlmConfig::from_lookup(lookup(&[replay[0], replay[1], ("LLM_REPLAY_EXHAUSTED", "loop")])));
+        assert!(message.contains("LLM_REPLAY_EXHAUSTED"), "{message}");
     }
 
     #[test]

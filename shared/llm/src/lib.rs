@@ -35,7 +35,7 @@ pub async fn build(config: &LlmConfig) -> Result<Arc<dyn ChatModel>, ModelError>
                 .replay_file
                 .as_ref()
                 .ok_or_else(|| ModelError::Config("provider replay needs a replay file".to_string()))?;
-            Arc::new(ReplayModel::from_file(path)?)
+            Arc::new(ReplayModel::from_file(path)?.answering_when_exhausted(config.replay_exhausted_answers))
         }
     };
     tracing::info!(model = %config.model_name(), recording = config.record_file.is_some(), "model provider ready");

@@ -18,6 +18,8 @@ pub struct ReplayModel {
     /// For each reply, the pieces its text streamed in, when recorded.
     deltas: Vec<Option<Vec<String>>>,
     cursor: Mutex<usize>,
+    /// Once every reply was served: answer with a reply saying so rather than fail the call.
+    exhausted_answers: bool,
 }
 
 impl ReplayModel {
@@ -57,21 +59,45 @@ impl ReplayModel {
             replies.push(reply);
             deltas.push(pieces);
         }
-        Ok(ReplayModel { source, replies, deltas, cursor: Mutex::new(0) })
+        Ok(ReplayModel { source, replies, deltas, cursor: Mutex::new(0), exhausted_answers: false })
     }
 
     /// Replies in the same order as they will be served.
     pub fn from_replies(source: impl Into<String>, replies: Vec<ChatResponse>) -> Self {
         let deltas = vec![None; replies.len()];
-        ReplayModel { source: source.into(), replies, deltas, cursor: Mutex::new(0) }
+        ReplayModel { source: source.into(), replies, deltas, cursor: Mutex::new(0), exhausted_answers: false }
+    }
+
+    /// With `answers`, a call after the last reply gets a final reply saying the file is used up
+    /// (so a client sees why, not a bare 502) instead of an error; for the local cargo-lambda loop.
+    pub fn answering_when_exhausted(mut self, answers: bool) -> Self {
+        self.exhausted_answers = answers;
+        self
     }
 
     /// The next reply and its recorded pieces, advancing the cursor.
     fn next_reply(&self) -> Result<(ChatResponse, Option<Vec<String>>), ModelError> {
         let mut cursor = self.lock_cursor();
-        let reply = self.replies.get(*cursor).cloned().ok_or_else(|| {
-            ModelError::Config(format!("replay file {} exhausted after {} replies", self.source, self.replies.len()))
-        })?;
+        let Some(reply) = self.replies.get(*cursor).cloned() else {
+            let served = self.replies.len();
+            if self.exhausted_answers {
+                tracing::warn!(provider = "replay", source = %self.source, served, "replay file used up; answering so");
+                let content = format!(
+                    "[replay model] The replay file {} has no more replies: all {served} were served since this \
+                     function started. Restart the function (or `cargo lambda watch`) to play it again, or set \
+                     LLM_PROVIDER for a real model.",
+                    self.source
+                );
+                let reply = ChatResponse {
+                    content,
+                    tool_calls: Vec::new(),
+                    usage: agent_core::Usage::default(),
+                    stop_reason: agent_core::StopReason::EndTurn,
+                };
+                return Ok((reply, None));
+            }
+            return Err(ModelError::Config(format!("replay file {} exhausted after {served} replies", self.source)));
+        };
         let pieces = self.deltas.get(*cursor).cloned().flatten();
         *cursor += 1;
         tracing::debug!(
@@ -195,6 +221,19 @@ mod tests {
 
     fn request() -> ChatRequest {
         ChatRequest::default()
+    }
+
+    #[tokio::test]
+    async fn answering_when_exhausted_says_so_in_a_final_reply() {
+        let text = r#"{"content":"one","tool_calls":[],"usage":{"input_tokens":1,"output_tokens":2},"stop_reason":"end_turn"}"#;
+        let model = ReplayModel::from_jsonl("local.jsonl", text).unwrap().answering_when_exhausted(true);
+        assert_eq!(model.complete(&request()).await.unwrap().content, "one");
+        for _ in 0..2 {
+            let reply = model.complete(&request()).await.unwrap();
+            assert!(reply.content.contains("local.jsonl has no more replies: all 1 were served"), "{}", reply.content);
+            assert!(reply.tool_calls.is_empty());
+            assert_eq!(reply.stop_reason, StopReason::EndTurn);
+        }
     }
 
     #[tokio::test]
