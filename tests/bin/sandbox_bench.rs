@@ -366,6 +366,7 @@ async fn seed_session(
         now: agent_core::turn::OffsetDateTime::now_utc().unix_timestamp(),
         commit_token: format!("seed-{session}"),
         idempotency: None,
+        usage: None,
     };
     sessions.commit(user, session, &commit).await.expect("seed the session");
 }

@@ -97,8 +97,16 @@ impl World {
     ) -> Result<(), StoreError> {
         let history_len = 2 * expected_version as usize;
         let commit_token = format!("test-{expected_version}-{now}");
-        let commit =
-            TurnCommit { expected_version, new_messages, history_len, state, now, commit_token, idempotency: None };
+        let commit = TurnCommit {
+            expected_version,
+            new_messages,
+            history_len,
+            state,
+            now,
+            commit_token,
+            idempotency: None,
+            usage: None,
+        };
         self.stores.sessions.commit(user, session, &commit).await
     }
 }
@@ -331,6 +339,7 @@ async fn concurrent_commits_from_one_version_have_exactly_one_winner() {
                     now: now(),
                     commit_token: format!("{who}-{version}"),
                     idempotency: None,
+                    usage: None,
                 };
                 (who, sessions.commit(&user, &session, &commit).await)
             })
@@ -587,6 +596,7 @@ async fn a_repeated_commit_request_is_recognised_as_applied_and_idempotency_keys
         now,
         commit_token: "token-of-this-attempt".to_owned(),
         idempotency: Some(CommitKey { key: key.clone(), owner: owner.clone(), reply: reply.clone() }),
+        usage: None,
     };
     sessions.commit(&user, &session, &commit).await.unwrap();
     // The same request again (an SDK retry whose first answer was lost) is acknowledged, not a conflict,
@@ -715,6 +725,7 @@ async fn a_session_in_the_older_layout_loads_and_its_next_commit_moves_its_meta_
         now: t + 2,
         commit_token: "move-it".into(),
         idempotency: None,
+        usage: None,
     };
     world.stores.sessions.commit(&user, &session, &commit).await.unwrap();
     world.stores.sessions.commit(&user, &session, &commit).await.unwrap();

@@ -145,6 +145,7 @@ async fn seed_workspace(stack: &Stack, user: &str, session: &str, files: &[(&str
         now,
         commit_token: format!("seed-{now}"),
         idempotency: None,
+        usage: None,
     };
     stores.sessions.commit(&user, &session, &commit).await.expect("seed the session");
 }

@@ -2,9 +2,10 @@
 
 use sha2::Digest;
 
+use super::usage::Meter;
 use super::{Claimed, TurnError, TurnReply, TurnRequest, TurnService};
 use crate::message::Message;
-use crate::store::{CommitKey, Session, SessionState, TurnCommit};
+use crate::store::{CommitKey, Session, SessionState, StoreError, TurnCommit};
 
 /// Tool results longer than this are kept by reference in the stored history.
 pub const INLINE_TOOL_RESULT_BYTES: usize = 16 * 1024;
@@ -12,7 +13,8 @@ pub const INLINE_TOOL_RESULT_BYTES: usize = 16 * 1024;
 const TOOL_RESULT_PREVIEW_BYTES: usize = 4 * 1024;
 
 impl TurnService {
-    /// Stores the turn, conditional on the version read at its start.
+    /// Stores the turn, conditional on the version read at its start, and adds what it spent to the
+    /// tenant's usage in the same atomic write: a turn counts exactly when it is stored.
     pub(super) async fn commit(
         &self,
         request: &TurnRequest,
@@ -32,16 +34,28 @@ impl TurnService {
             None => None,
         };
         let new_messages = self.keep_large_results_by_reference(request, new_messages).await?;
+        let meter = Meter::current();
         let commit = TurnCommit {
             expected_version: session.version,
             new_messages,
             history_len: session.history_end(),
             state,
             now: request.now.unix_timestamp(),
-            commit_token: hex::encode(rand::random::<[u8; 16]>()),
+            commit_token: meter
+                .as_ref()
+                .map_or_else(|| hex::encode(rand::random::<[u8; 16]>()), |meter| meter.token.clone()),
             idempotency,
+            usage: meter.as_ref().map(|meter| meter.usage(request.now, true)),
         };
-        Ok(self.sessions.commit(&request.user, &request.session, &commit).await?)
+        match self.sessions.commit(&request.user, &request.session, &commit).await {
+            Err(err @ (StoreError::Backend(_) | StoreError::Corrupt(_))) => {
+                if let Some(meter) = &meter {
+                    meter.mark_commit_unknown();
+                }
+                Err(err.into())
+            }
+            result => Ok(result?),
+        }
     }
 
     /// Tool results over [`INLINE_TOOL_RESULT_BYTES`] are stored as objects of their own (content-

@@ -2,6 +2,8 @@
 //! (conditional on the version the turn read) and completes the idempotency record. A session still
 //! in the older layout (meta item at `sk = META`) has its meta item moved to [`META_SORT_KEY`] by the
 //! same transaction: a put of the new item and a delete of the old one, conditional on its version.
+//! The turn's usage rides in the same transaction (`ADD`s on the tenant's usage items, see `usage`),
+//! so it counts exactly when the turn is stored.
 
 use std::collections::HashMap;
 
@@ -12,6 +14,7 @@ use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use sha2::{Digest, Sha256};
 
+use super::usage::{conflict_pause, USAGE_CONFLICT_RETRIES};
 use super::{
     idempotency, partition_key, sha256_hex, state_attributes, turn_sort_key, DynamoSessionStore, LEGACY_META_SORT_KEY,
     META_SORT_KEY, SPILL_THRESHOLD_BYTES,
@@ -60,7 +63,9 @@ impl DynamoSessionStore {
         } else {
             TransactWriteItem::builder().update(self.meta_update(user, session, &pk, version, commit)?).build()
         };
-        if let Outcome::Applied = self.transact(&pk, commit, vec![turn.clone(), meta], &commit.commit_token).await? {
+        if let Outcome::Applied =
+            self.transact(user, &pk, commit, vec![turn.clone(), meta], &commit.commit_token).await?
+        {
             return Ok(());
         }
         match self.meta_token(&pk).await? {
@@ -124,7 +129,7 @@ impl DynamoSessionStore {
             TransactWriteItem::builder().put(put).build(),
             TransactWriteItem::builder().delete(delete).build(),
         ];
-        match self.transact(pk, commit, items, &migration_token(&commit.commit_token)).await? {
+        match self.transact(user, pk, commit, items, &migration_token(&commit.commit_token)).await? {
             Outcome::Applied => {
                 tracing::info!(pk, version, "moved the session's meta item to the current layout");
                 Ok(())
@@ -242,41 +247,60 @@ impl DynamoSessionStore {
             .map_err(|err| StoreError::Backend(format!("building the meta write: {err}")))
     }
 
-    /// One TransactWriteItems of `items` plus the idempotency record's completion. The client
-    /// request token makes an SDK retry of a transaction that did succeed an acknowledged no-op (for
-    /// ten minutes) instead of a failed condition.
+    /// One TransactWriteItems of `items` plus the idempotency record's completion and the turn's
+    /// usage. The client request token makes an SDK retry of a transaction that did succeed an
+    /// acknowledged no-op (for ten minutes) instead of a failed condition.
     async fn transact(
         &self,
+        user: &UserId,
         pk: &str,
         commit: &TurnCommit,
-        items: Vec<TransactWriteItem>,
+        mut items: Vec<TransactWriteItem>,
         token: &str,
     ) -> Result<Outcome, StoreError> {
-        let mut transaction =
-            self.client.transact_write_items().client_request_token(token).set_transact_items(Some(items));
         if let Some(key) = &commit.idempotency {
             let update = idempotency::complete_claim(&self.table, pk, key, commit.now)?;
-            transaction = transaction.transact_items(TransactWriteItem::builder().update(update).build());
+            items.push(TransactWriteItem::builder().update(update).build());
         }
-        match transaction.send().await {
-            Ok(_) => Ok(Outcome::Applied),
-            Err(err) => {
-                if let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) = err.as_service_error() {
-                    let codes: Vec<&str> =
-                        cancelled.cancellation_reasons().iter().map(|reason| reason.code().unwrap_or("None")).collect();
-                    // `TransactionConflict` means another transaction on this session was in
-                    // flight: a concurrent turn, which is what `Conflict` tells the caller.
-                    let lost = codes
-                        .iter()
-                        .any(|code| matches!(*code, "ConditionalCheckFailed" | "TransactionConflict"))
-                        || (codes.is_empty()
-                            && cancelled.message().is_some_and(|message| message.contains("ConditionalCheckFailed")));
-                    if lost {
-                        return Ok(Outcome::Lost);
-                    }
+        // The session's own items come first: a cancellation reason at or after this index is about
+        // the tenant's usage.
+        let session_items = items.len();
+        if let Some(usage) = &commit.usage {
+            items.extend(self.usage_updates(user, usage, commit.now)?);
+        }
+        let mut attempt = 0;
+        loop {
+            let sent =
+                self.client.transact_write_items().client_request_token(token).set_transact_items(Some(items.clone()));
+            let err = match sent.send().await {
+                Ok(_) => return Ok(Outcome::Applied),
+                Err(err) => err,
+            };
+            if let Some(TransactWriteItemsError::TransactionCanceledException(cancelled)) = err.as_service_error() {
+                let codes: Vec<&str> =
+                    cancelled.cancellation_reasons().iter().map(|reason| reason.code().unwrap_or("None")).collect();
+                // `TransactionConflict` on a session item means another transaction on this session
+                // was in flight: a concurrent turn, which is what `Conflict` tells the caller.
+                let lost = codes
+                    .iter()
+                    .take(session_items)
+                    .any(|code| matches!(*code, "ConditionalCheckFailed" | "TransactionConflict"))
+                    || (codes.is_empty()
+                        && cancelled.message().is_some_and(|message| message.contains("ConditionalCheckFailed")));
+                if lost {
+                    return Ok(Outcome::Lost);
                 }
-                Err(self.backend("TransactWriteItems", pk, err))
+                // Only a usage item was held, by a turn of another of the tenant's sessions: nothing
+                // was applied, so the same transaction is sent again.
+                let usage_busy = codes.iter().skip(session_items).any(|code| *code == "TransactionConflict");
+                if usage_busy && attempt < USAGE_CONFLICT_RETRIES {
+                    attempt += 1;
+                    tracing::info!(pk, attempt, "the tenant's usage item was busy; sending the commit again");
+                    conflict_pause(attempt).await;
+                    continue;
+                }
             }
+            return Err(self.backend("TransactWriteItems", pk, err));
         }
     }
 

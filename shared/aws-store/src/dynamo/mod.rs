@@ -16,6 +16,9 @@
 //! meta item to the new key in the same transaction (a put of the new item and a delete of the old
 //! one, conditional on its version).
 //!
+//! A tenant's usage and its daily token budget live in a partition of their own,
+//! `pk = "{user_id}#@usage"` (see `usage`).
+//!
 //! `expires_at` (unix seconds) is the table's TTL attribute. DynamoDB deletes expired items
 //! only eventually (and moto never does), so expiry is also enforced on read.
 
@@ -26,8 +29,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use agent_core::ids::{SessionId, SkillPath, UserId};
 use agent_core::message::Message;
 use agent_core::store::{
-    Accepted, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore, StoreError,
-    TurnCommit, TurnStatus, WorkspaceFile,
+    Accepted, BudgetState, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore,
+    StoreError, TurnCommit, TurnStatus, TurnUsage, UsageDay, WorkspaceFile,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
@@ -41,7 +44,12 @@ use crate::codec::{attr_to_json, json_to_attr, n, s, Item, Reader};
 mod commit;
 mod history;
 mod idempotency;
+mod usage;
 pub use idempotency::{idempotency_sort_key, IDEMPOTENCY_SORT_KEY_PREFIX, IDEMPOTENCY_TTL_SECS};
+pub use usage::{
+    usage_day_sort_key, usage_partition_key, BUDGET_SORT_KEY, USAGE_DAY_PREFIX, USAGE_PARTITION_SUFFIX,
+    USAGE_RETENTION_DAYS,
+};
 
 /// The sort key of a session's meta item: after every `TURN#{n:010}` (a letter sorts after the
 /// digits), so a descending Query of the turns starts at it.
@@ -332,6 +340,18 @@ impl SessionStore for DynamoSessionStore {
 
     async fn commit(&self, user: &UserId, session: &SessionId, commit: &TurnCommit) -> Result<(), StoreError> {
         self.commit_turn(user, session, commit).await
+    }
+
+    async fn record_usage(&self, user: &UserId, usage: &TurnUsage, token: &str) -> Result<(), StoreError> {
+        self.record_spend(user, usage, token).await
+    }
+
+    async fn usage(&self, user: &UserId, from: &str, to: &str) -> Result<Vec<UsageDay>, StoreError> {
+        self.usage_days(user, from, to).await
+    }
+
+    async fn budget_state(&self, user: &UserId, day: &str) -> Result<BudgetState, StoreError> {
+        self.day_budget(user, day).await
     }
 }
 

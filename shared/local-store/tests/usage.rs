@@ -1,0 +1,158 @@
+//! Usage and budgets over the embedded store, with the DynamoDB adapter's semantics: usage counts
+//! with the commit (a lost commit counts nothing), a failed turn's spend counts once per token, each
+//! tenant reads only its own, and a tenant at its budget is refused before the model is called.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use agent_core::store::{BudgetOverride, ModelUsage, TurnCommit, TurnUsage};
+use agent_core::turn::{AgentConfig, OffsetDateTime, TurnError, TurnRequest, TurnService, UserProfile};
+use agent_core::{
+    ChatModel, ChatRequest, ChatResponse, Message, ModelError, SessionId, SessionState, SessionStore, StopReason,
+    ToolCall, Usage, UserId,
+};
+use async_trait::async_trait;
+use local_store::{MemoryObjectStore, MemorySessionStore};
+
+fn user(id: &str) -> UserId {
+    UserId::parse(id).unwrap()
+}
+
+fn spent(day: &str, tokens: (u64, u64), committed: bool) -> TurnUsage {
+    let usage = ModelUsage { input_tokens: tokens.0, output_tokens: tokens.1, model_calls: 1 };
+    TurnUsage {
+        day: day.into(),
+        models: BTreeMap::from([("m".to_owned(), usage)]),
+        executions: 0,
+        sandbox_ms: 0,
+        committed,
+    }
+}
+
+#[tokio::test]
+async fn usage_counts_with_the_commit_and_a_spend_once_per_token() {
+    let store = MemorySessionStore::new();
+    let (alice, bob) = (user("alice"), user("bob"));
+    let session = SessionId::parse("s1").unwrap();
+    let commit = TurnCommit {
+        expected_version: 0,
+        new_messages: vec![Message::user("hi")],
+        history_len: 0,
+        state: SessionState::default(),
+        now: 1,
+        commit_token: "t1".to_owned(),
+        idempotency: None,
+        usage: Some(spent("2026-11-25", (100, 10), true)),
+    };
+    store.commit(&alice, &session, &commit).await.unwrap();
+    // The same commit again loses (the version moved on) and counts nothing.
+    assert!(store.commit(&alice, &session, &commit).await.is_err());
+    // A failed turn's spend: twice under one token is counted once, another token counts again.
+    store.record_usage(&alice, &spent("2026-11-25", (50, 5), false), "spend-1").await.unwrap();
+    store.record_usage(&alice, &spent("2026-11-25", (50, 5), false), "spend-1").await.unwrap();
+    store.record_usage(&alice, &spent("2026-11-26", (7, 1), false), "spend-2").await.unwrap();
+    store.record_usage(&bob, &spent("2026-11-25", (1, 1), false), "spend-3").await.unwrap();
+
+    let days = store.usage(&alice, "2026-11-25", "2026-11-25").await.unwrap();
+    assert_eq!(days.len(), 1);
+    let day = &days[0];
+    assert_eq!(
+        (day.totals.tokens(), day.totals.model_calls, day.totals.turns, day.totals.failed_turns),
+        (165, 2, 1, 1)
+    );
+    assert_eq!(day.models["m"], ModelUsage { input_tokens: 150, output_tokens: 15, model_calls: 2 });
+    let both = store.usage(&alice, "2026-11-01", "2026-11-30").await.unwrap();
+    assert_eq!(both.iter().map(|day| day.day.as_str()).collect::<Vec<_>>(), ["2026-11-25", "2026-11-26"]);
+    assert_eq!(store.usage(&bob, "2026-11-01", "2026-11-30").await.unwrap()[0].totals.tokens(), 2, "Bob's own only");
+
+    let state = store.budget_state(&alice, "2026-11-25").await.unwrap();
+    assert_eq!((state.used_tokens, state.budget), (165, None));
+    store.set_budget(&alice, Some(BudgetOverride::Unlimited));
+    assert_eq!(store.budget_state(&alice, "2026-11-27").await.unwrap().budget, Some(BudgetOverride::Unlimited));
+    assert_eq!(store.budget_state(&bob, "2026-11-25").await.unwrap().budget, None);
+}
+
+/// Answers each call with 100 input and 10 output tokens: a `todoread` call first, then text; or, with
+/// `fail_second`, fails the second call.
+#[derive(Default)]
+struct Model {
+    calls: AtomicU32,
+    fail_second: bool,
+}
+
+#[async_trait]
+impl ChatModel for Model {
+    async fn complete(&self, _request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+        // Even calls are a turn's first (a tool call), odd ones its second (the answer).
+        let first = call.is_multiple_of(2);
+        if !first && self.fail_second {
+            return Err(ModelError::Unavailable { attempts: 1, message: "down".into() });
+        }
+        let tool_calls = if first {
+            vec![ToolCall { id: format!("c{call}"), name: "todoread".into(), arguments: serde_json::json!({}) }]
+        } else {
+            Vec::new()
+        };
+        Ok(ChatResponse {
+            content: if tool_calls.is_empty() { "ok".into() } else { String::new() },
+            stop_reason: if tool_calls.is_empty() { StopReason::EndTurn } else { StopReason::ToolUse },
+            tool_calls,
+            usage: Usage { input_tokens: 100, output_tokens: 10 },
+        })
+    }
+}
+
+fn request(user_id: &str, message: &str) -> TurnRequest {
+    TurnRequest {
+        user: user(user_id),
+        session: SessionId::parse("s1").unwrap(),
+        message: message.into(),
+        ticket: None,
+        profile: UserProfile::default(),
+        deadline: None,
+        now: OffsetDateTime::now_utc(),
+        idempotency: None,
+    }
+}
+
+fn build(model: Arc<Model>, budget: Option<u64>) -> (TurnService, Arc<MemorySessionStore>) {
+    let sessions = Arc::new(MemorySessionStore::new());
+    let config = AgentConfig { model_id: "main-model".into(), daily_token_budget: budget, ..AgentConfig::default() };
+    (TurnService::new(sessions.clone(), Arc::new(MemoryObjectStore::new()), model, config), sessions)
+}
+
+#[tokio::test]
+async fn a_failed_turn_counts_what_it_paid_for_and_a_spent_budget_stops_the_next_turn() {
+    let model = Arc::new(Model { fail_second: true, ..Model::default() });
+    let (service, sessions) = build(model.clone(), None);
+    let failed = service.run_turn(request("alice", "hola")).await;
+    assert!(matches!(failed, Err(TurnError::Model(_))), "{failed:?}");
+    let today = agent_core::turn::utc_day(OffsetDateTime::now_utc());
+    let days = sessions.usage(&user("alice"), &today, &today).await.unwrap();
+    let day = &days[0];
+    assert_eq!(
+        (day.totals.tokens(), day.totals.model_calls, day.totals.turns, day.totals.failed_turns),
+        (110, 1, 0, 1)
+    );
+    assert_eq!(day.models["main-model"].model_calls, 1);
+
+    // 300 tokens a day: a turn of two calls is 220, so the second turn is refused before any call.
+    let model = Arc::new(Model::default());
+    let (service, sessions) = build(model.clone(), Some(300));
+    let reply = service.run_turn(request("alice", "uno")).await.unwrap();
+    assert_eq!(reply.usage, Usage { input_tokens: 200, output_tokens: 20 });
+    assert_eq!(sessions.budget_state(&user("alice"), &today).await.unwrap().used_tokens, 220);
+    let reply = service.run_turn(request("alice", "dos")).await.unwrap();
+    assert_eq!(reply.version, 2, "220 is under 300: the turn runs and ends over it");
+    let refused = service.run_turn(request("alice", "tres")).await;
+    assert!(
+        matches!(refused, Err(TurnError::QuotaExceeded { used: 440, budget: 300, retry_after_secs: 1..=86_400 })),
+        "{refused:?}"
+    );
+    assert_eq!(model.calls.load(Ordering::SeqCst), 4, "the refused turn called no model");
+    assert!(service.run_turn(request("bob", "hola")).await.is_ok(), "another tenant is not affected");
+    sessions.set_budget(&user("alice"), Some(BudgetOverride::Tokens(10_000)));
+    assert!(service.run_turn(request("alice", "tres")).await.is_ok(), "an operator's override raises it");
+}

@@ -1,0 +1,285 @@
+//! Per-tenant usage and daily token budgets through the compiled functions against moto and the
+//! scripted model (which reports 100 input and 10 output tokens for every answered call): a turn
+//! counts once however often its request comes, a failed turn counts what it spent, `GET /usage`
+//! answers only the caller's own, and a tenant at its budget is refused before any model call.
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_sqs::types::MessageSystemAttributeName;
+use serde_json::{json, Value};
+use tests::lambda::Function;
+use tests::model_server::Reply;
+use tests::stack::{get_event, sample_event, status_and_body, turn_event, Stack};
+
+const ALICE: &str = "user-usage-alice";
+const BOB: &str = "user-usage-bob";
+const MODEL: &str = "scripted-model";
+
+/// `POST /sessions/{session}/turns` by `user`, with an `Idempotency-Key` when given: the status,
+/// body and headers.
+async fn post(http: &Function, user: &str, session: &str, message: &str, key: Option<&str>) -> (u16, Value, Value) {
+    let mut event = turn_event(Some(user), session, json!({ "message": message }));
+    if let Some(key) = key {
+        event["headers"]["idempotency-key"] = json!(key);
+    }
+    let response = http.call(event).await;
+    let (status, body) = status_and_body(&response);
+    (status, body, response["headers"].clone())
+}
+
+/// `GET /usage` with `query` (`from=...&to=...`) by `user`.
+fn usage_event(user: Option<&str>, query: &[(&str, &str)]) -> Value {
+    let mut event = get_event(user, "unused");
+    let raw_query: Vec<String> = query.iter().map(|(name, value)| format!("{name}={value}")).collect();
+    event["rawPath"] = json!("/usage");
+    event["requestContext"]["http"]["path"] = json!("/usage");
+    event["rawQueryString"] = json!(raw_query.join("&"));
+    event["pathParameters"] = json!({});
+    event["queryStringParameters"] =
+        json!(query.iter().map(|(k, v)| (k.to_string(), json!(v))).collect::<serde_json::Map<_, _>>());
+    event
+}
+
+async fn usage(http: &Function, user: &str) -> Value {
+    let (status, body) = status_and_body(&http.call(usage_event(Some(user), &[])).await);
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+/// Today's totals and the scripted model's share, from a `GET /usage` body.
+fn today(body: &Value) -> (Value, Value) {
+    let days = body["days"].as_array().expect("days");
+    assert_eq!(days.len(), 1, "only today has usage: {body}");
+    let day = &days[0];
+    assert_eq!(day["date"], body["to"], "{body}");
+    let models = day["models"].as_array().expect("models");
+    assert_eq!(models.len(), 1, "{body}");
+    assert_eq!(models[0]["model"], MODEL);
+    (day.clone(), models[0].clone())
+}
+
+fn sqs_record(id: &str, user: &str, session: &str, message: &str) -> Value {
+    let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
+    record["messageId"] = json!(id);
+    record["attributes"]["MessageGroupId"] = json!(session);
+    record["body"] = Value::String(json!({"user_id": user, "session_id": session, "message": message}).to_string());
+    record
+}
+
+#[tokio::test]
+async fn a_turn_counts_once_across_a_retried_post_a_redelivered_record_and_a_replay() {
+    let stack = Stack::new().await;
+    let http = stack.http(&[]).await;
+
+    // The first attempt fails at the model (both attempts answer 500, nothing was paid): it counts nothing.
+    stack.model.push([Reply::Status(500), Reply::Status(500)]);
+    let (status, body, _) = post(&http, ALICE, "s1", "Hola", Some("key-1")).await;
+    assert_eq!(status, 502, "{body}");
+    let body = usage(&http, ALICE).await;
+    assert_eq!(body["days"], json!([]), "an unpaid failure counts nothing: {body}");
+
+    // The client retries with the same key: the turn runs (a tool call, then the answer) and counts
+    // its two calls; the same request again replays the committed reply and counts nothing more.
+    stack.model.push([Reply::tool("todoread", json!({})), Reply::text("Hecho.")]);
+    let (status, body, _) = post(&http, ALICE, "s1", "Hola", Some("key-1")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["usage"], json!({"input_tokens": 200, "output_tokens": 20}));
+    let (status, replayed, headers) = post(&http, ALICE, "s1", "Hola", Some("key-1")).await;
+    assert_eq!((status, &headers["idempotent-replayed"]), (200, &json!("true")), "{replayed}");
+    assert_eq!(stack.model.requests().len(), 4, "the replay called no model");
+
+    // A record delivered twice by SQS (the same message id) runs once and counts once.
+    let queue = stack.queue(&[]).await;
+    stack.model.push([Reply::text("En cola.")]);
+    for delivery in 1..=2 {
+        let mut record = sqs_record("m-usage-1", ALICE, "q1", "Desde la cola");
+        record["attributes"]["ApproximateReceiveCount"] = json!(delivery.to_string());
+        let response = queue.call(json!({ "Records": [record] })).await;
+        assert_eq!(response["batchItemFailures"], json!([]), "delivery {delivery}");
+    }
+    assert_eq!(stack.model.requests().len(), 5, "the redelivery replayed");
+
+    let body = usage(&http, ALICE).await;
+    let (day, model) = today(&body);
+    assert_eq!(
+        (&day["input_tokens"], &day["output_tokens"], &day["tokens"], &day["model_calls"], &day["turns"]),
+        (&json!(300), &json!(30), &json!(330), &json!(3), &json!(2)),
+        "{body}"
+    );
+    assert_eq!(day["failed_turns"], 0, "{body}");
+    assert_eq!(model, json!({"model": MODEL, "input_tokens": 300, "output_tokens": 30, "model_calls": 3}));
+    assert_eq!(body["totals"]["tokens"], 330, "{body}");
+
+    // A turn that fails after a paid call (a tool call answered, then the model fails) spent those
+    // tokens: they count, as a failed turn, and its session is unchanged.
+    stack.model.push([Reply::tool("todoread", json!({})), Reply::Status(500), Reply::Status(500)]);
+    let (status, body, _) = post(&http, ALICE, "s2", "Otra", Some("key-2")).await;
+    assert_eq!(status, 502, "{body}");
+    assert!(stack.session_item(ALICE, "s2").await.is_none());
+    let body = usage(&http, ALICE).await;
+    let (day, model) = today(&body);
+    assert_eq!(
+        (&day["tokens"], &day["model_calls"], &day["turns"], &day["failed_turns"]),
+        (&json!(440), &json!(4), &json!(2), &json!(1))
+    );
+    assert_eq!(model["model_calls"], 4);
+}
+
+#[tokio::test]
+async fn get_usage_answers_only_the_callers_own_and_refuses_bad_dates() {
+    let stack = Stack::new().await;
+    let http = stack.http(&[]).await;
+    stack.model.push([Reply::text("uno"), Reply::tool("todoread", json!({})), Reply::text("dos")]);
+    assert_eq!(post(&http, ALICE, "a", "Hola", None).await.0, 200);
+    assert_eq!(post(&http, BOB, "b", "Hola", None).await.0, 200);
+
+    let (alice, _) = today(&usage(&http, ALICE).await);
+    let (bob, _) = today(&usage(&http, BOB).await);
+    assert_eq!((&alice["model_calls"], &alice["tokens"]), (&json!(1), &json!(110)));
+    assert_eq!((&bob["model_calls"], &bob["tokens"]), (&json!(2), &json!(220)));
+    // A query parameter naming another user changes nothing: the JWT's `sub` is the user.
+    let (status, body) =
+        status_and_body(&http.call(usage_event(Some(ALICE), &[("user_id", BOB), ("user", BOB)])).await);
+    assert_eq!(status, 200);
+    assert_eq!(today(&body).0["tokens"], 110, "{body}");
+    let (status, _) = status_and_body(&http.call(usage_event(None, &[])).await);
+    assert_eq!(status, 401);
+
+    // An explicit range around today, and one in the past that holds nothing.
+    let day = alice["date"].as_str().unwrap().to_owned();
+    let (status, body) = status_and_body(&http.call(usage_event(Some(ALICE), &[("from", &day), ("to", &day)])).await);
+    assert_eq!((status, &body["from"], &body["to"]), (200, &json!(day), &json!(day)), "{body}");
+    assert_eq!(today(&body).0["tokens"], 110);
+    let (status, body) =
+        status_and_body(&http.call(usage_event(Some(ALICE), &[("from", "2020-01-01"), ("to", "2020-01-31")])).await);
+    assert_eq!((status, &body["days"]), (200, &json!([])), "{body}");
+
+    for query in [
+        &[("from", "2026-02-30")][..],
+        &[("from", "yesterday")],
+        &[("to", "2026-1-05")],
+        &[("from", "2026-03-02"), ("to", "2026-03-01")],
+        &[("from", "2024-01-01"), ("to", "2025-01-01")],
+    ] {
+        let (status, body) = status_and_body(&http.call(usage_event(Some(ALICE), query)).await);
+        assert_eq!((status, &body["error"]["code"]), (400, &json!("bad_request")), "{query:?}: {body}");
+    }
+    let mut post_usage = usage_event(Some(ALICE), &[]);
+    post_usage["requestContext"]["http"]["method"] = json!("POST");
+    assert_eq!(status_and_body(&http.call(post_usage).await).0, 405);
+}
+
+/// Writes `user`'s own budget as an operator's `aws dynamodb put-item` does.
+async fn set_budget(stack: &Stack, user: &str, budget: Option<u64>) {
+    let mut item = HashMap::from([
+        ("pk".to_owned(), AttributeValue::S(format!("{user}#@usage"))),
+        ("sk".to_owned(), AttributeValue::S("TOKEN_BUDGET".to_owned())),
+    ]);
+    match budget {
+        Some(tokens) => item.insert("daily_tokens".to_owned(), AttributeValue::N(tokens.to_string())),
+        None => item.insert("unlimited".to_owned(), AttributeValue::Bool(true)),
+    };
+    stack.dynamodb.put_item().table_name(&stack.table).set_item(Some(item)).send().await.expect("put the budget");
+}
+
+fn assert_quota_exceeded(status: u16, body: &Value, headers: &Value) {
+    assert_eq!((status, &body["error"]["code"]), (429, &json!("quota_exceeded")), "{body}");
+    let retry_after: u64 =
+        headers["retry-after"].as_str().expect("a Retry-After header").parse().expect("Retry-After in seconds");
+    assert!((1..=86_400).contains(&retry_after), "{retry_after}");
+}
+
+#[tokio::test]
+async fn a_tenant_at_its_budget_is_refused_before_any_model_call_and_others_are_not() {
+    let stack = Stack::new().await;
+    // 150 tokens a day: a turn of one call is 110, so the second turn starts under the budget and
+    // the third finds it spent.
+    let http = stack.http(&[("DAILY_TOKEN_BUDGET", "150")]).await;
+    stack.model.push([Reply::text("uno"), Reply::text("dos")]);
+    assert_eq!(post(&http, ALICE, "s1", "uno", None).await.0, 200);
+    assert_eq!(post(&http, ALICE, "s1", "dos", None).await.0, 200);
+    let calls = stack.model.requests().len();
+
+    let (status, body, headers) = post(&http, ALICE, "s1", "tres", Some("key-over")).await;
+    assert_quota_exceeded(status, &body, &headers);
+    assert_eq!(stack.model.requests().len(), calls, "the model was not called");
+    let session = stack.session_item(ALICE, "s1").await.expect("session");
+    assert_eq!(session["version"], AttributeValue::N("2".into()), "the refused turn stored nothing");
+    // The key was given back: once the budget allows, the same request runs.
+    assert_eq!(post(&http, ALICE, "s1", "tres", Some("key-over")).await.0, 429);
+
+    // Another tenant is not affected.
+    stack.model.push([Reply::text("Bob")]);
+    let (status, body, _) = post(&http, BOB, "b1", "hola", None).await;
+    assert_eq!(status, 200, "{body}");
+
+    // A background turn of the tenant over budget fails for good with quota_exceeded, and its
+    // record is not reported for a retry.
+    let sqs = aws_sdk_sqs::Client::new(&tests::moto::sdk_config(&stack.endpoint).await);
+    let queue_url = tests::moto::create_fifo_queue(&sqs).await;
+    let http_async = stack.http(&[("DAILY_TOKEN_BUDGET", "150"), ("TURN_QUEUE_URL", &queue_url)]).await;
+    let mut event = turn_event(Some(ALICE), "bg", json!({ "message": "en segundo plano" }));
+    event["headers"]["prefer"] = json!("respond-async");
+    let (status, accepted) = status_and_body(&http_async.call(event).await);
+    assert_eq!(status, 202, "{accepted}");
+    let received = sqs
+        .receive_message()
+        .queue_url(&queue_url)
+        .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("receive");
+    let message = &received.messages()[0];
+    let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
+    record["messageId"] = json!(message.message_id().unwrap());
+    record["attributes"]["MessageGroupId"] = json!("bg");
+    record["attributes"]["ApproximateReceiveCount"] = json!("1");
+    record["body"] = json!(message.body().unwrap());
+    let worker = stack.queue(&[("DAILY_TOKEN_BUDGET", "150"), ("TURN_QUEUE_URL", &queue_url)]).await;
+    let response = worker.call(json!({ "Records": [record] })).await;
+    assert_eq!(response["batchItemFailures"], json!([]), "not retried");
+    let turn_id = accepted["turn_id"].as_str().unwrap();
+    let mut poll = get_event(Some(ALICE), "bg");
+    poll["rawPath"] = json!(format!("/sessions/bg/turns/{turn_id}"));
+    poll["requestContext"]["http"]["path"] = poll["rawPath"].clone();
+    let (status, polled) = status_and_body(&http_async.call(poll).await);
+    assert_eq!((status, &polled["status"]), (200, &json!("failed")), "{polled}");
+    assert_eq!(polled["error"]["code"], "quota_exceeded", "{polled}");
+    assert_eq!(stack.model.requests().len(), calls + 1, "only Bob's turn reached the model");
+
+    // An operator raises Alice's budget: her turns run again; an unlimited one lifts it.
+    set_budget(&stack, ALICE, Some(1_000)).await;
+    stack.model.push([Reply::text("tres")]);
+    assert_eq!(post(&http, ALICE, "s1", "tres", Some("key-over")).await.0, 200);
+    // An override of 0 stops a tenant; `unlimited` frees one.
+    set_budget(&stack, BOB, Some(0)).await;
+    let (status, body, headers) = post(&http, BOB, "b1", "otra", None).await;
+    assert_quota_exceeded(status, &body, &headers);
+    set_budget(&stack, BOB, None).await;
+    stack.model.push([Reply::text("libre")]);
+    assert_eq!(post(&http, BOB, "b1", "otra", None).await.0, 200);
+}
+
+#[tokio::test]
+async fn without_a_budget_a_warm_turn_makes_no_extra_request_and_with_one_a_single_query() {
+    let stack = Stack::new().await;
+    let http = stack.http(&[]).await;
+    stack.model.push([Reply::text("uno"), Reply::text("dos")]);
+    assert_eq!(post(&http, ALICE, "s1", "uno", None).await.0, 200);
+    let mark = http.log_mark();
+    assert_eq!(post(&http, ALICE, "s1", "dos", None).await.0, 200);
+    let requests = http.storage_requests_since(mark).await;
+    assert_eq!((requests.get("DynamoDB.Query"), requests.get("DynamoDB.TransactWriteItems")), (Some(&1), Some(&1)));
+    assert_eq!(requests.get("DynamoDB.GetItem"), None, "{requests:?}");
+
+    let http = stack.http(&[("DAILY_TOKEN_BUDGET", "100000")]).await;
+    stack.model.push([Reply::text("tres"), Reply::text("cuatro")]);
+    assert_eq!(post(&http, ALICE, "s1", "tres", None).await.0, 200);
+    let mark = http.log_mark();
+    assert_eq!(post(&http, ALICE, "s1", "cuatro", None).await.0, 200);
+    let requests = http.storage_requests_since(mark).await;
+    assert_eq!(requests.get("DynamoDB.Query"), Some(&2), "the session and the day's usage: {requests:?}");
+    assert_eq!(requests.get("DynamoDB.TransactWriteItems"), Some(&1), "{requests:?}");
+}
