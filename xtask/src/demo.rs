@@ -58,7 +58,8 @@ async fn conversation(root: &Path) -> Result<(), String> {
         Arc::new(llm::ReplayModel::from_file(&path).map_err(|err| err.to_string())?) as Arc<dyn ChatModel>
     };
     let config = agent_app::agent_config(|name| std::env::var(name).ok()).map_err(|err| err.to_string())?;
-    let mut service = TurnService::new(sessions, objects.clone(), Arc::new(Narrator::new(model)), config);
+    let narrator = Arc::new(Narrator::new(model));
+    let mut service = TurnService::new(sessions, objects.clone(), narrator.clone(), config);
     match sandbox::LocalSandbox::from_env() {
         Ok(local) => service = service.with_sandbox(Arc::new(local)),
         Err(err) => println!("No local sandbox ({err}): the last turn's command will not run."),
@@ -82,11 +83,12 @@ async fn conversation(root: &Path) -> Result<(), String> {
         let request = http_turn::turn_request(user, session, body, &Default::default(), UserProfile::default(), None)
             .map_err(|err| err.message)?;
         let printer = StreamPrinter::default();
+        narrator.start_turn();
         let reply =
             service.run_turn_observed(request, &printer).await.map_err(|err| format!("turn {}: {err}", turn + 1))?;
         println!(
-            "\n  ({} model calls, ended in skill {}, {} tokens in / {} out)",
-            reply.steps,
+            "\n  ({}, ended in skill {}, {} tokens in / {} out)",
+            model_calls(reply.steps),
             reply.current_skill.map_or("none".to_owned(), |skill| skill.to_string()),
             reply.usage.input_tokens,
             reply.usage.output_tokens,
@@ -165,6 +167,23 @@ impl TurnObserver for StreamPrinter {
     }
 }
 
+/// "1 model call", "3 model calls".
+fn model_calls(count: u32) -> String {
+    if count == 1 {
+        "1 model call".to_owned()
+    } else {
+        format!("{count} model calls")
+    }
+}
+
+/// What the demo adds after a tool result: the replayed turn reads a PDF on purpose, to show the
+/// file tools refusing a binary file and the model carrying on, and says so, so it does not read
+/// like a failure.
+fn aside(name: &str, content: &str) -> Option<&'static str> {
+    (name == "read_file" && content.starts_with("Error:") && content.contains("is a binary file"))
+        .then_some("(on purpose: the file tools refuse binary files, and the model carries on without it)")
+}
+
 fn preview(text: &str, max: usize) -> String {
     let flat = text.replace('\n', " ⏎ ");
     if flat.chars().count() <= max {
@@ -184,6 +203,11 @@ struct Narrator {
 impl Narrator {
     fn new(inner: Arc<dyn ChatModel>) -> Self {
         Self { inner, calls: AtomicUsize::new(0) }
+    }
+
+    /// Model calls are numbered per turn.
+    fn start_turn(&self) {
+        self.calls.store(0, Ordering::Relaxed);
     }
 }
 
@@ -234,6 +258,9 @@ impl Narrator {
         {
             if let Message::Tool { name, content, .. } = message {
                 println!("    ← {name}: {}", preview(content, 110));
+                if let Some(aside) = aside(name, content) {
+                    println!("      {aside}");
+                }
             }
         }
         println!("  · model call {call}: {}", prompt_state(&request.system));
@@ -244,5 +271,38 @@ impl Narrator {
             println!("    → {}({})", tool_call.name, preview(&tool_call.arguments.to_string(), 100));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_model_call_is_singular() {
+        assert_eq!(model_calls(1), "1 model call");
+        assert_eq!(model_calls(6), "6 model calls");
+    }
+
+    #[test]
+    fn the_deliberate_binary_read_is_called_deliberate_and_other_errors_are_not() {
+        let binary = "Error: File '/skills/compraventa/resources/plantilla.pdf' is a binary file (793 bytes)";
+        assert!(aside("read_file", binary).is_some_and(|text| text.contains("on purpose")));
+        assert_eq!(aside("read_file", "Error: File '/x.md' not found"), None);
+        assert_eq!(aside("ls", binary), None);
+    }
+
+    #[tokio::test]
+    async fn model_calls_are_numbered_per_turn() {
+        let text =
+            r#"{"content":"a","tool_calls":[],"usage":{"input_tokens":1,"output_tokens":1},"stop_reason":"end_turn"}"#;
+        let replay = llm::ReplayModel::from_jsonl("mem", &format!("{text}\n{text}\n{text}\n")).unwrap();
+        let narrator = Narrator::new(Arc::new(replay));
+        narrator.complete(&ChatRequest::default()).await.unwrap();
+        narrator.complete(&ChatRequest::default()).await.unwrap();
+        assert_eq!(narrator.calls.load(Ordering::Relaxed), 2);
+        narrator.start_turn();
+        narrator.complete(&ChatRequest::default()).await.unwrap();
+        assert_eq!(narrator.calls.load(Ordering::Relaxed), 1);
     }
 }
