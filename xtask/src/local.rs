@@ -243,7 +243,7 @@ mod loop_tests {
     fn every_turn_of_the_local_replay_file_loads_the_skill_then_answers() {
         let text = std::fs::read_to_string(crate::root().join(REPLAY_FILE)).unwrap();
         let replies: Vec<Value> = text.lines().map(|line| serde_json::from_str(line).unwrap()).collect();
-        assert!(replies.len() >= 8 && replies.len() % 2 == 0, "{} replies", replies.len());
+        assert!(replies.len() >= 8 && replies.len().is_multiple_of(2), "{} replies", replies.len());
         for pair in replies.chunks(2) {
             assert_eq!(pair[0]["tool_calls"][0]["name"], "load_skill");
             assert_eq!(pair[0]["tool_calls"][0]["arguments"]["skill_path"], "escrituras/compraventa");
@@ -342,6 +342,7 @@ mod loop_tests {
         }
         assert_eq!(names.first().map(String::as_str), Some("turn.started"), "{names:?}");
         assert_eq!(names.last().map(String::as_str), Some("turn.completed"), "{names:?}");
+        assert!(names.iter().any(|name| name == "skill.loaded"), "{names:?}");
         assert!(names.iter().filter(|name| *name == "message.delta").count() > 1, "{names:?}");
         assert!(text.contains("compraventa"), "{text}");
 
