@@ -283,3 +283,32 @@ async fn without_a_budget_a_warm_turn_makes_no_extra_request_and_with_one_a_sing
     assert_eq!(requests.get("DynamoDB.Query"), Some(&2), "the session and the day's usage: {requests:?}");
     assert_eq!(requests.get("DynamoDB.TransactWriteItems"), Some(&1), "{requests:?}");
 }
+
+#[tokio::test]
+async fn a_streamed_turn_over_budget_is_a_429_before_its_stream_opens() {
+    let stack = Stack::new().await;
+    let identity = tests::identity::IdentityProvider::start().await;
+    let mut env = identity.env();
+    env.push(("DAILY_TOKEN_BUDGET", "150"));
+    let function = Function::start("stream-turn", &stack.env(&env)).await;
+    // An operator stopped Alice (a budget of 0); Bob keeps the default.
+    set_budget(&stack, ALICE, Some(0)).await;
+    let budget = std::time::Duration::from_secs(60);
+
+    for events in [true, false] {
+        let event =
+            crate::streaming::stream_event(Some(&identity.token(ALICE)), "s1", json!({"message": "Hola"}), events);
+        let mut stream = function.invoke_streaming(event, budget).await;
+        let prelude = stream.prelude().await;
+        let body: Value = serde_json::from_str(&stream.body_text().await).expect("a JSON error body");
+        assert_quota_exceeded(prelude["statusCode"].as_u64().unwrap() as u16, &body, &prelude["headers"]);
+    }
+    assert!(stack.model.requests().is_empty(), "the model was not called");
+
+    stack.model.push([Reply::text("Hola, Bob.")]);
+    let event = crate::streaming::stream_event(Some(&identity.token(BOB)), "b1", json!({"message": "Hola"}), true);
+    let mut stream = function.invoke_streaming(event, budget).await;
+    assert_eq!(stream.status().await, 200);
+    let events = crate::streaming::all_events(&mut stream).await;
+    assert_eq!(events.last().unwrap().name, "turn.completed");
+}
