@@ -1,18 +1,20 @@
 //! The project-local Python environment (`.venv`) with the pinned tools the tests need: moto_server
 //! (S3, DynamoDB and SQS on loopback), the MCP SDK for the expert servers, and cfn-lint. It is made
 //! on first use and remade only when `tests/requirements.txt` changes; `cargo xtask local` installs
-//! only moto (`tests/requirements-local.txt`). Also the sandbox's Python
+//! only moto's server with S3 and DynamoDB (`tests/requirements-local.txt`). Also the sandbox's Python
 //! packages (`target/sandbox-python`), remade only when `functions/sandbox/requirements.txt` changes.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 const REQUIREMENTS: &str = "tests/requirements.txt";
-/// The subset `cargo xtask local` needs: moto alone, a few tens of MB instead of the whole test
-/// environment (deepagents, langchain, the MCP SDK, cfn-lint: about 485 MB).
+/// The subset `cargo xtask local` needs: moto's server with S3 and DynamoDB, about 140 MB instead
+/// of the whole test environment (deepagents, langchain, the MCP SDK, cfn-lint: about 485 MB).
 const LOCAL_REQUIREMENTS: &str = "tests/requirements-local.txt";
 /// Written after a successful install, holding the requirements it installed.
 const STAMP: &str = "installed-requirements.txt";
+/// The same, for an install of the local set alone.
+const LOCAL_STAMP: &str = "installed-requirements-local.txt";
 /// What a sandboxed command can import, and where `pip install --target` puts it.
 const SANDBOX_REQUIREMENTS: &str = "functions/sandbox/requirements.txt";
 const SANDBOX_PACKAGES: &str = "target/sandbox-python";
@@ -21,7 +23,7 @@ const SANDBOX_PACKAGES: &str = "target/sandbox-python";
 /// `PATH`, so every command xtask starts (and the tests they start) finds them; then the sandbox's
 /// packages, named by `SANDBOX_PYTHON_PACKAGES`.
 pub fn activate(root: &Path) -> Result<(), String> {
-    venv(root, REQUIREMENTS)?;
+    venv(root, REQUIREMENTS, STAMP, None)?;
     sandbox_packages(root, &root.join(".venv/bin/python3"))
 }
 
@@ -29,7 +31,8 @@ pub fn activate(root: &Path) -> Result<(), String> {
 /// are named when an earlier `cargo xtask test` installed them, and not installed otherwise: the
 /// local loop's `execute` runs scripts that need only the standard library.
 pub fn activate_local(root: &Path) -> Result<(), String> {
-    venv(root, LOCAL_REQUIREMENTS)?;
+    // The full set holds the same moto with every server extra, so its install does too.
+    venv(root, LOCAL_REQUIREMENTS, LOCAL_STAMP, Some((REQUIREMENTS, STAMP)))?;
     let packages = root.join(SANDBOX_PACKAGES);
     if packages.join(STAMP).exists() {
         std::env::set_var("SANDBOX_PYTHON_PACKAGES", &packages);
@@ -37,15 +40,19 @@ pub fn activate_local(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-/// Installs `requirements` into `.venv` unless the last install already covered every one of its
-/// pins, with pip's progress shown, and puts `.venv/bin` first on `PATH`.
-fn venv(root: &Path, requirements_file: &str) -> Result<(), String> {
+/// Installs `requirements_file` into `.venv` unless `stamp` says it was installed as it is now (or
+/// `or_else`'s stamp says that larger set was), with pip's progress shown; then puts `.venv/bin`
+/// first on `PATH`.
+fn venv(root: &Path, requirements_file: &str, stamp: &str, or_else: Option<(&str, &str)>) -> Result<(), String> {
     let venv = root.join(".venv");
     let bin = venv.join("bin");
     let requirements = std::fs::read_to_string(root.join(requirements_file))
         .map_err(|err| format!("could not read {requirements_file}: {err}"))?;
-    let installed = std::fs::read_to_string(venv.join(STAMP)).unwrap_or_default();
-    if !covers(&installed, &requirements) || !bin.join("python3").exists() {
+    let current = |file: &str, stamp: &str| {
+        std::fs::read_to_string(root.join(file)).is_ok_and(|wanted| installed(&venv, stamp, &wanted))
+    };
+    let done = current(requirements_file, stamp) || or_else.is_some_and(|(file, stamp)| current(file, stamp));
+    if !done || !bin.join("python3").exists() {
         eprintln!(
             "xtask: setting up .venv from {requirements_file} (first use, or the pins changed); pip's progress follows"
         );
@@ -59,9 +66,7 @@ fn venv(root: &Path, requirements_file: &str) -> Result<(), String> {
         if !status.success() {
             return Err(format!("installing {requirements_file} into .venv failed ({status})"));
         }
-        // A full install after a moto-only one records the full set; a subset installed over a
-        // full set never gets here, since the full set covers it.
-        std::fs::write(venv.join(STAMP), &requirements).map_err(|err| format!("could not write the stamp: {err}"))?;
+        std::fs::write(venv.join(stamp), &requirements).map_err(|err| format!("could not write the stamp: {err}"))?;
         eprintln!("xtask: .venv ready");
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
@@ -74,16 +79,9 @@ fn venv(root: &Path, requirements_file: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The pins of a requirements file: its lines without comments and blanks.
-fn pins(requirements: &str) -> impl Iterator<Item = &str> {
-    requirements.lines().map(|line| line.split('#').next().unwrap_or("").trim()).filter(|line| !line.is_empty())
-}
-
-/// Whether what was installed (the stamp) holds every pin of `wanted`, so nothing needs installing.
-fn covers(installed: &str, wanted: &str) -> bool {
-    let installed: Vec<&str> = pins(installed).collect();
-    let mut wanted = pins(wanted).peekable();
-    wanted.peek().is_some() && wanted.all(|pin| installed.contains(&pin))
+/// Whether `stamp` in `venv` records an install of exactly `wanted`.
+fn installed(venv: &Path, stamp: &str, wanted: &str) -> bool {
+    std::fs::read_to_string(venv.join(stamp)).is_ok_and(|installed| installed == wanted)
 }
 
 /// Installs the sandbox's pinned packages with the `.venv`'s pip into `target/sandbox-python`
@@ -199,22 +197,38 @@ fn pip_works(venv: &Path) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::covers;
+    use super::*;
 
-    #[test]
-    fn the_full_set_covers_the_moto_only_set_but_not_the_other_way() {
-        let full = std::fs::read_to_string(crate::root().join(super::REQUIREMENTS)).unwrap();
-        let local = std::fs::read_to_string(crate::root().join(super::LOCAL_REQUIREMENTS)).unwrap();
-        assert!(covers(&full, &local), "the moto pin of the local set must be the test set's");
-        assert!(!covers(&local, &full));
-        assert!(covers(&local, &local));
+    /// The pinned moto of a requirements file, without its extras: `moto==5.2.1`.
+    fn moto_pin(requirements: &str) -> String {
+        let line = requirements.lines().find(|line| line.starts_with("moto[")).expect("a moto line");
+        let (name, rest) = line.split_once('[').unwrap();
+        let version = rest.split_once(']').unwrap().1.trim();
+        format!("{name}{version}")
     }
 
     #[test]
-    fn a_changed_pin_or_an_empty_stamp_needs_an_install() {
-        assert!(!covers("moto[server]==5.2.0\n", "moto[server]==5.2.1\n"));
-        assert!(!covers("", "moto[server]==5.2.1\n"));
-        // Comments and blank lines are not pins.
-        assert!(covers("# pins\nmoto[server]==5.2.1  # the server\n\n", "moto[server]==5.2.1\n"));
+    fn the_local_set_pins_the_moto_of_the_test_set() {
+        let full = std::fs::read_to_string(crate::root().join(REQUIREMENTS)).unwrap();
+        let local = std::fs::read_to_string(crate::root().join(LOCAL_REQUIREMENTS)).unwrap();
+        assert_eq!(moto_pin(&local), moto_pin(&full));
+        assert!(moto_pin(&full).starts_with("moto=="), "{}", moto_pin(&full));
+        // Only moto and what its server needs: none of the test set's other tools.
+        for tool in ["deepagents", "mcp", "cfn-lint"] {
+            assert!(!local.lines().any(|line| line.starts_with(tool)), "{tool} in the local set");
+        }
+    }
+
+    #[test]
+    fn a_stamp_counts_only_when_it_matches_the_requirements() {
+        let venv = std::env::temp_dir().join(format!("xtask-stamp-{}", std::process::id()));
+        std::fs::create_dir_all(&venv).unwrap();
+        assert!(!installed(&venv, STAMP, "moto[server]==5.2.1\n"), "no stamp yet");
+        std::fs::write(venv.join(STAMP), "moto[server]==5.2.0\n").unwrap();
+        assert!(!installed(&venv, STAMP, "moto[server]==5.2.1\n"), "a changed pin");
+        std::fs::write(venv.join(STAMP), "moto[server]==5.2.1\n").unwrap();
+        assert!(installed(&venv, STAMP, "moto[server]==5.2.1\n"));
+        assert!(!installed(&venv, LOCAL_STAMP, "moto[server]==5.2.1\n"), "each set has its own stamp");
+        std::fs::remove_dir_all(&venv).unwrap();
     }
 }
