@@ -10,6 +10,7 @@
 //! `other`), outcome, ending, status and error code; never a tenant or a session.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::io::Write as _;
 use std::sync::{Arc, OnceLock};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -17,7 +18,6 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use agent_core::telemetry::{self, field, outcome};
 use agent_core::turn::TurnReply;
 use aws_store::CallCounter;
-use serde_json::{json, Map, Value};
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Span, Subscriber};
@@ -83,18 +83,7 @@ pub fn put_count(name: &str, value: u64) {
     if !enabled() {
         return;
     }
-    stdout_line(&count_document(function_name(), name, value).to_string());
-}
-
-fn count_document(function: &str, name: &str, value: u64) -> Value {
-    let mut root = Map::new();
-    root.insert(
-        "_aws".into(),
-        json!({"Timestamp": now_millis(), "CloudWatchMetrics": [directive(&[&["Function"]], &[(name, "Count")])]}),
-    );
-    root.insert("Function".into(), json!(function));
-    root.insert(name.into(), json!(value));
-    Value::Object(root)
+    stdout_line(&count_document(function_name(), name, value));
 }
 
 /// Records how a turn ended on its span (from [`crate::turn_span`]): `status` (the HTTP status, or
@@ -453,193 +442,383 @@ impl MetricsLayer {
             (Some(counter), Some(before)) => Some(crate::operations_since(before, &counter.operations())),
             _ => None,
         };
-        (self.sink)(&summary_line(&turn, duration, storage.as_ref()).to_string());
+        (self.sink)(&summary_line(&turn, duration, storage.as_ref()));
         for line in emf_lines(&self.function, &turn, duration) {
-            (self.sink)(&line.to_string());
+            (self.sink)(&line);
         }
     }
 }
 
-/// The `turn summary` line, shaped as the JSON log lines are (`level`, `fields`, `spans`).
-fn summary_line(turn: &Turn, duration: f64, storage: Option<&BTreeMap<String, u64>>) -> Value {
-    let f = &turn.fields;
-    let model_calls: u64 = turn.models.values().map(|m| m.calls).sum();
-    let tool_calls: u64 = turn.tools.values().map(|t| t.calls).sum();
-    let mut fields = json!({
-        "message": "turn summary",
-        "requestId": turn.request_id,
-        "turnId": f.turn_id,
-        "sessionId": f.session_id,
-        "strategy": f.strategy,
-        "tenant": f.tenant,
-        "ending": f.ending.as_deref().unwrap_or("error"),
-        "status": f.status,
-        "errorCode": f.error_code,
-        "replayed": f.replayed,
-        "steps": f.steps,
-        "model_calls": model_calls,
-        "model_errors": turn.models.values().map(|m| m.errors).sum::<u64>(),
-        "input_tokens": turn.models.values().map(|m| m.input_tokens).sum::<u64>(),
-        "output_tokens": turn.models.values().map(|m| m.output_tokens).sum::<u64>(),
-        "tool_calls": tool_calls,
-        "refused_tool_calls": turn.refused,
-        "summaries": turn.summaries,
-        "summary_failures": turn.summary_failures,
-        "sandbox_executions": turn.sandbox_ms.len(),
-        "duration_ms": duration,
-        "time_to_first_token_ms": turn.first_token_ms,
-    });
-    let object = fields.as_object_mut().expect("an object");
-    for (name, millis) in &turn.storage_ms {
-        object.insert((*name).to_owned(), json!(millis));
-    }
-    if let Some(storage) = storage {
-        object.insert("storage_requests".into(), json!(storage.values().sum::<u64>()));
-        object.insert("storage_operations".into(), json!(storage));
-    }
-    let models: Map<String, Value> = turn
-        .models
-        .iter()
-        .map(|(model, m)| {
-            (model.clone(), json!({"calls": m.calls, "input_tokens": m.input_tokens, "output_tokens": m.output_tokens}))
-        })
-        .collect();
-    object.insert("models".into(), Value::Object(models));
-    let mut tools = Map::new();
-    for ((tool, outcome), stats) in &turn.tools {
-        let entry = tools.entry(tool.clone()).or_insert_with(|| json!({}));
-        entry[outcome.as_str()] = json!(stats.calls);
-    }
-    object.insert("tools".into(), Value::Object(tools));
-    let mut spans = Vec::new();
-    if let Some(request_id) = &turn.request_id {
-        spans.push(json!({"requestId": request_id, "name": "Lambda runtime invoke"}));
-    }
-    spans.push(json!({
-        "turnId": f.turn_id, "sessionId": f.session_id, "strategy": f.strategy, "tenant": f.tenant, "name": TURN,
-    }));
-    json!({"level": "INFO", "fields": fields, "spans": spans})
+/// A JSON object written straight into a string: the lines are written once per turn, and building
+/// `serde_json::Value`s for them cost more than the JSON logs of the whole turn.
+struct Object<'a> {
+    out: &'a mut String,
+    empty: bool,
 }
 
+impl<'a> Object<'a> {
+    fn open(out: &'a mut String) -> Self {
+        out.push('{');
+        Self { out, empty: true }
+    }
+
+    fn key(&mut self, key: &str) -> &mut String {
+        if !self.empty {
+            self.out.push(',');
+        }
+        self.empty = false;
+        string(self.out, key);
+        self.out.push(':');
+        self.out
+    }
+
+    fn str(&mut self, key: &str, value: &str) -> &mut Self {
+        string(self.key(key), value);
+        self
+    }
+
+    fn opt_str(&mut self, key: &str, value: Option<&str>) -> &mut Self {
+        match value {
+            Some(value) => self.str(key, value),
+            None => self.raw(key, "null"),
+        }
+    }
+
+    fn int(&mut self, key: &str, value: u64) -> &mut Self {
+        let _ = write!(self.key(key), "{value}");
+        self
+    }
+
+    fn num(&mut self, key: &str, value: f64) -> &mut Self {
+        number(self.key(key), value);
+        self
+    }
+
+    fn opt_num(&mut self, key: &str, value: Option<f64>) -> &mut Self {
+        match value {
+            Some(value) => self.num(key, value),
+            None => self.raw(key, "null"),
+        }
+    }
+
+    /// `value` is JSON already.
+    fn raw(&mut self, key: &str, value: &str) -> &mut Self {
+        self.key(key).push_str(value);
+        self
+    }
+
+    /// An array of numbers: EMF takes one as many samples of a metric (for its percentiles).
+    fn samples(&mut self, key: &str, values: &[f64]) -> &mut Self {
+        let out = self.key(key);
+        out.push('[');
+        for (index, value) in values.iter().take(MAX_VALUES).enumerate() {
+            if index > 0 {
+                out.push(',');
+            }
+            number(out, *value);
+        }
+        out.push(']');
+        self
+    }
+
+    fn close(&mut self) {
+        self.out.push('}');
+    }
+}
+
+/// `text` as a JSON string.
+fn string(out: &mut String, text: &str) {
+    out.push('"');
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+/// A finite number as JSON (durations and counts are never anything else).
+fn number(out: &mut String, value: f64) {
+    if value.is_finite() {
+        let _ = write!(out, "{value}");
+    } else {
+        out.push('0');
+    }
+}
+
+/// The `turn summary` line, shaped as the JSON log lines are (`level`, `fields`, `spans`).
+fn summary_line(turn: &Turn, duration: f64, storage: Option<&BTreeMap<String, u64>>) -> String {
+    let f = &turn.fields;
+    let mut out = String::with_capacity(1024);
+    let mut line = Object::open(&mut out);
+    line.str("level", "INFO");
+    let mut fields = Object::open(line.key("fields"));
+    fields
+        .str("message", "turn summary")
+        .opt_str("requestId", turn.request_id.as_deref())
+        .opt_str("turnId", f.turn_id.as_deref())
+        .opt_str("sessionId", f.session_id.as_deref())
+        .opt_str("strategy", f.strategy.as_deref())
+        .opt_str("tenant", f.tenant.as_deref())
+        .str("ending", f.ending.as_deref().unwrap_or("error"))
+        .opt_str("status", f.status.as_deref())
+        .opt_str("errorCode", f.error_code.as_deref())
+        .raw("replayed", if f.replayed { "true" } else { "false" });
+    match f.steps {
+        Some(steps) => fields.int("steps", steps),
+        None => fields.raw("steps", "null"),
+    };
+    let sum = |of: fn(&ModelStats) -> u64| turn.models.values().map(of).sum::<u64>();
+    fields
+        .int("model_calls", sum(|m| m.calls))
+        .int("model_errors", sum(|m| m.errors))
+        .int("input_tokens", sum(|m| m.input_tokens))
+        .int("output_tokens", sum(|m| m.output_tokens))
+        .int("tool_calls", turn.tools.values().map(|t| t.calls).sum())
+        .int("refused_tool_calls", turn.refused)
+        .int("summaries", turn.summaries)
+        .int("summary_failures", turn.summary_failures)
+        .int("sandbox_executions", turn.sandbox_ms.len() as u64)
+        .num("duration_ms", duration)
+        .opt_num("time_to_first_token_ms", turn.first_token_ms);
+    for (name, millis) in &turn.storage_ms {
+        fields.num(name, *millis);
+    }
+    if let Some(storage) = storage {
+        fields.int("storage_requests", storage.values().sum());
+        let mut operations = Object::open(fields.key("storage_operations"));
+        for (operation, count) in storage {
+            operations.int(operation, *count);
+        }
+        operations.close();
+    }
+    let mut models = Object::open(fields.key("models"));
+    for (model, m) in &turn.models {
+        let mut one = Object::open(models.key(model));
+        one.int("calls", m.calls).int("input_tokens", m.input_tokens).int("output_tokens", m.output_tokens).close();
+    }
+    models.close();
+    let mut tools = Object::open(fields.key("tools"));
+    let mut current: Option<&str> = None;
+    let mut outcomes: Option<Object> = None;
+    for ((tool, outcome), stats) in &turn.tools {
+        if current != Some(tool.as_str()) {
+            if let Some(mut done) = outcomes.take() {
+                done.close();
+            }
+            current = Some(tool.as_str());
+            outcomes = Some(Object::open(tools.key(tool)));
+        }
+        if let Some(outcomes) = outcomes.as_mut() {
+            outcomes.int(outcome, stats.calls);
+        }
+    }
+    if let Some(mut done) = outcomes {
+        done.close();
+    }
+    tools.close();
+    fields.close();
+    let spans = line.key("spans");
+    spans.push('[');
+    if let Some(request_id) = &turn.request_id {
+        let mut span = Object::open(spans);
+        span.str("name", "Lambda runtime invoke").str("requestId", request_id).close();
+        spans.push(',');
+    }
+    let mut span = Object::open(spans);
+    span.str("name", TURN)
+        .opt_str("turnId", f.turn_id.as_deref())
+        .opt_str("sessionId", f.session_id.as_deref())
+        .opt_str("strategy", f.strategy.as_deref())
+        .opt_str("tenant", f.tenant.as_deref())
+        .close();
+    spans.push(']');
+    line.close();
+    out
+}
+
+/// A directive of an EMF line: its dimension sets and its metrics (name, unit).
+type Directive<'a> = (&'a [&'a [&'a str]], Vec<(&'a str, &'a str)>);
+
 /// A metric directive: its dimension sets and its metrics (name, unit).
-fn directive(dimensions: &[&[&str]], metrics: &[(&str, &str)]) -> Value {
-    json!({
-        "Namespace": NAMESPACE,
-        "Dimensions": dimensions,
-        "Metrics": metrics.iter().map(|(name, unit)| json!({"Name": name, "Unit": unit})).collect::<Vec<_>>(),
+fn directive(out: &mut String, dimensions: &[&[&str]], metrics: &[(&str, &str)]) {
+    let mut directive = Object::open(out);
+    directive.str("Namespace", NAMESPACE);
+    let sets = directive.key("Dimensions");
+    sets.push('[');
+    for (index, set) in dimensions.iter().enumerate() {
+        if index > 0 {
+            sets.push(',');
+        }
+        sets.push('[');
+        for (index, name) in set.iter().enumerate() {
+            if index > 0 {
+                sets.push(',');
+            }
+            string(sets, name);
+        }
+        sets.push(']');
+    }
+    sets.push(']');
+    let list = directive.key("Metrics");
+    list.push('[');
+    for (index, (name, unit)) in metrics.iter().enumerate() {
+        if index > 0 {
+            list.push(',');
+        }
+        Object::open(list).str("Name", name).str("Unit", unit).close();
+    }
+    list.push(']');
+    directive.close();
+}
+
+/// An EMF line: its directives, then its members (written by `members`), then the turn's ids (not
+/// dimensions: they only let a line be found next to the turn's other lines).
+fn document(directives: &[Directive], turn: Option<&Turn>, members: impl FnOnce(&mut Object)) -> String {
+    let mut out = String::with_capacity(1024);
+    let mut line = Object::open(&mut out);
+    let mut aws = Object::open(line.key("_aws"));
+    aws.int("Timestamp", now_millis());
+    let list = aws.key("CloudWatchMetrics");
+    list.push('[');
+    for (index, (dimensions, metrics)) in directives.iter().enumerate() {
+        if index > 0 {
+            list.push(',');
+        }
+        directive(list, dimensions, metrics);
+    }
+    list.push(']');
+    aws.close();
+    members(&mut line);
+    if let Some(turn) = turn {
+        if let Some(turn_id) = &turn.fields.turn_id {
+            line.str("turnId", turn_id);
+        }
+        if let Some(request_id) = &turn.request_id {
+            line.str("requestId", request_id);
+        }
+    }
+    line.close();
+    out
+}
+
+fn count_document(function: &str, name: &str, value: u64) -> String {
+    let only_function: &[&[&str]] = &[&["Function"]];
+    document(&[(only_function, vec![(name, "Count")])], None, |line| {
+        line.str("Function", function).int(name, value);
     })
 }
 
-/// Many values of one metric: EMF takes an array, each value a sample (for percentiles).
-fn samples(values: &[f64]) -> Value {
-    json!(values.iter().take(MAX_VALUES).collect::<Vec<_>>())
-}
+const MODEL_DIMENSIONS: &[&[&str]] = &[&["Function", "Model"]];
 
-/// An EMF document of `directives` over `members`.
-fn document(directives: Vec<Value>, mut members: Map<String, Value>, turn: &Turn) -> Value {
-    members.insert("_aws".into(), json!({"Timestamp": now_millis(), "CloudWatchMetrics": directives}));
-    // Not dimensions: they only let a line be found next to the turn's other lines.
-    if let Some(turn_id) = &turn.fields.turn_id {
-        members.insert("turnId".into(), json!(turn_id));
-    }
-    if let Some(request_id) = &turn.request_id {
-        members.insert("requestId".into(), json!(request_id));
-    }
-    Value::Object(members)
-}
-
-/// The model's directive and members, to add to a line.
-fn model_part(model: &str, stats: &ModelStats, directives: &mut Vec<Value>, members: &mut Map<String, Value>) {
+/// The metrics of one model's calls in a turn.
+fn model_metrics(stats: &ModelStats) -> Vec<(&'static str, &'static str)> {
     let mut metrics = vec![("ModelCalls", "Count"), ("ModelLatency", "Milliseconds")];
-    members.insert("Model".into(), json!(model));
-    members.insert("ModelCalls".into(), json!(stats.calls));
-    members.insert("ModelLatency".into(), samples(&stats.latency_ms));
     if !stats.first_token_ms.is_empty() {
         metrics.push(("TimeToFirstToken", "Milliseconds"));
-        members.insert("TimeToFirstToken".into(), samples(&stats.first_token_ms));
     }
     metrics.extend([("InputTokens", "Count"), ("OutputTokens", "Count")]);
-    members.insert("InputTokens".into(), json!(stats.input_tokens));
-    members.insert("OutputTokens".into(), json!(stats.output_tokens));
     if stats.errors > 0 {
         metrics.push(("ModelErrors", "Count"));
-        members.insert("ModelErrors".into(), json!(stats.errors));
     }
-    directives.push(directive(&[&["Function", "Model"]], &metrics));
+    metrics
+}
+
+fn model_members(line: &mut Object, model: &str, stats: &ModelStats) {
+    line.str("Model", model).int("ModelCalls", stats.calls).samples("ModelLatency", &stats.latency_ms);
+    if !stats.first_token_ms.is_empty() {
+        line.samples("TimeToFirstToken", &stats.first_token_ms);
+    }
+    line.int("InputTokens", stats.input_tokens).int("OutputTokens", stats.output_tokens);
+    if stats.errors > 0 {
+        line.int("ModelErrors", stats.errors);
+    }
 }
 
 /// The turn's EMF lines: the turn (and its first model), then one per further model and one per
 /// tool and outcome.
-fn emf_lines(function: &str, turn: &Turn, duration: f64) -> Vec<Value> {
-    let f = &turn.fields;
-    let status = f.status.clone().unwrap_or_else(|| "unknown".to_owned());
-    let mut members = Map::new();
-    members.insert("Function".into(), json!(function));
-    members.insert("Strategy".into(), json!(f.strategy.as_deref().unwrap_or("skills")));
-    members.insert("Ending".into(), json!(f.ending.as_deref().unwrap_or("error")));
-    members.insert("Status".into(), json!(dimension(&status)));
-    members.insert("ErrorCode".into(), json!(dimension(f.error_code.as_deref().unwrap_or("none"))));
-    members.insert("Turns".into(), json!(1));
-    members.insert("TurnDuration".into(), json!(duration));
-    let mut directives = vec![
-        directive(
-            &[
-                &["Function"],
-                &["Function", "Strategy"],
-                &["Function", "Ending"],
-                &["Function", "Status"],
-                &["Function", "ErrorCode"],
-            ],
-            &[("Turns", "Count")],
-        ),
-        directive(&[&["Function"], &["Function", "Strategy"]], &[("TurnDuration", "Milliseconds")]),
+fn emf_lines(function: &str, turn: &Turn, duration: f64) -> Vec<String> {
+    const TURNS: &[&[&str]] = &[
+        &["Function"],
+        &["Function", "Strategy"],
+        &["Function", "Ending"],
+        &["Function", "Status"],
+        &["Function", "ErrorCode"],
     ];
-    let mut counts: Vec<(&str, &str)> = vec![("RefusedToolCalls", "Count"), ("Summaries", "Count")];
-    members.insert("RefusedToolCalls".into(), json!(turn.refused));
-    members.insert("Summaries".into(), json!(turn.summaries));
-    if f.replayed {
-        counts.push(("IdempotentReplays", "Count"));
-        members.insert("IdempotentReplays".into(), json!(1));
-    }
-    let background = match status.as_str() {
+    const DURATION: &[&[&str]] = &[&["Function"], &["Function", "Strategy"]];
+    const COUNTS: &[&[&str]] = &[&["Function"]];
+    const TOOLS: &[&[&str]] = &[&["Function", "Tool", "Outcome"], &["Function", "Tool"]];
+    let f = &turn.fields;
+    let status = f.status.as_deref().unwrap_or("unknown");
+    let background = match status {
         "completed" => Some("BackgroundTurnsCompleted"),
         "failed" => Some("BackgroundTurnsFailed"),
         "retried" => Some("BackgroundTurnsRetried"),
         _ => None,
     };
+    let mut counts: Vec<(&str, &str)> = vec![("RefusedToolCalls", "Count"), ("Summaries", "Count")];
+    if f.replayed {
+        counts.push(("IdempotentReplays", "Count"));
+    }
     if let Some(name) = background {
         counts.push((name, "Count"));
-        members.insert(name.into(), json!(1));
     }
     if !turn.sandbox_ms.is_empty() {
         counts.extend([("SandboxExecutions", "Count"), ("SandboxDuration", "Milliseconds")]);
-        members.insert("SandboxExecutions".into(), json!(turn.sandbox_ms.len()));
-        members.insert("SandboxDuration".into(), samples(&turn.sandbox_ms));
     }
-    directives.push(directive(&[&["Function"]], &counts));
+    let mut directives: Vec<Directive> =
+        vec![(TURNS, vec![("Turns", "Count")]), (DURATION, vec![("TurnDuration", "Milliseconds")]), (COUNTS, counts)];
     let mut models = turn.models.iter();
-    if let Some((model, stats)) = models.next() {
-        model_part(model, stats, &mut directives, &mut members);
+    let first = models.next();
+    if let Some((_, stats)) = first {
+        directives.push((MODEL_DIMENSIONS, model_metrics(stats)));
     }
-    let mut lines = vec![document(directives, members, turn)];
+    let mut lines = vec![document(&directives, Some(turn), |line| {
+        line.str("Function", function)
+            .str("Strategy", f.strategy.as_deref().unwrap_or("skills"))
+            .str("Ending", f.ending.as_deref().unwrap_or("error"))
+            .str("Status", &dimension(status))
+            .str("ErrorCode", &dimension(f.error_code.as_deref().unwrap_or("none")))
+            .int("Turns", 1)
+            .num("TurnDuration", duration)
+            .int("RefusedToolCalls", turn.refused)
+            .int("Summaries", turn.summaries);
+        if f.replayed {
+            line.int("IdempotentReplays", 1);
+        }
+        if let Some(name) = background {
+            line.int(name, 1);
+        }
+        if !turn.sandbox_ms.is_empty() {
+            line.int("SandboxExecutions", turn.sandbox_ms.len() as u64).samples("SandboxDuration", &turn.sandbox_ms);
+        }
+        if let Some((model, stats)) = first {
+            model_members(line, model, stats);
+        }
+    })];
     for (model, stats) in models {
-        let (mut directives, mut members) = (Vec::new(), Map::new());
-        members.insert("Function".into(), json!(function));
-        model_part(model, stats, &mut directives, &mut members);
-        lines.push(document(directives, members, turn));
+        lines.push(document(&[(MODEL_DIMENSIONS, model_metrics(stats))], Some(turn), |line| {
+            line.str("Function", function);
+            model_members(line, model, stats);
+        }));
     }
     for ((tool, outcome), stats) in &turn.tools {
-        let mut members = Map::new();
-        members.insert("Function".into(), json!(function));
-        members.insert("Tool".into(), json!(tool));
-        members.insert("Outcome".into(), json!(outcome));
-        members.insert("ToolCalls".into(), json!(stats.calls));
-        members.insert("ToolDuration".into(), samples(&stats.duration_ms));
-        let directives = vec![directive(
-            &[&["Function", "Tool", "Outcome"], &["Function", "Tool"]],
-            &[("ToolCalls", "Count"), ("ToolDuration", "Milliseconds")],
-        )];
-        lines.push(document(directives, members, turn));
+        let metrics = vec![("ToolCalls", "Count"), ("ToolDuration", "Milliseconds")];
+        lines.push(document(&[(TOOLS, metrics)], Some(turn), |line| {
+            line.str("Function", function)
+                .str("Tool", tool)
+                .str("Outcome", outcome)
+                .int("ToolCalls", stats.calls)
+                .samples("ToolDuration", &stats.duration_ms);
+        }));
     }
     lines
 }
@@ -648,6 +827,7 @@ fn emf_lines(function: &str, turn: &Turn, duration: f64) -> Vec<Value> {
 mod tests {
     use std::sync::Mutex;
 
+    use serde_json::{json, Value};
     use tracing_subscriber::layer::SubscriberExt;
 
     use super::*;
@@ -749,9 +929,83 @@ mod tests {
         assert!(lines.is_empty());
     }
 
+    /// The spans and events of a warm turn like the benchmark's: the storage steps, 3 model calls,
+    /// 2 tool calls and the loop's lines.
+    fn synthetic_turn() {
+        let span = tracing::info_span!(
+            "turn",
+            turnId = "s/1",
+            sessionId = "s",
+            strategy = "skills",
+            tenant = "abc",
+            status = tracing::field::Empty,
+            errorCode = tracing::field::Empty,
+            ending = tracing::field::Empty,
+            steps = tracing::field::Empty,
+            replayed = tracing::field::Empty,
+        );
+        span.in_scope(|| {
+            drop(telemetry::storage_span(telemetry::SESSION_LOAD));
+            drop(telemetry::storage_span(telemetry::CATALOG));
+            for step in 0..3 {
+                chat("m1", 100, 10);
+                if step < 2 {
+                    tracing::info!(tool = "read_file", step, "tool call");
+                    tool("read_file", outcome::OK);
+                }
+            }
+            drop(telemetry::storage_span(telemetry::COMMIT));
+            tracing::info!(steps = 3, "turn committed");
+        });
+        span.record("status", 200);
+        span.record("ending", "answered");
+    }
+
+    /// CPU per turn of the JSON logs alone and with this layer, over synthetic turns in this process
+    /// (`cargo test -p agent-app --release metrics::tests::cost -- --ignored --nocapture`).
+    #[test]
+    #[ignore]
+    fn cost() {
+        const TURNS: u32 = 20_000;
+        let json = || {
+            tracing_subscriber::fmt::layer().json().with_current_span(false).without_time().with_writer(std::io::sink)
+        };
+        let run = |name: &str, dispatch: tracing::Dispatch| {
+            tracing::dispatcher::with_default(&dispatch, || {
+                let started = std::time::Instant::now();
+                for _ in 0..TURNS {
+                    synthetic_turn();
+                }
+                println!("{name}: {:.1} µs per turn", started.elapsed().as_secs_f64() * 1e6 / f64::from(TURNS));
+            });
+        };
+        let drop_lines: Sink = Arc::new(|line: &str| {
+            std::hint::black_box(line);
+        });
+        let lines = lines_of(synthetic_turn);
+        let bytes: usize = lines.iter().map(|line| line.to_string().len()).sum();
+        // (Re-serialised, so about the size written.)
+        println!("{} lines, {bytes} bytes per turn", lines.len());
+        let mut turn = Turn { started: Some(Instant::now()), ..Turn::default() };
+        turn.models.insert("m1".into(), ModelStats { calls: 3, latency_ms: vec![1.0, 2.0, 3.0], ..Default::default() });
+        turn.tools.insert(("read_file".into(), "ok".into()), ToolStats { calls: 2, duration_ms: vec![1.0, 2.0] });
+        let started = std::time::Instant::now();
+        for _ in 0..TURNS {
+            std::hint::black_box(summary_line(&turn, 1.0, None));
+            std::hint::black_box(emf_lines("fn", &turn, 1.0));
+        }
+        println!("the lines alone: {:.1} µs per turn", started.elapsed().as_secs_f64() * 1e6 / f64::from(TURNS));
+        for _ in 0..2 {
+            run("no subscriber", tracing::Dispatch::none());
+            run("JSON logs", tracing::Dispatch::new(tracing_subscriber::registry().with(json())));
+            let both = tracing_subscriber::registry().with(json()).with(MetricsLayer::new("fn", drop_lines.clone()));
+            run("JSON logs and metrics", tracing::Dispatch::new(both));
+        }
+    }
+
     #[test]
     fn a_count_is_one_emf_document() {
-        let document = count_document("skills-index", "CatalogIndexRebuilds", 2);
+        let document: Value = serde_json::from_str(&count_document("skills-index", "CatalogIndexRebuilds", 2)).unwrap();
         assert_eq!(document["CatalogIndexRebuilds"], 2);
         assert_eq!(document["_aws"]["CloudWatchMetrics"][0]["Namespace"], NAMESPACE);
         assert_eq!(document["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function"]]));
