@@ -402,3 +402,59 @@ async fn cost_of_logs_and_metrics() {
         println!("| {name} | {per_turn:.2} ms | {median:.2} ms |");
     }
 }
+
+#[tokio::test]
+async fn a_planner_turn_counts_every_model_call_by_model_and_expert_tools_as_one_dimension() {
+    let (alpha, beta) = (tests::experts::ExpertServer::start(), tests::experts::ExpertServer::start());
+    let stack = Stack::new().await;
+    let structured = |value: Value| Reply::Text(value.to_string());
+    let no_prompt = || {
+        structured(
+            json!({"prompts": [{"name": "draft_contract", "description": "", "match_confidence": 0.1, "arguments": []}]}),
+        )
+    };
+    let done = || structured(json!({"is_completed": true, "explanation": "complete", "confidence": 0.95}));
+    stack.model.push([
+        structured(json!({"decision": "replace", "plan": [{"expert": "alpha", "task": "Add"}, {"expert": "beta", "task": "Add"}],
+                          "next_task": 0, "clarification": null})),
+        no_prompt(),
+        Reply::tool("alpha__add", json!({"a": 2, "b": 3})),
+        Reply::text("5."),
+        done(),
+        no_prompt(),
+        Reply::Tools(vec![("beta__add".into(), json!({"a": 1, "b": 1})), ("beta__nothing".into(), json!({}))]),
+        Reply::text("2."),
+        done(),
+        Reply::text("5 and 2."),
+    ]);
+    let servers = json!({"mcpServers": {
+        "alpha": {"url": alpha.url, "description": "The alpha expert"},
+        "beta": {"url": beta.url, "description": "The beta expert"},
+    }})
+    .to_string();
+    let http = stack
+        .http(&[
+            ("AGENT_STRATEGY", "planner"),
+            ("EXPERTS_CONFIG", servers.as_str()),
+            ("EXPERT_TIMEOUT_SECS", "5"),
+            ("PLANNER_MODEL", "planner-model"),
+        ])
+        .await;
+    let mark = http.log_mark();
+    let (status, body) = status_and_body(&http.call(turn_event(Some(USER), "p1", json!({"message": "Suma"}))).await);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(stack.model.requests().len(), 10);
+    let lines = lines_after(&http, mark, 1).await;
+    let summary = summaries_of(&lines)[0];
+    assert_eq!((summary["strategy"].as_str(), summary["model_calls"].as_u64()), (Some("planner"), Some(10)));
+    assert_eq!(summary["models"]["planner-model"]["calls"], 1);
+    assert_eq!(summary["tools"], json!({"expert": {"ok": 2, "refused": 1}}));
+    let data = emf_data(&lines);
+    let function = ("Function", "http-turn");
+    assert_eq!(total(&data, "Turns", "Count", &[function, ("Strategy", "planner")]), 1.0);
+    assert_eq!(total(&data, "ModelCalls", "Count", &[function, ("Model", "planner-model")]), 1.0);
+    assert_eq!(total(&data, "ModelCalls", "Count", &[function, ("Model", MODEL)]), 9.0);
+    assert_eq!(total(&data, "InputTokens", "Count", &[function, ("Model", MODEL)]), 900.0);
+    assert_eq!(total(&data, "ToolCalls", "Count", &[function, ("Tool", "expert")]), 3.0);
+    assert_eq!(total(&data, "RefusedToolCalls", "Count", &[function]), 1.0);
+}
