@@ -265,9 +265,7 @@ async fn examine(
     listed_size: Option<u64>,
 ) -> Result<Outcome, StoreError> {
     let key = format!("{}{rel}", keys::skills_prefix(user));
-    let skipped = |reason: String| {
-        Ok(Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason }))
-    };
+    let skipped = |reason: String| Ok(Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason }));
     let path = match classify(rel) {
         SkillFile::Other => return Ok(Outcome::Absent),
         SkillFile::Unusable(reason) => return skipped(reason.to_string()),
