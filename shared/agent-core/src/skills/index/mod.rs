@@ -3,9 +3,9 @@
 //! no SKILL.md it does not load and lists no skill's folder. Built from a listing once, then kept
 //! current entry by entry with conditional writes. [`CatalogIndex`] is the whole index in memory;
 //! [`stored`] is how it is kept: a small head, and parts read only when needed.
+//! `update`: decoding a stored head and [`update_index`], the conditional update file by file.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::time::Duration;
+use std::collections::BTreeMap;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
@@ -16,8 +16,10 @@ use crate::keys;
 use crate::store::{Fetched, ObjectMeta, ObjectStore, StoreError, WriteCondition};
 
 pub mod stored;
+mod update;
 
 pub use stored::IndexHead;
+pub use update::{decode_index, update_index, IndexRead, UpdateOutcome};
 
 /// The index format this build writes. An index of an older format is rebuilt from a listing.
 /// Format 2: `Bash` and `Bash(...)` in `allowed-tools` map to `execute`. Format 3: each skill's
@@ -464,195 +466,5 @@ fn log_skipped<'f>(user: &UserId, index: &CatalogIndex, files: impl Iterator<Ite
     }
 }
 
-/// What a stored head turned out to be.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum IndexRead {
-    Usable(Box<IndexHead>),
-    /// Written by an older format: rebuild it from a listing.
-    Older,
-    /// Written by a newer format this build cannot read: leave it alone.
-    NewerUnreadable,
-}
-
-/// Decodes a head object. Unknown fields of a newer format are ignored when the rest reads.
-pub fn decode_index(bytes: &[u8]) -> Result<IndexRead, StoreError> {
-    #[derive(Deserialize)]
-    struct Version {
-        format: u32,
-    }
-    // The format is the object's first field as this crate writes it, so the common case needs no
-    // second parse of the whole object to learn it.
-    let leading = bytes
-        .strip_prefix(br#"{"format":"#)
-        .map(|rest| rest.iter().take_while(|byte| byte.is_ascii_digit()).map(|&b| char::from(b)).collect::<String>())
-        .and_then(|digits| digits.parse::<u32>().ok());
-    let version = match leading {
-        Some(format) => Version { format },
-        None => serde_json::from_slice(bytes).map_err(|err| StoreError::Corrupt(format!("catalog index: {err}")))?,
-    };
-    if version.format < INDEX_FORMAT {
-        return Ok(IndexRead::Older);
-    }
-    match serde_json::from_slice(bytes) {
-        Ok(head) => Ok(IndexRead::Usable(Box::new(head))),
-        Err(_) if version.format > INDEX_FORMAT => Ok(IndexRead::NewerUnreadable),
-        Err(err) => Err(StoreError::Corrupt(format!("catalog index: {err}"))),
-    }
-}
-
-/// What [`update_index`] did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UpdateOutcome {
-    /// Skills in the index afterwards.
-    pub skills: usize,
-    /// Files whose entries were re-read.
-    pub examined: usize,
-    /// Whether the index was (re)built from a listing.
-    pub rebuilt: bool,
-    /// Conditional writes lost to concurrent updaters before this one won.
-    pub retries: u32,
-}
-
-/// Unix seconds now.
-fn unix_now() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
-
-/// Brings the entries of `changed` files (relative to `{user}/skills/`) up to date: each is read
-/// again now, so the order in which events arrive does not matter, and a file that is gone is
-/// removed. The write is conditional on the head read; a lost race re-reads and re-applies.
-/// With no index (or one of an older format) the whole index is built from a listing instead.
-/// `rebuild` forces that. `listing_budget` is the listing budget turns use (the head keeps the
-/// listing rendered for it, and for those earlier turns asked for).
-pub async fn update_index(
-    objects: &dyn ObjectStore,
-    user: &UserId,
-    changed: &[String],
-    rebuild: bool,
-    listing_budget: Option<usize>,
-) -> Result<UpdateOutcome, StoreError> {
-    let key = keys::catalog_index_key(user);
-    let mut retries = 0;
-    loop {
-        let mut previous = None;
-        let (mut index, condition, rebuilt) = match objects.get_if_changed(&key, None).await? {
-            Fetched::Changed(object) => match decode_index(&object.bytes) {
-                Ok(IndexRead::Usable(head)) => {
-                    let index = match rebuild {
-                        true => build_index(objects, user).await?,
-                        false => stored::join(&head, stored::read_parts(objects, user, &head).await?),
-                    };
-                    previous = Some(*head);
-                    (index, WriteCondition::Matches(object.etag), rebuild)
-                }
-                Ok(IndexRead::NewerUnreadable) => {
-                    return Err(StoreError::Corrupt(
-                        "the catalog index was written by a newer format; update this function first".to_owned(),
-                    ))
-                }
-                Ok(IndexRead::Older) => (build_index(objects, user).await?, WriteCondition::Matches(object.etag), true),
-                Err(err) => {
-                    tracing::warn!(%user, error = %err, "the catalog index does not decode; rebuilding it");
-                    (build_index(objects, user).await?, WriteCondition::Matches(object.etag), true)
-                }
-            },
-            Fetched::Missing | Fetched::NotModified => {
-                (build_index(objects, user).await?, WriteCondition::Absent, true)
-            }
-        };
-        let mut examined = 0;
-        if !rebuilt {
-            let mut folders = BTreeSet::new();
-            for rel in changed {
-                if !matches!(classify(rel), SkillFile::Other) {
-                    let outcome = examine(objects, user, rel, None).await?;
-                    index.apply(rel, outcome);
-                }
-                folders.extend(owners(rel).into_iter().map(|(skill, _)| skill));
-                examined += 1;
-            }
-            // Any other file changed: the file list of the skill it belongs to is read again.
-            for skill in folders {
-                if index.skills.contains_key(&skill.to_string()) {
-                    index.refresh_files(objects, user, &skill).await?;
-                }
-            }
-        }
-        if !rebuilt {
-            log_skipped(user, &index, changed.iter());
-        }
-        let written =
-            stored::write_index(objects, user, &index, condition, previous.as_ref(), listing_budget, unix_now()).await;
-        match written {
-            Ok((head, _)) => {
-                tracing::info!(%user, skills = index.skills.len(), parts = head.parts.len(), examined, rebuilt, retries, "catalog index written");
-                return Ok(UpdateOutcome { skills: index.skills.len(), examined, rebuilt, retries });
-            }
-            Err(StoreError::Conflict) if retries + 1 < MAX_WRITE_ATTEMPTS => {
-                retries += 1;
-                // Jittered backoff so concurrent updaters of one tenant stop colliding.
-                let jitter = u64::from(rand_jitter()) % 50;
-                tokio::time::sleep(Duration::from_millis(20 * u64::from(retries) + jitter)).await;
-            }
-            Err(err) => return Err(err),
-        }
-    }
-}
-
-/// A little randomness without a dependency: the clock's sub-second noise.
-fn rand_jitter() -> u32 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.subsec_nanos())
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn classifies_both_layouts() {
-        assert_eq!(classify("pdf/SKILL.md"), SkillFile::Skill(SkillPath::plain("pdf").unwrap()));
-        assert_eq!(classify("docs/pdf/SKILL.md"), SkillFile::Skill(SkillPath::new("docs", "pdf").unwrap()));
-        assert_eq!(classify("a/b/c/SKILL.md"), SkillFile::Unusable(SkipReason::TooDeep));
-        assert!(matches!(classify("a b/SKILL.md"), SkillFile::Unusable(SkipReason::BadFolder(_))));
-        assert_eq!(classify("BASE_PROMPT.md"), SkillFile::BasePrompt);
-        assert_eq!(classify("pdf/reference.md"), SkillFile::Other);
-        assert!(matches!(classify("SKILL.md"), SkillFile::Unusable(SkipReason::BadFolder(_))));
-    }
-
-    #[test]
-    fn tenant_files_come_only_from_a_tenants_skills_prefix() {
-        let (user, rel) = tenant_file("u1/skills/pdf/SKILL.md").unwrap();
-        assert_eq!((user.as_str(), rel.as_str()), ("u1", "pdf/SKILL.md"));
-        assert!(tenant_file("u1/workspaces/s/blobs/abc").is_none());
-        assert!(tenant_file("u1/tickets/t/SKILL.md").is_none());
-        assert_eq!(tenant_file("u1/skills/pdf/notes.md").unwrap().1, "pdf/notes.md", "a skill's file");
-        assert!(tenant_file("../skills/pdf/SKILL.md").is_none());
-        assert!(tenant_file("u1/skills/a/b/c/SKILL.md").is_some(), "reported as unusable, not ignored");
-    }
-
-    #[test]
-    fn files_belong_to_the_skills_of_their_folders() {
-        let names =
-            |rel| owners(rel).into_iter().map(|(skill, inside)| format!("{skill}:{inside}")).collect::<Vec<_>>();
-        assert_eq!(names("pdf/reference.md"), ["pdf:reference.md"]);
-        assert_eq!(names("docs/memo/examples/one.md"), ["docs:memo/examples/one.md", "docs/memo:examples/one.md"]);
-        assert_eq!(names("docs/memo/SKILL.md"), ["docs:memo/SKILL.md"], "a skill's own SKILL.md is not its file");
-        assert!(names("pdf/SKILL.md").is_empty() && names("BASE_PROMPT.md").is_empty());
-        let listed = [("pdf/a.md", 1), ("pdf/b/c.md", 2), ("other/x.md", 3)];
-        let files = files_of(|skill| skill.to_string() == "pdf", listed);
-        assert_eq!(files["pdf"], Some(vec![("a.md".to_owned(), 1), ("b/c.md".to_owned(), 2)]));
-        let many: Vec<(String, u64)> = (0..=MAX_INDEXED_FILES).map(|i| (format!("big/{i}.md"), 1)).collect();
-        let files = files_of(|_| true, many.iter().map(|(rel, size)| (rel.as_str(), *size)));
-        assert_eq!(files["big"], None, "more files than the index keeps");
-    }
-
-    #[test]
-    fn older_formats_ask_for_a_rebuild() {
-        assert_eq!(decode_index(br#"{"format": 0, "skills": {}}"#).unwrap(), IndexRead::Older);
-        assert_eq!(decode_index(br#"{"format":3,"skills":[]}"#).unwrap(), IndexRead::Older);
-        assert_eq!(decode_index(br#"{"format": 99, "skills": {"a": 7}}"#).unwrap(), IndexRead::NewerUnreadable);
-        assert!(decode_index(b"not json").is_err());
-        let encoded = stored::encode(&CatalogIndex::default(), &[], Vec::new());
-        assert_eq!(decode_index(&encoded.head_bytes).unwrap(), IndexRead::Usable(Box::new(encoded.head)));
-    }
-}
+mod tests;

@@ -1,0 +1,50 @@
+//! Layouts, file ownership and format versions.
+
+use super::*;
+
+#[test]
+fn classifies_both_layouts() {
+    assert_eq!(classify("pdf/SKILL.md"), SkillFile::Skill(SkillPath::plain("pdf").unwrap()));
+    assert_eq!(classify("docs/pdf/SKILL.md"), SkillFile::Skill(SkillPath::new("docs", "pdf").unwrap()));
+    assert_eq!(classify("a/b/c/SKILL.md"), SkillFile::Unusable(SkipReason::TooDeep));
+    assert!(matches!(classify("a b/SKILL.md"), SkillFile::Unusable(SkipReason::BadFolder(_))));
+    assert_eq!(classify("BASE_PROMPT.md"), SkillFile::BasePrompt);
+    assert_eq!(classify("pdf/reference.md"), SkillFile::Other);
+    assert!(matches!(classify("SKILL.md"), SkillFile::Unusable(SkipReason::BadFolder(_))));
+}
+
+#[test]
+fn tenant_files_come_only_from_a_tenants_skills_prefix() {
+    let (user, rel) = tenant_file("u1/skills/pdf/SKILL.md").unwrap();
+    assert_eq!((user.as_str(), rel.as_str()), ("u1", "pdf/SKILL.md"));
+    assert!(tenant_file("u1/workspaces/s/blobs/abc").is_none());
+    assert!(tenant_file("u1/tickets/t/SKILL.md").is_none());
+    assert_eq!(tenant_file("u1/skills/pdf/notes.md").unwrap().1, "pdf/notes.md", "a skill's file");
+    assert!(tenant_file("../skills/pdf/SKILL.md").is_none());
+    assert!(tenant_file("u1/skills/a/b/c/SKILL.md").is_some(), "reported as unusable, not ignored");
+}
+
+#[test]
+fn files_belong_to_the_skills_of_their_folders() {
+    let names = |rel| owners(rel).into_iter().map(|(skill, inside)| format!("{skill}:{inside}")).collect::<Vec<_>>();
+    assert_eq!(names("pdf/reference.md"), ["pdf:reference.md"]);
+    assert_eq!(names("docs/memo/examples/one.md"), ["docs:memo/examples/one.md", "docs/memo:examples/one.md"]);
+    assert_eq!(names("docs/memo/SKILL.md"), ["docs:memo/SKILL.md"], "a skill's own SKILL.md is not its file");
+    assert!(names("pdf/SKILL.md").is_empty() && names("BASE_PROMPT.md").is_empty());
+    let listed = [("pdf/a.md", 1), ("pdf/b/c.md", 2), ("other/x.md", 3)];
+    let files = files_of(|skill| skill.to_string() == "pdf", listed);
+    assert_eq!(files["pdf"], Some(vec![("a.md".to_owned(), 1), ("b/c.md".to_owned(), 2)]));
+    let many: Vec<(String, u64)> = (0..=MAX_INDEXED_FILES).map(|i| (format!("big/{i}.md"), 1)).collect();
+    let files = files_of(|_| true, many.iter().map(|(rel, size)| (rel.as_str(), *size)));
+    assert_eq!(files["big"], None, "more files than the index keeps");
+}
+
+#[test]
+fn older_formats_ask_for_a_rebuild() {
+    assert_eq!(decode_index(br#"{"format": 0, "skills": {}}"#).unwrap(), IndexRead::Older);
+    assert_eq!(decode_index(br#"{"format":3,"skills":[]}"#).unwrap(), IndexRead::Older);
+    assert_eq!(decode_index(br#"{"format": 99, "skills": {"a": 7}}"#).unwrap(), IndexRead::NewerUnreadable);
+    assert!(decode_index(b"not json").is_err());
+    let encoded = stored::encode(&CatalogIndex::default(), &[], Vec::new());
+    assert_eq!(decode_index(&encoded.head_bytes).unwrap(), IndexRead::Usable(Box::new(encoded.head)));
+}

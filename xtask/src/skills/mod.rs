@@ -1,0 +1,190 @@
+//! `cargo xtask skills validate|sync`: what the catalog will make of a folder of skills (read by the
+//! catalog's own index code), and the upload of such a folder to a tenant's `skills/` prefix with
+//! the rebuild of that tenant's index.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Read;
+use std::net::{TcpStream, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agent_core::ids::SkillPath;
+use agent_core::keys;
+use agent_core::prompt::PromptTemplate;
+use agent_core::skills::frontmatter::{SkipReason, MAX_SKILL_MD_BYTES};
+use agent_core::skills::index::stored::{hidden_skills, inside_a_skill};
+use agent_core::skills::index::{
+    build_index, classify, decode_index, update_index, BasePromptEntry, CatalogIndex, IndexRead, SkillFile,
+    SkippedEntry, BASE_PROMPT_FILE, MAX_BASE_PROMPT_BYTES,
+};
+use agent_core::store::{ObjectMeta, ObjectStore};
+use agent_core::UserId;
+use aws_store::S3ObjectStore;
+use futures::stream::{self, StreamExt};
+use md5::{Digest, Md5};
+use serde_json::{json, Value};
+
+mod sync;
+mod validate;
+
+const USAGE: &str = "\
+usage: cargo xtask skills validate <dir> [--json]
+       cargo xtask skills sync <dir> --user <id> [--bucket <name>]";
+/// The tenant a folder is validated as; any valid id gives the same result.
+const VALIDATE_USER: &str = "validate";
+/// The environment file `cargo xtask local` writes (moto's endpoint, the bucket, test credentials).
+const LOCAL_ENV_FILE: &str = "target/local.env";
+/// Overrides [`LOCAL_ENV_FILE`], so the tests can point a sync at a moto of their own.
+const LOCAL_ENV_VARIABLE: &str = "XTASK_LOCAL_ENV";
+/// Uploads and deletions in flight at once.
+const CONCURRENCY: usize = 16;
+/// A progress line every this many files.
+const PROGRESS_EVERY: usize = 100;
+/// S3's largest single PUT; the sync never uses multipart uploads, so ETags stay MD5s.
+const MAX_UPLOAD_BYTES: u64 = 5 * 1024 * 1024 * 1024;
+
+pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    let runtime = || tokio::runtime::Runtime::new().map_err(|err| format!("tokio runtime: {err}"));
+    match args.split_first() {
+        Some((command, rest)) if command == "validate" => {
+            let (dir, flags) = positional(rest)?;
+            let json = match flags.as_slice() {
+                [] => false,
+                [flag] if flag == "--json" => true,
+                _ => return Err(format!("unexpected arguments {flags:?}\n{USAGE}")),
+            };
+            runtime()?.block_on(validate::validate(&dir, json))
+        }
+        Some((command, rest)) if command == "sync" => {
+            let (dir, flags) = positional(rest)?;
+            let (mut user, mut bucket) = (None, None);
+            let mut flags = flags.into_iter();
+            while let Some(flag) = flags.next() {
+                let slot = match flag.as_str() {
+                    "--user" => &mut user,
+                    "--bucket" => &mut bucket,
+                    _ => return Err(format!("unexpected argument {flag:?}\n{USAGE}")),
+                };
+                *slot = Some(flags.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?);
+            }
+            let user = user.ok_or_else(|| format!("sync needs --user <id>\n{USAGE}"))?;
+            let user =
+                UserId::parse(user.as_str()).map_err(|err| format!("--user {user:?} is not a usable id: {err}"))?;
+            runtime()?.block_on(sync::sync(root, &dir, &user, bucket))
+        }
+        _ => Err(USAGE.to_owned()),
+    }
+}
+
+/// The first argument that is not a flag (the folder), and the rest in order.
+fn positional(args: &[String]) -> Result<(PathBuf, Vec<String>), String> {
+    let mut dir = None;
+    let mut rest = Vec::new();
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        if arg.starts_with("--") {
+            rest.push(arg.clone());
+            // Flags with a value keep it next to them.
+            if arg == "--user" || arg == "--bucket" {
+                rest.extend(args.next().cloned());
+            }
+        } else if dir.is_none() {
+            dir = Some(PathBuf::from(arg));
+        } else {
+            return Err(format!("one folder only, got {arg:?} as well\n{USAGE}"));
+        }
+    }
+    Ok((dir.ok_or_else(|| format!("which folder?\n{USAGE}"))?, rest))
+}
+
+/// A file of the folder, by its path relative to the folder (`/`-separated, as a key's tail).
+struct LocalFile {
+    rel: String,
+    path: PathBuf,
+    size: u64,
+}
+
+/// What a folder holds: the files a sync uploads, and what it leaves out and why.
+struct Folder {
+    files: Vec<LocalFile>,
+    ignored: Vec<(String, &'static str)>,
+}
+
+/// Walks `dir` without following a link out of it. Hidden entries (a name starting with `.`,
+/// such as `.git`) are left out, as are links to folders (which could loop) and anything that is
+/// not a regular file.
+fn read_folder(dir: &Path) -> Result<Folder, String> {
+    let root = match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => {
+            dir.canonicalize().map_err(|err| format!("could not resolve {}: {err}", dir.display()))?
+        }
+        Ok(_) => return Err(format!("{} is not a folder", dir.display())),
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
+            return Err(format!("there is no folder {}", dir.display()))
+        }
+        Err(err) => return Err(format!("could not read {}: {err}", dir.display())),
+    };
+    let mut folder = Folder { files: Vec::new(), ignored: Vec::new() };
+    let mut pending = vec![(root.clone(), String::new())];
+    while let Some((current, prefix)) = pending.pop() {
+        let entries =
+            std::fs::read_dir(&current).map_err(|err| format!("could not read {}: {err}", current.display()))?;
+        for entry in entries {
+            let entry = entry.map_err(|err| format!("could not read {}: {err}", current.display()))?;
+            let path = entry.path();
+            let Some(name) = entry.file_name().to_str().map(str::to_owned) else {
+                folder
+                    .ignored
+                    .push((format!("{prefix}{}", entry.file_name().to_string_lossy()), "its name is not UTF-8"));
+                continue;
+            };
+            let rel = format!("{prefix}{name}");
+            if name.starts_with('.') {
+                folder.ignored.push((rel, "hidden (its name starts with a dot)"));
+                continue;
+            }
+            let kind = entry.file_type().map_err(|err| format!("could not read {}: {err}", path.display()))?;
+            if kind.is_dir() {
+                pending.push((path, format!("{rel}/")));
+            } else if kind.is_file() {
+                let size = entry.metadata().map_err(|err| format!("could not read {}: {err}", path.display()))?.len();
+                folder.files.push(LocalFile { rel, path, size });
+            } else if kind.is_symlink() {
+                // A link is followed only to a file inside the folder.
+                match path.canonicalize() {
+                    Ok(target) if target.starts_with(&root) => match std::fs::metadata(&target) {
+                        Ok(meta) if meta.is_file() => {
+                            folder.files.push(LocalFile { rel, path: target, size: meta.len() })
+                        }
+                        _ => folder.ignored.push((rel, "a link to something other than a file")),
+                    },
+                    Ok(_) => folder.ignored.push((rel, "a link out of the folder")),
+                    Err(_) => folder.ignored.push((rel, "a broken link")),
+                }
+            } else {
+                folder.ignored.push((rel, "not a regular file"));
+            }
+        }
+    }
+    folder.files.sort_by(|a, b| a.rel.cmp(&b.rel));
+    folder.ignored.sort();
+    Ok(folder)
+}
+
+/// Reads at most `limit + 1` bytes of `path`: `None` when it holds more than `limit`.
+fn read_bounded(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, String> {
+    let file = std::fs::File::open(path).map_err(|err| format!("could not open {}: {err}", path.display()))?;
+    let mut bytes = Vec::new();
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(|err| format!("could not read {}: {err}", path.display()))?;
+    Ok((bytes.len() as u64 <= limit).then_some(bytes))
+}
+
+/// Writes `text` to stdout; a reader that went away (`| head`) is not an error.
+fn emit(text: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    match stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush()) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(format!("writing to stdout: {err}")),
+        _ => Ok(()),
+    }
+}

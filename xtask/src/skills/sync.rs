@@ -1,0 +1,167 @@
+//! `cargo xtask skills sync`: a folder uploaded to a tenant's `skills/` (unchanged files left alone,
+//! gone ones deleted), then that tenant's index rebuilt.
+
+use super::*;
+
+/// Where a sync writes: the store, and a description for the messages.
+async fn connect(root: &Path, bucket: Option<String>) -> Result<(S3ObjectStore, String), String> {
+    let Some(bucket) = bucket else {
+        return connect_local(root).await;
+    };
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    if config.region().is_none() {
+        return Err("no AWS region: set AWS_REGION (or a profile's region)".to_owned());
+    }
+    let set = |name: &str| std::env::var(name).is_ok_and(|value| !value.trim().is_empty());
+    // Path-style addressing for a custom endpoint, as the functions decide it.
+    let path_style = set("AWS_ENDPOINT_URL")
+        || set("AWS_ENDPOINT_URL_S3")
+        || std::env::var("S3_FORCE_PATH_STYLE").is_ok_and(|value| value.eq_ignore_ascii_case("true"));
+    let s3 = aws_sdk_s3::config::Builder::from(&config).force_path_style(path_style).build();
+    Ok((S3ObjectStore::new(aws_sdk_s3::Client::from_conf(s3), &bucket), format!("s3://{bucket}")))
+}
+
+/// The local stack's moto and bucket, from the environment file `cargo xtask local` wrote.
+async fn connect_local(root: &Path) -> Result<(S3ObjectStore, String), String> {
+    let file = std::env::var_os(LOCAL_ENV_VARIABLE).map_or_else(|| root.join(LOCAL_ENV_FILE), PathBuf::from);
+    let text = std::fs::read_to_string(&file).map_err(|err| {
+        format!(
+            "no local stack ({}: {err}): start `cargo xtask local` in another terminal, or pass --bucket <name>",
+            file.display()
+        )
+    })?;
+    let vars: BTreeMap<&str, &str> = text.lines().filter_map(|line| line.split_once('=')).collect();
+    let get = |name: &str| {
+        vars.get(name).map(|value| value.trim().to_owned()).ok_or_else(|| format!("{} has no {name}", file.display()))
+    };
+    let (endpoint, bucket) = (get("AWS_ENDPOINT_URL")?, get("SKILLS_BUCKET")?);
+    let host = endpoint.split_once("://").map_or(endpoint.as_str(), |(_, rest)| rest).trim_end_matches('/');
+    let reachable = host
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addresses| addresses.next())
+        .is_some_and(|address| TcpStream::connect_timeout(&address, Duration::from_secs(2)).is_ok());
+    if !reachable {
+        return Err(format!("the local stack does not answer on {endpoint}: is `cargo xtask local` running?"));
+    }
+    let credentials = aws_sdk_s3::config::Credentials::new(
+        get("AWS_ACCESS_KEY_ID")?,
+        get("AWS_SECRET_ACCESS_KEY")?,
+        None,
+        None,
+        "xtask-local",
+    );
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .region(aws_config::Region::new(get("AWS_REGION")?))
+        .credentials_provider(credentials)
+        .endpoint_url(&endpoint)
+        .load()
+        .await;
+    let s3 = aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build();
+    Ok((S3ObjectStore::new(aws_sdk_s3::Client::from_conf(s3), &bucket), format!("s3://{bucket} on {endpoint}")))
+}
+
+/// What happened to one file of the folder.
+enum Synced {
+    Uploaded,
+    Unchanged,
+}
+
+/// Uploads `file` to `key` unless the object there has the same size and an ETag equal to the
+/// file's MD5 (S3's ETag of a single-part upload without SSE-KMS). Any other ETag (a multipart
+/// upload, SSE-KMS) only costs an upload that was not needed.
+async fn sync_file(
+    objects: &S3ObjectStore,
+    file: &LocalFile,
+    key: String,
+    remote: Option<&ObjectMeta>,
+) -> Result<Synced, String> {
+    if file.size > MAX_UPLOAD_BYTES {
+        return Err(format!("{} is larger than the {MAX_UPLOAD_BYTES} bytes of one S3 upload", file.rel));
+    }
+    let path = file.path.clone();
+    let bytes = tokio::task::spawn_blocking(move || std::fs::read(&path))
+        .await
+        .map_err(|err| format!("reading {}: {err}", file.rel))?
+        .map_err(|err| format!("could not read {}: {err}", file.path.display()))?;
+    let md5 = hex::encode(Md5::digest(&bytes));
+    if remote.is_some_and(|meta| meta.size == bytes.len() as u64 && meta.etag == md5) {
+        return Ok(Synced::Unchanged);
+    }
+    objects.put(&key, bytes).await.map_err(|err| err.to_string())?;
+    Ok(Synced::Uploaded)
+}
+
+/// `sync`: the folder becomes the tenant's `skills/` (uploads, unchanged files left alone,
+/// deletions), then the tenant's index is rebuilt from a listing.
+pub(super) async fn sync(root: &Path, dir: &Path, user: &UserId, bucket: Option<String>) -> Result<(), String> {
+    let folder = read_folder(dir)?;
+    let (objects, target) = connect(root, bucket).await?;
+    let prefix = keys::skills_prefix(user);
+    let remote: BTreeMap<String, ObjectMeta> = objects
+        .list(&prefix)
+        .await
+        .map_err(|err| err.to_string())?
+        .into_iter()
+        .map(|meta| (meta.key.clone(), meta))
+        .collect();
+    eprintln!(
+        "syncing {} ({} files) to {target}/{prefix} ({} objects there now)",
+        dir.display(),
+        folder.files.len(),
+        remote.len()
+    );
+    for (path, reason) in &folder.ignored {
+        eprintln!("  left out {path}: {reason}");
+    }
+    let total = folder.files.len();
+    let mut results = stream::iter(&folder.files)
+        .map(|file| {
+            let key = format!("{prefix}{}", file.rel);
+            let meta = remote.get(&key);
+            sync_file(&objects, file, key, meta)
+        })
+        .buffer_unordered(CONCURRENCY);
+    let (mut uploaded, mut unchanged) = (0, 0);
+    while let Some(result) = results.next().await {
+        match result? {
+            Synced::Uploaded => uploaded += 1,
+            Synced::Unchanged => unchanged += 1,
+        }
+        let done = uploaded + unchanged;
+        if done % PROGRESS_EVERY == 0 && done < total {
+            eprintln!("  {done}/{total} files checked ({uploaded} uploaded)");
+        }
+    }
+    drop(results);
+    let local: BTreeSet<String> = folder.files.iter().map(|file| format!("{prefix}{}", file.rel)).collect();
+    let gone: Vec<&String> = remote.keys().filter(|key| !local.contains(*key)).collect();
+    let mut deletions = stream::iter(&gone).map(|key| objects.delete(key)).buffer_unordered(CONCURRENCY);
+    let mut removed = 0;
+    while let Some(result) = deletions.next().await {
+        result.map_err(|err| err.to_string())?;
+        removed += 1;
+        if removed % PROGRESS_EVERY == 0 && removed < gone.len() {
+            eprintln!("  {removed}/{} removed", gone.len());
+        }
+    }
+    drop(deletions);
+    eprintln!("rebuilding the catalog index of {user}");
+    update_index(&objects, user, &[], true, None).await.map_err(|err| format!("rebuilding the index: {err}"))?;
+    let head = objects
+        .get(&keys::catalog_index_key(user))
+        .await
+        .map_err(|err| err.to_string())?
+        .ok_or("the index is missing after its rebuild")?;
+    let IndexRead::Usable(head) = decode_index(&head.bytes).map_err(|err| err.to_string())? else {
+        return Err("the index written is not of this build's format".to_owned());
+    };
+    emit(&format!(
+        "{uploaded} uploaded, {unchanged} unchanged, {removed} removed; {} skills indexed, {} skipped\n",
+        head.total, head.skipped
+    ))?;
+    if head.skipped > 0 {
+        eprintln!("`cargo xtask skills validate {}` says why each is skipped", dir.display());
+    }
+    Ok(())
+}

@@ -1,0 +1,217 @@
+//! `cargo xtask skills validate`: what the catalog makes of a folder, read by its own index code.
+
+use super::*;
+
+/// The index the catalog builds from `folder`: the folder's keys in an in-memory store under
+/// [`VALIDATE_USER`]'s prefix, then [`build_index`]. Only SKILL.md and BASE_PROMPT.md files are
+/// read (the catalog reads nothing else), within the index's size limits; any other file is an
+/// empty object, since only its key counts. A file over its limit is skipped by size, before it
+/// is read, as the catalog does from a listing.
+async fn index_folder(folder: &Folder) -> Result<CatalogIndex, String> {
+    let user = UserId::parse(VALIDATE_USER).map_err(|err| err.to_string())?;
+    let prefix = keys::skills_prefix(&user);
+    let store = local_store::MemoryObjectStore::new();
+    let mut too_large = Vec::new();
+    for file in &folder.files {
+        let key = format!("{prefix}{}", file.rel);
+        let limit = match classify(&file.rel) {
+            SkillFile::Skill(_) => MAX_SKILL_MD_BYTES,
+            SkillFile::BasePrompt => MAX_BASE_PROMPT_BYTES,
+            SkillFile::Unusable(_) | SkillFile::Other => {
+                store.insert(&key, Vec::new());
+                continue;
+            }
+        };
+        match (file.size <= limit).then(|| read_bounded(&file.path, limit)).transpose()?.flatten() {
+            Some(bytes) => {
+                store.insert(&key, bytes);
+            }
+            None => too_large.push((file, limit)),
+        }
+    }
+    let mut index = build_index(&store, &user).await.map_err(|err| format!("building the index: {err}"))?;
+    for (file, limit) in too_large {
+        let size = file.size.max(limit + 1);
+        if file.rel == BASE_PROMPT_FILE {
+            let problem = Some(format!("it is larger than {limit} bytes"));
+            index.base_prompt = Some(BasePromptEntry { etag: String::new(), size, text: None, problem });
+        } else {
+            let reason = SkipReason::TooLarge(size).to_string();
+            index.skipped.insert(file.rel.clone(), SkippedEntry { file: file.rel.clone(), reason });
+        }
+    }
+    Ok(index)
+}
+
+/// The usable skill whose folder holds `file`, as [`inside_a_skill`] finds it.
+fn enclosing_skill(file: &str, usable: &impl Fn(&SkillPath) -> bool) -> Option<String> {
+    let parts: Vec<&str> = file.split('/').collect();
+    let plain = parts.first().and_then(|name| SkillPath::plain(name).ok()).filter(|path| usable(path));
+    let nested = match parts.as_slice() {
+        [category, name, ..] => SkillPath::new(category, name).ok().filter(|path| usable(path)),
+        _ => None,
+    };
+    plain.or(nested).map(|path| path.to_string())
+}
+
+/// The report of `validate`, as JSON; the text output is rendered from it.
+fn report(dir: &Path, folder: &Folder, index: &CatalogIndex) -> Value {
+    let hidden = hidden_skills(&index.skills);
+    let usable_paths: BTreeSet<&SkillPath> =
+        index.skills.iter().filter(|(path, _)| !hidden.contains(*path)).map(|(_, entry)| &entry.path).collect();
+    let usable = |path: &SkillPath| usable_paths.contains(path);
+    let loaded: Vec<Value> = index
+        .skills
+        .iter()
+        .filter(|(path, _)| !hidden.contains(*path))
+        .map(|(path, entry)| {
+            json!({
+                "file": format!("{path}/SKILL.md"),
+                "path": path,
+                "name": entry.name,
+                "description": entry.description,
+                "category": entry.category,
+                "tools": entry.tools,
+                "declared_tools": entry.declared_tools,
+                "files": index.files.get(path).map(Vec::len),
+                "warnings": entry.warnings,
+            })
+        })
+        .collect();
+    let mut inside = Vec::new();
+    for path in &hidden {
+        let skill = enclosing_skill(&format!("{path}/SKILL.md"), &usable);
+        inside.push(json!({ "file": format!("{path}/SKILL.md"), "skill": skill, "reason": Value::Null }));
+    }
+    let mut skipped = Vec::new();
+    for (file, entry) in &index.skipped {
+        if inside_a_skill(file, usable) {
+            let skill = enclosing_skill(file, &usable);
+            inside.push(json!({ "file": file, "skill": skill, "reason": entry.reason }));
+        } else {
+            skipped.push(json!({ "file": file, "reason": entry.reason }));
+        }
+    }
+    inside.sort_by(|a, b| a["file"].as_str().cmp(&b["file"].as_str()));
+    let base_prompt = match &index.base_prompt {
+        None => json!({ "status": "absent" }),
+        Some(BasePromptEntry { text: Some(text), size, .. }) => match PromptTemplate::parse(text) {
+            Ok(_) => json!({ "status": "used", "size": size }),
+            Err(err) => json!({ "status": "invalid", "size": size, "problem": err.to_string() }),
+        },
+        Some(BasePromptEntry { problem, size, .. }) => json!({ "status": "ignored", "size": size, "problem": problem }),
+    };
+    let with_warnings =
+        loaded.iter().filter(|skill| skill["warnings"].as_array().is_some_and(|w| !w.is_empty())).count();
+    json!({
+        "dir": dir.display().to_string(),
+        "loaded": loaded,
+        "inside_a_skill": inside,
+        "skipped": skipped,
+        "base_prompt": base_prompt,
+        "ignored": folder.ignored.iter().map(|(path, reason)| json!({ "path": path, "reason": reason })).collect::<Vec<_>>(),
+        "totals": {
+            "files": folder.files.len(),
+            "loaded": loaded.len(),
+            "with_warnings": with_warnings,
+            "inside_a_skill": inside.len(),
+            "skipped": skipped.len(),
+            "ignored": folder.ignored.len(),
+        },
+    })
+}
+
+/// The report as text for a terminal or a CI log.
+fn render(report: &Value) -> String {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+    let list = |value: &Value| value.as_array().cloned().unwrap_or_default();
+    let mut out = format!("skills in {} as the catalog reads them\n", text(&report["dir"]));
+    let loaded = list(&report["loaded"]);
+    out += &format!("\nloaded ({}):\n", loaded.len());
+    for skill in &loaded {
+        let tools = match skill["tools"].as_array() {
+            Some(tools) if tools.is_empty() => "none that this runtime has".to_owned(),
+            Some(tools) => tools.iter().map(text).collect::<Vec<_>>().join(", "),
+            None => "none declared (every tool offered)".to_owned(),
+        };
+        let name = match skill["name"] == skill["path"].as_str().and_then(|p| p.rsplit('/').next()).unwrap_or_default()
+        {
+            true => String::new(),
+            false => format!(" (name: {})", text(&skill["name"])),
+        };
+        out += &format!("  {}{name}\n    tools: {tools}\n", text(&skill["file"]));
+        if let Some(files) = skill["files"].as_u64() {
+            out += &format!("    other files: {files}\n");
+        }
+        for warning in list(&skill["warnings"]) {
+            out += &format!("    warning: {}\n", text(&warning));
+        }
+    }
+    let inside = list(&report["inside_a_skill"]);
+    if !inside.is_empty() {
+        out += &format!("\ninside a skill's folder, so files of that skill, not skills ({}):\n", inside.len());
+        for file in &inside {
+            out += &format!("  {} (in {})\n", text(&file["file"]), text(&file["skill"]));
+        }
+    }
+    let skipped = list(&report["skipped"]);
+    out += &format!("\nskipped ({}):\n", skipped.len());
+    for file in &skipped {
+        out += &format!("  {}: {}\n", text(&file["file"]), text(&file["reason"]));
+    }
+    let base = &report["base_prompt"];
+    out += &match text(&base["status"]).as_str() {
+        "used" => format!("\nbase prompt: {BASE_PROMPT_FILE} ({} bytes), used\n", base["size"]),
+        "invalid" => {
+            format!(
+                "\nbase prompt: {BASE_PROMPT_FILE} is not a usable template, every turn would fail: {}\n",
+                text(&base["problem"])
+            )
+        }
+        "ignored" => {
+            format!(
+                "\nbase prompt: {BASE_PROMPT_FILE} ignored ({}); the built-in prompt is used\n",
+                text(&base["problem"])
+            )
+        }
+        _ => format!("\nbase prompt: no {BASE_PROMPT_FILE}, the built-in prompt is used\n"),
+    };
+    let ignored = list(&report["ignored"]);
+    if !ignored.is_empty() {
+        out += &format!("\nleft out ({}):\n", ignored.len());
+        for entry in &ignored {
+            out += &format!("  {}: {}\n", text(&entry["path"]), text(&entry["reason"]));
+        }
+    }
+    let totals = &report["totals"];
+    out += &format!(
+        "\n{} skills loaded ({} with warnings), {} skipped, {} SKILL.md files inside skills, {} files\n",
+        totals["loaded"], totals["with_warnings"], totals["skipped"], totals["inside_a_skill"], totals["files"]
+    );
+    out
+}
+
+/// `validate`: prints the report; fails when a SKILL.md would be skipped or the base prompt would
+/// fail every turn, so a skill repository's CI can run it.
+pub(super) async fn validate(dir: &Path, json: bool) -> Result<(), String> {
+    let folder = read_folder(dir)?;
+    let index = index_folder(&folder).await?;
+    let report = report(dir, &folder, &index);
+    match json {
+        true => emit(&(serde_json::to_string_pretty(&report).map_err(|err| err.to_string())? + "\n"))?,
+        false => emit(&render(&report))?,
+    }
+    let skipped = report["totals"]["skipped"].as_u64().unwrap_or(0);
+    let invalid_prompt = report["base_prompt"]["status"] == "invalid";
+    let mut problems = Vec::new();
+    if skipped > 0 {
+        problems.push(format!("{skipped} SKILL.md file(s) would be skipped"));
+    }
+    if invalid_prompt {
+        problems.push(format!("{BASE_PROMPT_FILE} is not a usable template"));
+    }
+    match problems.is_empty() {
+        true => Ok(()),
+        false => Err(problems.join("; ")),
+    }
+}
