@@ -13,6 +13,7 @@ use aws_lambda_events::s3::S3Event;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use thiserror::Error;
+use tracing::Instrument;
 
 /// Why an invocation failed. S3 invokes asynchronously and retries a failed invocation; every
 /// update re-reads the files it names, so a retry is safe.
@@ -106,6 +107,12 @@ fn tenant_changes<'a>(
     (changes, ignored)
 }
 
+/// The span one tenant's update runs in: its lines carry the tenant's tag (as turns' lines do), not
+/// the user id.
+fn tenant_span(user: &UserId) -> tracing::Span {
+    tracing::info_span!("tenant", tenant = %agent_app::tenant_tag(user.as_str()))
+}
+
 /// Handles one invocation: an S3 event or a rebuild request. `listing_budget` is the listing budget
 /// of the deployment's turns, whose listing the index keeps rendered.
 pub async fn handle(
@@ -118,6 +125,7 @@ pub async fn handle(
             serde_json::from_value(event).map_err(|err| IndexError::BadEvent(err.to_string()))?;
         let user = UserId::parse(request.rebuild.user_id).map_err(|err| IndexError::BadUser(err.to_string()))?;
         let outcome = update_index(objects, &user, &[], true, listing_budget)
+            .instrument(tenant_span(&user))
             .await
             .map_err(|first| IndexError::Storage { failed: 1, first })?;
         return Ok(json!({"tenants": 1, "rebuilt": 1, "skills": outcome.skills, "retries": outcome.retries}));
@@ -134,14 +142,15 @@ pub async fn handle(
     // Tenants are independent: one tenant's failure does not stop the others' updates.
     for (user, files) in &changes {
         let files: Vec<String> = files.iter().cloned().collect();
-        match update_index(objects, user, &files, false, listing_budget).await {
+        let span = tenant_span(user);
+        match update_index(objects, user, &files, false, listing_budget).instrument(span.clone()).await {
             Ok(outcome) => {
                 updated += outcome.examined;
                 rebuilt += usize::from(outcome.rebuilt);
                 retries += outcome.retries;
             }
             Err(err) => {
-                tracing::error!(%user, error = %err, "could not update the catalog index");
+                span.in_scope(|| tracing::error!(error = %err, "could not update the catalog index"));
                 failures.push(err);
             }
         }

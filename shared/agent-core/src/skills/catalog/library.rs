@@ -94,14 +94,14 @@ impl SkillLibrary {
                 }
                 Ok(IndexRead::NewerUnreadable) => {
                     // Written by a newer deployment: use a listing for now and leave it alone.
-                    tracing::warn!(%user, "the catalog index has a newer format; building one in memory");
+                    tracing::warn!("the catalog index has a newer format; building one in memory");
                     let index = build_index(objects, user).await?;
                     let encoded = stored::encode(&index, &[], Vec::new());
                     return Ok(Arc::new(Catalog::from_index(user.clone(), &index, encoded.head, String::new())));
                 }
                 Ok(IndexRead::Older) => WriteCondition::Matches(object.etag),
                 Err(err) => {
-                    tracing::warn!(%user, error = %err, "the catalog index does not decode; rebuilding it");
+                    tracing::warn!(error = %err, "the catalog index does not decode; rebuilding it");
                     WriteCondition::Matches(object.etag)
                 }
             },
@@ -118,7 +118,7 @@ impl SkillLibrary {
             Err(err) => {
                 // Another writer stored an index first (theirs wins), or the write failed: this
                 // turn still has a complete catalog, and the next one reads the stored index.
-                tracing::info!(%user, error = %err, "kept the catalog index built from a listing in memory only");
+                tracing::info!(error = %err, "kept the catalog index built from a listing in memory only");
                 let encoded = stored::encode(&index, &[], Vec::new());
                 Ok(Arc::new(Catalog::from_index(user.clone(), &index, encoded.head, String::new())))
             }

@@ -389,10 +389,10 @@ impl Catalog {
         let key = keys::catalog_index_key(&self.user);
         match objects.put_if(&key, bytes, WriteCondition::Matches(self.etag.clone())).await {
             Ok(_) => {
-                tracing::info!(user = %self.user, budget, "stored the listing for a new budget in the catalog index")
+                tracing::info!(budget, "stored the listing for a new budget in the catalog index")
             }
             Err(err) => {
-                tracing::info!(user = %self.user, budget, error = %err, "did not store the listing for a new budget")
+                tracing::info!(budget, error = %err, "did not store the listing for a new budget")
             }
         }
     }

@@ -298,7 +298,7 @@ async fn examine(
     if let Some(size) = Some(listed_size).filter(|size| *size > limit) {
         return match path {
             Some(_) => skipped(SkipReason::TooLarge(size).to_string()),
-            None => Ok(base_prompt_problem(&key, String::new(), size, format!("it is larger than {limit} bytes"))),
+            None => Ok(base_prompt_problem(String::new(), size, format!("it is larger than {limit} bytes"))),
         };
     }
     let Some(object) = objects.get(&key).await? else { return Ok(Outcome::Absent) };
@@ -306,13 +306,13 @@ async fn examine(
     if size > limit {
         return match path {
             Some(_) => skipped(SkipReason::TooLarge(size).to_string()),
-            None => Ok(base_prompt_problem(&key, object.etag, size, format!("it is larger than {limit} bytes"))),
+            None => Ok(base_prompt_problem(object.etag, size, format!("it is larger than {limit} bytes"))),
         };
     }
     let Ok(text) = String::from_utf8(object.bytes) else {
         return match path {
             Some(_) => skipped(SkipReason::NotText.to_string()),
-            None => Ok(base_prompt_problem(&key, object.etag, size, "it is not UTF-8 text".to_owned())),
+            None => Ok(base_prompt_problem(object.etag, size, "it is not UTF-8 text".to_owned())),
         };
     };
     let Some(path) = path else {
@@ -322,7 +322,7 @@ async fn examine(
         Err(reason) => skipped(reason.to_string()),
         Ok(parsed) => {
             for warning in &parsed.warnings {
-                tracing::warn!(file = %key, reason = %warning, "skill loaded with a warning");
+                tracing::warn!(file = %rel, reason = %warning, "skill loaded with a warning");
             }
             let fm = parsed.frontmatter;
             let entry = SkillEntry {
@@ -341,8 +341,8 @@ async fn examine(
     }
 }
 
-fn base_prompt_problem(key: &str, etag: String, size: u64, problem: String) -> Outcome {
-    tracing::warn!(file = %key, reason = %problem, "ignoring the tenant's base prompt");
+fn base_prompt_problem(etag: String, size: u64, problem: String) -> Outcome {
+    tracing::warn!(file = BASE_PROMPT_FILE, reason = %problem, "ignoring the tenant's base prompt");
     Outcome::BasePrompt(BasePromptEntry { etag, size, text: None, problem: Some(problem) })
 }
 
@@ -443,14 +443,18 @@ pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<Cat
             None => index.files.insert(skill.clone(), Vec::new()),
         };
     }
-    log_skipped(user, &index, index.skipped.keys());
-    tracing::info!(%user, skills = index.skills.len(), skipped = index.skipped.len(), "built the catalog index from a listing");
+    log_skipped(&index, index.skipped.keys());
+    tracing::info!(
+        skills = index.skills.len(),
+        skipped = index.skipped.len(),
+        "built the catalog index from a listing"
+    );
     Ok(index)
 }
 
-/// Logs a warning naming each of `files` that `index` skips, unless it lies inside a usable skill's
+/// Logs a warning naming each of `files` (relative to the tenant's `skills/`) that `index` skips, unless it lies inside a usable skill's
 /// folder (then it is one of that skill's files, as `GET /skills` shows it).
-fn log_skipped<'f>(user: &UserId, index: &CatalogIndex, files: impl Iterator<Item = &'f String>) {
+fn log_skipped<'f>(index: &CatalogIndex, files: impl Iterator<Item = &'f String>) {
     let hidden = stored::hidden_skills(&index.skills);
     let usable = |path: &SkillPath| {
         let path = path.to_string();
@@ -459,8 +463,7 @@ fn log_skipped<'f>(user: &UserId, index: &CatalogIndex, files: impl Iterator<Ite
     for file in files {
         if let Some(skipped) = index.skipped.get(file) {
             if !stored::inside_a_skill(file, usable) {
-                let key = format!("{}{file}", keys::skills_prefix(user));
-                tracing::warn!(file = %key, reason = %skipped.reason, "skipping skill");
+                tracing::warn!(%file, reason = %skipped.reason, "skipping skill");
             }
         }
     }

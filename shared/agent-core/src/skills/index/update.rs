@@ -96,7 +96,7 @@ pub async fn update_index(
                 }
                 Ok(IndexRead::Older) => (build_index(objects, user).await?, WriteCondition::Matches(object.etag), true),
                 Err(err) => {
-                    tracing::warn!(%user, error = %err, "the catalog index does not decode; rebuilding it");
+                    tracing::warn!(error = %err, "the catalog index does not decode; rebuilding it");
                     (build_index(objects, user).await?, WriteCondition::Matches(object.etag), true)
                 }
             },
@@ -123,13 +123,20 @@ pub async fn update_index(
             }
         }
         if !rebuilt {
-            log_skipped(user, &index, changed.iter());
+            log_skipped(&index, changed.iter());
         }
         let written =
             stored::write_index(objects, user, &index, condition, previous.as_ref(), listing_budget, unix_now()).await;
         match written {
             Ok((head, _)) => {
-                tracing::info!(%user, skills = index.skills.len(), parts = head.parts.len(), examined, rebuilt, retries, "catalog index written");
+                tracing::info!(
+                    skills = index.skills.len(),
+                    parts = head.parts.len(),
+                    examined,
+                    rebuilt,
+                    retries,
+                    "catalog index written"
+                );
                 return Ok(UpdateOutcome { skills: index.skills.len(), examined, rebuilt, retries });
             }
             Err(StoreError::Conflict) if retries + 1 < MAX_WRITE_ATTEMPTS => {

@@ -314,7 +314,7 @@ pub async fn write_index(
     expired.retain(|id| !named.contains(id));
     for id in expired {
         if let Err(err) = objects.delete(&part_key(user, &id)).await {
-            tracing::info!(%user, part = %id, error = %err, "could not delete a retired catalog part");
+            tracing::info!(part = %id, error = %err, "could not delete a retired catalog part");
         }
     }
     Ok((encoded.head, etag))
