@@ -169,11 +169,7 @@ impl TurnObserver for StreamPrinter {
 
 /// "1 model call", "3 model calls".
 fn model_calls(count: u32) -> String {
-    if count == 1 {
-        "1 model call".to_owned()
-    } else {
-        format!("{count} model calls")
-    }
+    crate::counted(u64::from(count), "model call", "model calls")
 }
 
 /// What the demo adds after a tool result: the replayed turn reads a PDF on purpose, to show the

@@ -52,6 +52,11 @@ fn main() -> ExitCode {
     }
 }
 
+/// `count` with the noun that agrees with it: "1 skill", "3 skills".
+fn counted(count: u64, one: &str, many: &str) -> String {
+    format!("{count} {}", if count == 1 { one } else { many })
+}
+
 /// The workspace root: xtask lives one level below it.
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask is inside the workspace").to_path_buf()

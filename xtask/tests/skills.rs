@@ -107,7 +107,7 @@ fn validate_names_each_skipped_file_and_its_reason_and_fails() {
     let output = xtask(&["skills", "validate", scratch.0.to_str().unwrap()], &[]);
     let text = stdout(&output);
     assert_eq!(output.status.code(), Some(1), "a skipped skill fails the run:\n{text}");
-    assert!(stderr(&output).contains("3 SKILL.md file(s) would be skipped"), "{}", stderr(&output));
+    assert!(stderr(&output).contains("3 SKILL.md files would be skipped"), "{}", stderr(&output));
     for (file, reason) in [
         ("broken/SKILL.md", SkipReason::MissingOpening),
         ("a/b/c/SKILL.md", SkipReason::TooDeep),

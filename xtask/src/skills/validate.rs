@@ -184,9 +184,14 @@ fn render(report: &Value) -> String {
         }
     }
     let totals = &report["totals"];
+    let count = |name: &str| totals[name].as_u64().unwrap_or(0);
     out += &format!(
-        "\n{} skills loaded ({} with warnings), {} skipped, {} SKILL.md files inside skills, {} files\n",
-        totals["loaded"], totals["with_warnings"], totals["skipped"], totals["inside_a_skill"], totals["files"]
+        "\n{} loaded ({} with warnings), {} skipped, {} inside skills, {}\n",
+        crate::counted(count("loaded"), "skill", "skills"),
+        count("with_warnings"),
+        count("skipped"),
+        crate::counted(count("inside_a_skill"), "SKILL.md file", "SKILL.md files"),
+        crate::counted(count("files"), "file", "files"),
     );
     out
 }
@@ -205,7 +210,7 @@ pub(super) async fn validate(dir: &Path, json: bool) -> Result<(), String> {
     let invalid_prompt = report["base_prompt"]["status"] == "invalid";
     let mut problems = Vec::new();
     if skipped > 0 {
-        problems.push(format!("{skipped} SKILL.md file(s) would be skipped"));
+        problems.push(format!("{} would be skipped", crate::counted(skipped, "SKILL.md file", "SKILL.md files")));
     }
     if invalid_prompt {
         problems.push(format!("{BASE_PROMPT_FILE} is not a usable template"));
