@@ -8,6 +8,7 @@ mod library;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
 
+use futures::stream::{self, StreamExt, TryStreamExt};
 use tokio::sync::OnceCell;
 
 pub use library::SkillLibrary;
@@ -208,11 +209,6 @@ impl Catalog {
         self.head.base_prompt.as_ref().and_then(|base| base.text.as_deref())
     }
 
-    /// Whether every part is already in memory (an inline catalog, or one built by this process).
-    fn whole_in_memory(&self) -> bool {
-        self.parts.iter().all(|cell| cell.initialized())
-    }
-
     /// Part `i`, read on first use.
     async fn part(&self, objects: &dyn ObjectStore, i: usize) -> Result<Option<Arc<PartView>>, StoreError> {
         let Some(cell) = self.parts.get(i) else { return Ok(None) };
@@ -293,7 +289,11 @@ impl Catalog {
         let view = self
             .view
             .get_or_try_init(|| async {
-                let parts = futures::future::try_join_all((0..self.parts.len()).map(|i| self.part(objects, i))).await?;
+                let parts: Vec<Option<Arc<PartView>>> =
+                    stream::iter((0..self.parts.len()).map(|i| self.part(objects, i)))
+                        .buffered(stored::PART_CONCURRENCY)
+                        .try_collect()
+                        .await?;
                 let parts: Vec<Arc<PartView>> = parts.into_iter().flatten().collect();
                 let mut entries: Vec<Arc<SkillEntry>> =
                     parts.iter().flat_map(|part| part.entries.values().cloned()).collect();
@@ -362,11 +362,12 @@ impl Catalog {
         let listing = match self.head.listings.iter().find(|stored| stored.budget == budget_tokens) {
             Some(stored) => Arc::new(stored.listing.clone()),
             None => {
-                let whole = self.whole_in_memory();
                 let view = self.view(objects).await?;
                 let refs: Vec<&SkillEntry> = view.entries.iter().map(Arc::as_ref).collect();
                 let listing = Arc::new(listing::render(&refs, budget_tokens));
-                if !whole {
+                // A catalog held whole in its head renders its listing at no cost that grows; one
+                // in parts keeps it for the next cold process.
+                if !self.head.parts.is_empty() {
                     self.store_listing(objects, budget_tokens, &listing).await;
                 }
                 listing

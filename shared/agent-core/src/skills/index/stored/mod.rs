@@ -33,7 +33,7 @@ pub const MAX_STORED_LISTINGS: usize = 4;
 /// still read the part, and no turn lasts 15 minutes.
 pub const RETIRED_PART_SECS: i64 = 15 * 60;
 /// Parts read at once when the whole catalog is needed.
-const PART_CONCURRENCY: usize = 16;
+pub const PART_CONCURRENCY: usize = 16;
 
 /// The head object, `{user}/catalog/index.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
