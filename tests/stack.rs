@@ -22,6 +22,16 @@ pub fn sample_event(name: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(&path).expect("sample event")).expect("sample event is JSON")
 }
 
+/// The sample queue record (`events/sqs-batch.json`) with its message id, FIFO message group and
+/// body replaced: a record as SQS would deliver it to `queue-turn`.
+pub fn sqs_record(message_id: &str, group: &str, body: &str) -> Value {
+    let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
+    record["messageId"] = Value::from(message_id);
+    record["attributes"]["MessageGroupId"] = Value::from(group);
+    record["body"] = Value::from(body);
+    record
+}
+
 pub struct Stack {
     pub endpoint: String,
     pub bucket: String,

@@ -6,7 +6,7 @@ use aws_sdk_sqs::types::MessageSystemAttributeName;
 use serde_json::{json, Value};
 use tests::lambda::Function;
 use tests::model_server::Reply;
-use tests::stack::{get_event, sample_event, status_and_body, turn_event, Stack};
+use tests::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
 
 const USER: &str = "user-bg";
 
@@ -62,11 +62,9 @@ impl Background {
         let mut records = Vec::new();
         for message in received.messages() {
             let group = message.attributes().and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId)).cloned();
-            let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
-            record["messageId"] = json!(message.message_id().unwrap());
-            record["attributes"]["MessageGroupId"] = json!(group.expect("a FIFO message has a group"));
+            let group = group.expect("a FIFO message has a group");
+            let mut record = sqs_record(message.message_id().unwrap(), &group, message.body().unwrap());
             record["attributes"]["ApproximateReceiveCount"] = json!(delivery.to_string());
-            record["body"] = json!(message.body().unwrap());
             records.push(record);
             self.sqs
                 .delete_message()

@@ -7,16 +7,12 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tests::lambda::Function;
 use tests::model_server::Reply;
-use tests::stack::{get_event, sample_event, status_and_body, turn_event, Stack};
+use tests::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
 
 const USER: &str = "user-once";
 
 fn record(id: &str, session: &str, message: &str) -> Value {
-    let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
-    record["messageId"] = json!(id);
-    record["attributes"]["MessageGroupId"] = json!(session);
-    record["body"] = Value::String(json!({"user_id": USER, "session_id": session, "message": message}).to_string());
-    record
+    sqs_record(id, session, &json!({"user_id": USER, "session_id": session, "message": message}).to_string())
 }
 
 fn failures(response: &Value) -> Vec<String> {

@@ -358,10 +358,11 @@ async fn continued_plan(world: &World) -> (Vec<Value>, usize) {
             ("TURN_QUEUE_URL", &queue_url),
         ])
         .await;
-    let mut record = tests::stack::sample_event("sqs-batch.json")["Records"][0].clone();
-    record["messageId"] = json!("m1");
-    record["attributes"]["MessageGroupId"] = json!(SESSION);
-    record["body"] = json!(json!({"user_id": USER, "session_id": SESSION, "message": "Do one and two"}).to_string());
+    let record = tests::stack::sqs_record(
+        "m1",
+        SESSION,
+        &json!({"user_id": USER, "session_id": SESSION, "message": "Do one and two"}).to_string(),
+    );
     let response = queue.call(json!({ "Records": [record] })).await;
     let failures = response["batchItemFailures"].as_array().expect("batchItemFailures").clone();
 

@@ -12,7 +12,7 @@ use sha2::Digest;
 use tests::identity::IdentityProvider;
 use tests::lambda::Function;
 use tests::model_server::Reply;
-use tests::stack::{sample_event, status_and_body, turn_event, Stack};
+use tests::stack::{sqs_record, status_and_body, turn_event, Stack};
 
 use crate::streaming::{all_events, stream_event};
 
@@ -270,11 +270,7 @@ async fn queued_turns_count_as_completed_or_retried() {
     let stack = Stack::new().await;
     let queue = stack.queue(&[]).await;
     let record = |id: &str, session: &str| {
-        let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
-        record["messageId"] = json!(id);
-        record["attributes"]["MessageGroupId"] = json!(session);
-        record["body"] = json!(json!({"user_id": USER, "session_id": session, "message": "Hola"}).to_string());
-        record
+        sqs_record(id, session, &json!({"user_id": USER, "session_id": session, "message": "Hola"}).to_string())
     };
     let mark = queue.log_mark();
     stack.model.push([Reply::text("Uno."), Reply::Status(400)]);

@@ -2,7 +2,7 @@
 
 use serde_json::{json, Value};
 use tests::model_server::Reply;
-use tests::stack::{sample_event, Stack};
+use tests::stack::{sample_event, sqs_record, Stack};
 
 fn failures(response: &Value) -> Vec<String> {
     response["batchItemFailures"]
@@ -14,11 +14,7 @@ fn failures(response: &Value) -> Vec<String> {
 }
 
 fn record(id: &str, group: &str, body: Value) -> Value {
-    let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
-    record["messageId"] = json!(id);
-    record["attributes"]["MessageGroupId"] = json!(group);
-    record["body"] = Value::String(body.to_string());
-    record
+    sqs_record(id, group, &body.to_string())
 }
 
 #[tokio::test]

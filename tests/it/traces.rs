@@ -13,7 +13,7 @@ use tests::identity::IdentityProvider;
 use tests::lambda::Function;
 use tests::model_server::Reply;
 use tests::otlp::{Collector, ReceivedSpan};
-use tests::stack::{sample_event, status_and_body, turn_event, Stack};
+use tests::stack::{sqs_record, status_and_body, turn_event, Stack};
 
 use crate::streaming::{all_events, stream_event};
 
@@ -163,13 +163,11 @@ async fn a_queued_turn_joins_the_trace_its_record_carries() {
     let stack = Stack::new().await;
     let collector = Collector::start().await;
     let queue = stack.queue(&[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint)]).await;
-    let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
-    record["messageId"] = json!("m1");
-    record["attributes"]["MessageGroupId"] = json!("q1");
+    let mut record =
+        sqs_record("m1", "q1", &json!({"user_id": USER, "session_id": "q1", "message": SECRET}).to_string());
     // What SQS sets when the sender was traced: the X-Ray form of the caller's trace and span.
     let header = format!("Root=1-{}-{};Parent={CALLER_SPAN};Sampled=1", &TRACE_ID[..8], &TRACE_ID[8..]);
     record["attributes"]["AWSTraceHeader"] = json!(header);
-    record["body"] = json!(json!({"user_id": USER, "session_id": "q1", "message": SECRET}).to_string());
     stack.model.push([Reply::text(REPLY)]);
     let response = queue.call(json!({ "Records": [record] })).await;
     assert_eq!(response["batchItemFailures"].as_array().map(Vec::len), Some(0), "{response}");

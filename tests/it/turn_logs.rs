@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tests::identity::IdentityProvider;
 use tests::lambda::Function;
 use tests::model_server::Reply;
-use tests::stack::{sample_event, status_and_body, turn_event, Stack};
+use tests::stack::{sqs_record, status_and_body, turn_event, Stack};
 
 use crate::streaming::{all_events, stream_event};
 
@@ -141,11 +141,7 @@ async fn every_line_of_a_queued_turn_names_its_invocation_and_its_turn() {
     let stack = Stack::new().await;
     let queue = stack.queue(&[]).await;
     let record = |id: &str, session: &str| {
-        let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
-        record["messageId"] = json!(id);
-        record["attributes"]["MessageGroupId"] = json!(session);
-        record["body"] = json!(json!({"user_id": USER, "session_id": session, "message": "Hola"}).to_string());
-        record
+        sqs_record(id, session, &json!({"user_id": USER, "session_id": session, "message": "Hola"}).to_string())
     };
     stack.model.push([Reply::text("Calentando.")]);
     queue.call(json!({"Records": [record("m0", "warm")]})).await;

@@ -10,7 +10,7 @@ use aws_sdk_sqs::types::MessageSystemAttributeName;
 use serde_json::{json, Value};
 use tests::lambda::Function;
 use tests::model_server::Reply;
-use tests::stack::{get_event, sample_event, status_and_body, turn_event, Stack};
+use tests::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
 
 const ALICE: &str = "user-usage-alice";
 const BOB: &str = "user-usage-bob";
@@ -59,12 +59,8 @@ fn today(body: &Value) -> (Value, Value) {
     (day.clone(), models[0].clone())
 }
 
-fn sqs_record(id: &str, user: &str, session: &str, message: &str) -> Value {
-    let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
-    record["messageId"] = json!(id);
-    record["attributes"]["MessageGroupId"] = json!(session);
-    record["body"] = Value::String(json!({"user_id": user, "session_id": session, "message": message}).to_string());
-    record
+fn turn_record(id: &str, user: &str, session: &str, message: &str) -> Value {
+    sqs_record(id, session, &json!({"user_id": user, "session_id": session, "message": message}).to_string())
 }
 
 #[tokio::test]
@@ -93,7 +89,7 @@ async fn a_turn_counts_once_across_a_retried_post_a_redelivered_record_and_a_rep
     let queue = stack.queue(&[]).await;
     stack.model.push([Reply::text("En cola.")]);
     for delivery in 1..=2 {
-        let mut record = sqs_record("m-usage-1", ALICE, "q1", "Desde la cola");
+        let mut record = turn_record("m-usage-1", ALICE, "q1", "Desde la cola");
         record["attributes"]["ApproximateReceiveCount"] = json!(delivery.to_string());
         let response = queue.call(json!({ "Records": [record] })).await;
         assert_eq!(response["batchItemFailures"], json!([]), "delivery {delivery}");
@@ -232,11 +228,8 @@ async fn a_tenant_at_its_budget_is_refused_before_any_model_call_and_others_are_
         .await
         .expect("receive");
     let message = &received.messages()[0];
-    let mut record = sample_event("sqs-batch.json")["Records"][0].clone();
-    record["messageId"] = json!(message.message_id().unwrap());
-    record["attributes"]["MessageGroupId"] = json!("bg");
+    let mut record = sqs_record(message.message_id().unwrap(), "bg", message.body().unwrap());
     record["attributes"]["ApproximateReceiveCount"] = json!("1");
-    record["body"] = json!(message.body().unwrap());
     let worker = stack.queue(&[("DAILY_TOKEN_BUDGET", "150"), ("TURN_QUEUE_URL", &queue_url)]).await;
     let response = worker.call(json!({ "Records": [record] })).await;
     assert_eq!(response["batchItemFailures"], json!([]), "not retried");

@@ -7,6 +7,22 @@ use tracing_subscriber::layer::SubscriberExt;
 
 use super::*;
 
+/// A turn span with the fields `agent_app::turn_span` declares, for turn `s/1` of session `s`.
+fn turn_span() -> Span {
+    tracing::info_span!(
+        "turn",
+        turnId = "s/1",
+        sessionId = "s",
+        strategy = "skills",
+        tenant = "abc",
+        status = tracing::field::Empty,
+        errorCode = tracing::field::Empty,
+        ending = tracing::field::Empty,
+        steps = tracing::field::Empty,
+        replayed = tracing::field::Empty,
+    )
+}
+
 /// Runs `turn` under a subscriber with only the metrics layer; returns the lines it wrote.
 fn lines_of(turn: impl FnOnce()) -> Vec<Value> {
     let lines: Arc<Mutex<Vec<String>>> = Arc::default();
@@ -41,18 +57,7 @@ fn a_turn_writes_its_summary_and_emf_lines() {
     let lines = lines_of(|| {
         let invocation = tracing::info_span!("Lambda runtime invoke", requestId = "req-9");
         let _entered = invocation.enter();
-        let span = tracing::info_span!(
-            "turn",
-            turnId = "s/1",
-            sessionId = "s",
-            strategy = "skills",
-            tenant = "abc",
-            status = tracing::field::Empty,
-            errorCode = tracing::field::Empty,
-            ending = tracing::field::Empty,
-            steps = tracing::field::Empty,
-            replayed = tracing::field::Empty,
-        );
+        let span = turn_span();
         span.in_scope(|| {
             chat("m1", 100, 10);
             tool("read_file", outcome::OK);
@@ -107,18 +112,7 @@ fn steps_outside_a_turn_are_not_counted() {
 /// The spans and events of a warm turn like the benchmark's: the storage steps, 3 model calls,
 /// 2 tool calls and the loop's lines.
 fn synthetic_turn() {
-    let span = tracing::info_span!(
-        "turn",
-        turnId = "s/1",
-        sessionId = "s",
-        strategy = "skills",
-        tenant = "abc",
-        status = tracing::field::Empty,
-        errorCode = tracing::field::Empty,
-        ending = tracing::field::Empty,
-        steps = tracing::field::Empty,
-        replayed = tracing::field::Empty,
-    );
+    let span = turn_span();
     span.in_scope(|| {
         drop(telemetry::storage_span(telemetry::SESSION_LOAD));
         drop(telemetry::storage_span(telemetry::CATALOG));
