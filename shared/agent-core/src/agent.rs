@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use crate::budget::{self, Trim};
-use crate::events::{self, DeltaEvents, TurnEvent, TurnObserver};
+use crate::events::{self, DeltaEvents, ListingShown, TurnEvent, TurnObserver};
 use crate::message::{ChatRequest, Message, ToolCall, ToolSpec, Usage};
 use crate::model::{ChatModel, ModelError};
 use crate::prompt::SystemPrompt;
@@ -55,6 +55,45 @@ pub trait TurnEnv: Send {
     /// command a forced skill does not allow), so the loop can tell a refusal from a failure.
     fn refused_calls(&self) -> u32 {
         0
+    }
+    /// The prompt state of the next model call, for its [`TurnEvent::ModelCall`]. Asked after
+    /// [`TurnEnv::system_prompt`] for the same call. The default, `None`, is for an environment
+    /// without the two prompt states (the planner's expert rounds): its calls send no `model.call`.
+    fn prompt_state(&self) -> Option<PromptState> {
+        None
+    }
+}
+
+/// Which of the two prompt states a model call is made in, as its environment knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PromptState {
+    /// State 1: no skill is current; the base prompt carries the skill listing chosen for the
+    /// turn, with these counts (from [`crate::skills::Listing`]).
+    Listing { total: usize, shown_in_full: usize, search: bool },
+    /// State 2: the skill at `path` is current and its SKILL.md is in the prompt; `forced` when a
+    /// slash command chose it.
+    Skill { path: String, forced: bool },
+}
+
+impl PromptState {
+    /// The `model.call` event of call number `step` (from 1) in this state; `shrunk` is how many
+    /// times the context budget shrank the listing for the call.
+    fn event(self, step: u32, shrunk: usize, tools: &[ToolSpec], prompt_tokens: usize) -> TurnEvent {
+        let tools = tools.iter().map(|tool| tool.name.clone()).collect();
+        match self {
+            PromptState::Listing { total, shown_in_full, search } => TurnEvent::ModelCall {
+                step,
+                state: 1,
+                skill: None,
+                forced: false,
+                listing: Some(ListingShown { total, shown_in_full, search, tier: shrunk }),
+                tools,
+                prompt_tokens,
+            },
+            PromptState::Skill { path, forced } => {
+                TurnEvent::ModelCall { step, state: 2, skill: Some(path), forced, listing: None, tools, prompt_tokens }
+            }
+        }
     }
 }
 
@@ -121,7 +160,8 @@ pub struct LoopOutcome {
 
 /// Runs one turn. Only a model failure is an error; tool failures are tool results, and hitting a
 /// bound ends the turn normally with a reply that says so. `events` hears the model's text as it
-/// arrives (when it wants it), every tool call and result, and every skill loaded.
+/// arrives (when it wants it), every model call (when `env` knows its prompt state), every tool
+/// call and result, and every skill loaded.
 pub async fn run(
     model: &dyn ChatModel,
     env: &mut dyn TurnEnv,
@@ -154,12 +194,19 @@ pub async fn run(
         if let Some(reminder) = env.reminder(steps) {
             messages.push(Message::user(reminder));
         }
+        let mut shrunk = 0;
         for trim in budget::fit(&mut system, &mut messages, first_new, &tools, limits.input_tokens) {
             log_trim(&trim, steps);
-            // A provider refuses a request over its context, so none is sent.
-            if let Trim::StillOver { tokens, limit } = trim {
-                return Err(ModelError::ContextTooLarge { tokens, limit });
+            match trim {
+                // A provider refuses a request over its context, so none is sent.
+                Trim::StillOver { tokens, limit } => return Err(ModelError::ContextTooLarge { tokens, limit }),
+                Trim::ShrunkListing { .. } => shrunk += 1,
+                _ => {}
             }
+        }
+        if let Some(state) = env.prompt_state() {
+            let tokens = budget::estimate_request(&system, &messages, &tools);
+            events.event(state.event(steps + 1, shrunk, &tools, tokens));
         }
         let request = ChatRequest { system: system.render(), messages, tools, ..ChatRequest::default() };
         let deltas = DeltaEvents::new(events, MAX_REPLY_BYTES);
@@ -210,6 +257,7 @@ pub async fn run(
             events.event(TurnEvent::ToolCall {
                 id: call.id.clone(),
                 name: call.name.clone(),
+                arguments: call.arguments.clone(),
                 summary: events::summarise_arguments(&call.arguments),
             });
             // Calls that are not run still get a result, so the stored history stays well-formed:
@@ -259,12 +307,15 @@ pub async fn run(
             let mut content = output.content;
             truncate_tool_result(&mut content);
             result_bytes += content.len();
+            let (shown, truncated) = events::event_content(&content);
             events.event(TurnEvent::ToolResult {
                 id: call.id.clone(),
                 name: call.name.clone(),
                 ok: !events::is_error_result(&content),
                 bytes: content.len(),
                 summary: events::summarise_result(&content),
+                content: shown,
+                truncated,
             });
             if let Some(skill) = output.loaded_skill {
                 events.event(TurnEvent::SkillLoaded { skill, forced: false });

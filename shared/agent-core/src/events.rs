@@ -1,5 +1,6 @@
-//! What a running turn reports as it goes (streamed to clients as Server-Sent Events): the
-//! model's text as it arrives, skills loaded, tool calls and their results.
+//! What a running turn reports as it goes (streamed to clients as Server-Sent Events): each model
+//! call with the prompt state it is made in, the model's text as it arrives, skills loaded, tool
+//! calls with their arguments and their results.
 
 use serde::Serialize;
 use serde_json::Value;
@@ -10,6 +11,9 @@ use crate::model::DeltaSink;
 pub const MAX_SUMMARY_BYTES: usize = 200;
 /// Longest single argument value shown in a tool-call summary, in bytes.
 const MAX_SUMMARY_VALUE_BYTES: usize = 60;
+/// Longest tool result text carried by a `tool.result` event, in bytes (16 KiB); the history keeps
+/// up to [`crate::agent::MAX_TOOL_RESULT_BYTES`].
+pub const MAX_EVENT_CONTENT_BYTES: usize = 16 * 1024;
 
 /// One event of a running turn. Its JSON (the variant's fields) is the event's data; its
 /// [`TurnEvent::name`] is the SSE event name.
@@ -18,18 +22,58 @@ const MAX_SUMMARY_VALUE_BYTES: usize = 60;
 pub enum TurnEvent {
     /// The turn was accepted and is running.
     Started { session_id: String },
+    /// A model call of the loop is about to be made; sent after the context budget has fitted the
+    /// request, so it describes the request as sent. Only turns whose environment knows its prompt
+    /// state send it (the skills strategy); the planner's expert rounds do not.
+    ModelCall {
+        /// The call's number within the turn, from 1.
+        step: u32,
+        /// 1: no skill is current (the base prompt with the skill listing); 2: a skill is current
+        /// (its SKILL.md is in the prompt).
+        state: u8,
+        /// The current skill's path in state 2, else `None` (JSON `null`).
+        skill: Option<String>,
+        /// Whether the current skill was forced by a slash command (false in state 1).
+        forced: bool,
+        /// The skill listing in the prompt, in state 1 only (else `null`).
+        listing: Option<ListingShown>,
+        /// The names of the tools offered in this request, in order.
+        tools: Vec<String>,
+        /// The request's input tokens as [`crate::budget::estimate_request`] estimates them (the
+        /// same pessimistic estimate the context budget fits against), after any trims.
+        prompt_tokens: usize,
+    },
     /// A piece of the model's text, in order.
     MessageDelta { text: String },
     /// A skill became current: loaded by the model, or forced by a slash command.
     SkillLoaded { skill: String, forced: bool },
-    /// The model asked for a tool; `summary` is a short, cut rendering of the arguments.
-    ToolCall { id: String, name: String, summary: String },
-    /// A tool call finished; `ok` is false for an error result, `summary` is its first line, cut.
-    ToolResult { id: String, name: String, ok: bool, bytes: usize, summary: String },
+    /// The model asked for a tool. `arguments` is the call's whole arguments JSON as it is run and
+    /// stored: arguments over the loop's bounds were already replaced by `{"_omitted_bytes": n}`.
+    /// `summary` is a short, cut, one-line rendering of them.
+    ToolCall { id: String, name: String, arguments: Value, summary: String },
+    /// A tool call finished; `ok` is false for an error result. `bytes` is the size of the result
+    /// as stored in the history, `content` that text cut to at most [`MAX_EVENT_CONTENT_BYTES`] at
+    /// a character boundary, with `truncated` true when it was cut; `summary` is its first line, cut.
+    ToolResult { id: String, name: String, ok: bool, bytes: usize, summary: String, content: String, truncated: bool },
     /// A file of the workspace was created or changed (by a file tool or a command), as it happens;
     /// `path` is its `/workspace` path, downloadable from `GET /sessions/{id}/files/{path}` once the
     /// turn is committed.
     FileWritten { path: String, size: u64 },
+}
+
+/// The skill listing a state-1 model call shows: the counts of the listing as chosen for the turn
+/// ([`crate::skills::Listing`]) and how far the context budget shrank it for this call.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ListingShown {
+    /// Skills of the account.
+    pub total: usize,
+    /// Skills the chosen listing shows with their whole description.
+    pub shown_in_full: usize,
+    /// Whether `find_skills` is offered because not every skill is shown in full.
+    pub search: bool,
+    /// 0 for the listing as chosen; n when the context budget replaced it by its n-th smaller tier
+    /// for this call (the counts above still describe the chosen listing).
+    pub tier: usize,
 }
 
 impl TurnEvent {
@@ -37,6 +81,7 @@ impl TurnEvent {
     pub fn name(&self) -> &'static str {
         match self {
             TurnEvent::Started { .. } => "turn.started",
+            TurnEvent::ModelCall { .. } => "model.call",
             TurnEvent::MessageDelta { .. } => "message.delta",
             TurnEvent::SkillLoaded { .. } => "skill.loaded",
             TurnEvent::ToolCall { .. } => "tool.call",
@@ -131,6 +176,13 @@ pub fn summarise_arguments(arguments: &Value) -> String {
     cut(&summary, MAX_SUMMARY_BYTES).to_owned()
 }
 
+/// A tool result's text for its event: cut to at most [`MAX_EVENT_CONTENT_BYTES`] at a character
+/// boundary, and whether it was cut.
+pub fn event_content(content: &str) -> (String, bool) {
+    let shown = cut(content, MAX_EVENT_CONTENT_BYTES);
+    (shown.to_owned(), shown.len() < content.len())
+}
+
 /// The first line of a tool result, cut.
 pub fn summarise_result(content: &str) -> String {
     let first = content.lines().next().unwrap_or("");
@@ -223,10 +275,56 @@ mod tests {
                 name: "ls".into(),
                 ok: true,
                 bytes: 3,
-                summary: "a".into()
+                summary: "a".into(),
+                content: "a\nb".into(),
+                truncated: false,
             })
             .unwrap(),
-            json!({"id": "c", "name": "ls", "ok": true, "bytes": 3, "summary": "a"})
+            json!({"id": "c", "name": "ls", "ok": true, "bytes": 3, "summary": "a", "content": "a\nb", "truncated": false})
+        );
+    }
+
+    #[test]
+    fn event_content_is_cut_at_16_kib_on_a_character_boundary() {
+        assert_eq!(event_content("short"), ("short".to_owned(), false));
+        let exact = "x".repeat(MAX_EVENT_CONTENT_BYTES);
+        assert_eq!(event_content(&exact), (exact.clone(), false));
+        // "é" is two bytes: 16 KiB - 1 of "x" then "é" crosses the limit, so "é" goes whole.
+        let crossing = format!("{}é tail", "x".repeat(MAX_EVENT_CONTENT_BYTES - 1));
+        let (shown, truncated) = event_content(&crossing);
+        assert!(truncated);
+        assert_eq!(shown.len(), MAX_EVENT_CONTENT_BYTES - 1);
+        assert!(shown.chars().all(|c| c == 'x'));
+    }
+
+    #[test]
+    fn model_call_and_tool_call_serialise_with_their_sse_names() {
+        let call = TurnEvent::ModelCall {
+            step: 1,
+            state: 1,
+            skill: None,
+            forced: false,
+            listing: Some(ListingShown { total: 12, shown_in_full: 10, search: true, tier: 0 }),
+            tools: vec!["load_skill".into(), "ls".into()],
+            prompt_tokens: 1234,
+        };
+        assert_eq!(call.name(), "model.call");
+        assert_eq!(
+            serde_json::to_value(&call).unwrap(),
+            json!({"step": 1, "state": 1, "skill": null, "forced": false,
+                   "listing": {"total": 12, "shown_in_full": 10, "search": true, "tier": 0},
+                   "tools": ["load_skill", "ls"], "prompt_tokens": 1234})
+        );
+        let tool = TurnEvent::ToolCall {
+            id: "c".into(),
+            name: "ls".into(),
+            arguments: json!({"path": "/workspace"}),
+            summary: "path=/workspace".into(),
+        };
+        assert_eq!(tool.name(), "tool.call");
+        assert_eq!(
+            serde_json::to_value(&tool).unwrap(),
+            json!({"id": "c", "name": "ls", "arguments": {"path": "/workspace"}, "summary": "path=/workspace"})
         );
     }
 }

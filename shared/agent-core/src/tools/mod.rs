@@ -16,7 +16,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use serde_json::{json, Value};
 
-use crate::agent::{ToolOutput, TurnEnv};
+use crate::agent::{PromptState, ToolOutput, TurnEnv};
 use crate::ids::UserId;
 use crate::message::{ToolCall, ToolSpec};
 use crate::prompt::{self, PromptTemplate, PromptVars, Section, SectionKind, SkillPromptMode, SystemPrompt};
@@ -465,6 +465,20 @@ impl TurnEnv for SkillsEnv<'_> {
         self.refused_tool_calls
     }
 
+    fn prompt_state(&self) -> Option<PromptState> {
+        Some(match &self.current_skill {
+            Some(doc) => PromptState::Skill {
+                path: doc.path.to_string(),
+                forced: self.forced.as_ref().is_some_and(|forced| forced.doc.path == doc.path),
+            },
+            None => PromptState::Listing {
+                total: self.listing.total,
+                shown_in_full: self.listing.shown_in_full,
+                search: self.listing.search,
+            },
+        })
+    }
+
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput {
         // Enforced at execution: whatever the model was offered is all it may run.
         let offered = self.offered_names();
@@ -517,3 +531,6 @@ impl TurnEnv for SkillsEnv<'_> {
         ToolOutput::from(content)
     }
 }
+
+#[cfg(test)]
+mod tests;

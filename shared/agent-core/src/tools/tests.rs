@@ -1,0 +1,253 @@
+//! Tests of the skills environment inside the agent loop: the `model.call` event says which prompt
+//! state each call is made in (state 1 with the listing's counts, state 2 once a skill is current,
+//! forced or loaded), how far the context budget shrank the listing, and what the request carried.
+//! The object store is an in-memory fake of the storage port and the model a scripted one.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use serde_json::{json, Value};
+
+use super::*;
+use crate::agent::{self, Limits};
+use crate::budget;
+use crate::events::{ListingShown, TurnEvent, TurnObserver};
+use crate::message::{ChatRequest, ChatResponse, Message, StopReason, Usage};
+use crate::model::{ChatModel, ModelError};
+use crate::prompt::DEFAULT_TEMPLATE;
+use crate::store::{Object, ObjectMeta, StoreError};
+use crate::{SessionId, UserId};
+
+const USER: &str = "u1";
+
+/// An in-memory fake of the object-store port.
+#[derive(Default)]
+struct MemStore(Mutex<BTreeMap<String, Vec<u8>>>);
+
+impl MemStore {
+    /// Two skills under `u1/skills`, with descriptions long enough that the listing has smaller
+    /// tiers (the names alone take far less room).
+    fn seeded() -> Self {
+        let store = MemStore::default();
+        for (path, description) in [
+            ("escrituras/compraventa", "Redacta escrituras de compraventa de inmuebles con todas sus cláusulas. "),
+            ("escrituras/hipoteca", "Redacta escrituras de préstamo hipotecario y revisa sus condiciones. "),
+        ] {
+            let description = description.repeat(4);
+            let name = path.rsplit('/').next().unwrap();
+            let skill_md = format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\nInstrucciones.\n");
+            store.0.lock().unwrap().insert(format!("{USER}/skills/{path}/SKILL.md"), skill_md.into_bytes());
+        }
+        store
+    }
+}
+
+#[async_trait]
+impl ObjectStore for MemStore {
+    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        Ok(self
+            .0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(key, _)| key.starts_with(prefix))
+            .map(|(key, bytes)| ObjectMeta { key: key.clone(), etag: "e".into(), size: bytes.len() as u64 })
+            .collect())
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
+        Ok(self.0.lock().unwrap().get(key).map(|bytes| Object { bytes: bytes.clone(), etag: "e".into() }))
+    }
+
+    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+        self.0.lock().unwrap().insert(key.to_owned(), bytes);
+        Ok(())
+    }
+}
+
+/// A model that answers from a script (tool calls or text) and keeps every request.
+#[derive(Default)]
+struct ScriptedModel {
+    replies: Mutex<VecDeque<ChatResponse>>,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl ScriptedModel {
+    fn tool(self, name: &str, arguments: Value) -> Self {
+        let call = ToolCall { id: String::new(), name: name.into(), arguments };
+        self.replies.lock().unwrap().push_back(ChatResponse {
+            content: String::new(),
+            tool_calls: vec![call],
+            usage: Usage::default(),
+            stop_reason: StopReason::ToolUse,
+        });
+        self
+    }
+
+    fn text(self, text: &str) -> Self {
+        self.replies.lock().unwrap().push_back(ChatResponse {
+            content: text.into(),
+            tool_calls: Vec::new(),
+            usage: Usage::default(),
+            stop_reason: StopReason::EndTurn,
+        });
+        self
+    }
+
+    fn requests(&self) -> Vec<ChatRequest> {
+        self.requests.lock().unwrap().clone()
+    }
+}
+
+#[async_trait]
+impl ChatModel for ScriptedModel {
+    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        self.requests.lock().unwrap().push(request.clone());
+        self.replies.lock().unwrap().pop_front().ok_or_else(|| ModelError::InvalidResponse("script exhausted".into()))
+    }
+}
+
+#[derive(Default)]
+struct Collect(Mutex<Vec<TurnEvent>>);
+
+impl TurnObserver for Collect {
+    fn event(&self, event: TurnEvent) {
+        self.0.lock().unwrap().push(event);
+    }
+
+    fn wants_deltas(&self) -> bool {
+        false
+    }
+}
+
+impl Collect {
+    fn model_calls(&self) -> Vec<TurnEvent> {
+        self.0.lock().unwrap().iter().filter(|event| event.name() == "model.call").cloned().collect()
+    }
+}
+
+/// The request's tokens as `budget::estimate_request` counts them, from what the model received.
+fn estimate(request: &ChatRequest) -> usize {
+    let system = prompt::SystemPrompt { sections: vec![Section::new(SectionKind::Base, request.system.clone())] };
+    budget::estimate_request(&system, &request.messages, &request.tools)
+}
+
+/// Runs one turn of the skills strategy over `store`'s skills: `force` forces that skill first,
+/// `input_tokens` bounds each request.
+async fn turn(
+    store: &MemStore,
+    model: &ScriptedModel,
+    template: &PromptTemplate,
+    force: Option<&str>,
+    input_tokens: usize,
+) -> Collect {
+    let user = UserId::parse(USER).unwrap();
+    let library = SkillLibrary::new();
+    let catalog = library.catalog(store, &user).await.unwrap();
+    let listing = catalog.listing(store, 4000).await.unwrap();
+    let vars = PromptVars::default();
+    let vfs = Vfs::new(store, user.clone(), SessionId::parse("S1").unwrap(), None, BTreeMap::new());
+    let source = SkillSource { library: &library, objects: store, user: &user, catalog: &catalog };
+    let mut env = SkillsEnv::new(vfs, source, listing, template, &vars, SkillPromptMode::Replace, Vec::new());
+    if let Some(path) = force {
+        let doc = env.load_skill(path).await.unwrap();
+        env.force(doc);
+    }
+    let limits = Limits { max_steps: 5, deadline: None, reserve: std::time::Duration::ZERO, input_tokens };
+    let events = Collect::default();
+    agent::run(model, &mut env, &[], Message::user("Prepara una compraventa"), &limits, &events).await.unwrap();
+    events
+}
+
+#[tokio::test]
+async fn model_calls_go_from_state_1_with_the_listing_to_state_2_after_load_skill() {
+    let store = MemStore::seeded();
+    let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
+    let arguments = json!({"skill_path": "escrituras/compraventa"});
+    let model = ScriptedModel::default().tool(LOAD_SKILL, arguments.clone()).text("Listo.");
+    let events = turn(&store, &model, &template, None, 100_000).await;
+    let requests = model.requests();
+    let names = |request: &ChatRequest| request.tools.iter().map(|tool| tool.name.clone()).collect::<Vec<_>>();
+
+    let calls = events.model_calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    assert_eq!(
+        calls[0],
+        TurnEvent::ModelCall {
+            step: 1,
+            state: 1,
+            skill: None,
+            forced: false,
+            listing: Some(ListingShown { total: 2, shown_in_full: 2, search: false, tier: 0 }),
+            tools: names(&requests[0]),
+            prompt_tokens: estimate(&requests[0]),
+        }
+    );
+    assert_eq!(
+        calls[1],
+        TurnEvent::ModelCall {
+            step: 2,
+            state: 2,
+            skill: Some("escrituras/compraventa".into()),
+            forced: false,
+            listing: None,
+            tools: names(&requests[1]),
+            prompt_tokens: estimate(&requests[1]),
+        }
+    );
+    assert_eq!(names(&requests[0])[0], LOAD_SKILL);
+    assert!(!names(&requests[0]).contains(&FIND_SKILLS.to_owned()), "every skill is shown in full");
+
+    // The events around the tool call, in order, with the arguments and the result text.
+    let all = events.0.lock().unwrap().clone();
+    let order: Vec<&str> = all.iter().map(TurnEvent::name).collect();
+    assert_eq!(order, ["model.call", "tool.call", "tool.result", "skill.loaded", "model.call"]);
+    let TurnEvent::ToolCall { arguments: sent, .. } = &all[1] else { panic!("{:?}", all[1]) };
+    assert_eq!(sent, &arguments);
+    let TurnEvent::ToolResult { content, truncated, bytes, .. } = &all[2] else { panic!("{:?}", all[2]) };
+    assert!(content.starts_with("Skill escrituras/compraventa loaded."), "{content}");
+    assert_eq!((*bytes, *truncated), (content.len(), false));
+}
+
+#[tokio::test]
+async fn a_forced_skill_is_state_2_from_the_first_call() {
+    let store = MemStore::seeded();
+    let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
+    let model = ScriptedModel::default().text("Listo.");
+    let events = turn(&store, &model, &template, Some("escrituras/hipoteca"), 100_000).await;
+    let calls = events.model_calls();
+    let [TurnEvent::ModelCall { step: 1, state: 2, skill, forced: true, listing: None, tools, .. }] = calls.as_slice()
+    else {
+        panic!("{calls:?}")
+    };
+    assert_eq!(skill.as_deref(), Some("escrituras/hipoteca"));
+    assert!(!tools.contains(&LOAD_SKILL.to_owned()), "{tools:?}");
+}
+
+#[tokio::test]
+async fn the_tier_counts_how_far_the_budget_shrank_the_listing_for_the_call() {
+    let store = MemStore::seeded();
+    // A base template of placeholders only, so the listing is the largest section to trim.
+    let template = PromptTemplate::parse(
+        "{date}{name}{language}{profile}{initial_context_title}{initial_context_description}{skill}",
+    )
+    .unwrap();
+    let roomy = ScriptedModel::default().text("Listo.");
+    let calls = turn(&store, &roomy, &template, None, 100_000).await.model_calls();
+    let [TurnEvent::ModelCall { prompt_tokens: full, listing: Some(listing), .. }] = calls.as_slice() else {
+        panic!("{calls:?}")
+    };
+    assert_eq!(listing.tier, 0);
+
+    // One token less than the whole request: the listing falls back to its next tier, once.
+    let tight = ScriptedModel::default().text("Listo.");
+    let calls = turn(&store, &tight, &template, None, full - 1).await.model_calls();
+    let [TurnEvent::ModelCall { prompt_tokens, listing: Some(listing), .. }] = calls.as_slice() else {
+        panic!("{calls:?}")
+    };
+    assert_eq!(*listing, ListingShown { total: 2, shown_in_full: 2, search: false, tier: 1 });
+    assert!(prompt_tokens < full, "{prompt_tokens} < {full}");
+    assert_eq!(*prompt_tokens, estimate(&tight.requests()[0]));
+    assert_ne!(roomy.requests()[0].system, tight.requests()[0].system);
+}
