@@ -1,0 +1,323 @@
+// Typed requests to the console server: its config (`/console/config`) and the deployed API's
+// routes under `/api`, each sent with the selected user's bearer token.
+
+import { readSse, type SseEvent } from "./sse";
+
+export interface ConsoleUser {
+  id: string;
+  name: string;
+  token: string;
+}
+
+export interface ConsoleConfig {
+  users: ConsoleUser[];
+  /** What answers the turns, e.g. `replay of examples/local/replay.jsonl`. */
+  model: string;
+  sandbox: boolean;
+}
+
+export interface TokenUsage {
+  input_tokens: number;
+  output_tokens: number;
+  [other: string]: unknown;
+}
+
+export interface ReplyFile {
+  path: string;
+  size: number;
+}
+
+/** The 200 body of a turn, and the data of `turn.completed` (agent-core `TurnReply`). */
+export interface TurnReply {
+  session_id: string;
+  reply: string;
+  current_skill: string | null;
+  forced_skill: string | null;
+  refused_tool_calls: number;
+  steps: number;
+  usage: TokenUsage;
+  ending: string;
+  version: number;
+  files?: ReplyFile[];
+  executions?: number;
+}
+
+export interface SessionSummary {
+  session_id: string;
+  created_at?: string | null;
+  updated_at?: string | null;
+  turns?: number | null;
+}
+
+export interface SessionList {
+  sessions: SessionSummary[];
+  next_cursor: string | null;
+}
+
+export interface HistoryToolCall {
+  id: string;
+  name: string;
+  arguments: unknown;
+}
+
+/** A stored message as `GET /sessions/{id}` shows it (long texts cut, with `content_bytes`). */
+export type HistoryMessage =
+  | { role: "user"; content: string; content_bytes?: number }
+  | { role: "assistant"; content: string; tool_calls?: HistoryToolCall[]; content_bytes?: number }
+  | { role: "tool"; tool_call_id: string; name: string; content: string; content_bytes?: number };
+
+export interface HistoryTurn {
+  turn: number;
+  first_message: number;
+  messages: number;
+}
+
+/** `GET /sessions/{id}`: the session's state and one page of history, newest turns first. */
+export interface SessionView {
+  session_id: string;
+  version: number;
+  updated_at?: string | null;
+  current_skill?: string | null;
+  loaded_skills?: string[];
+  workspace: ReplyFile[];
+  history: HistoryMessage[];
+  turns: HistoryTurn[];
+  next_cursor: string | null;
+  truncated?: boolean;
+}
+
+export interface Skill {
+  path: string;
+  name: string;
+  description: string;
+  category: string | null;
+  /** The tools the skill may use; `null` when it does not restrict them. */
+  tools: string[] | null;
+  declared_tools: string[] | null;
+  warnings: string[];
+}
+
+export interface SkippedFile {
+  file: string;
+  reason: string;
+}
+
+export interface BasePrompt {
+  file: string;
+  size: number;
+  usable: boolean;
+  problem: string | null;
+}
+
+/** `GET /skills`: one page of the catalog, or with `q` the search's matches. */
+export interface SkillsPage {
+  count?: number;
+  skills: Skill[];
+  next_cursor: string | null;
+  skipped: SkippedFile[];
+  skipped_count?: number;
+  base_prompt: BasePrompt | null;
+  query?: string;
+}
+
+export interface UsageCounts {
+  input_tokens: number;
+  output_tokens: number;
+  tokens: number;
+  model_calls: number;
+  executions: number;
+  sandbox_seconds: number;
+  turns: number;
+  failed_turns: number;
+}
+
+export interface UsageDay extends UsageCounts {
+  date: string;
+  models: { model: string; input_tokens: number; output_tokens: number; model_calls: number }[];
+}
+
+/** `GET /usage`: the caller's usage by UTC day (the last 30 days by default). */
+export interface UsageReport {
+  from: string;
+  to: string;
+  days: UsageDay[];
+  totals: UsageCounts;
+}
+
+/** A refused request: the API's `{"error": {"code", "message"}}` body with its status. */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+/** The error an answer carries: its JSON error body when it has one, else its status. */
+export function errorFromBody(status: number, body: unknown): ApiError {
+  const error = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+  if (error && typeof error === "object") {
+    const code = typeof error.code === "string" ? error.code : "error";
+    const message = typeof error.message === "string" ? error.message : `request failed (${status})`;
+    return new ApiError(status, code, message);
+  }
+  return new ApiError(status, "http_error", `request failed with status ${status}`);
+}
+
+async function failure(response: Response): Promise<ApiError> {
+  const text = await response.text().catch(() => "");
+  let body: unknown = null;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // Not JSON (a proxy's page, say): the status is all there is to show.
+  }
+  return errorFromBody(response.status, body);
+}
+
+async function getJson<T>(url: string, token: string | null, signal?: AbortSignal): Promise<T> {
+  const headers: Record<string, string> = { Accept: "application/json" };
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let response: Response;
+  try {
+    response = await fetch(url, { headers, signal });
+  } catch (err) {
+    if (signal?.aborted) throw err;
+    throw new ApiError(0, "network", "the console server could not be reached");
+  }
+  if (!response.ok) throw await failure(response);
+  return (await response.json()) as T;
+}
+
+function query(params: Record<string, string | number | null | undefined>): string {
+  const search = new URLSearchParams();
+  for (const [key, value] of Object.entries(params)) {
+    if (value !== null && value !== undefined && value !== "") search.set(key, String(value));
+  }
+  const text = search.toString();
+  return text ? `?${text}` : "";
+}
+
+export function getConfig(signal?: AbortSignal): Promise<ConsoleConfig> {
+  return getJson<ConsoleConfig>("/console/config", null, signal);
+}
+
+/** Characters a session id may have (agent-core `SessionId`: at most 128 of them). */
+const ID_ALPHABET = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-";
+
+/** A fresh id: `s-` and 20 random characters of the session id alphabet. */
+export function newSessionId(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(20));
+  let id = "s-";
+  for (const byte of bytes) id += ID_ALPHABET[byte % ID_ALPHABET.length];
+  return id;
+}
+
+/** Whether `id` is a session id the API accepts. */
+export function isSessionId(id: string): boolean {
+  return /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/.test(id);
+}
+
+/** A workspace path (`/workspace/a/b.md`) as the file route's path: each segment encoded. */
+export function fileRoute(sessionId: string, path: string): string {
+  const relative = path.replace(/^\/?workspace\//, "");
+  const segments = relative.split("/").filter((segment) => segment !== "").map(encodeURIComponent);
+  return `/api/sessions/${encodeURIComponent(sessionId)}/files/${segments.join("/")}`;
+}
+
+/** The requests of one user: every call carries that user's token. */
+export class Api {
+  constructor(private readonly token: string) {}
+
+  sessions(cursor: string | null, signal?: AbortSignal): Promise<SessionList> {
+    return getJson(`/api/sessions${query({ limit: 50, cursor })}`, this.token, signal);
+  }
+
+  session(id: string, cursor: string | null, signal?: AbortSignal, limit = 10): Promise<SessionView> {
+    return getJson(`/api/sessions/${encodeURIComponent(id)}${query({ limit, cursor })}`, this.token, signal);
+  }
+
+  skills(cursor: string | null, q: string | null, signal?: AbortSignal): Promise<SkillsPage> {
+    return getJson(`/api/skills${query({ q, cursor })}`, this.token, signal);
+  }
+
+  /** Every skill of the catalog, page after page (bounded, in case a server repeats a cursor). */
+  async allSkills(signal?: AbortSignal): Promise<Skill[]> {
+    const skills: Skill[] = [];
+    let cursor: string | null = null;
+    for (let page = 0; page < 100; page++) {
+      const answer: SkillsPage = await getJson(`/api/skills${query({ limit: 1000, cursor })}`, this.token, signal);
+      skills.push(...answer.skills);
+      if (!answer.next_cursor || answer.next_cursor === cursor) break;
+      cursor = answer.next_cursor;
+    }
+    return skills;
+  }
+
+  usage(signal?: AbortSignal): Promise<UsageReport> {
+    return getJson("/api/usage", this.token, signal);
+  }
+
+  /** A workspace file's bytes (the route needs the token, so a plain link cannot fetch it). */
+  async file(sessionId: string, path: string, signal?: AbortSignal): Promise<Blob> {
+    let response: Response;
+    try {
+      response = await fetch(fileRoute(sessionId, path), {
+        headers: { Authorization: `Bearer ${this.token}` },
+        signal,
+      });
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      throw new ApiError(0, "network", "the file could not be fetched");
+    }
+    if (!response.ok) throw await failure(response);
+    return response.blob();
+  }
+
+  /**
+   * Sends a message and reads the turn's events as they arrive. Resolves when the stream ends;
+   * a refused request rejects with its ApiError before any event. A server that answers JSON
+   * instead of a stream is taken as the turn's reply (`turn.completed`).
+   */
+  async sendTurn(
+    sessionId: string,
+    message: string,
+    onEvent: (event: SseEvent) => void,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    let response: Response;
+    try {
+      response = await fetch(`/api/sessions/${encodeURIComponent(sessionId)}/turns`, {
+        method: "POST",
+        headers: {
+          Accept: "text/event-stream",
+          "Content-Type": "application/json",
+          Authorization: `Bearer ${this.token}`,
+          // A retried delivery of the same request replays the committed turn instead of running it twice.
+          "Idempotency-Key": idempotencyKey(),
+        },
+        body: JSON.stringify({ message }),
+        signal,
+      });
+    } catch (err) {
+      if (signal?.aborted) throw err;
+      throw new ApiError(0, "network", "the console server could not be reached");
+    }
+    if (!response.ok) throw await failure(response);
+    const type = response.headers.get("content-type") ?? "";
+    if (!type.includes("text/event-stream") || !response.body) {
+      const text = await response.text();
+      onEvent({ event: "turn.completed", data: text });
+      return;
+    }
+    await readSse(response.body, onEvent);
+  }
+}
+
+function idempotencyKey(): string {
+  if (typeof crypto.randomUUID === "function") return crypto.randomUUID();
+  return newSessionId().slice(2);
+}

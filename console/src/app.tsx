@@ -1,0 +1,298 @@
+// The console page: the header with the user switch, and the state of the open session (its
+// turns, the running turn's stream, its workspace files) shared by the three columns.
+
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+
+import { Api, ApiError, getConfig, newSessionId, type ConsoleConfig, type Skill } from "./api";
+import { Conversation } from "./conversation";
+import { Catalog, messageOf, Sessions, SideTabs, Usage, Workspace, type WorkspaceFile } from "./panels";
+import { applyEvent, failTurn, mergeFiles, newTurn, turnsFromHistory, type Turn, type TurnError } from "./turns";
+
+/** The number the next turn of a session gets: one past the newest shown. */
+function nextNumber(turns: Turn[]): number {
+  return turns.reduce((max, turn) => Math.max(max, turn.number ?? 0), 0) + 1;
+}
+
+function turnError(err: unknown): TurnError {
+  if (err instanceof ApiError) return { status: err.status, code: err.code, message: err.message };
+  return { status: 0, code: "network", message: messageOf(err) };
+}
+
+export function App() {
+  const [config, setConfig] = useState<ConsoleConfig | null>(null);
+  const [configError, setConfigError] = useState<string | null>(null);
+  const [userId, setUserId] = useState("");
+  const user = config?.users.find((candidate) => candidate.id === userId) ?? null;
+  const token = user?.token ?? null;
+  const api = useMemo(() => (token ? new Api(token) : null), [token]);
+
+  const [sessionId, setSessionId] = useState<string | null>(null);
+  const [turns, setTurns] = useState<Turn[]>([]);
+  const [olderCursor, setOlderCursor] = useState<string | null>(null);
+  const [historyLoading, setHistoryLoading] = useState(false);
+  const [historyError, setHistoryError] = useState<string | null>(null);
+  const [files, setFiles] = useState<WorkspaceFile[]>([]);
+  const [running, setRunning] = useState(false);
+  const [refresh, setRefresh] = useState(0);
+  const [skills, setSkills] = useState<Skill[]>([]);
+  const [announcement, setAnnouncement] = useState("");
+
+  const stream = useRef<AbortController | null>(null);
+  const history = useRef<AbortController | null>(null);
+  const liveTurns = useRef(0);
+  // The session the page shows: answers that arrive late for another one are dropped.
+  const shown = useRef<string | null>(null);
+
+  useEffect(() => {
+    const abort = new AbortController();
+    getConfig(abort.signal).then(
+      (loaded) => {
+        setConfig(loaded);
+        setUserId(loaded.users[0]?.id ?? "");
+      },
+      (err) => setConfigError(`The console's configuration could not be loaded: ${messageOf(err)}`),
+    );
+    return () => abort.abort();
+  }, []);
+
+  // Every skill of the catalog, for the slash-command completion.
+  useEffect(() => {
+    setSkills([]);
+    if (!api) return;
+    const abort = new AbortController();
+    api.allSkills(abort.signal).then(setSkills, () => {
+      // The catalog panel shows the error; the completion stays empty.
+    });
+    return () => abort.abort();
+  }, [api]);
+
+  /** Closes the open session: its stream stops being read and nothing of it stays on the page. */
+  const closeConversation = () => {
+    stream.current?.abort();
+    stream.current = null;
+    history.current?.abort();
+    history.current = null;
+    shown.current = null;
+    setSessionId(null);
+    setTurns([]);
+    setOlderCursor(null);
+    setHistoryLoading(false);
+    setHistoryError(null);
+    setFiles([]);
+    setRunning(false);
+  };
+
+  const selectUser = (id: string) => {
+    if (id === userId) return;
+    closeConversation();
+    setUserId(id);
+    const name = config?.users.find((candidate) => candidate.id === id)?.name ?? id;
+    setAnnouncement(`Now acting as ${name}.`);
+  };
+
+  const loadHistory = async (id: string, cursor: string | null) => {
+    if (!api) return;
+    history.current?.abort();
+    const abort = new AbortController();
+    history.current = abort;
+    setHistoryLoading(true);
+    setHistoryError(null);
+    try {
+      const view = await api.session(id, cursor, abort.signal);
+      if (shown.current !== id) return;
+      const page = turnsFromHistory(view, "h");
+      setTurns((current) => {
+        const kept = cursor === null ? current.filter((turn) => turn.status !== "stored") : current;
+        const seen = new Set(kept.map((turn) => turn.key));
+        return [...page.filter((turn) => !seen.has(turn.key)), ...kept];
+      });
+      setOlderCursor(view.next_cursor ?? null);
+      if (cursor === null) setFiles(view.workspace ?? []);
+    } catch (err) {
+      if (abort.signal.aborted || shown.current !== id) return;
+      // A session id nobody has sent a turn to yet is a new, empty session.
+      if (err instanceof ApiError && err.status === 404 && cursor === null) {
+        setOlderCursor(null);
+        setFiles([]);
+      } else {
+        setHistoryError(`The session could not be loaded: ${messageOf(err)}`);
+      }
+    } finally {
+      if (history.current === abort) {
+        history.current = null;
+        setHistoryLoading(false);
+      }
+    }
+  };
+
+  const openSession = (id: string) => {
+    closeConversation();
+    shown.current = id;
+    setSessionId(id);
+    void loadHistory(id, null);
+  };
+
+  const newSession = () => {
+    closeConversation();
+    const id = newSessionId();
+    shown.current = id;
+    setSessionId(id);
+    setAnnouncement(`New session ${id}.`);
+    document.getElementById("message")?.focus();
+  };
+
+  /** The workspace as committed: files a failed turn wrote are gone, a finished one's are ready. */
+  const refreshWorkspace = async (id: string) => {
+    if (!api) return;
+    try {
+      const view = await api.session(id, null, undefined, 1);
+      if (shown.current === id) setFiles(view.workspace ?? []);
+    } catch (err) {
+      if (shown.current === id && err instanceof ApiError && err.status === 404) setFiles([]);
+    }
+  };
+
+  const send = async (message: string) => {
+    if (!api || stream.current) return;
+    let id = shown.current;
+    if (!id) {
+      id = newSessionId();
+      shown.current = id;
+      setSessionId(id);
+    }
+    const key = `live-${++liveTurns.current}`;
+    const startedAt = performance.now();
+    setTurns((current) => [...current, newTurn(key, nextNumber(current), message, startedAt)]);
+    const update = (change: (turn: Turn) => Turn) =>
+      setTurns((current) => current.map((turn) => (turn.key === key ? change(turn) : turn)));
+    const abort = new AbortController();
+    stream.current = abort;
+    setRunning(true);
+    setAnnouncement("");
+    let ended = false;
+    try {
+      await api.sendTurn(
+        id,
+        message,
+        (event) => {
+          if (abort.signal.aborted) return;
+          const now = performance.now();
+          update((turn) => applyEvent(turn, event, now));
+          if (event.event === "file.written") {
+            try {
+              const data = JSON.parse(event.data) as { path?: unknown; size?: unknown };
+              if (typeof data.path === "string") {
+                const size = typeof data.size === "number" ? data.size : 0;
+                setFiles((current) => mergeFiles(current, [{ path: data.path as string, size, pending: true }]));
+              }
+            } catch {
+              // A malformed event only misses its workspace row; the timeline shows what it could read.
+            }
+          } else if (event.event === "turn.completed") {
+            ended = true;
+            setAnnouncement("The turn completed.");
+          } else if (event.event === "turn.failed") {
+            ended = true;
+            setAnnouncement("The turn failed.");
+          }
+        },
+        abort.signal,
+      );
+      if (!ended && !abort.signal.aborted) {
+        update((turn) =>
+          failTurn(
+            turn,
+            { status: 0, code: "stream_ended", message: "the stream ended before the turn finished" },
+            performance.now(),
+          ),
+        );
+      }
+    } catch (err) {
+      if (!abort.signal.aborted) update((turn) => failTurn(turn, turnError(err), performance.now()));
+    } finally {
+      if (stream.current === abort) {
+        stream.current = null;
+        setRunning(false);
+      }
+      if (!abort.signal.aborted) {
+        setRefresh((count) => count + 1);
+        void refreshWorkspace(id);
+      }
+    }
+  };
+
+  if (configError) {
+    return (
+      <main class="fatal">
+        <h1>Skill console</h1>
+        <p role="alert" class="error">
+          {configError}
+        </p>
+      </main>
+    );
+  }
+  if (!config || !api) {
+    return (
+      <main class="fatal">
+        <h1>Skill console</h1>
+        <p role="status">Loading…</p>
+      </main>
+    );
+  }
+
+  return (
+    <div class="app">
+      <header class="top">
+        <h1>Skill console</h1>
+        <p class="model">
+          <span class="muted">Model:</span> <span class="model-name">{config.model}</span>
+        </p>
+        <p class="sandbox">
+          <span class="muted">Sandbox:</span> {config.sandbox ? "on" : "off"}
+        </p>
+        <div class="user-switch">
+          <label for="user">User</label>
+          <select id="user" value={userId} onChange={(event) => selectUser(event.currentTarget.value)}>
+            {config.users.map((candidate) => (
+              <option key={candidate.id} value={candidate.id}>
+                {candidate.name}
+              </option>
+            ))}
+          </select>
+        </div>
+      </header>
+      <div class="layout">
+        <div class="left">
+          <Sessions
+            key={userId}
+            api={api}
+            refresh={refresh}
+            activeId={sessionId}
+            onOpen={openSession}
+            onNew={newSession}
+          />
+          <Usage key={userId} api={api} refresh={refresh} />
+        </div>
+        <Conversation
+          key={userId}
+          sessionId={sessionId}
+          turns={turns}
+          olderCursor={olderCursor}
+          loading={historyLoading}
+          error={historyError}
+          running={running}
+          skills={skills}
+          onOlder={() => sessionId && void loadHistory(sessionId, olderCursor)}
+          onSend={(message) => void send(message)}
+        />
+        <SideTabs
+          workspace={<Workspace key={userId} api={api} sessionId={sessionId} files={files} />}
+          catalog={<Catalog key={userId} api={api} />}
+        />
+      </div>
+      <div role="status" class="visually-hidden">
+        {announcement}
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,55 @@
+// Short texts the page shows: sizes, counts, durations and the timeline's row titles.
+
+import type { TimelineEntry } from "./turns";
+
+const numbers = new Intl.NumberFormat("en");
+
+export function formatCount(value: number): string {
+  return numbers.format(value);
+}
+
+export function formatBytes(bytes: number): string {
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+export function formatDuration(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
+  const minutes = Math.floor(ms / 60_000);
+  return `${minutes} min ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+/** A file's name without its folders: what a download is saved as. */
+export function basename(path: string): string {
+  const parts = path.split("/").filter((part) => part !== "");
+  return parts[parts.length - 1] ?? "file";
+}
+
+/** A workspace path without its `/workspace/` prefix. */
+export function workspaceRelative(path: string): string {
+  return path.replace(/^\/?workspace\//, "");
+}
+
+/** The one-line title of a timeline row. */
+export function entryTitle(entry: TimelineEntry): string {
+  switch (entry.kind) {
+    case "model": {
+      const head = `Model call ${entry.step}`;
+      if (entry.state === 2) return `${head} — state 2: ${entry.skill ?? "a skill"}${entry.forced ? " (forced)" : ""}`;
+      if (entry.state === 1 && entry.listing) {
+        const { shown_in_full, total, tier, search } = entry.listing;
+        const noun = total === 1 ? "skill" : "skills";
+        return `${head} — state 1: listing ${shown_in_full} of ${total} ${noun} (tier ${tier})${search ? ", search offered" : ""}`;
+      }
+      return `${head} — state ${entry.state}`;
+    }
+    case "skill":
+      return entry.forced ? `Skill ${entry.skill} forced by a slash command` : `Skill ${entry.skill} loaded`;
+    case "tool":
+      return entry.summary ? `Tool ${entry.name}: ${entry.summary}` : `Tool ${entry.name}`;
+    case "file":
+      return `Wrote ${entry.path} (${formatBytes(entry.size)})`;
+  }
+}

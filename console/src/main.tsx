@@ -1,0 +1,8 @@
+// Entry point: mounts the console page.
+import { render } from "preact";
+
+import { App } from "./app";
+import "./style.css";
+
+const root = document.getElementById("app");
+if (root) render(<App />, root);

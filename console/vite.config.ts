@@ -1,0 +1,19 @@
+// Vite build of the console page: preact's JSX through esbuild, relative asset paths so the
+// page works wherever `cargo xtask console` serves it; `npm run dev` proxies the API to a
+// running console server (CONSOLE_SERVER, default http://127.0.0.1:8400).
+import { defineConfig } from "vite";
+
+const server = process.env.CONSOLE_SERVER ?? "http://127.0.0.1:8400";
+
+export default defineConfig({
+  base: "./",
+  esbuild: { jsx: "automatic", jsxImportSource: "preact" },
+  build: { outDir: "dist", emptyOutDir: true, target: "es2022" },
+  server: {
+    proxy: {
+      "/api": server,
+      "/console": server,
+    },
+  },
+  test: { environment: "node", include: ["src/**/*.test.ts"] },
+});
