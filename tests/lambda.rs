@@ -162,6 +162,16 @@ impl StreamedResponse {
         }
     }
 
+    /// The next piece of the body after the prelude, as the function sent it; `None` at its end.
+    /// What a Function URL forwards to its client, chunk by chunk.
+    pub async fn next_body_chunk(&mut self) -> Option<Bytes> {
+        self.prelude().await;
+        if self.pending.is_empty() && self.fill().await.is_none() {
+            return None;
+        }
+        Some(Bytes::from(std::mem::take(&mut self.pending)))
+    }
+
     /// The rest of the body after the prelude, as text, once the function has ended it.
     pub async fn body_text(&mut self) -> String {
         self.prelude().await;

@@ -7,7 +7,7 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -46,22 +46,7 @@ pub fn run(root: &Path) -> Result<(), String> {
     if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
         return Err(format!("port {PORT} is taken: stop what listens there (an earlier `cargo xtask local`?)"));
     }
-    eprintln!("xtask: starting moto_server on {endpoint}");
-    let mut moto = Command::new("moto_server")
-        .args(["-H", "127.0.0.1", "-p", &PORT.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|err| format!("could not start moto_server from .venv: {err}"))?;
-    let started = Instant::now();
-    while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
-        if started.elapsed() > Duration::from_secs(30) || moto.try_wait().ok().flatten().is_some() {
-            let _ = moto.kill();
-            return Err(format!("moto_server did not start on {endpoint}"));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let mut moto = start_moto(PORT)?;
 
     // The runtime lives until moto stops: the identity provider is served from its threads.
     let runtime = tokio::runtime::Runtime::new().map_err(|err| format!("tokio runtime: {err}"))?;
@@ -106,6 +91,30 @@ pub fn run(root: &Path) -> Result<(), String> {
     Err(format!("moto_server stopped ({status})"))
 }
 
+/// Starts moto_server (from `.venv`, see [`crate::python::activate_local`]) on loopback `port` and
+/// waits until it accepts connections.
+pub fn start_moto(port: u16) -> Result<Child, String> {
+    let endpoint = format!("http://127.0.0.1:{port}");
+    let address = SocketAddr::from(([127, 0, 0, 1], port));
+    eprintln!("xtask: starting moto_server on {endpoint}");
+    let mut moto = Command::new("moto_server")
+        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|err| format!("could not start moto_server from .venv: {err}"))?;
+    let started = Instant::now();
+    while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
+        if started.elapsed() > Duration::from_secs(30) || moto.try_wait().ok().flatten().is_some() {
+            let _ = moto.kill();
+            return Err(format!("moto_server did not start on {endpoint}"));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    Ok(moto)
+}
+
 /// The environment file, the streamed sample event with a real token, and the token alone.
 fn write_files(root: &Path, stack: &LocalStack, token: &str) -> Result<(), String> {
     let write = |relative: &str, text: String| {
@@ -144,7 +153,7 @@ async fn provision(root: &Path, endpoint: &str, bucket: &str, table: &str) -> Re
 }
 
 /// `SANDBOX=local` (and the sandbox's packages, when installed) when bubblewrap is there.
-fn sandbox_settings() -> Option<String> {
+pub fn sandbox_settings() -> Option<String> {
     if Path::new("/usr/bin/bwrap").exists() {
         let packages = std::env::var("SANDBOX_PYTHON_PACKAGES").unwrap_or_default();
         Some(format!("SANDBOX=local\nSANDBOX_PYTHON_PACKAGES={packages}\n"))
@@ -185,8 +194,7 @@ pub fn environment(root: &Path, stack: &LocalStack, sandbox: Option<&str>) -> St
 }
 
 /// The `NAME=value` lines of an environment file, as `cargo lambda watch --env-file` reads them.
-#[cfg(test)]
-fn parse_environment(text: &str) -> Vec<(String, String)> {
+pub fn parse_environment(text: &str) -> Vec<(String, String)> {
     text.lines()
         .filter(|line| !line.trim().is_empty() && !line.trim_start().starts_with('#'))
         .filter_map(|line| line.split_once('='))

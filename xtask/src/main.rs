@@ -1,5 +1,6 @@
 //! `cargo xtask <task>`: the project's tasks in Rust instead of shell scripts.
 
+mod console;
 mod demo;
 mod local;
 mod python;
@@ -20,6 +21,9 @@ tasks:
   lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml (from .venv)
   local   moto with the bucket, table and example skills, and target/local.env for
           `cargo lambda watch --env-file target/local.env`; runs until Ctrl-C
+  console [--port <n>] [--no-build] [--logs]
+          the local stack and a web console on http://127.0.0.1:8765/ (two local users; the page
+          is built with npm on first use); runs until Ctrl-C
   skills validate <dir> [--json]
           what the catalog makes of a folder of skills: loaded (name, tools, warnings), skipped
           and why, the base prompt; exits 1 when a SKILL.md would be skipped
@@ -37,6 +41,7 @@ fn main() -> ExitCode {
         Some("bench") => bench(),
         Some("lint") => lint(),
         Some("local") => local::run(&root()),
+        Some("console") => console::run(&root(), &args[2..]),
         Some("skills") => skills::run(&root(), &args[2..]),
         _ => {
             eprintln!("{USAGE}");
