@@ -129,9 +129,11 @@ async fn a_streamed_bedrock_turn_sends_deltas_as_converse_stream_yields_them_and
         names(&events),
         [
             "turn.started",
+            "model.call",
             "tool.call",
             "tool.result",
             "skill.loaded",
+            "model.call",
             "message.delta",
             "message.delta",
             "message.delta",

@@ -1,6 +1,6 @@
 //! Streamed turns through the compiled `stream-turn` function, run in Lambda's streaming response
 //! mode by the emulator: events arrive while the turn runs and in order, `turn.completed` is what
-//! was committed, a client that disconnects still gets its turn committed, a model failure before
+//! was committed, each model call says its prompt state and each tool event its arguments or result, a client that disconnects still gets its turn committed, a model failure before
 //! the first delta is retried and one after it fails the turn and changes nothing, and the caller's
 //! JWT is verified against the issuer's JWKS; the prelude and its delimiter are not held apart by TCP.
 
@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use tests::identity::IdentityProvider;
 use tests::lambda::{Function, SseEvent, StreamedResponse};
 use tests::model_server::Reply;
-use tests::stack::{get_event, sample_event, status_and_body, Stack};
+use tests::stack::{get_event, repo_root, sample_event, status_and_body, tool_names, tool_results, Stack};
 
 const USER: &str = "user-stream";
 const BUDGET: Duration = Duration::from_secs(120);
@@ -95,12 +95,15 @@ async fn events_arrive_while_the_turn_runs_in_order_and_completed_is_what_was_co
         names(&events),
         [
             "turn.started",
+            "model.call",
             "tool.call",
             "tool.result",
             "skill.loaded",
+            "model.call",
             "tool.call",
             "tool.result",
             "file.written",
+            "model.call",
             "message.delta",
             "message.delta",
             "message.delta",
@@ -110,13 +113,13 @@ async fn events_arrive_while_the_turn_runs_in_order_and_completed_is_what_was_co
             "turn.completed",
         ]
     );
-    assert_eq!(events[1].data["name"], "load_skill");
-    assert_eq!(events[1].data["summary"], "skill_path=escrituras/compraventa");
-    assert_eq!(events[2].data["ok"], true);
-    assert_eq!(events[3].data, json!({"skill": "escrituras/compraventa", "forced": false}));
-    assert_eq!(events[4].data["summary"], "content=Borrador file_path=/workspace/borrador.md");
-    assert_eq!(events[5].data["ok"], true, "{}", events[5].data);
-    assert_eq!(events[6].data, json!({"path": "/workspace/borrador.md", "size": 8}));
+    assert_eq!(events[2].data["name"], "load_skill");
+    assert_eq!(events[2].data["summary"], "skill_path=escrituras/compraventa");
+    assert_eq!(events[3].data["ok"], true);
+    assert_eq!(events[4].data, json!({"skill": "escrituras/compraventa", "forced": false}));
+    assert_eq!(events[6].data["summary"], "content=Borrador file_path=/workspace/borrador.md");
+    assert_eq!(events[7].data["ok"], true, "{}", events[7].data);
+    assert_eq!(events[8].data, json!({"path": "/workspace/borrador.md", "size": 8}));
 
     // The first delta reached the client while five more chunks were still to come from the model.
     let first_delta = events.iter().find(|e| e.name == "message.delta").unwrap().at;
@@ -140,6 +143,103 @@ async fn events_arrive_while_the_turn_runs_in_order_and_completed_is_what_was_co
     assert_eq!(last["content"], reply["reply"], "{last}");
     // Every model call of the turn asked for a stream.
     assert!(streaming.stack.model.requests().iter().all(|request| request["stream"] == true));
+}
+
+/// The skills under `examples/skills`, counted by their SKILL.md files.
+fn example_skill_count() -> usize {
+    fn count(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir)
+            .expect("read examples/skills")
+            .map(|entry| entry.expect("a directory entry").path())
+            .map(|path| match path.is_dir() {
+                true => count(&path),
+                false => usize::from(path.file_name().is_some_and(|name| name == "SKILL.md")),
+            })
+            .sum()
+    }
+    count(&repo_root().join("examples/skills"))
+}
+
+#[tokio::test]
+async fn model_calls_say_their_prompt_state_and_tool_events_carry_arguments_and_results() {
+    let streaming = Streaming::start().await;
+    streaming.stack.upload_example_skills(USER).await;
+    // 400 lines of 100 bytes: the whole file is the call's argument, and reading it back gives a
+    // result over the 16 KiB an event carries.
+    let long: String = (0..400).map(|n| format!("{n:03} {}\n", "x".repeat(95))).collect();
+    let write = json!({"file_path": "/workspace/largo.md", "content": long});
+    streaming.stack.model.push([
+        Reply::tool("write_file", write.clone()),
+        Reply::tool("load_skill", json!({"skill_path": "escrituras/compraventa"})),
+        Reply::tool("read_file", json!({"file_path": "/workspace/largo.md", "limit": 1000})),
+        Reply::text("Listo."),
+    ]);
+    let events = all_events(&mut streaming.post("s8", json!({"message": "Prepara una compraventa"})).await).await;
+    let timeline: Vec<&str> = names(&events).into_iter().filter(|name| *name != "message.delta").collect();
+    assert_eq!(
+        timeline,
+        [
+            "turn.started",
+            "model.call",
+            "tool.call",
+            "tool.result",
+            "file.written",
+            "model.call",
+            "tool.call",
+            "tool.result",
+            "skill.loaded",
+            "model.call",
+            "tool.call",
+            "tool.result",
+            "model.call",
+            "turn.completed",
+        ]
+    );
+    let requests = streaming.stack.model.requests();
+    let of = |name: &str| events.iter().filter(|e| e.name == name).map(|e| e.data.clone()).collect::<Vec<Value>>();
+    let (calls, tool_calls, tool_results_sent) = (of("model.call"), of("tool.call"), of("tool.result"));
+    assert_eq!(calls.len(), requests.len());
+
+    // State 1: the listing of every example skill, as chosen; the tools of the request sent.
+    let skills = example_skill_count();
+    let first = &calls[0];
+    assert_eq!(first["step"], 1);
+    assert_eq!(first["state"], 1, "{first}");
+    assert_eq!(first["skill"], Value::Null);
+    assert_eq!(first["forced"], false);
+    assert_eq!(first["listing"], json!({"total": skills, "shown_in_full": skills, "search": false, "tier": 0}));
+    let mut offered: Vec<String> = serde_json::from_value(first["tools"].clone()).unwrap();
+    assert_eq!(offered[0], "load_skill");
+    offered.sort();
+    assert_eq!(offered, tool_names(&requests[0]));
+    assert!(first["prompt_tokens"].as_u64().unwrap() > 100, "{first}");
+    assert_eq!(calls[1]["state"], 1);
+
+    // State 2 from the call after load_skill, with the skill and no listing.
+    for (step, call) in calls.iter().enumerate().skip(2) {
+        assert_eq!(call["step"], step + 1);
+        assert_eq!(call["state"], 2, "{call}");
+        assert_eq!(call["skill"], "escrituras/compraventa");
+        assert_eq!(call["forced"], false);
+        assert_eq!(call["listing"], Value::Null);
+    }
+
+    // tool.call carries the whole arguments (its summary stays short).
+    assert_eq!(tool_calls[0]["arguments"], write);
+    assert!(tool_calls[0]["summary"].as_str().unwrap().len() <= 200);
+    assert_eq!(tool_calls[1]["arguments"], json!({"skill_path": "escrituras/compraventa"}));
+
+    // tool.result carries the text the model was shown, cut to 16 KiB when longer.
+    let shown = tool_results(&requests[3]);
+    assert_eq!(tool_results_sent[1]["content"], shown[1]);
+    assert_eq!(tool_results_sent[1]["truncated"], false);
+    assert!(shown[1].starts_with("Skill escrituras/compraventa loaded."), "{}", shown[1]);
+    let read = &tool_results_sent[2];
+    assert_eq!(read["truncated"], true);
+    assert_eq!(read["bytes"], shown[2].len());
+    assert!(shown[2].len() > 16 * 1024);
+    assert_eq!(read["content"], shown[2][..16 * 1024]);
+    assert_eq!(events.last().unwrap().data["reply"], "Listo.");
 }
 
 #[tokio::test]
@@ -178,8 +278,9 @@ async fn a_model_failure_before_the_first_delta_is_retried() {
     streaming.stack.model.push([Reply::Status(503), Reply::Chunks(vec!["Hola ".into(), "de nuevo.".into()])]);
     let mut stream = streaming.post("s3", json!({"message": "Hola"})).await;
     let events = all_events(&mut stream).await;
-    assert_eq!(names(&events), ["turn.started", "message.delta", "message.delta", "turn.completed"]);
-    assert_eq!(events[3].data["reply"], "Hola de nuevo.");
+    // One model call of the loop, whatever the client retried under it.
+    assert_eq!(names(&events), ["turn.started", "model.call", "message.delta", "message.delta", "turn.completed"]);
+    assert_eq!(events[4].data["reply"], "Hola de nuevo.");
     assert_eq!(streaming.stack.model.requests().len(), 2);
 }
 
