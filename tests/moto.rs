@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 use aws_config::{BehaviorVersion, SdkConfig};
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, BillingMode, KeySchemaElement, KeyType, ScalarAttributeType, TimeToLiveSpecification,
+    AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
+    ScalarAttributeType, TimeToLiveSpecification,
 };
 use serde_norway::Value;
 
@@ -251,6 +252,42 @@ fn string_at<'a>(value: &'a Value, field: &str) -> &'a str {
     value[field].as_str().unwrap_or_else(|| panic!("template.yaml: SessionsTable field {field} is not a string"))
 }
 
+/// A `KeySchema` list of the template as SDK key elements.
+fn key_schema(value: &Value, what: &str) -> Vec<KeySchemaElement> {
+    value
+        .as_sequence()
+        .unwrap_or_else(|| panic!("template.yaml: {what} is not a list"))
+        .iter()
+        .map(|element| {
+            KeySchemaElement::builder()
+                .attribute_name(string_at(element, "AttributeName"))
+                .key_type(KeyType::from(string_at(element, "KeyType")))
+                .build()
+                .expect("key schema element")
+        })
+        .collect()
+}
+
+/// One entry of the template's `GlobalSecondaryIndexes` as the SDK's index.
+fn global_index(index: &Value) -> GlobalSecondaryIndex {
+    let name = string_at(index, "IndexName");
+    let projection = &index["Projection"];
+    let non_key = projection["NonKeyAttributes"]
+        .as_sequence()
+        .map(|names| names.iter().map(|name| name.as_str().expect("a NonKeyAttributes name").to_owned()).collect());
+    GlobalSecondaryIndex::builder()
+        .index_name(name)
+        .set_key_schema(Some(key_schema(&index["KeySchema"], &format!("index {name} KeySchema"))))
+        .projection(
+            Projection::builder()
+                .projection_type(ProjectionType::from(string_at(projection, "ProjectionType")))
+                .set_non_key_attributes(non_key)
+                .build(),
+        )
+        .build()
+        .expect("global secondary index")
+}
+
 /// Creates a sessions table shaped exactly as `template.yaml` declares it, so the tests
 /// exercise the deployed key schema rather than a copy of it.
 pub async fn create_sessions_table(client: &aws_sdk_dynamodb::Client, table_name: &str) {
@@ -269,18 +306,12 @@ pub async fn create_sessions_table(client: &aws_sdk_dynamodb::Client, table_name
                 .expect("attribute definition")
         })
         .collect::<Vec<_>>();
-    let key_schema = properties["KeySchema"]
+    let key_schema = key_schema(&properties["KeySchema"], "SessionsTable.KeySchema");
+    // Every global secondary index the template declares, with its keys and projection.
+    let indexes = properties["GlobalSecondaryIndexes"]
         .as_sequence()
-        .expect("SessionsTable.KeySchema")
-        .iter()
-        .map(|element| {
-            KeySchemaElement::builder()
-                .attribute_name(string_at(element, "AttributeName"))
-                .key_type(KeyType::from(string_at(element, "KeyType")))
-                .build()
-                .expect("key schema element")
-        })
-        .collect::<Vec<_>>();
+        .map(|indexes| indexes.iter().map(global_index).collect::<Vec<_>>())
+        .filter(|indexes| !indexes.is_empty());
     let billing_mode = BillingMode::from(string_at(&properties, "BillingMode"));
 
     client
@@ -288,6 +319,7 @@ pub async fn create_sessions_table(client: &aws_sdk_dynamodb::Client, table_name
         .table_name(table_name)
         .set_attribute_definitions(Some(definitions))
         .set_key_schema(Some(key_schema))
+        .set_global_secondary_indexes(indexes)
         .billing_mode(billing_mode)
         .send()
         .await

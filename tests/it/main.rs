@@ -19,6 +19,7 @@ mod sandbox;
 mod sandbox_agentcore;
 mod sandbox_lambda;
 mod secrets;
+mod sessions_list;
 mod storage_floor;
 mod streaming;
 mod template;

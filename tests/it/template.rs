@@ -1,7 +1,8 @@
 //! The permissions `template.yaml` gives the turn functions, rendered for given parameters the way
 //! CloudFormation resolves them (conditions, `!If`, `!Sub`, `!Join`, `!Select`, `!Split`, pseudo parameters):
 //! the Bedrock policy for a model id and for an inference profile ARN, and the model key's grant
-//! apart from the tenants' expert secrets; the skills index fed every file under a tenant's skills/.
+//! apart from the tenants' expert secrets; the skills index fed every file under a tenant's skills/; the
+//! index of a user's sessions, queried by http-turn alone.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -565,5 +566,51 @@ fn the_dashboard_shows_turns_errors_latency_tokens_and_throttles_from_emitted_me
         widgets.iter().find(|w| w["type"] == "alarm").expect("an alarm widget")["properties"]["alarms"].clone();
     for (name, _) in alarms(&stack).iter().filter(|(name, _)| name != "SandboxErrorsAlarm") {
         assert!(listed.as_array().unwrap().contains(&json!(format!("{{{name}.Arn}}"))), "{name} is on the dashboard");
+    }
+}
+
+/// `GET /sessions` queries the index the code names: the sessions table declares it with the keys
+/// the code writes, and only `http-turn` may query it.
+#[test]
+fn the_sessions_index_is_declared_with_the_codes_keys_and_only_http_turn_queries_it() {
+    let stack = Rendered::new(&[]);
+    let table = stack.resource("SessionsTable").expect("the sessions table");
+    let index = table["GlobalSecondaryIndexes"]
+        .as_array()
+        .expect("GlobalSecondaryIndexes")
+        .iter()
+        .find(|index| index["IndexName"] == aws_store::SESSIONS_BY_USER_INDEX)
+        .unwrap_or_else(|| panic!("no index {}", aws_store::SESSIONS_BY_USER_INDEX))
+        .clone();
+    let keys: Vec<(&str, &str)> = index["KeySchema"]
+        .as_array()
+        .expect("KeySchema")
+        .iter()
+        .map(|key| (key["AttributeName"].as_str().unwrap(), key["KeyType"].as_str().unwrap()))
+        .collect();
+    assert_eq!(keys, [(aws_store::OWNER_ATTRIBUTE, "HASH"), ("updated_at", "RANGE")]);
+    let projected: Vec<&str> = index["Projection"]["NonKeyAttributes"]
+        .as_array()
+        .expect("an INCLUDE projection")
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    for attribute in ["session_id", "created_at", "version", "expires_at"] {
+        assert!(projected.contains(&attribute), "{attribute} is read from the index: {projected:?}");
+    }
+    let index_arn = format!("{{SessionsTable.Arn}}/index/{}", aws_store::SESSIONS_BY_USER_INDEX);
+    let queries_index = |function: &str| {
+        stack.function_statements(function).iter().any(|statement| {
+            let actions = match &statement["Action"] {
+                Value::Array(actions) => actions.iter().map(scalar).collect(),
+                one => vec![scalar(one)],
+            };
+            actions.iter().any(|action| action == "dynamodb:Query")
+                && resources(statement).iter().any(|resource| iam_matches(resource, &index_arn))
+        })
+    };
+    assert!(queries_index("HttpTurnFunction"), "http-turn may query {index_arn}");
+    for function in ["StreamTurnFunction", "QueueTurnFunction"] {
+        assert!(!queries_index(function), "{function} needs no listing of sessions");
     }
 }

@@ -2,7 +2,7 @@
 //! every failure to a precise status with a JSON error body safe to show a client.
 
 use agent_app::queue::TurnQueue;
-use agent_core::skills::{Catalog, CatalogView};
+use agent_core::skills::{Catalog, CatalogView, SkillEntry};
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile, MAX_MESSAGE_BYTES};
 use agent_core::{IdempotencyKey, ModelError, SessionId, StoreError, TicketId, UserId};
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
@@ -22,10 +22,12 @@ const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096;
 mod background;
 mod files;
 mod session_view;
+mod sessions_list;
 mod usage;
 pub use files::INLINE_MAX_BYTES;
 use session_view::session_view;
 pub use session_view::PageRequest;
+pub use sessions_list::{decode_cursor, encode_cursor, SessionsPage};
 pub use usage::{parse_day, usage_range, MAX_USAGE_DAYS};
 
 /// The request header that carries a client's idempotency key.
@@ -256,13 +258,15 @@ async fn route(
         return Err(not_found());
     }
     let route = match segments.as_slice() {
+        ["sessions"] if method == Method::GET => Route::ListSessions,
         ["sessions", id, "turns"] if method == Method::POST => Route::PostTurn(id),
         ["sessions", id] if method == Method::GET => Route::GetSession(id),
         ["sessions", id, "turns", turn] if method == Method::GET => Route::GetTurn(id, turn),
         ["skills"] if method == Method::GET => Route::ListSkills,
         ["usage"] if method == Method::GET => Route::Usage,
         ["sessions", id, "files", path @ ..] if !path.is_empty() && method == Method::GET => Route::GetFile(id, path),
-        ["sessions", _, "turns"]
+        ["sessions"]
+        | ["sessions", _, "turns"]
         | ["sessions", _]
         | ["sessions", _, "turns", _]
         | ["sessions", _, "files", _, ..]
@@ -306,7 +310,17 @@ async fn route(
         Route::ListSkills => {
             let page = SkillsPage::from_query(event)?;
             let (catalog, view) = service.skill_catalog_view(&user).await?;
-            Ok(skills_view(&catalog, &view, &page, service.sandbox_name().is_some()).into())
+            let has_sandbox = service.sandbox_name().is_some();
+            Ok(match &page.query {
+                Some(query) => skills_search_view(&catalog, &view, query, page.limit, has_sandbox),
+                None => skills_view(&catalog, &view, &page, has_sandbox),
+            }
+            .into())
+        }
+        Route::ListSessions => {
+            let page = SessionsPage::from_query(event)?;
+            let list = service.list_sessions(&user, page.after.as_ref(), page.limit).await?;
+            Ok(sessions_list::sessions_view(&list).into())
         }
         Route::GetSession(id) => {
             let session_id = parse_session_id(id)?;
@@ -326,6 +340,7 @@ enum Route<'a> {
     GetSession(&'a str),
     GetFile(&'a str, &'a [&'a str]),
     ListSkills,
+    ListSessions,
     Usage,
 }
 
@@ -333,17 +348,40 @@ enum Route<'a> {
 /// 6 MB response limit even with 1,024-character descriptions.
 const DEFAULT_SKILLS_PAGE: usize = 200;
 const MAX_SKILLS_PAGE: usize = 1000;
+/// Matches a search (`GET /skills?q=`) answers by default.
+const DEFAULT_SKILLS_FOUND: usize = 20;
+/// Longest search accepted, in characters (the search itself reads at most
+/// [`agent_core::skills::search::MAX_QUERY_CHARS`]).
+pub const MAX_SKILLS_QUERY_CHARS: usize = 256;
 
 /// `GET /skills?limit=&cursor=`: the cursor is the last path of the previous page.
+/// `GET /skills?q=&limit=`: the best matches for `q`, in one page.
 struct SkillsPage {
     limit: usize,
     after: Option<String>,
+    query: Option<String>,
 }
 
 impl SkillsPage {
     fn from_query(event: &ApiGatewayV2httpRequest) -> Result<Self, ApiError> {
         let query = &event.query_string_parameters;
+        let search = match query.first("q") {
+            None => None,
+            Some(raw) => {
+                let text = raw.trim();
+                if text.is_empty() {
+                    return Err(ApiError::bad_request("`q` must not be empty: send a few words about the task"));
+                }
+                if text.chars().count() > MAX_SKILLS_QUERY_CHARS {
+                    return Err(ApiError::bad_request(format!(
+                        "`q` must be at most {MAX_SKILLS_QUERY_CHARS} characters"
+                    )));
+                }
+                Some(text.to_owned())
+            }
+        };
         let limit = match query.first("limit") {
+            None if search.is_some() => DEFAULT_SKILLS_FOUND,
             None => DEFAULT_SKILLS_PAGE,
             Some(raw) => match raw.parse::<usize>() {
                 Ok(limit) if (1..=MAX_SKILLS_PAGE).contains(&limit) => limit,
@@ -358,14 +396,16 @@ impl SkillsPage {
         if after.as_ref().is_some_and(|cursor| cursor.len() > 256) {
             return Err(ApiError::bad_request("`cursor` is too long"));
         }
-        Ok(Self { limit, after })
+        if search.is_some() && after.is_some() {
+            return Err(ApiError::bad_request("a search (`q`) answers in one page: send it without `cursor`"));
+        }
+        Ok(Self { limit, after, query: search })
     }
 }
 
 /// The tenant's skills as the operator needs to see them: every usable skill with what it
 /// declares and what was repaired, and every skipped SKILL.md with the reason.
-/// The catalog as its owner reads it. Without a sandbox, `execute` is not among a skill's tools and
-/// its `Bash` declarations get the warning any tool this deployment lacks gets.
+/// One page of the catalog, in path order, as its owner reads it (see [`skill_entry_view`]).
 fn skills_view(catalog: &Catalog, view: &CatalogView, page: &SkillsPage, has_sandbox: bool) -> Value {
     let entries = &view.entries;
     let start = match &page.after {
@@ -373,42 +413,24 @@ fn skills_view(catalog: &Catalog, view: &CatalogView, page: &SkillsPage, has_san
         None => 0,
     };
     let shown = &entries[start..(start + page.limit).min(entries.len())];
-    let skills: Vec<Value> = shown
-        .iter()
-        .map(|entry| {
-            let mut tools = entry.tools.clone();
-            let mut warnings = entry.warnings.clone();
-            if !has_sandbox {
-                let bash: Vec<&str> = entry
-                    .declared_tools
-                    .iter()
-                    .flatten()
-                    .map(|name| name.trim())
-                    .filter(|name| *name == "Bash" || name.starts_with("Bash("))
-                    .collect();
-                if let Some(tools) = tools.as_mut() {
-                    tools.retain(|tool| tool != agent_core::tools::EXECUTE);
-                }
-                if !bash.is_empty() {
-                    warnings.push(format!(
-                        "`allowed-tools` names {}, which runs commands, and this deployment has no sandbox (SANDBOX)",
-                        bash.join(", ")
-                    ));
-                }
-            }
-            json!({
-                "path": entry.path.to_string(),
-                "name": entry.name,
-                "description": entry.description,
-                // The category the listing groups it under: its folder's, else its frontmatter's.
-                "category": entry.path.category().or(entry.category.as_deref()),
-                "tools": tools,
-                "declared_tools": entry.declared_tools,
-                "warnings": warnings,
-            })
-        })
-        .collect();
+    let skills: Vec<Value> = shown.iter().map(|entry| skill_entry_view(entry, has_sandbox)).collect();
     let next_cursor = (start + shown.len() < entries.len()).then(|| shown.last().map(|e| e.path.to_string())).flatten();
+    catalog_answer(catalog, view, skills, next_cursor)
+}
+
+/// `GET /skills?q=`: the best matches for `query`, best first, found by the same search and ranking
+/// as the model's `find_skills`, in the shape of a listing page (no `next_cursor`) with the query.
+fn skills_search_view(catalog: &Catalog, view: &CatalogView, query: &str, limit: usize, has_sandbox: bool) -> Value {
+    let found = view.find(query, limit);
+    let skills: Vec<Value> = found.iter().map(|entry| skill_entry_view(entry, has_sandbox)).collect();
+    let mut answer = catalog_answer(catalog, view, skills, None);
+    answer["query"] = Value::from(query);
+    answer
+}
+
+/// The fields every `GET /skills` answer has around its `skills`: the catalog's count, its skipped
+/// files and its base prompt.
+fn catalog_answer(catalog: &Catalog, view: &CatalogView, skills: Vec<Value>, next_cursor: Option<String>) -> Value {
     // Skipped files are few in practice; a page of them keeps the answer bounded all the same.
     let skipped: Vec<Value> = view
         .skipped
@@ -420,12 +442,47 @@ fn skills_view(catalog: &Catalog, view: &CatalogView, page: &SkillsPage, has_san
         json!({"file": "BASE_PROMPT.md", "size": base.size, "usable": base.text.is_some(), "problem": base.problem})
     });
     json!({
-        "count": entries.len(),
+        "count": view.entries.len(),
         "skills": skills,
         "next_cursor": next_cursor,
         "skipped": skipped,
         "skipped_count": view.skipped.len(),
         "base_prompt": base_prompt,
+    })
+}
+
+/// One usable skill as its owner reads it. Without a sandbox, `execute` is not among its tools and
+/// its `Bash` declarations get the warning any tool this deployment lacks gets.
+fn skill_entry_view(entry: &SkillEntry, has_sandbox: bool) -> Value {
+    let mut tools = entry.tools.clone();
+    let mut warnings = entry.warnings.clone();
+    if !has_sandbox {
+        let bash: Vec<&str> = entry
+            .declared_tools
+            .iter()
+            .flatten()
+            .map(|name| name.trim())
+            .filter(|name| *name == "Bash" || name.starts_with("Bash("))
+            .collect();
+        if let Some(tools) = tools.as_mut() {
+            tools.retain(|tool| tool != agent_core::tools::EXECUTE);
+        }
+        if !bash.is_empty() {
+            warnings.push(format!(
+                "`allowed-tools` names {}, which runs commands, and this deployment has no sandbox (SANDBOX)",
+                bash.join(", ")
+            ));
+        }
+    }
+    json!({
+        "path": entry.path.to_string(),
+        "name": entry.name,
+        "description": entry.description,
+        // The category the listing groups it under: its folder's, else its frontmatter's.
+        "category": entry.path.category().or(entry.category.as_deref()),
+        "tools": tools,
+        "declared_tools": entry.declared_tools,
+        "warnings": warnings,
     })
 }
 

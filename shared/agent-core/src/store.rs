@@ -452,6 +452,36 @@ pub struct BudgetState {
     pub budget: Option<BudgetOverride>,
 }
 
+/// Sessions a listing answers at most in one page.
+pub const MAX_SESSIONS_PAGE: usize = 100;
+
+/// Where a listing of a user's sessions goes on: the sort values of the last session it showed.
+/// It names no user: the store always lists the caller's own sessions after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionCursor {
+    pub updated_at: i64,
+    pub session_id: SessionId,
+}
+
+/// One session as a listing shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionSummary {
+    pub session_id: SessionId,
+    /// Unix seconds of the first commit and of the last.
+    pub created_at: i64,
+    pub updated_at: i64,
+    /// Number of committed turns.
+    pub version: u64,
+}
+
+/// One page of a user's sessions, most recently updated first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionList {
+    pub sessions: Vec<SessionSummary>,
+    /// Where the next page starts; `None` on the last page.
+    pub next: Option<SessionCursor>,
+}
+
 /// Sessions keyed by (user, session). Implementations must make `commit` atomic:
 /// either the whole turn is stored and the version moves to `expected_version + 1`,
 /// or nothing changes.
@@ -528,4 +558,13 @@ pub trait SessionStore: Send + Sync {
     async fn usage(&self, user: &UserId, from: &str, to: &str) -> Result<Vec<UsageDay>, StoreError>;
     /// The tokens the tenant used on `day` and its budget override, in one read.
     async fn budget_state(&self, user: &UserId, day: &str) -> Result<BudgetState, StoreError>;
+    /// Up to `limit` (1 to [`MAX_SESSIONS_PAGE`]) of `user`'s live sessions, most recently updated
+    /// first (sessions updated in the same second: by session id, descending), starting after
+    /// `after`. A store may show a commit in the listing a moment after it was made.
+    async fn list_sessions(
+        &self,
+        user: &UserId,
+        after: Option<&SessionCursor>,
+        limit: usize,
+    ) -> Result<SessionList, StoreError>;
 }

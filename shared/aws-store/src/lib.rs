@@ -17,7 +17,8 @@ pub use counter::{CallCounter, CallCounts, CountingInterceptor, Service};
 pub use dynamo::{
     idempotency_sort_key, partition_key, turn_sort_key, usage_day_sort_key, usage_partition_key, DynamoSessionStore,
     BUDGET_SORT_KEY, IDEMPOTENCY_SORT_KEY_PREFIX, IDEMPOTENCY_TTL_SECS, LEGACY_META_SORT_KEY, META_SORT_KEY,
-    SPILL_THRESHOLD_BYTES, TURN_SORT_KEY_PREFIX, USAGE_DAY_PREFIX, USAGE_PARTITION_SUFFIX, USAGE_RETENTION_DAYS,
+    OWNER_ATTRIBUTE, SESSIONS_BY_USER_INDEX, SPILL_THRESHOLD_BYTES, TURN_SORT_KEY_PREFIX, USAGE_DAY_PREFIX,
+    USAGE_PARTITION_SUFFIX, USAGE_RETENTION_DAYS,
 };
 pub use s3::S3ObjectStore;
 

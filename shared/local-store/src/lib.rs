@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use agent_core::store::{BudgetOverride, BudgetState, Fetched, TurnUsage, UsageDay, WriteCondition};
+use agent_core::store::{SessionCursor, SessionList, SessionSummary, MAX_SESSIONS_PAGE};
 use agent_core::store::{MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
 use agent_core::{
     Accepted, Claim, HistoryPage, IdempotencyKey, Message, Object, ObjectMeta, ObjectStore, Session, SessionId,
@@ -155,6 +156,7 @@ struct StoredSession {
     version: u64,
     turns: Vec<Vec<Message>>,
     state: SessionState,
+    created_at: i64,
     updated_at: i64,
 }
 
@@ -337,6 +339,7 @@ impl SessionStore for MemorySessionStore {
             version: 0,
             turns: Vec::new(),
             state: SessionState::default(),
+            created_at: commit.now,
             updated_at: 0,
         });
         stored.version += 1;
@@ -371,6 +374,39 @@ impl SessionStore for MemorySessionStore {
             used_tokens: usage.days.get(&(user.clone(), day.to_owned())).map_or(0, |day| day.totals.tokens()),
             budget: usage.budgets.get(user).copied(),
         })
+    }
+
+    async fn list_sessions(
+        &self,
+        user: &UserId,
+        after: Option<&SessionCursor>,
+        limit: usize,
+    ) -> Result<SessionList, StoreError> {
+        let limit = limit.clamp(1, MAX_SESSIONS_PAGE);
+        let sessions = lock(&self.sessions);
+        // The DynamoDB index's order: newest update first, then the session id, descending.
+        let mut mine: Vec<SessionSummary> = sessions
+            .iter()
+            .filter(|((owner, _), _)| owner == user)
+            .map(|((_, session), stored)| SessionSummary {
+                session_id: session.clone(),
+                created_at: stored.created_at,
+                updated_at: stored.updated_at,
+                version: stored.version,
+            })
+            .filter(|summary| {
+                after.is_none_or(|after| {
+                    (summary.updated_at, summary.session_id.as_str()) < (after.updated_at, after.session_id.as_str())
+                })
+            })
+            .collect();
+        mine.sort_by(|a, b| (b.updated_at, b.session_id.as_str()).cmp(&(a.updated_at, a.session_id.as_str())));
+        let next = (mine.len() > limit).then(|| SessionCursor {
+            updated_at: mine[limit - 1].updated_at,
+            session_id: mine[limit - 1].session_id.clone(),
+        });
+        mine.truncate(limit);
+        Ok(SessionList { sessions: mine, next })
     }
 
     async fn claim(
@@ -516,6 +552,64 @@ mod tests {
         assert_eq!((loaded.version, loaded.history.len()), (1, 1));
         let other = UserId::parse("u2").unwrap();
         assert!(store.load(&other, &session).await.unwrap().is_none());
+    }
+
+    fn first_commit(now: i64) -> TurnCommit {
+        TurnCommit {
+            expected_version: 0,
+            new_messages: vec![Message::user("hi")],
+            history_len: 0,
+            state: SessionState::default(),
+            now,
+            commit_token: format!("t{now}"),
+            idempotency: None,
+            usage: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn lists_a_users_own_sessions_newest_first_in_pages() {
+        let store = MemorySessionStore::new();
+        let (ana, bob) = (UserId::parse("ana").unwrap(), UserId::parse("bob").unwrap());
+        // s3 and s4 are updated in the same second: the session id orders them.
+        for (name, now) in [("s1", 10), ("s2", 20), ("s3", 30), ("s4", 30), ("s5", 5)] {
+            store.commit(&ana, &SessionId::parse(name).unwrap(), &first_commit(now)).await.unwrap();
+        }
+        store.commit(&bob, &SessionId::parse("b1").unwrap(), &first_commit(40)).await.unwrap();
+        // A second turn moves s1 to the top and keeps its creation time.
+        let mut second = first_commit(50);
+        second.expected_version = 1;
+        second.history_len = 1;
+        store.commit(&ana, &SessionId::parse("s1").unwrap(), &second).await.unwrap();
+
+        let mut seen = Vec::new();
+        let mut after = None;
+        let mut pages = 0;
+        loop {
+            let page = store.list_sessions(&ana, after.as_ref(), 2).await.unwrap();
+            pages += 1;
+            assert!(page.sessions.len() <= 2);
+            seen.extend(
+                page.sessions.iter().map(|s| (s.session_id.to_string(), s.created_at, s.updated_at, s.version)),
+            );
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(pages, 3, "five sessions in pages of two, the last page without a cursor");
+        let expected = [("s1", 10, 50, 2), ("s4", 30, 30, 1), ("s3", 30, 30, 1), ("s2", 20, 20, 1), ("s5", 5, 5, 1)];
+        let expected: Vec<_> = expected.iter().map(|(s, c, u, v)| (s.to_string(), *c, *u, *v)).collect();
+        assert_eq!(seen, expected);
+
+        // A cursor names no user: used by another, it lists that user's own sessions only.
+        let ana_cursor = SessionCursor { updated_at: 60, session_id: SessionId::parse("s1").unwrap() };
+        let bobs = store.list_sessions(&bob, Some(&ana_cursor), 100).await.unwrap();
+        let ids: Vec<String> = bobs.sessions.iter().map(|s| s.session_id.to_string()).collect();
+        assert_eq!(ids, ["b1"]);
+        assert!(bobs.next.is_none());
+        let nobody = store.list_sessions(&UserId::parse("carol").unwrap(), None, 20).await.unwrap();
+        assert!(nobody.sessions.is_empty() && nobody.next.is_none());
     }
 
     #[tokio::test]

@@ -348,6 +348,17 @@ impl TurnService {
         Ok(self.sessions.history_page(user, session, before, max_turns, max_bytes).await?)
     }
 
+    /// One page of the user's own sessions, most recently updated first (see
+    /// [`SessionStore::list_sessions`]).
+    pub async fn list_sessions(
+        &self,
+        user: &UserId,
+        after: Option<&crate::store::SessionCursor>,
+        limit: usize,
+    ) -> Result<crate::store::SessionList, TurnError> {
+        Ok(self.sessions.list_sessions(user, after, limit).await?)
+    }
+
     /// Records a turn to run in the background under `key` (see [`SessionStore::accept`]).
     pub async fn accept_background(
         &self,

@@ -17,7 +17,7 @@ use sha2::{Digest, Sha256};
 use super::usage::{conflict_pause, USAGE_CONFLICT_RETRIES};
 use super::{
     idempotency, partition_key, sha256_hex, state_attributes, turn_sort_key, DynamoSessionStore, LEGACY_META_SORT_KEY,
-    META_SORT_KEY, SPILL_THRESHOLD_BYTES,
+    META_SORT_KEY, OWNER_ATTRIBUTE, SPILL_THRESHOLD_BYTES,
 };
 use crate::codec::{n, s, Item, Reader};
 
@@ -192,6 +192,8 @@ impl DynamoSessionStore {
             ("pk".to_string(), s(pk)),
             ("sk".to_string(), s(META_SORT_KEY)),
             ("user_id".to_string(), s(user.as_str())),
+            // Only meta items carry it: the sparse index of a user's sessions.
+            (OWNER_ATTRIBUTE.to_string(), s(user.as_str())),
             ("session_id".to_string(), s(session.as_str())),
             ("version".to_string(), n(version)),
             ("created_at".to_string(), n(created_at)),
@@ -219,6 +221,8 @@ impl DynamoSessionStore {
         let mut sets = Vec::new();
         let attributes = [
             ("user_id", s(user.as_str())),
+            // Also on sessions written before the index existed: they are listed from this turn on.
+            (OWNER_ATTRIBUTE, s(user.as_str())),
             ("session_id", s(session.as_str())),
             ("version", n(version)),
             ("updated_at", n(commit.now)),

@@ -6,7 +6,8 @@
 //!   `user_id`, `session_id`, `version` (N),
 //!   `current_skill` (S or NULL), `loaded_skills` (L of S), `plan` (native M/L/... or NULL),
 //!   `workspace` (M: path -> M{`sha256` S, `size` N}), `todos` (L of M), `summary` (M or NULL),
-//!   `created_at`, `updated_at`, `expires_at` (N).
+//!   `created_at`, `updated_at`, `expires_at` (N), and `owner` (S, the user id again: the partition
+//!   key of the sparse index that lists a user's sessions, see `listing`).
 //! - turn n: `sk = "TURN#{n:010}"`, with `messages` (S, JSON array of messages) or, above
 //!   [`SPILL_THRESHOLD_BYTES`], `messages_ref` (S, object key) and `messages_sha256` (S);
 //!   plus `created_at` and `expires_at`.
@@ -29,8 +30,8 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use agent_core::ids::{SessionId, SkillPath, UserId};
 use agent_core::message::Message;
 use agent_core::store::{
-    Accepted, BudgetState, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionState, SessionStore,
-    StoreError, TurnCommit, TurnStatus, TurnUsage, UsageDay, WorkspaceFile,
+    Accepted, BudgetState, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionCursor, SessionList,
+    SessionState, SessionStore, StoreError, TurnCommit, TurnStatus, TurnUsage, UsageDay, WorkspaceFile,
 };
 use async_trait::async_trait;
 use aws_sdk_dynamodb::error::SdkError;
@@ -44,8 +45,10 @@ use crate::codec::{attr_to_json, json_to_attr, n, s, Item, Reader};
 mod commit;
 mod history;
 mod idempotency;
+mod listing;
 mod usage;
 pub use idempotency::{idempotency_sort_key, IDEMPOTENCY_SORT_KEY_PREFIX, IDEMPOTENCY_TTL_SECS};
+pub use listing::{OWNER_ATTRIBUTE, SESSIONS_BY_USER_INDEX};
 pub use usage::{
     usage_day_sort_key, usage_partition_key, BUDGET_SORT_KEY, USAGE_DAY_PREFIX, USAGE_PARTITION_SUFFIX,
     USAGE_RETENTION_DAYS,
@@ -352,6 +355,17 @@ impl SessionStore for DynamoSessionStore {
 
     async fn budget_state(&self, user: &UserId, day: &str) -> Result<BudgetState, StoreError> {
         self.day_budget(user, day).await
+    }
+
+    /// Sessions whose meta item was last written before [`OWNER_ATTRIBUTE`] existed are not
+    /// listed until their next turn writes it.
+    async fn list_sessions(
+        &self,
+        user: &UserId,
+        after: Option<&SessionCursor>,
+        limit: usize,
+    ) -> Result<SessionList, StoreError> {
+        self.sessions_of(user, after, limit).await
     }
 }
 

@@ -1,0 +1,211 @@
+//! `GET /sessions` (the caller's own sessions, newest first, paged with an opaque cursor) and
+//! `GET /skills?q=` (the catalog searched as `find_skills` searches it), through the compiled
+//! `http-turn` against moto and the scripted model.
+
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use serde_json::{json, Value};
+use tests::lambda::Function;
+use tests::model_server::Reply;
+use tests::stack::{get_event, status_and_body, turn_event, Stack};
+
+const ANA: &str = "user-list-ana";
+const BOB: &str = "user-list-bob";
+
+/// An HTTP API event for `GET {path}` with a query string, by `user` (no authorizer when `None`).
+fn get(user: Option<&str>, path: &str, query: &[(&str, &str)]) -> Value {
+    let mut event = get_event(user, "unused");
+    event["rawPath"] = json!(path);
+    event["requestContext"]["http"]["path"] = json!(path);
+    event["pathParameters"] = json!({});
+    let params: serde_json::Map<String, Value> = query.iter().map(|(k, v)| (k.to_string(), json!(v))).collect();
+    event["queryStringParameters"] = Value::Object(params);
+    event["rawQueryString"] = json!(query.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join("&"));
+    event
+}
+
+async fn list(http: &Function, user: &str, query: &[(&str, &str)]) -> (u16, Value) {
+    status_and_body(&http.call(get(Some(user), "/sessions", query)).await)
+}
+
+async fn turn(http: &Function, user: &str, session: &str) {
+    let event = turn_event(Some(user), session, json!({ "message": "Hola" }));
+    let (status, body) = status_and_body(&http.call(event).await);
+    assert_eq!(status, 200, "{body}");
+}
+
+fn ids(body: &Value) -> Vec<String> {
+    body["sessions"]
+        .as_array()
+        .expect("sessions")
+        .iter()
+        .map(|s| s["session_id"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Every page of `user`'s sessions, `limit` at a time, following `next_cursor` to the end.
+async fn all_pages(http: &Function, user: &str, limit: usize) -> Vec<Value> {
+    let limit = limit.to_string();
+    let mut pages = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut query = vec![("limit", limit.as_str())];
+        if let Some(cursor) = &cursor {
+            query.push(("cursor", cursor.as_str()));
+        }
+        let (status, body) = list(http, user, &query).await;
+        assert_eq!(status, 200, "{body}");
+        cursor = body["next_cursor"].as_str().map(str::to_owned);
+        pages.push(body);
+        if cursor.is_none() || pages.len() > 10 {
+            return pages;
+        }
+    }
+}
+
+#[tokio::test]
+async fn sessions_are_the_callers_own_newest_first_and_paged_with_a_cursor_no_one_else_can_use() {
+    let stack = Stack::new().await;
+    stack.model.push((0..6).map(|_| Reply::text("Hecho.")));
+    let http = stack.http(&[]).await;
+    for (user, session) in [(ANA, "a1"), (ANA, "a2"), (ANA, "a3"), (BOB, "b1"), (BOB, "b2")] {
+        turn(&http, user, session).await;
+    }
+    // A later second: a1's second turn makes it the most recently updated of Ana's sessions.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    turn(&http, ANA, "a1").await;
+    let meta = stack.session_item(ANA, "a1").await.expect("the meta item");
+    assert_eq!(meta.get("owner"), Some(&AttributeValue::S(ANA.to_owned())), "the index's key is on the meta item");
+
+    let (status, whole) = list(&http, ANA, &[]).await;
+    assert_eq!(status, 200, "{whole}");
+    let mut listed = ids(&whole);
+    assert_eq!(listed[0], "a1", "the most recently updated first: {whole}");
+    listed.sort();
+    assert_eq!(listed, ["a1", "a2", "a3"], "only Ana's own sessions: {whole}");
+    assert_eq!(whole["next_cursor"], Value::Null, "{whole}");
+    let sessions = whole["sessions"].as_array().unwrap();
+    let first = &sessions[0];
+    assert_eq!(first["turns"], 2, "{first}");
+    assert!(first["updated_at"].as_i64().unwrap() > first["created_at"].as_i64().unwrap(), "{first}");
+    for session in &sessions[1..] {
+        assert_eq!(session["turns"], 1, "{session}");
+        assert_eq!(session["created_at"], session["updated_at"], "{session}");
+    }
+    let order: Vec<(i64, String)> =
+        sessions.iter().map(|s| (s["updated_at"].as_i64().unwrap(), s["session_id"].to_string())).collect();
+    assert!(order.windows(2).all(|pair| pair[0] >= pair[1]), "newest first, then by id: {order:?}");
+
+    // Pages of two: the same sessions in the same order, the last page without a cursor.
+    let pages = all_pages(&http, ANA, 2).await;
+    assert_eq!(pages.len(), 2, "{pages:?}");
+    assert_eq!(ids(&pages[0]).len(), 2);
+    let paged: Vec<String> = pages.iter().flat_map(ids).collect();
+    assert_eq!(paged, ids(&whole));
+    let pages = all_pages(&http, ANA, 1).await;
+    assert_eq!(pages.iter().flat_map(ids).collect::<Vec<_>>(), ids(&whole), "pages of one");
+
+    // Ana's cursor in Bob's hands lists Bob's sessions only.
+    let (_, first_page) = list(&http, ANA, &[("limit", "1")]).await;
+    let ana_cursor = first_page["next_cursor"].as_str().expect("a cursor").to_owned();
+    let (status, bobs) = list(&http, BOB, &[("cursor", &ana_cursor)]).await;
+    assert_eq!(status, 200, "{bobs}");
+    let mut bob_ids = ids(&bobs);
+    bob_ids.sort();
+    assert_eq!(bob_ids, ["b1", "b2"], "{bobs}");
+
+    // Forged and garbage cursors and limits out of range are refused, saying why.
+    let forged = base64_url("v1:99999999999:../a1");
+    let other_tenant = base64_url(&format!("v1:1:{ANA}#a1"));
+    for query in [
+        vec![("cursor", "not a cursor!")],
+        vec![("cursor", forged.as_str())],
+        vec![("cursor", other_tenant.as_str())],
+        vec![("limit", "0")],
+        vec![("limit", "101")],
+        vec![("limit", "ten")],
+    ] {
+        let (status, body) = list(&http, ANA, &query).await;
+        assert_eq!(status, 400, "{query:?}: {body}");
+        assert_eq!(body["error"]["code"], "bad_request", "{body}");
+        let message = body["error"]["message"].as_str().unwrap();
+        assert!(message.contains("`cursor`") || message.contains("`limit`"), "{message}");
+    }
+
+    // A user without sessions gets an empty page; nobody at all gets a 401; only GET is allowed.
+    let (status, none) = list(&http, "user-list-nobody", &[]).await;
+    assert_eq!((status, none), (200, json!({"sessions": [], "next_cursor": null})));
+    let (status, _) = status_and_body(&http.call(get(None, "/sessions", &[])).await);
+    assert_eq!(status, 401);
+    let mut post = get(Some(ANA), "/sessions", &[]);
+    post["requestContext"]["http"]["method"] = json!("POST");
+    let (status, _) = status_and_body(&http.call(post).await);
+    assert_eq!(status, 405);
+}
+
+fn base64_url(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(text)
+}
+
+#[tokio::test]
+async fn a_skills_search_answers_the_best_matches_first_in_the_listings_shape() {
+    let stack = Stack::new().await;
+    stack.upload_example_skills(ANA).await;
+    let http = stack.http(&[]).await;
+    let search = |user: &'static str, query: Vec<(&'static str, String)>| {
+        let http = &http;
+        async move {
+            let query: Vec<(&str, &str)> = query.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            status_and_body(&http.call(get(Some(user), "/skills", &query)).await)
+        }
+    };
+
+    for (words, expected) in [
+        ("préstamo hipotecario", "escrituras/hipoteca"),
+        ("contrato de arrendamiento de vivienda", "contratos/arrendamiento"),
+        ("compraventa de un local", "escrituras/compraventa"),
+    ] {
+        let (status, body) = search(ANA, vec![("q", words.to_owned())]).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["skills"][0]["path"], expected, "{words}: {body}");
+        assert_eq!(body["query"], words);
+        assert_eq!(body["next_cursor"], Value::Null);
+        assert_eq!(body["count"], 3, "the catalog's size, as in the listing");
+        // The listing's rendering of an entry, field for field.
+        let skill = &body["skills"][0];
+        for field in ["name", "description", "category", "tools", "declared_tools", "warnings"] {
+            assert!(skill.get(field).is_some(), "{field} in {skill}");
+        }
+        assert!(body.get("skipped").is_some() && body.get("base_prompt").is_some(), "{body}");
+    }
+    let (status, one) = search(ANA, vec![("q", "escritura".to_owned()), ("limit", "1".to_owned())]).await;
+    assert_eq!(status, 200, "{one}");
+    assert_eq!(one["skills"].as_array().unwrap().len(), 1, "{one}");
+
+    // The same entry in the listing and in a search.
+    let (_, listing) = status_and_body(&http.call(get(Some(ANA), "/skills", &[])).await);
+    let listed = listing["skills"].as_array().unwrap().iter().find(|s| s["path"] == "escrituras/hipoteca").cloned();
+    let (_, found) = search(ANA, vec![("q", "hipoteca".to_owned())]).await;
+    assert_eq!(listed.as_ref(), Some(&found["skills"][0]));
+
+    // Another tenant's search reads its own (empty) catalog.
+    let (status, bobs) = search(BOB, vec![("q", "hipoteca".to_owned())]).await;
+    assert_eq!(status, 200, "{bobs}");
+    assert_eq!(bobs["skills"], json!([]), "{bobs}");
+
+    for query in [
+        vec![("q", String::new())],
+        vec![("q", "   ".to_owned())],
+        vec![("q", "x".repeat(257))],
+        vec![("q", "hipoteca".to_owned()), ("cursor", "escrituras/compraventa".to_owned())],
+        vec![("q", "hipoteca".to_owned()), ("limit", "0".to_owned())],
+    ] {
+        let (status, body) = search(ANA, query.clone()).await;
+        assert_eq!(status, 400, "{query:?}: {body}");
+        assert_eq!(body["error"]["code"], "bad_request", "{body}");
+    }
+    let (status, body) = search(ANA, vec![("q", "é".repeat(256))]).await;
+    assert_eq!(status, 200, "256 characters are accepted, whatever their bytes: {body}");
+}
