@@ -1,9 +1,9 @@
 // Vite build of the console page: preact's JSX through esbuild, relative asset paths so the
 // page works wherever `cargo xtask console` serves it; `npm run dev` proxies the API to a
-// running console server (CONSOLE_SERVER, default http://127.0.0.1:8400).
+// running console server (CONSOLE_SERVER, default http://127.0.0.1:8765).
 import { defineConfig } from "vite";
 
-const server = process.env.CONSOLE_SERVER ?? "http://127.0.0.1:8400";
+const server = process.env.CONSOLE_SERVER ?? "http://127.0.0.1:8765";
 
 export default defineConfig({
   base: "./",

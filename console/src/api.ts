@@ -164,6 +164,9 @@ export function errorFromBody(status: number, body: unknown): ApiError {
     const message = typeof error.message === "string" ? error.message : `request failed (${status})`;
     return new ApiError(status, code, message);
   }
+  // The gateway in front of the functions answers some refusals itself, as `{"message": "..."}`.
+  const message = (body as { message?: unknown } | null)?.message;
+  if (typeof message === "string" && message !== "") return new ApiError(status, "http_error", `${message} (${status})`);
   return new ApiError(status, "http_error", `request failed with status ${status}`);
 }
 
@@ -214,11 +217,6 @@ export function newSessionId(): string {
   let id = "s-";
   for (const byte of bytes) id += ID_ALPHABET[byte % ID_ALPHABET.length];
   return id;
-}
-
-/** Whether `id` is a session id the API accepts. */
-export function isSessionId(id: string): boolean {
-  return /^[A-Za-z0-9_-][A-Za-z0-9_.-]{0,127}$/.test(id);
 }
 
 /** A workspace path (`/workspace/a/b.md`) as the file route's path: each segment encoded. */

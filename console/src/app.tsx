@@ -31,6 +31,7 @@ export function App() {
   const [olderCursor, setOlderCursor] = useState<string | null>(null);
   const [historyLoading, setHistoryLoading] = useState(false);
   const [historyError, setHistoryError] = useState<string | null>(null);
+  const [historyCut, setHistoryCut] = useState(false);
   const [files, setFiles] = useState<WorkspaceFile[]>([]);
   const [running, setRunning] = useState(false);
   const [refresh, setRefresh] = useState(0);
@@ -78,6 +79,7 @@ export function App() {
     setOlderCursor(null);
     setHistoryLoading(false);
     setHistoryError(null);
+    setHistoryCut(false);
     setFiles([]);
     setRunning(false);
   };
@@ -107,6 +109,7 @@ export function App() {
         return [...page.filter((turn) => !seen.has(turn.key)), ...kept];
       });
       setOlderCursor(view.next_cursor ?? null);
+      setHistoryCut(view.truncated === true);
       if (cursor === null) setFiles(view.workspace ?? []);
     } catch (err) {
       if (abort.signal.aborted || shown.current !== id) return;
@@ -280,6 +283,7 @@ export function App() {
           olderCursor={olderCursor}
           loading={historyLoading}
           error={historyError}
+          cut={historyCut}
           running={running}
           skills={skills}
           onOlder={() => sessionId && void loadHistory(sessionId, olderCursor)}

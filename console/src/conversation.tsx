@@ -15,6 +15,8 @@ export interface ConversationProps {
   olderCursor: string | null;
   loading: boolean;
   error: string | null;
+  /** The last page read was too large to show whole: some of its messages were left out. */
+  cut: boolean;
   running: boolean;
   skills: Skill[];
   onOlder: () => void;
@@ -50,6 +52,7 @@ export function Conversation(props: ConversationProps) {
           </button>
         )}
         {props.loading && <p class="muted">Loading…</p>}
+        {props.cut && <p class="muted">Some messages of the last page read were too large to show and were left out.</p>}
         {props.error && (
           <p role="alert" class="error">
             {props.error}
@@ -91,7 +94,8 @@ function TurnView({ turn }: { turn: Turn }) {
           ))}
         </ol>
       )}
-      <div class="assistant-message">
+      {/* A failed turn that said nothing shows only its error. */}
+      <div class="assistant-message" hidden={!running && turn.answer === ""}>
         <span class="who">Assistant</span>
         <div class="text answer" role="group" aria-label="Answer" aria-live="polite" aria-busy={running}>
           {turn.answer}
@@ -160,7 +164,7 @@ function TimelineRow({ entry, id }: { entry: TimelineEntry; id: string }) {
         onClick={() => setOpen(!open)}
       >
         {entryTitle(entry)}
-      </button>
+      </button>{" "}
       <span class={`badge badge-${state}`}>{state === "running" ? "running" : state}</span>
       <div id={detailsId} class="tool-details" hidden={!open}>
         <h4>Arguments</h4>

@@ -41,7 +41,7 @@ export function entryTitle(entry: TimelineEntry): string {
       if (entry.state === 1 && entry.listing) {
         const { shown_in_full, total, tier, search } = entry.listing;
         const noun = total === 1 ? "skill" : "skills";
-        return `${head} — state 1: listing ${shown_in_full} of ${total} ${noun} (tier ${tier})${search ? ", search offered" : ""}`;
+        return `${head} — state 1: listing ${shown_in_full} of ${total} ${noun} (tier ${tier})${search ? ", find_skills offered" : ""}`;
       }
       return `${head} — state ${entry.state}`;
     }

@@ -86,7 +86,7 @@ export function Sessions({ api, refresh, activeId, onOpen, onNew }: SessionsProp
           <li>
             <button type="button" class="session" aria-current="true" onClick={() => onOpen(activeId)}>
               <span class="session-id">{activeId}</span>
-              <span class="muted">new, not saved yet</span>
+              <span class="muted">open, not listed yet</span>
             </button>
           </li>
         )}
