@@ -1,8 +1,14 @@
 //! `GET /sessions` (the caller's own sessions, newest first, paged with an opaque cursor) and
 //! `GET /skills?q=` (the catalog searched as `find_skills` searches it), through the compiled
-//! `http-turn` against moto and the scripted model.
+//! `http-turn` against moto and the scripted model; and the DynamoDB store's listing of sessions
+//! written before its index existed.
 
+use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
+
+use agent_core::store::{SessionStore, TurnCommit};
+use agent_core::{Message, SessionId, SessionState, UserId};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{json, Value};
@@ -208,4 +214,74 @@ async fn a_skills_search_answers_the_best_matches_first_in_the_listings_shape() 
     }
     let (status, body) = search(ANA, vec![("q", "é".repeat(256))]).await;
     assert_eq!(status, 200, "256 characters are accepted, whatever their bytes: {body}");
+}
+
+fn commit(expected_version: u64, now: i64) -> TurnCommit {
+    TurnCommit {
+        expected_version,
+        new_messages: vec![Message::user("q"), Message::assistant("a")],
+        history_len: 2 * expected_version as usize,
+        state: SessionState::default(),
+        now,
+        commit_token: format!("list-{expected_version}-{now}"),
+        idempotency: None,
+        usage: None,
+    }
+}
+
+#[tokio::test]
+async fn sessions_written_before_the_index_are_listed_from_their_next_turn_and_expired_ones_never() {
+    let stack = Stack::new().await;
+    let store = aws_store::DynamoSessionStore::new(
+        stack.dynamodb.clone(),
+        &stack.table,
+        Arc::new(local_store::MemoryObjectStore::new()),
+        30,
+    );
+    let user = UserId::parse("user-old").unwrap();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let s = |value: &str| AttributeValue::S(value.to_owned());
+    let n = |value: i64| AttributeValue::N(value.to_string());
+    // A meta item as the store wrote it before `owner` (at either sort key), and one written with
+    // it whose TTL has passed but that DynamoDB has not deleted yet.
+    let meta = |session: &str, sk: &str, created: i64, expires: i64| {
+        HashMap::from([
+            ("pk".to_owned(), s(&format!("user-old#{session}"))),
+            ("sk".to_owned(), s(sk)),
+            ("user_id".to_owned(), s("user-old")),
+            ("session_id".to_owned(), s(session)),
+            ("version".to_owned(), n(1)),
+            ("workspace".to_owned(), AttributeValue::M(HashMap::new())),
+            ("loaded_skills".to_owned(), AttributeValue::L(Vec::new())),
+            ("created_at".to_owned(), n(created)),
+            ("updated_at".to_owned(), n(created)),
+            ("expires_at".to_owned(), n(expires)),
+        ])
+    };
+    let mut expired = meta("gone", aws_store::META_SORT_KEY, now - 40 * 86_400, now - 10 * 86_400);
+    expired.insert(aws_store::OWNER_ATTRIBUTE.to_owned(), s("user-old"));
+    for item in [
+        meta("legacy", aws_store::LEGACY_META_SORT_KEY, now - 100, now + 86_400),
+        meta("unindexed", aws_store::META_SORT_KEY, now - 50, now + 86_400),
+        expired,
+    ] {
+        stack.dynamodb.put_item().table_name(&stack.table).set_item(Some(item)).send().await.expect("put item");
+    }
+    let listed = |list: agent_core::store::SessionList| {
+        list.sessions.iter().map(|s| (s.session_id.to_string(), s.created_at, s.version)).collect::<Vec<_>>()
+    };
+    assert_eq!(listed(store.list_sessions(&user, None, 20).await.unwrap()), []);
+
+    // The next turn writes the attribute: through the meta item's move for the oldest layout, and
+    // through the update for the other; the creation time is kept.
+    store.commit(&user, &SessionId::parse("legacy").unwrap(), &commit(1, now)).await.unwrap();
+    store.commit(&user, &SessionId::parse("unindexed").unwrap(), &commit(1, now + 1)).await.unwrap();
+    let page = store.list_sessions(&user, None, 20).await.unwrap();
+    assert_eq!(listed(page.clone()), [("unindexed".to_owned(), now - 50, 2), ("legacy".to_owned(), now - 100, 2)]);
+    assert_eq!(page.next, None);
+    // Pages of one end at the last session, with no empty page after it.
+    let first = store.list_sessions(&user, None, 1).await.unwrap();
+    let second = store.list_sessions(&user, first.next.as_ref(), 1).await.unwrap();
+    assert_eq!(listed(second.clone()), [("legacy".to_owned(), now - 100, 2)]);
+    assert_eq!(second.next, None);
 }
