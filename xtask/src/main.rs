@@ -15,7 +15,8 @@ usage: cargo xtask <task>
 tasks:
   demo    a demo conversation over the embedded store, the model's text printed as it streams
           (replayed model replies; set LLM_PROVIDER/LLM_MODEL/LLM_API_KEY for a real model)
-  test    build the functions, then run every test (sets up .venv with the pinned Python tools first)
+  test    build the functions, then run every test (sets up .venv with the pinned Python tools first),
+          then the console's unit tests and its browser tests (Playwright, Debian's chromium)
   bench   the benchmarks: per turn at 10 to 10,000 skills, a 300-turn session, hostile input,
           time to the first streamed byte and delta, execute in the local sandbox
   lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml (from .venv)
@@ -102,7 +103,8 @@ fn test() -> Result<(), String> {
             "xtask",
         ],
     )?;
-    run("cargo", &["test", "--workspace"])
+    run("cargo", &["test", "--workspace"])?;
+    console::test(&root())
 }
 
 fn bench() -> Result<(), String> {

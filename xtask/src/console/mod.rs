@@ -98,6 +98,22 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     result
 }
 
+/// The console's own tests: its unit tests (Vitest), then its browser tests: Playwright drives
+/// Debian's Chromium against this console (started with `--no-build` by Playwright, with the
+/// functions and this binary as `cargo xtask test` built them) and a scripted model.
+pub fn test(root: &Path) -> Result<(), String> {
+    let chromium = std::env::var("CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".to_owned());
+    if !Path::new(&chromium).exists() {
+        return Err(format!(
+            "the console's browser tests need Chromium at {chromium}: `apt-get install chromium` (or set CHROMIUM)"
+        ));
+    }
+    page::build(root)?;
+    let console = root.join("console");
+    page::npm(&console, &["test"])?;
+    page::npm(&console, &["run", "test:browser"])
+}
+
 /// A port nothing listens on now, for moto (the console's own port is the one that is printed).
 fn free_port() -> Result<u16, String> {
     let listener = TcpListener::bind("127.0.0.1:0").map_err(|err| format!("no free loopback port: {err}"))?;

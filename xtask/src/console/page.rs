@@ -26,7 +26,7 @@ pub fn build(root: &Path) -> Result<(), String> {
     Ok(())
 }
 
-fn npm(console: &Path, args: &[&str]) -> Result<(), String> {
+pub fn npm(console: &Path, args: &[&str]) -> Result<(), String> {
     eprintln!("$ (cd console && npm {})", args.join(" "));
     let status = std::process::Command::new("npm")
         .args(args)

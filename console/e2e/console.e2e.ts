@@ -1,0 +1,149 @@
+// The console in a real browser (Debian's Chromium, headless), against `cargo xtask console`
+// running the compiled functions over moto, with the scripted model of `script.mjs`.
+import { mkdir, readFile } from "node:fs/promises";
+
+import { expect, test, type Page } from "@playwright/test";
+
+import { GREETING, NOTE_TEXT } from "./script.mjs";
+
+/** Screenshots of the main views, kept as the run's artifacts. */
+const SHOTS = "../target/console-screenshots";
+
+test.beforeAll(async () => {
+  await mkdir(SHOTS, { recursive: true });
+});
+
+async function open(page: Page, user: "ana" | "ben" = "ana") {
+  await page.goto("/");
+  await expect(page.getByRole("heading", { name: "Skill console" })).toBeVisible();
+  await page.getByLabel("User", { exact: true }).selectOption(user);
+  await page.getByRole("button", { name: "New session" }).click();
+}
+
+async function send(page: Page, message: string) {
+  const box = page.getByRole("textbox", { name: "Message", exact: true });
+  await box.fill(message);
+  await box.press("Enter");
+}
+
+/** The newest turn of the conversation. */
+function lastTurn(page: Page) {
+  return page.getByRole("main").getByRole("article").last();
+}
+
+/** The id of the session open now (the current entry of the session list). */
+async function openSessionId(page: Page): Promise<string> {
+  const current = page.getByRole("list", { name: "Sessions of this user" }).locator('[aria-current="true"] .session-id');
+  return (await current.innerText()).trim();
+}
+
+test("the answer appears while the turn is still running", async ({ page }) => {
+  await open(page);
+  await send(page, "Hola, ¿qué tal?");
+  const answer = lastTurn(page).getByRole("group", { name: "Answer" });
+  await expect(answer).toContainText("Hola. Esta respuesta");
+  // Seen mid-stream: part of the text is there and the turn has not completed.
+  const partial = await answer.innerText();
+  await expect(answer).toHaveAttribute("aria-busy", "true");
+  expect(partial.length).toBeLessThan(GREETING.length);
+  await expect(answer).toHaveText(GREETING);
+  await expect(answer).toHaveAttribute("aria-busy", "false");
+  await expect(lastTurn(page).getByRole("note", { name: "Turn summary" })).toContainText("ending");
+});
+
+test("a tool call opens to its arguments and result, and the prompt goes from state 1 to state 2", async ({ page }) => {
+  await open(page);
+  await send(page, "Toma nota de la reunión del martes");
+  const turn = lastTurn(page);
+  const timeline = turn.getByRole("list", { name: /Timeline of/ });
+  await expect(turn.getByRole("group", { name: "Answer" })).toContainText("He guardado la nota", { timeout: 30_000 });
+  const rows = await timeline.getByRole("listitem").allInnerTexts();
+  const first = rows.findIndex((row) => /Model call 1 — state 1: listing \d+ of \d+ skills \(tier 0\)/.test(row));
+  const loaded = rows.findIndex((row) => row.includes("Skill borradores/nota-rapida loaded"));
+  const second = rows.findIndex((row) => row.includes("Model call 2 — state 2: borradores/nota-rapida"));
+  expect(first, rows.join("\n")).toBeGreaterThanOrEqual(0);
+  expect(loaded, rows.join("\n")).toBeGreaterThan(first);
+  expect(second, rows.join("\n")).toBeGreaterThan(loaded);
+
+  const call = timeline.getByRole("button", { name: /Tool write_file/ });
+  await expect(call).toHaveAttribute("aria-expanded", "false");
+  await call.click();
+  await expect(call).toHaveAttribute("aria-expanded", "true");
+  const row = timeline.getByRole("listitem").filter({ has: page.getByRole("button", { name: /Tool write_file/ }) });
+  await expect(row.getByRole("group", { name: "Arguments" })).toContainText("/workspace/nota.md");
+  await expect(row.getByRole("group", { name: "Arguments" })).toContainText("Reunión con la notaría");
+  await expect(row.getByRole("group", { name: "Result" })).toContainText("nota.md");
+  await page.screenshot({ path: `${SHOTS}/conversation.png`, fullPage: true });
+
+  // The file the skill wrote downloads with the bytes the model sent.
+  await page.getByRole("tab", { name: /Workspace/ }).click();
+  const link = page.getByRole("link", { name: "Download nota.md" });
+  await expect(link).toBeVisible();
+  await expect(link).not.toHaveAttribute("aria-disabled", "true");
+  const [download] = await Promise.all([page.waitForEvent("download"), link.click()]);
+  expect(download.suggestedFilename()).toBe("nota.md");
+  const bytes = await readFile(await download.path());
+  expect(bytes.equals(Buffer.from(NOTE_TEXT, "utf8"))).toBe(true);
+  await page.screenshot({ path: `${SHOTS}/workspace.png`, fullPage: true });
+});
+
+test("a slash command picked from the completion list forces the skill", async ({ page }) => {
+  await open(page);
+  const box = page.getByRole("textbox", { name: "Message", exact: true });
+  await box.fill("");
+  await box.pressSequentially("/nota");
+  const suggestions = page.getByRole("listbox", { name: "Skill suggestions" });
+  const option = suggestions.getByRole("option", { name: /borradores\/nota-rapida/ });
+  await expect(option).toBeVisible();
+  await option.click();
+  await expect(box).toHaveValue("/borradores/nota-rapida ");
+  await box.pressSequentially("resume lo que hablamos");
+  await box.press("Enter");
+  const turn = lastTurn(page);
+  const timeline = turn.getByRole("list", { name: /Timeline of/ });
+  await expect(timeline).toContainText("Skill borradores/nota-rapida forced by a slash command");
+  await expect(timeline).toContainText("Model call 1 — state 2: borradores/nota-rapida (forced)");
+  await expect(turn.getByRole("group", { name: "Answer" })).toContainText("He guardado la nota", { timeout: 30_000 });
+});
+
+test("the catalog shows warnings, skipped files with their reason, and searches", async ({ page }) => {
+  await open(page);
+  await page.getByRole("tab", { name: /Catalog/ }).click();
+  const skipped = page.getByRole("list", { name: "Skipped files" });
+  await expect(skipped).toContainText("borradores/sin-cabecera/SKILL.md");
+  await expect(skipped).toContainText("does not start with a `---` frontmatter line");
+  await expect(page.getByRole("list", { name: "Warnings for borradores/nota-rapida" })).toContainText(
+    "differs from its folder",
+  );
+  await page.screenshot({ path: `${SHOTS}/catalog.png`, fullPage: true });
+  await page.getByLabel("Search skills").fill("hipoteca");
+  await page.getByLabel("Search skills").press("Enter");
+  const matches = page.getByRole("list", { name: "Matching skills" });
+  await expect(matches).toContainText("escrituras/hipoteca");
+  await expect(matches).not.toContainText("contratos/arrendamiento");
+});
+
+test("each user sees only their own sessions and skills", async ({ page, request }) => {
+  await open(page, "ana");
+  await send(page, "Una pregunta de Ana");
+  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toHaveText(GREETING);
+  const anasSession = await openSessionId(page);
+  expect(anasSession).not.toBe("");
+  const sessions = page.getByRole("list", { name: "Sessions of this user" });
+  await page.reload();
+  await expect(sessions).toContainText(anasSession);
+
+  await page.getByLabel("User", { exact: true }).selectOption("ben");
+  await expect(page.getByRole("main")).not.toContainText("Una pregunta de Ana");
+  await expect(sessions).not.toContainText(anasSession);
+  await page.getByRole("tab", { name: /Catalog/ }).click();
+  await expect(page.getByRole("list", { name: "Skills" })).toContainText("escrituras/compraventa");
+  await expect(page.getByRole("list", { name: "Skills" })).not.toContainText("borradores/nota-rapida");
+
+  // Ben's token cannot read Ana's session through the API either.
+  const config = await (await request.get("/console/config")).json();
+  const ben = config.users.find((user: { id: string }) => user.id === "ben");
+  const answer = await request.get(`/api/sessions/${anasSession}`, { headers: { authorization: `Bearer ${ben.token}` } });
+  expect(answer.status()).toBe(404);
+  await page.screenshot({ path: `${SHOTS}/other-user.png`, fullPage: true });
+});
