@@ -4,7 +4,7 @@ import { mkdir, readFile } from "node:fs/promises";
 
 import { expect, test, type Page } from "@playwright/test";
 
-import { GREETING, NOTE_TEXT } from "./script.mjs";
+import { GREETING, NOTE_TEXT, WORD_FILE } from "./script.mjs";
 
 /** Screenshots of the main views, kept as the run's artifacts. */
 const SHOTS = "../target/console-screenshots";
@@ -84,6 +84,20 @@ test("a tool call opens to its arguments and result, and the prompt goes from st
   expect(download.suggestedFilename()).toBe("nota.md");
   const bytes = await readFile(await download.path());
   expect(bytes.equals(Buffer.from(NOTE_TEXT, "utf8"))).toBe(true);
+
+  // A skill's own script (run by `execute` in the sandbox) writes a file that downloads too.
+  await send(page, "Pásala a Word");
+  const next = lastTurn(page);
+  await expect(next.getByRole("group", { name: "Answer" })).toContainText("La minuta está en", { timeout: 30_000 });
+  await expect(next.getByRole("list", { name: /Timeline of/ })).toContainText(`Wrote /workspace/${WORD_FILE}`);
+  const word = page.getByRole("link", { name: `Download ${WORD_FILE}` });
+  await expect(word).not.toHaveAttribute("aria-disabled", "true");
+  const [document] = await Promise.all([page.waitForEvent("download"), word.click()]);
+  const docx = await readFile(await document.path());
+  // A .docx is a zip whose first entry is the package's content types.
+  expect(docx.subarray(0, 2).toString("latin1")).toBe("PK");
+  expect(docx.includes(Buffer.from("word/document.xml"))).toBe(true);
+  expect(docx.includes(Buffer.from("[Content_Types].xml"))).toBe(true);
   await page.screenshot({ path: `${SHOTS}/workspace.png`, fullPage: true });
 });
 

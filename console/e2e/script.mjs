@@ -6,6 +6,9 @@
 /** What the note skill writes: the browser test downloads it and compares the bytes. */
 export const NOTE_TEXT = "# Nota\n\n- Reunión con la notaría el martes a las 10:00.\n- Llevar la nota simple del piso.\n";
 
+/** What the Word skill's own script writes, from the note. */
+export const WORD_FILE = "nota.docx";
+
 /** The answer to anything else: long enough that its words stream for a few seconds. */
 export const GREETING =
   "Hola. Esta respuesta llega palabra a palabra, como la escribe un modelo, para que la consola " +
@@ -36,6 +39,16 @@ export function decide(messages) {
     for (const call of message.tool_calls ?? []) names.set(call.id, call.function.name);
   }
   const done = since.filter((m) => m.role === "tool").map((m) => m.name ?? names.get(m.tool_call_id ?? "") ?? "");
+  const wordSkill = system.includes("# Minuta en Word");
+  if (/word/i.test(user) || wordSkill) {
+    if (!wordSkill && !done.includes("load_skill")) {
+      return { tool: "load_skill", args: { skill_path: "documentos/minuta-word" } };
+    }
+    if (!done.includes("execute")) {
+      return { tool: "execute", args: { command: `python /skills/minuta-word/scripts/md_a_docx.py nota.md ${WORD_FILE}` } };
+    }
+    return { text: `La minuta está en /workspace/${WORD_FILE}: descárgala desde el espacio de trabajo.` };
+  }
   const noteSkill = system.includes("# Nota rápida");
   if (/nota/i.test(user) || noteSkill) {
     if (!noteSkill && !done.includes("load_skill")) {
