@@ -610,6 +610,15 @@ fn the_sessions_index_is_declared_with_the_codes_keys_and_only_http_turn_queries
         })
     };
     assert!(queries_index("HttpTurnFunction"), "http-turn may query {index_arn}");
+    // And API Gateway sends `GET /sessions` to it.
+    let function = stack.resource("HttpTurnFunction").expect("http-turn");
+    let routes: Vec<(String, String)> = function["Events"]
+        .as_object()
+        .expect("Events")
+        .values()
+        .map(|event| (scalar(&event["Properties"]["Method"]), scalar(&event["Properties"]["Path"])))
+        .collect();
+    assert!(routes.contains(&("GET".to_owned(), "/sessions".to_owned())), "{routes:?}");
     for function in ["StreamTurnFunction", "QueueTurnFunction"] {
         assert!(!queries_index(function), "{function} needs no listing of sessions");
     }
