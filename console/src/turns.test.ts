@@ -87,6 +87,7 @@ describe("stored history", () => {
     ]);
     const call = turns[1].timeline[0];
     expect(call.kind === "tool" && call.result?.ok).toBe(false);
+    expect(entryTitle(call)).toBe("Tool ls: path=/workspace");
   });
 });
 

@@ -237,6 +237,21 @@ function isErrorResult(content: string): boolean {
 
 const UTF8 = new TextEncoder();
 
+/** A one-line rendering of stored arguments (`key=value ...`, values cut), as `tool.call` events carry. */
+export function summariseArguments(value: unknown): string {
+  const cut = (text: string, max: number) => (text.length > max ? text.slice(0, max) : text);
+  const oneLine = (text: string) => text.replace(/[\r\n]/g, " ");
+  let summary: string;
+  if (value && typeof value === "object" && !Array.isArray(value)) {
+    summary = Object.entries(value as Json)
+      .map(([key, field]) => `${cut(key, 60)}=${oneLine(cut(typeof field === "string" ? field : JSON.stringify(field), 60))}`)
+      .join(" ");
+  } else {
+    summary = oneLine(cut(JSON.stringify(value) ?? "", 60));
+  }
+  return cut(summary, 200);
+}
+
 /** One stored turn's messages as a turn: the user's message, the calls with results, the answer. */
 export function turnFromMessages(key: string, number: number | null, messages: HistoryMessage[]): Turn {
   const turn: Turn = { ...newTurn(key, number, "", 0), status: "stored", startedAt: null };
@@ -253,7 +268,7 @@ export function turnFromMessages(key: string, number: number | null, messages: H
           kind: "tool",
           id: call.id,
           name: call.name,
-          summary: "",
+          summary: summariseArguments(call.arguments),
           arguments: call.arguments,
           hasArguments: true,
           result: null,
