@@ -26,7 +26,16 @@ export interface ConversationProps {
 export function Conversation(props: ConversationProps) {
   const { sessionId, turns } = props;
   const end = useRef<HTMLDivElement>(null);
+  const list = useRef<HTMLDivElement>(null);
+  const pagingByKeyboard = useRef(false);
   const last = turns[turns.length - 1];
+  // The "Older turns" button goes away on the first page: its focus moves to the oldest turn.
+  useEffect(() => {
+    if (props.olderCursor === null && pagingByKeyboard.current) {
+      pagingByKeyboard.current = false;
+      list.current?.querySelector<HTMLElement>("article h3")?.focus();
+    }
+  }, [props.olderCursor]);
   // Keep the newest turn in view as it grows, unless older turns were just added above it.
   useEffect(() => {
     end.current?.scrollIntoView?.({ block: "end" });
@@ -45,9 +54,19 @@ export function Conversation(props: ConversationProps) {
           )}
         </p>
       </div>
-      <div class="turns">
+      <div class="turns" ref={list}>
         {props.olderCursor && (
-          <button type="button" class="secondary older" onClick={props.onOlder} disabled={props.loading}>
+          <button
+            type="button"
+            class="secondary older"
+            // Not disabled while loading: a disabled button would drop the keyboard focus.
+            aria-busy={props.loading}
+            onClick={(event) => {
+              if (props.loading) return;
+              pagingByKeyboard.current = document.activeElement === event.currentTarget;
+              props.onOlder();
+            }}
+          >
             Older turns
           </button>
         )}
@@ -78,7 +97,9 @@ function TurnView({ turn }: { turn: Turn }) {
   return (
     <article class={`turn turn-${turn.status}`} aria-labelledby={headingId}>
       <header class="turn-head">
-        <h3 id={headingId}>{label}</h3>
+        <h3 id={headingId} tabIndex={-1}>
+          {label}
+        </h3>
         <span class={`badge badge-${turn.status}`}>
           {turn.status === "stored" ? "saved" : turn.status}
         </span>
