@@ -11,8 +11,10 @@ export default defineConfig({
   build: { outDir: "dist", emptyOutDir: true, target: "es2022" },
   server: {
     proxy: {
-      "/api": server,
-      "/console": server,
+      // The console answers only requests addressed to itself (its Host check), so the proxy
+      // rewrites Host to the console's address.
+      "/api": { target: server, changeOrigin: true },
+      "/console": { target: server, changeOrigin: true },
     },
   },
   test: { environment: "node", include: ["src/**/*.test.ts"] },

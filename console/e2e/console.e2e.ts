@@ -2,6 +2,7 @@
 // running the compiled functions over moto, with the scripted model of `script.mjs`.
 import { mkdir, readFile } from "node:fs/promises";
 
+import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type Page } from "@playwright/test";
 
 import { GREETING, NOTE_TEXT, WORD_FILE } from "./script.mjs";
@@ -160,4 +161,40 @@ test("each user sees only their own sessions and skills", async ({ page, request
   const answer = await request.get(`/api/sessions/${anasSession}`, { headers: { authorization: `Bearer ${ben.token}` } });
   expect(answer.status()).toBe(404);
   await page.screenshot({ path: `${SHOTS}/other-user.png`, fullPage: true });
+});
+
+/** The WCAG 2.1 A and AA rules axe-core checks in the page as it is now. */
+async function accessibilityViolations(page: Page): Promise<string[]> {
+  const results = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]).analyze();
+  return results.violations.map(
+    (violation) => `${violation.id} (${violation.impact}): ${violation.nodes.map((node) => node.target.join(" ")).join(", ")}`,
+  );
+}
+
+test("the main views pass axe's WCAG 2.1 AA checks and the completion list works from the keyboard", async ({ page }) => {
+  await open(page);
+  const box = page.getByRole("textbox", { name: "Message", exact: true });
+  // Keyboard only: type the command, move through the list with the arrows, take one with Enter.
+  await box.focus();
+  await page.keyboard.type("/nota");
+  const suggestions = page.getByRole("listbox", { name: "Skill suggestions" });
+  await expect(suggestions.getByRole("option", { name: /borradores\/nota-rapida/ })).toBeVisible();
+  await page.keyboard.press("ArrowDown");
+  await page.keyboard.press("ArrowUp");
+  await expect(suggestions.getByRole("option", { selected: true })).toContainText("borradores/nota-rapida");
+  await page.keyboard.press("Enter");
+  await expect(box).toHaveValue("/borradores/nota-rapida ");
+  await expect(suggestions).toBeHidden();
+  await page.keyboard.type("resume la reunión");
+  await page.keyboard.press("Enter");
+  const turn = lastTurn(page);
+  await expect(turn.getByRole("group", { name: "Answer" })).toContainText("He guardado la nota", { timeout: 30_000 });
+  await expect(turn.getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
+  await turn.getByRole("button", { name: /Tool write_file/ }).click();
+  expect(await accessibilityViolations(page)).toEqual([]);
+  await page.getByRole("tab", { name: /Workspace/ }).press("ArrowRight");
+  await expect(page.getByRole("tab", { name: /Catalog/ })).toBeFocused();
+  await expect(page.getByRole("tab", { name: /Catalog/ })).toHaveAttribute("aria-selected", "true");
+  await expect(page.getByRole("list", { name: "Skipped files" })).toBeVisible();
+  expect(await accessibilityViolations(page)).toEqual([]);
 });

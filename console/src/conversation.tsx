@@ -144,8 +144,8 @@ function TurnStats({ turn }: { turn: Turn }) {
     parts.push(`${reply.steps} ${reply.steps === 1 ? "step" : "steps"}`);
     parts.push(`ending ${reply.ending}`);
     if (reply.current_skill) parts.push(`skill ${reply.current_skill}`);
-    if (reply.refused_tool_calls > 0) parts.push(`${reply.refused_tool_calls} refused tool calls`);
-    if (reply.executions) parts.push(`${reply.executions} sandbox commands`);
+    if (reply.refused_tool_calls > 0) parts.push(`${reply.refused_tool_calls} refused tool ${reply.refused_tool_calls === 1 ? "call" : "calls"}`);
+    if (reply.executions) parts.push(`${reply.executions} sandbox ${reply.executions === 1 ? "command" : "commands"}`);
   }
   if (turn.durationMs !== null) parts.push(formatDuration(turn.durationMs));
   return (
