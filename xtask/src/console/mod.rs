@@ -79,6 +79,14 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
         page::build(root)?;
     }
     let page = page::Page::load(root)?;
+    // The functions are started from beside this binary, where `cargo build` put them.
+    let here = std::env::current_exe().map_err(|err| format!("where is xtask: {err}"))?;
+    for function in ["http-turn", "stream-turn"] {
+        let binary = here.with_file_name(function);
+        if !binary.exists() {
+            return Err(format!("{} is missing: run without --no-build to build the functions", binary.display()));
+        }
+    }
     if options.logs {
         // Read by the Runtime API stand-in when it starts each function.
         std::env::set_var("TEST_FUNCTION_LOGS", "1");
