@@ -1,6 +1,9 @@
 // The console in a real browser (Debian's Chromium, headless), against `cargo xtask console`
 // running the compiled functions over moto, with the scripted model of `script.mjs`.
-import { mkdir, readFile } from "node:fs/promises";
+import { spawn } from "node:child_process";
+import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type Page } from "@playwright/test";
@@ -198,3 +201,47 @@ test("the main views pass axe's WCAG 2.1 AA checks and the completion list works
   await expect(page.getByRole("list", { name: "Skipped files" })).toBeVisible();
   expect(await accessibilityViolations(page)).toEqual([]);
 });
+
+test("skills synced into the console's stack show in the catalog and the completion", async ({ page }) => {
+  // Ben's catalog becomes the example skills plus one of an author's own.
+  const folder = await mkdtemp(join(tmpdir(), "console-sync-"));
+  await cp("../examples/skills", folder, { recursive: true });
+  await mkdir(join(folder, "nuevas/recien-llegada"), { recursive: true });
+  await writeFile(
+    join(folder, "nuevas/recien-llegada/SKILL.md"),
+    "---\nname: recien-llegada\ndescription: Una habilidad que el autor acaba de sincronizar.\n---\n# Recién llegada\n",
+  );
+  await open(page, "ben");
+  await page.getByRole("tab", { name: /Catalog/ }).click();
+  const skills = page.getByRole("list", { name: "Skills" });
+  await expect(skills).toContainText("escrituras/compraventa");
+  await expect(skills).not.toContainText("nuevas/recien-llegada");
+
+  const xtask = process.env.XTASK_BIN ?? "../target/debug/xtask";
+  const synced = await run(xtask, ["skills", "sync", folder, "--user", "ben", "--console"]);
+  expect(synced.code, synced.output).toBe(0);
+  expect(synced.output).toContain("4 skills");
+  await page.getByRole("button", { name: "Reload catalog" }).click();
+  await expect(skills).toContainText("nuevas/recien-llegada");
+  await expect(skills).toContainText("Una habilidad que el autor acaba de sincronizar.");
+
+  const box = page.getByRole("textbox", { name: "Message", exact: true });
+  await page.getByRole("button", { name: "New session" }).click();
+  await send(page, "Hola");
+  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toHaveText(GREETING);
+  await box.pressSequentially("/recien");
+  await expect(page.getByRole("listbox", { name: "Skill suggestions" })).toContainText("/nuevas/recien-llegada");
+  await rm(folder, { recursive: true, force: true });
+});
+
+/** Runs a command to its end: its exit code and everything it printed. */
+function run(command: string, args: string[]): Promise<{ code: number | null; output: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { stdio: ["ignore", "pipe", "pipe"] });
+    let output = "";
+    child.stdout.on("data", (chunk) => (output += chunk));
+    child.stderr.on("data", (chunk) => (output += chunk));
+    child.on("error", reject);
+    child.on("close", (code) => resolve({ code, output }));
+  });
+}

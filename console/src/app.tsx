@@ -65,7 +65,7 @@ export function App() {
       // The catalog panel shows the error; the completion stays empty.
     });
     return () => abort.abort();
-  }, [api]);
+  }, [api, refresh]);
 
   /** Closes the open session: its stream stops being read and nothing of it stays on the page. */
   const closeConversation = () => {
@@ -291,7 +291,7 @@ export function App() {
         />
         <SideTabs
           workspace={<Workspace key={userId} api={api} sessionId={sessionId} files={files} />}
-          catalog={<Catalog key={userId} api={api} />}
+          catalog={<Catalog key={userId} api={api} refresh={refresh} />}
         />
       </div>
       <div role="status" class="visually-hidden">

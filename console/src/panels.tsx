@@ -257,7 +257,8 @@ export function Workspace({
   );
 }
 
-export function Catalog({ api }: { api: Api }) {
+/** `refresh` changes after every turn: a turn may find skills synced meanwhile. */
+export function Catalog({ api, refresh }: { api: Api; refresh: number }) {
   const [skills, setSkills] = useState<Skill[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   const [count, setCount] = useState<number | null>(null);
@@ -298,10 +299,12 @@ export function Catalog({ api }: { api: Api }) {
     return () => clearTimeout(timer);
   }, [search]);
 
+  // Reloaded by hand too, for skills synced (`cargo xtask skills sync … --console`) meanwhile.
+  const [reloads, setReloads] = useState(0);
   useEffect(() => {
     void load(query, null);
     return () => controller.current?.abort();
-  }, [api, query]);
+  }, [api, query, refresh, reloads]);
 
   return (
     <div class="catalog">
@@ -322,6 +325,9 @@ export function Catalog({ api }: { api: Api }) {
           onInput={(event) => setSearch(event.currentTarget.value)}
         />
       </form>
+      <button type="button" class="secondary" disabled={loading} onClick={() => setReloads((count) => count + 1)}>
+        Reload catalog
+      </button>
       <p class="muted" role="status">
         {loading
           ? "Loading skills…"

@@ -28,10 +28,10 @@ tasks:
   skills validate <dir> [--json]
           what the catalog makes of a folder of skills: loaded (name, tools, warnings), skipped
           and why, the base prompt; exits 1 when a SKILL.md would be skipped
-  skills sync <dir> --user <id> [--bucket <name>]
+  skills sync <dir> --user <id> [--bucket <name> | --console]
           makes the folder the tenant's skills/ (unchanged files left alone, removed files
-          deleted) and rebuilds its catalog index; the local stack by default, a real bucket
-          with --bucket and the usual AWS credentials and region";
+          deleted) and rebuilds its catalog index; the local stack by default, the console's
+          with --console, a real bucket with --bucket and the usual AWS credentials and region";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();

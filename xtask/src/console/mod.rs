@@ -142,6 +142,7 @@ async fn serve(root: &Path, listener: TcpListener, page: page::Page, moto_port: 
     let base = local::environment(root, &stack, local::sandbox_settings().as_deref());
     let (environment, model) = model_environment(&base, |name| std::env::var(name).ok(), &env_names())?;
     let env = local::parse_environment(&environment);
+    write_storage_env(root, &stack)?;
     let users: Vec<Value> = USERS
         .iter()
         .map(
@@ -156,11 +157,24 @@ async fn serve(root: &Path, listener: TcpListener, page: page::Page, moto_port: 
         "\nconsole ready: http://{address}/\n  \
          users: {users} (each with a token from a local identity provider)\n  \
          model: {model}\n  \
-         the page talks to the compiled http-turn and stream-turn functions over moto on 127.0.0.1:{moto_port}\n\
+         the page talks to the compiled http-turn and stream-turn functions over moto on 127.0.0.1:{moto_port}\n  \
+         your own skills, as a user's whole catalog: cargo xtask skills sync <dir> --user ana --console\n\
          Ctrl-C stops it (and forgets everything).\n",
         users = USERS.iter().map(|user| user.id).collect::<Vec<_>>().join(", "),
     );
     gateway.serve(listener).await
+}
+
+/// Where `cargo xtask skills sync <dir> --user <id> --console` finds this stack: the storage lines
+/// of the functions' environment, and nothing of the model's (a key may be among those).
+fn write_storage_env(root: &Path, stack: &LocalStack) -> Result<(), String> {
+    let path = root.join(crate::skills::CONSOLE_ENV_FILE);
+    let text = format!(
+        "AWS_ENDPOINT_URL={}\nSKILLS_BUCKET={}\nSESSIONS_TABLE={}\nAWS_ACCESS_KEY_ID=testing\n\
+         AWS_SECRET_ACCESS_KEY=testing\nAWS_REGION=us-east-1\n",
+        stack.endpoint, stack.bucket, stack.table
+    );
+    std::fs::write(&path, text).map_err(|err| format!("could not write {}: {err}", path.display()))
 }
 
 /// The bucket, the table and each user's skills.

@@ -29,11 +29,13 @@ mod validate;
 
 const USAGE: &str = "\
 usage: cargo xtask skills validate <dir> [--json]
-       cargo xtask skills sync <dir> --user <id> [--bucket <name>]";
+       cargo xtask skills sync <dir> --user <id> [--bucket <name> | --console]";
 /// The tenant a folder is validated as; any valid id gives the same result.
 const VALIDATE_USER: &str = "validate";
 /// The environment file `cargo xtask local` writes (moto's endpoint, the bucket, test credentials).
 const LOCAL_ENV_FILE: &str = "target/local.env";
+/// The same file for the stack `cargo xtask console` runs (`--console`).
+pub const CONSOLE_ENV_FILE: &str = "target/console.env";
 /// Overrides [`LOCAL_ENV_FILE`], so the tests can point a sync at a moto of their own.
 const LOCAL_ENV_VARIABLE: &str = "XTASK_LOCAL_ENV";
 /// Uploads and deletions in flight at once.
@@ -57,9 +59,13 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
         }
         Some((command, rest)) if command == "sync" => {
             let (dir, flags) = positional(rest)?;
-            let (mut user, mut bucket) = (None, None);
+            let (mut user, mut bucket, mut console) = (None, None, false);
             let mut flags = flags.into_iter();
             while let Some(flag) = flags.next() {
+                if flag == "--console" {
+                    console = true;
+                    continue;
+                }
                 let slot = match flag.as_str() {
                     "--user" => &mut user,
                     "--bucket" => &mut bucket,
@@ -70,7 +76,13 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             let user = user.ok_or_else(|| format!("sync needs --user <id>\n{USAGE}"))?;
             let user =
                 UserId::parse(user.as_str()).map_err(|err| format!("--user {user:?} is not a usable id: {err}"))?;
-            runtime()?.block_on(sync::sync(root, &dir, &user, bucket))
+            let target = match (bucket, console) {
+                (Some(_), true) => return Err(format!("--bucket and --console name two places\n{USAGE}")),
+                (Some(bucket), false) => sync::Target::Bucket(bucket),
+                (None, true) => sync::Target::Local(CONSOLE_ENV_FILE),
+                (None, false) => sync::Target::Local(LOCAL_ENV_FILE),
+            };
+            runtime()?.block_on(sync::sync(root, &dir, &user, target))
         }
         _ => Err(USAGE.to_owned()),
     }

@@ -3,10 +3,20 @@
 
 use super::*;
 
+/// Where a sync writes.
+pub(super) enum Target {
+    /// The moto of a local stack, from the environment file it wrote (`cargo xtask local`'s, or
+    /// `cargo xtask console`'s).
+    Local(&'static str),
+    /// A real bucket, with the usual AWS credentials and region.
+    Bucket(String),
+}
+
 /// Where a sync writes: the store, and a description for the messages.
-async fn connect(root: &Path, bucket: Option<String>) -> Result<(S3ObjectStore, String), String> {
-    let Some(bucket) = bucket else {
-        return connect_local(root).await;
+async fn connect(root: &Path, target: Target) -> Result<(S3ObjectStore, String), String> {
+    let bucket = match target {
+        Target::Local(env_file) => return connect_local(root, env_file).await,
+        Target::Bucket(bucket) => bucket,
     };
     let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
     if config.region().is_none() {
@@ -21,12 +31,13 @@ async fn connect(root: &Path, bucket: Option<String>) -> Result<(S3ObjectStore, 
     Ok((S3ObjectStore::new(aws_sdk_s3::Client::from_conf(s3), &bucket), format!("s3://{bucket}")))
 }
 
-/// The local stack's moto and bucket, from the environment file `cargo xtask local` wrote.
-async fn connect_local(root: &Path) -> Result<(S3ObjectStore, String), String> {
-    let file = std::env::var_os(LOCAL_ENV_VARIABLE).map_or_else(|| root.join(LOCAL_ENV_FILE), PathBuf::from);
+/// The local stack's moto and bucket, from the environment file it wrote.
+async fn connect_local(root: &Path, env_file: &str) -> Result<(S3ObjectStore, String), String> {
+    let file = std::env::var_os(LOCAL_ENV_VARIABLE).map_or_else(|| root.join(env_file), PathBuf::from);
+    let command = if env_file == CONSOLE_ENV_FILE { "cargo xtask console" } else { "cargo xtask local" };
     let text = std::fs::read_to_string(&file).map_err(|err| {
         format!(
-            "no local stack ({}: {err}): start `cargo xtask local` in another terminal, or pass --bucket <name>",
+            "no local stack ({}: {err}): start `{command}` in another terminal, or pass --bucket <name>",
             file.display()
         )
     })?;
@@ -42,7 +53,7 @@ async fn connect_local(root: &Path) -> Result<(S3ObjectStore, String), String> {
         .and_then(|mut addresses| addresses.next())
         .is_some_and(|address| TcpStream::connect_timeout(&address, Duration::from_secs(2)).is_ok());
     if !reachable {
-        return Err(format!("the local stack does not answer on {endpoint}: is `cargo xtask local` running?"));
+        return Err(format!("the local stack does not answer on {endpoint}: is `{command}` running?"));
     }
     let credentials = aws_sdk_s3::config::Credentials::new(
         get("AWS_ACCESS_KEY_ID")?,
@@ -94,9 +105,9 @@ async fn sync_file(
 
 /// `sync`: the folder becomes the tenant's `skills/` (uploads, unchanged files left alone,
 /// deletions), then the tenant's index is rebuilt from a listing.
-pub(super) async fn sync(root: &Path, dir: &Path, user: &UserId, bucket: Option<String>) -> Result<(), String> {
+pub(super) async fn sync(root: &Path, dir: &Path, user: &UserId, target: Target) -> Result<(), String> {
     let folder = read_folder(dir)?;
-    let (objects, target) = connect(root, bucket).await?;
+    let (objects, target) = connect(root, target).await?;
     let prefix = keys::skills_prefix(user);
     let remote: BTreeMap<String, ObjectMeta> = objects
         .list(&prefix)
