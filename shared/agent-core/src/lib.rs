@@ -19,6 +19,9 @@ pub mod tools;
 pub mod turn;
 pub mod vfs;
 
+#[cfg(test)]
+mod test_support;
+
 pub use events::{NoObserver, TurnEvent, TurnObserver};
 pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};
 pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};

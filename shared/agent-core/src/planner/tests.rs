@@ -1,7 +1,6 @@
 //! Tests of the planner: the stored plan's shape, the schemas, and whole turns over a scripted
 //! model and a fake of the experts port.
 
-use std::collections::VecDeque;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -13,8 +12,8 @@ use super::plan::plan_schema;
 use super::*;
 use crate::events::{NoObserver, TurnEvent};
 use crate::expert::{ExpertError, ExpertInfo, ExpertToolResult, PromptInfo, PromptText};
-use crate::message::{ChatResponse, StopReason, ToolSpec};
-use crate::model::ChatModel;
+use crate::message::ToolSpec;
+use crate::test_support::ScriptedModel;
 
 /// A prompt candidate with only a name, for tests that choose among prompts.
 pub(super) fn option(name: &str) -> PromptCandidate {
@@ -75,37 +74,6 @@ fn a_plan_stored_before_pending_arguments_still_decodes() {
     };
     let json = serde_json::to_value(&with_question).unwrap();
     assert_eq!(serde_json::from_value::<PlanState>(json).unwrap(), with_question);
-}
-
-/// A model that answers from a script and keeps every request.
-#[derive(Default)]
-struct ScriptedModel {
-    replies: Mutex<VecDeque<String>>,
-    requests: Mutex<Vec<ChatRequest>>,
-}
-
-impl ScriptedModel {
-    fn push(&self, replies: impl IntoIterator<Item = String>) {
-        self.replies.lock().unwrap().extend(replies);
-    }
-
-    fn requests(&self) -> Vec<ChatRequest> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl ChatModel for ScriptedModel {
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        self.requests.lock().unwrap().push(request.clone());
-        let content = self
-            .replies
-            .lock()
-            .unwrap()
-            .pop_front()
-            .ok_or_else(|| ModelError::InvalidResponse("script exhausted".into()))?;
-        Ok(ChatResponse { content, tool_calls: Vec::new(), usage: Usage::default(), stop_reason: StopReason::EndTurn })
-    }
 }
 
 /// The experts port with one expert, `alpha`: its prompts, and how each `prompts/get` answers.

@@ -3,109 +3,36 @@
 //! forced or loaded), how far the context budget shrank the listing, and what the request carried.
 //! The object store is an in-memory fake of the storage port and the model a scripted one.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Mutex;
 
-use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use super::*;
 use crate::agent::{self, Limits};
 use crate::budget;
 use crate::events::{ListingShown, TurnEvent, TurnObserver};
-use crate::message::{ChatRequest, ChatResponse, Message, StopReason, Usage};
-use crate::model::{ChatModel, ModelError};
+use crate::message::{ChatRequest, Message};
 use crate::prompt::DEFAULT_TEMPLATE;
-use crate::store::{Object, ObjectMeta, StoreError};
+use crate::test_support::{MemStore, ScriptedModel};
 use crate::{SessionId, UserId};
 
 const USER: &str = "u1";
 
-/// An in-memory fake of the object-store port.
-#[derive(Default)]
-struct MemStore(Mutex<BTreeMap<String, Vec<u8>>>);
-
-impl MemStore {
-    /// Two skills under `u1/skills`, with descriptions long enough that the listing has smaller
-    /// tiers (the names alone take far less room).
-    fn seeded() -> Self {
-        let store = MemStore::default();
-        for (path, description) in [
-            ("escrituras/compraventa", "Redacta escrituras de compraventa de inmuebles con todas sus cláusulas. "),
-            ("escrituras/hipoteca", "Redacta escrituras de préstamo hipotecario y revisa sus condiciones. "),
-        ] {
-            let description = description.repeat(4);
-            let name = path.rsplit('/').next().unwrap();
-            let skill_md = format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\nInstrucciones.\n");
-            store.0.lock().unwrap().insert(format!("{USER}/skills/{path}/SKILL.md"), skill_md.into_bytes());
-        }
-        store
+/// Two skills under `u1/skills`, with descriptions long enough that the listing has smaller tiers
+/// (the names alone take far less room).
+fn seeded() -> MemStore {
+    let store = MemStore::default();
+    for (path, description) in [
+        ("escrituras/compraventa", "Redacta escrituras de compraventa de inmuebles con todas sus cláusulas. "),
+        ("escrituras/hipoteca", "Redacta escrituras de préstamo hipotecario y revisa sus condiciones. "),
+    ] {
+        let description = description.repeat(4);
+        let name = path.rsplit('/').next().unwrap();
+        let skill_md = format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\nInstrucciones.\n");
+        store.insert(format!("{USER}/skills/{path}/SKILL.md"), skill_md);
     }
-}
-
-#[async_trait]
-impl ObjectStore for MemStore {
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-        Ok(self
-            .0
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(key, _)| key.starts_with(prefix))
-            .map(|(key, bytes)| ObjectMeta { key: key.clone(), etag: "e".into(), size: bytes.len() as u64 })
-            .collect())
-    }
-
-    async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
-        Ok(self.0.lock().unwrap().get(key).map(|bytes| Object { bytes: bytes.clone(), etag: "e".into() }))
-    }
-
-    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
-        self.0.lock().unwrap().insert(key.to_owned(), bytes);
-        Ok(())
-    }
-}
-
-/// A model that answers from a script (tool calls or text) and keeps every request.
-#[derive(Default)]
-struct ScriptedModel {
-    replies: Mutex<VecDeque<ChatResponse>>,
-    requests: Mutex<Vec<ChatRequest>>,
-}
-
-impl ScriptedModel {
-    fn tool(self, name: &str, arguments: Value) -> Self {
-        let call = ToolCall { id: String::new(), name: name.into(), arguments };
-        self.replies.lock().unwrap().push_back(ChatResponse {
-            content: String::new(),
-            tool_calls: vec![call],
-            usage: Usage::default(),
-            stop_reason: StopReason::ToolUse,
-        });
-        self
-    }
-
-    fn text(self, text: &str) -> Self {
-        self.replies.lock().unwrap().push_back(ChatResponse {
-            content: text.into(),
-            tool_calls: Vec::new(),
-            usage: Usage::default(),
-            stop_reason: StopReason::EndTurn,
-        });
-        self
-    }
-
-    fn requests(&self) -> Vec<ChatRequest> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl ChatModel for ScriptedModel {
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        self.requests.lock().unwrap().push(request.clone());
-        self.replies.lock().unwrap().pop_front().ok_or_else(|| ModelError::InvalidResponse("script exhausted".into()))
-    }
+    store
 }
 
 #[derive(Default)]
@@ -162,7 +89,7 @@ async fn turn(
 
 #[tokio::test]
 async fn model_calls_go_from_state_1_with_the_listing_to_state_2_after_load_skill() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
     let arguments = json!({"skill_path": "escrituras/compraventa"});
     let model = ScriptedModel::default().tool(LOAD_SKILL, arguments.clone()).text("Listo.");
@@ -212,7 +139,7 @@ async fn model_calls_go_from_state_1_with_the_listing_to_state_2_after_load_skil
 
 #[tokio::test]
 async fn a_forced_skill_is_state_2_from_the_first_call() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
     let model = ScriptedModel::default().text("Listo.");
     let events = turn(&store, &model, &template, Some("escrituras/hipoteca"), 100_000).await;
@@ -227,7 +154,7 @@ async fn a_forced_skill_is_state_2_from_the_first_call() {
 
 #[tokio::test]
 async fn the_tier_counts_how_far_the_budget_shrank_the_listing_for_the_call() {
-    let store = MemStore::seeded();
+    let store = seeded();
     // A base template of placeholders only, so the listing is the largest section to trim.
     let template = PromptTemplate::parse(
         "{date}{name}{language}{profile}{initial_context_title}{initial_context_description}{skill}",

@@ -2,7 +2,6 @@
 //! tenant walls, deepagents' formats and messages, bounds and quotas.
 
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 use async_trait::async_trait;
 use serde_json::json;
@@ -10,78 +9,37 @@ use serde_json::json;
 use super::storage::sha256_hex;
 use super::*;
 use crate::store::{Object, ObjectMeta};
+use crate::test_support::MemStore;
 
 const SECRET: &str = "SECRETO-DEL-INQUILINO-U2";
 const SKILL_MD: &str = "---\nname: compraventa\n---\n# Compraventa\nRedacta escrituras de compraventa.\n";
 const EJEMPLO: &str = "linea uno\nlinea dos\nlinea tres\nlinea cuatro\nlinea cinco\n";
 
-/// An in-memory fake of the object-store port that records every key it is asked about.
-#[derive(Default)]
-struct MemStore {
-    objects: Mutex<BTreeMap<String, Vec<u8>>>,
-    calls: Mutex<Vec<String>>,
-}
-
-impl MemStore {
-    fn seeded() -> Self {
-        let store = MemStore::default();
-        let skill = "u1/skills/escrituras/compraventa";
-        let mut pdf = b"%PDF-1.4\n".to_vec();
-        pdf.extend_from_slice(&[0, 1, 2, 0]);
-        pdf.extend_from_slice(b"clausula escondida\n");
-        for (key, bytes) in [
-            (format!("{skill}/SKILL.md"), SKILL_MD.as_bytes().to_vec()),
-            (format!("{skill}/disclosure_clausulas.md"), b"# Clausulas\nLa clausula penal.\nOtra clausula.\n".to_vec()),
-            (format!("{skill}/resources/plantilla.pdf"), pdf),
-            (format!("{skill}/resources/ejemplo.md"), EJEMPLO.as_bytes().to_vec()),
-            (format!("{skill}/resources/"), Vec::new()), // a "directory marker", must stay invisible
-            ("u1/skills/escrituras/compraventa2/SKILL.md".to_owned(), b"otra skill\n".to_vec()),
-            ("u1/skills/escrituras/hipoteca/SKILL.md".to_owned(), b"# Hipoteca\nclausula hipotecaria\n".to_vec()),
-            ("u1/skills/contratos/compraventa/SKILL.md".to_owned(), b"# Compraventa de contratos\n".to_vec()),
-            ("u1/tickets/T1/a.txt".to_owned(), b"ticket: clausula del cliente\nsegunda\n".to_vec()),
-            ("u1/tickets/T1/latin1.txt".to_owned(), vec![b'c', 0xE9, b'\n']),
-            ("u1/tickets/T2/otro.txt".to_owned(), b"otro ticket\n".to_vec()),
-            ("u2/skills/escrituras/compraventa/SKILL.md".to_owned(), format!("{SECRET}\nclausula\n").into_bytes()),
-            ("u2/tickets/T1/a.txt".to_owned(), format!("{SECRET}\n").into_bytes()),
-        ] {
-            store.objects.lock().unwrap().insert(key, bytes);
-        }
-        store
+/// The store the tests read: tenant `u1`'s skills and tickets, and tenant `u2`'s secrets.
+fn seeded() -> MemStore {
+    let store = MemStore::default();
+    let skill = "u1/skills/escrituras/compraventa";
+    let mut pdf = b"%PDF-1.4\n".to_vec();
+    pdf.extend_from_slice(&[0, 1, 2, 0]);
+    pdf.extend_from_slice(b"clausula escondida\n");
+    for (key, bytes) in [
+        (format!("{skill}/SKILL.md"), SKILL_MD.as_bytes().to_vec()),
+        (format!("{skill}/disclosure_clausulas.md"), b"# Clausulas\nLa clausula penal.\nOtra clausula.\n".to_vec()),
+        (format!("{skill}/resources/plantilla.pdf"), pdf),
+        (format!("{skill}/resources/ejemplo.md"), EJEMPLO.as_bytes().to_vec()),
+        (format!("{skill}/resources/"), Vec::new()), // a "directory marker", must stay invisible
+        ("u1/skills/escrituras/compraventa2/SKILL.md".to_owned(), b"otra skill\n".to_vec()),
+        ("u1/skills/escrituras/hipoteca/SKILL.md".to_owned(), b"# Hipoteca\nclausula hipotecaria\n".to_vec()),
+        ("u1/skills/contratos/compraventa/SKILL.md".to_owned(), b"# Compraventa de contratos\n".to_vec()),
+        ("u1/tickets/T1/a.txt".to_owned(), b"ticket: clausula del cliente\nsegunda\n".to_vec()),
+        ("u1/tickets/T1/latin1.txt".to_owned(), vec![b'c', 0xE9, b'\n']),
+        ("u1/tickets/T2/otro.txt".to_owned(), b"otro ticket\n".to_vec()),
+        ("u2/skills/escrituras/compraventa/SKILL.md".to_owned(), format!("{SECRET}\nclausula\n").into_bytes()),
+        ("u2/tickets/T1/a.txt".to_owned(), format!("{SECRET}\n").into_bytes()),
+    ] {
+        store.insert(key, bytes);
     }
-
-    fn keys(&self) -> Vec<String> {
-        self.objects.lock().unwrap().keys().cloned().collect()
-    }
-
-    fn calls(&self) -> Vec<String> {
-        self.calls.lock().unwrap().clone()
-    }
-}
-
-#[async_trait]
-impl ObjectStore for MemStore {
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-        self.calls.lock().unwrap().push(format!("list {prefix}"));
-        Ok(self
-            .objects
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|(key, _)| key.starts_with(prefix))
-            .map(|(key, bytes)| ObjectMeta { key: key.clone(), etag: "e".into(), size: bytes.len() as u64 })
-            .collect())
-    }
-
-    async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
-        self.calls.lock().unwrap().push(format!("get {key}"));
-        Ok(self.objects.lock().unwrap().get(key).map(|bytes| Object { bytes: bytes.clone(), etag: "e".into() }))
-    }
-
-    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
-        self.calls.lock().unwrap().push(format!("put {key}"));
-        self.objects.lock().unwrap().insert(key.to_owned(), bytes);
-        Ok(())
-    }
+    store
 }
 
 /// A store whose backend always fails with a message full of things the model must not see.
@@ -134,7 +92,7 @@ where
 
 #[tokio::test]
 async fn ls_root_before_and_after_mount() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let mut vfs = vfs(&store);
     assert_eq!(vfs.ls("/").await.unwrap(), "['/ticket/', '/workspace/']");
     assert_eq!(vfs.ls("/skills").await.unwrap(), "No files found");
@@ -152,7 +110,7 @@ async fn ls_root_before_and_after_mount() {
 
 #[tokio::test]
 async fn ls_skills_shows_only_mounted_skills_and_their_tree() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let vfs = mounted(&store);
     assert_eq!(vfs.ls("/skills").await.unwrap(), "['/skills/compraventa/']");
     assert_eq!(
@@ -178,7 +136,7 @@ async fn ls_skills_shows_only_mounted_skills_and_their_tree() {
 
 #[tokio::test]
 async fn reads_a_mounted_skill_but_not_an_unmounted_one() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let vfs = mounted(&store);
     let skill_md = vfs.read_file("/skills/compraventa/SKILL.md", 0, 2000).await.unwrap();
     assert!(skill_md.starts_with("@@ lines 1-5 of 5 @@\n---\nname: compraventa\n"), "{skill_md}");
@@ -196,7 +154,7 @@ async fn reads_a_mounted_skill_but_not_an_unmounted_one() {
 
 #[tokio::test]
 async fn escapes_are_not_found_and_never_reach_another_tenant() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let mut vfs = mounted(&store);
     let mut outputs = Vec::new();
     for path in [
@@ -246,7 +204,7 @@ async fn escapes_are_not_found_and_never_reach_another_tenant() {
 
 #[tokio::test]
 async fn binary_files_are_reported_not_dumped() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let vfs = mounted(&store);
     assert_eq!(
         text(vfs.read_file("/skills/compraventa/resources/plantilla.pdf", 0, 10).await),
@@ -260,7 +218,7 @@ async fn binary_files_are_reported_not_dumped() {
 
 #[tokio::test]
 async fn read_pages_under_a_status_header() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let mut vfs = mounted(&store);
     let path = "/skills/compraventa/resources/ejemplo.md";
     assert_eq!(vfs.read_file(path, 1, 2).await.unwrap(), "@@ lines 2-3 of 5 | next offset 3 @@\nlinea dos\nlinea tres");
@@ -310,7 +268,7 @@ async fn read_pages_under_a_status_header() {
 
 #[tokio::test]
 async fn workspace_write_overwrite_read_edit_and_manifest() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let mut vfs = vfs(&store);
     let content = "uno\ndos\ndos\n";
     assert_eq!(vfs.write_file("/workspace/notes/a.md", content).await.unwrap(), "Updated file /workspace/notes/a.md");
@@ -420,7 +378,7 @@ async fn workspace_write_overwrite_read_edit_and_manifest() {
 
 #[tokio::test]
 async fn ticket_and_skills_are_read_only() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let mut vfs = mounted(&store);
     for path in [
         "/ticket/a.txt",
@@ -441,7 +399,7 @@ async fn ticket_and_skills_are_read_only() {
 
 #[tokio::test]
 async fn ticket_is_absent_without_a_ticket_id() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let vfs = Vfs::new(&store, user(), session(), None, BTreeMap::new());
     assert_eq!(vfs.ls("/").await.unwrap(), "['/workspace/']");
     assert_eq!(text(vfs.read_file("/ticket/a.txt", 0, 10).await), "Error: File '/ticket/a.txt' not found");
@@ -456,7 +414,7 @@ async fn ticket_is_absent_without_a_ticket_id() {
 
 #[tokio::test]
 async fn glob_over_visible_roots() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let mut vfs = mounted(&store);
     vfs.write_file("/workspace/notas/borrador.md", "clausula nueva\n").await.unwrap();
     vfs.write_file("/workspace/.oculto/nota.md", "x\n").await.unwrap();
@@ -493,7 +451,7 @@ async fn glob_over_visible_roots() {
 
 #[tokio::test]
 async fn grep_matches_literal_text() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let mut vfs = mounted(&store);
     assert_eq!(
         vfs.grep("clausula", None, None).await.unwrap(),
@@ -551,7 +509,7 @@ async fn grep_matches_literal_text() {
 
 #[tokio::test]
 async fn duplicate_short_names_first_mounted_wins() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let mut vfs = mounted(&store);
     vfs.mount_skill(skill("contratos/compraventa"));
     vfs.mount_skill(skill("escrituras/hipoteca"));
@@ -583,7 +541,7 @@ async fn storage_failures_do_not_leak_backend_details() {
 
 #[tokio::test]
 async fn run_file_tool_reads_arguments_as_deepagents_does() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let mut vfs = mounted(&store);
     let names: Vec<String> = file_tool_specs().into_iter().map(|s| s.name).collect();
     assert_eq!(names, FILE_TOOL_NAMES);
@@ -691,7 +649,7 @@ async fn run_file_tool_reads_arguments_as_deepagents_does() {
 
 #[tokio::test]
 async fn hostile_patterns_and_paths_are_error_results_never_panics() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let vfs = mounted(&store);
     let huge = "a".repeat(450 * 1024);
     let nested_groups = format!("{}a{}", "(".repeat(10_000), ")".repeat(10_000));
@@ -729,7 +687,7 @@ async fn hostile_patterns_and_paths_are_error_results_never_panics() {
 
 #[tokio::test]
 async fn the_workspace_quota_is_enforced_where_the_model_writes_and_delete_makes_room() {
-    let store = MemStore::seeded();
+    let store = seeded();
     let mut vfs = vfs(&store);
     for i in 0..MAX_WORKSPACE_FILES {
         vfs.write_file(&format!("/workspace/f{i}.txt"), &format!("file {i}")).await.unwrap();
