@@ -86,8 +86,7 @@ pub fn can_run_process_isolation() -> bool {
 
 impl InvokeApi {
     /// Starts a stand-in whose commands run over a fresh scratch directory under the temporary
-    /// folder, with the sandbox's Python packages when `SANDBOX_PYTHON_PACKAGES` names them;
-    /// `None` when process isolation cannot run here.
+    /// folder; `None` when process isolation cannot run here.
     pub async fn start() -> Option<InvokeApi> {
         if !can_run_process_isolation() {
             return None;
@@ -96,8 +95,6 @@ impl InvokeApi {
         let scratch = std::env::temp_dir().join(format!("lambda-invoke-{}-{n}", std::process::id()));
         let mut config = Config::lambda_default();
         config.scratch_base = scratch.join("sandbox");
-        config.python_packages =
-            std::env::var_os("SANDBOX_PYTHON_PACKAGES").filter(|dir| !dir.is_empty()).map(PathBuf::from);
         let state = Arc::new(ApiState { config, mode: Mutex::new(Mode::Run), calls: Mutex::default() });
         let app = Router::new()
             .route("/2015-03-31/functions/{name}/invocations", post(invoke))

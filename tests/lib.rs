@@ -4,6 +4,7 @@ pub mod agentcore;
 pub mod experts;
 pub mod faults;
 pub mod identity;
+pub mod image;
 pub mod lambda;
 pub mod lambda_invoke;
 pub mod model_server;

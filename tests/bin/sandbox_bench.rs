@@ -4,8 +4,8 @@
 //! 1. warm calls of `true` and `echo hi` straight through `LocalSandbox::execute` (empty workspace,
 //!    no skills), and `true` over a workspace of 50 files of 4 KiB;
 //! 2. the same with a realistic input: the `tests/skills/pdf-form` skill mounted, a workspace of
-//!    three files, and its `fill_form.py` filling the form with pypdf (needs
-//!    `SANDBOX_PYTHON_PACKAGES`; skipped with a note without it);
+//!    three files, and its `fill_form.py` filling the form with pypdf; and `tests/skills/office-docs`
+//!    building a sheet with openpyxl and recalculating it with LibreOffice headless (`recalc.py`);
 //! 3. the bytes one call moves: the JSON of the `WireRequest` and of the `WireResponse`, and the
 //!    time of their round trip through JSON and base64 (part of every local call);
 //! 4. a whole turn over the embedded store with a scripted model whose one tool call is
@@ -21,8 +21,8 @@
 //! Times are wall times: median, p95 and minimum over `SANDBOX_BENCH_RUNS` runs (default 30) after
 //! a few warm-up runs. Progress goes to stderr, the tables to stdout.
 //! Run with `cargo xtask bench`, or alone with
-//! `SANDBOX_PYTHON_PACKAGES=target/sandbox-python cargo run --release -p tests --bin sandbox-bench`
-//! (needs bubblewrap and Debian's python3).
+//! `SANDBOX_ROOT=$(cargo xtask sandbox image) cargo run --release -p tests --bin sandbox-bench`
+//! (needs bubblewrap; the commands run in the sandbox image).
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -53,6 +53,9 @@ const FILE_BYTES: usize = 4096;
 const CATALOGS: [usize; 2] = [10, 10_000];
 const FILL_FORM: &str =
     "python /skills/pdf-form/scripts/fill_form.py /skills/pdf-form/assets/form.pdf values.json filled.pdf";
+/// A sheet with formulas, then LibreOffice's recalculation of it (a fresh profile each call).
+const RECALC: &str = "python /skills/office-docs/scripts/build_sheet.py b.xlsx >/dev/null && \
+                      python /skills/office-docs/scripts/recalc.py b.xlsx";
 const RUN_TRUE: &str = "Run true.";
 const READ_TODOS: &str = "Read the todos.";
 /// Not a message: the direct call made beside the turns.
@@ -194,6 +197,13 @@ fn filled_the_form(outcome: &ExecOutcome) {
     succeeded(outcome);
     let pdf = outcome.changes.written.iter().find(|f| f.path == "filled.pdf").expect("filled.pdf comes back");
     assert!(pdf.bytes.starts_with(b"%PDF"), "filled.pdf is a PDF");
+}
+
+fn recalculated(outcome: &ExecOutcome) {
+    succeeded(outcome);
+    assert!(outcome.output.contains(r#""status": "success", "total_formulas": 2"#), "{}", outcome.output);
+    let sheet = outcome.changes.written.iter().find(|f| f.path == "b.xlsx").expect("b.xlsx comes back");
+    assert!(sheet.bytes.starts_with(b"PK"), "b.xlsx is a zip");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -524,6 +534,13 @@ fn version_of(program: &str, arg: &str) -> String {
     )
 }
 
+/// The image's Python, as the commands see it.
+fn image_python() -> String {
+    let dir = std::env::temp_dir();
+    let output = tests::image::run_in_image(&dir, "python3", &["--version"]);
+    format!("the sandbox image's {}", String::from_utf8_lossy(&output.stdout).trim())
+}
+
 fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .ok()
@@ -544,7 +561,6 @@ fn main() {
                 std::process::exit(1);
             }
         };
-        let python = local.config().python_packages.is_some() && Path::new("/usr/bin/python3").exists();
         let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
         // SAFETY: geteuid has no preconditions.
@@ -556,7 +572,7 @@ fn main() {
              runs; wall times.\n",
             kernel.trim(),
             version_of("bwrap", "--version"),
-            version_of("/usr/bin/python3", "--version"),
+            image_python(),
             if root { ", run as root (a fresh unprivileged uid per call)" } else { "" }
         );
 
@@ -579,16 +595,21 @@ fn main() {
                 check: succeeded,
             },
         ];
-        if python {
-            cases.push(DirectCase {
-                label: format!(
-                    "pdf-form `fill_form.py` (skill of {} files mounted, workspace of 3 files)",
-                    pdf_form.files.len()
-                ),
-                request: exec_request(FILL_FORM, pdf_workspace(), vec![pdf_form.clone()]),
-                check: filled_the_form,
-            });
-        }
+        cases.push(DirectCase {
+            label: format!(
+                "pdf-form `fill_form.py` (skill of {} files mounted, workspace of 3 files)",
+                pdf_form.files.len()
+            ),
+            request: exec_request(FILL_FORM, pdf_workspace(), vec![pdf_form.clone()]),
+            check: filled_the_form,
+        });
+        let office = skill_mount("office-docs", &repo_root().join("tests/skills/office-docs"));
+        cases.push(DirectCase {
+            label: "office-docs: a sheet built with openpyxl, recalculated by LibreOffice headless (`recalc.py`)"
+                .into(),
+            request: exec_request(RECALC, vec![], vec![office]),
+            check: recalculated,
+        });
         let mut direct = Vec::new();
         for case in &cases {
             eprintln!("direct: {}", case.label);
@@ -601,12 +622,6 @@ fn main() {
         header(&["call", "median", "p95", "min"]);
         for (case, figure) in cases.iter().zip(&direct) {
             row(&[case.label.clone(), ms(figure.median), ms(figure.p95), ms(figure.min)]);
-        }
-        if !python {
-            println!(
-                "\nThe pdf-form call was skipped: SANDBOX_PYTHON_PACKAGES is not set (or /usr/bin/python3 is \
-                 missing); `cargo xtask bench` sets it."
-            );
         }
 
         // 3. Bytes per call.

@@ -3,8 +3,6 @@
 //! model. Real PDF, spreadsheet and Word files are made by the skills' scripts, kept in the session
 //! byte for byte and downloaded; hostile commands end as clear tool results.
 
-use std::path::PathBuf;
-
 use serde_json::{json, Value};
 use tests::identity::IdentityProvider;
 use tests::lambda::Function;
@@ -14,12 +12,9 @@ use tests::stack::{
     Stack,
 };
 
-/// The environment that gives a function the local sandbox with the sandbox's Python packages
-/// (`cargo xtask test` installs them and sets `SANDBOX_PYTHON_PACKAGES`).
+/// The environment that gives a function the local sandbox over the sandbox image.
 fn sandbox_env() -> Vec<(&'static str, String)> {
-    let packages = std::env::var("SANDBOX_PYTHON_PACKAGES")
-        .unwrap_or_else(|_| repo_root().join("target/sandbox-python").to_string_lossy().into_owned());
-    vec![("SANDBOX", "local".to_owned()), ("SANDBOX_PYTHON_PACKAGES", packages)]
+    tests::image::local_sandbox_env()
 }
 
 async fn http_with_sandbox(stack: &Stack, extra: &[(&str, &str)]) -> Function {
@@ -61,20 +56,13 @@ async fn download(function: &Function, user: &str, session: &str, path: &str) ->
     (status, response["headers"].clone(), bytes)
 }
 
-/// Runs Python with the sandbox's packages on this machine, to read back what a skill made.
+/// Runs Python in the sandbox image on a file a skill made, to read it back with the same packages.
 fn python_check(script: &str, file: &[u8], suffix: &str) -> String {
     let dir = std::env::temp_dir().join(format!("sandbox-check-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path: PathBuf = dir.join(format!("file{suffix}"));
-    std::fs::write(&path, file).unwrap();
-    let packages = sandbox_env().remove(1).1;
-    let output = std::process::Command::new("/usr/bin/python3")
-        .arg("-c")
-        .arg(script)
-        .arg(&path)
-        .env("PYTHONPATH", packages)
-        .output()
-        .expect("run python3");
+    std::fs::write(dir.join(format!("file{suffix}")), file).unwrap();
+    let name = format!("file{suffix}");
+    let output = tests::image::run_in_image(&dir, "python3", &["-c", script, &name]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }
@@ -252,7 +240,7 @@ async fn commands_have_no_network_no_credentials_and_no_other_tenants_files() {
 
     let moto_port = stack.endpoint.rsplit(':').next().unwrap().trim_end_matches('/').to_owned();
     let network = format!(
-        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {moto_port}), 2); print('CONNECTED')\""
+        "python3 -c \"import socket; socket.create_connection(('127.0.0.1', {moto_port}), 2); print('CONN' + 'ECTED')\""
     );
     stack.model.push([
         Reply::Tools(vec![

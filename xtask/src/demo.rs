@@ -32,6 +32,10 @@ const DEMO_DOCUMENT: &str = "minuta_compraventa.docx";
 const DEMO_DOCUMENT_SAVED: &str = "target/demo/minuta_compraventa.docx";
 
 pub fn run(root: &Path) -> Result<(), String> {
+    // The last turn runs a skill's script in the sandbox image, built on first use (minutes).
+    if crate::local::sandbox_settings(root).is_none() {
+        println!("The last turn's command will not run: no sandbox (see above).");
+    }
     let runtime = tokio::runtime::Runtime::new().map_err(|err| err.to_string())?;
     runtime.block_on(conversation(root))
 }

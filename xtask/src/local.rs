@@ -124,7 +124,7 @@ fn write_files(root: &Path, stack: &LocalStack, token: &str) -> Result<(), Strin
         }
         std::fs::write(&path, text).map_err(|err| format!("could not write {}: {err}", path.display()))
     };
-    write(ENV_FILE, environment(root, stack, sandbox_settings().as_deref()))?;
+    write(ENV_FILE, environment(root, stack, sandbox_settings(root).as_deref()))?;
     let event = std::fs::read_to_string(root.join("events/stream-turn.json"))
         .map_err(|err| format!("could not read events/stream-turn.json: {err}"))?;
     let event: Value = serde_json::from_str(&event).map_err(|err| format!("events/stream-turn.json: {err}"))?;
@@ -152,11 +152,16 @@ async fn provision(root: &Path, endpoint: &str, bucket: &str, table: &str) -> Re
     Ok(())
 }
 
-/// `SANDBOX=local` (and the sandbox's packages, when installed) when bubblewrap is there.
-pub fn sandbox_settings() -> Option<String> {
+/// `SANDBOX=local` over the sandbox image (built first when needed) when bubblewrap is there.
+pub fn sandbox_settings(root: &Path) -> Option<String> {
     if Path::new("/usr/bin/bwrap").exists() {
-        let packages = std::env::var("SANDBOX_PYTHON_PACKAGES").unwrap_or_default();
-        Some(format!("SANDBOX=local\nSANDBOX_PYTHON_PACKAGES={packages}\n"))
+        match crate::image::activate(root) {
+            Ok(image) => Some(format!("SANDBOX=local\nSANDBOX_ROOT={}\n", image.root.display())),
+            Err(err) => {
+                eprintln!("the sandbox image could not be built ({err}): the functions will not offer execute");
+                None
+            }
+        }
     } else {
         eprintln!("no bubblewrap (apt-get install bubblewrap): the functions will not offer execute");
         None

@@ -2,6 +2,7 @@
 
 mod console;
 mod demo;
+mod image;
 mod local;
 mod python;
 mod skills;
@@ -31,7 +32,11 @@ tasks:
   skills sync <dir> --user <id> [--bucket <name> | --console]
           makes the folder the tenant's skills/ (unchanged files left alone, removed files
           deleted) and rebuilds its catalog index; the local stack by default, the console's
-          with --console, a real bucket with --bucket and the usual AWS credentials and region";
+          with --console, a real bucket with --bucket and the usual AWS credentials and region
+  sandbox image [--oci] [--push <ref>]
+          the sandbox image every command runs in, from functions/sandbox/image/ (mmdebstrap; reused
+          while the list is unchanged); --oci packs it with the sandbox function for Lambda (umoci),
+          --push copies it to a registry (skopeo)";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
@@ -44,6 +49,7 @@ fn main() -> ExitCode {
         Some("local") => local::run(&root()),
         Some("console") => console::run(&root(), &args[2..]),
         Some("skills") => skills::run(&root(), &args[2..]),
+        Some("sandbox") => image::run(&root(), &args[2..]),
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -84,6 +90,7 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
 
 fn test() -> Result<(), String> {
     python::activate(&root())?;
+    image::activate(&root())?;
     // The integration tests run the compiled functions, so build them first.
     run(
         "cargo",
@@ -109,6 +116,7 @@ fn test() -> Result<(), String> {
 
 fn bench() -> Result<(), String> {
     python::activate(&root())?;
+    image::activate(&root())?;
     run(
         "cargo",
         &[

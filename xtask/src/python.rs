@@ -1,8 +1,8 @@
 //! The project-local Python environment (`.venv`) with the pinned tools the tests need: moto_server
 //! (S3, DynamoDB and SQS on loopback), the MCP SDK for the expert servers, and cfn-lint. It is made
 //! on first use and remade only when `tests/requirements.txt` changes; `cargo xtask local` installs
-//! only moto's server with S3 and DynamoDB (`tests/requirements-local.txt`). Also the sandbox's Python
-//! packages (`target/sandbox-python`), remade only when `functions/sandbox/requirements.txt` changes.
+//! only moto's server with S3 and DynamoDB (`tests/requirements-local.txt`). The sandbox's own
+//! packages are in its image (`crate::image`), not here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,29 +15,17 @@ const LOCAL_REQUIREMENTS: &str = "tests/requirements-local.txt";
 const STAMP: &str = "installed-requirements.txt";
 /// The same, for an install of the local set alone.
 const LOCAL_STAMP: &str = "installed-requirements-local.txt";
-/// What a sandboxed command can import, and where `pip install --target` puts it.
-const SANDBOX_REQUIREMENTS: &str = "functions/sandbox/requirements.txt";
-const SANDBOX_PACKAGES: &str = "target/sandbox-python";
 
 /// Makes sure `.venv` holds the pinned requirements, then puts its `bin` first on this process's
-/// `PATH`, so every command xtask starts (and the tests they start) finds them; then the sandbox's
-/// packages, named by `SANDBOX_PYTHON_PACKAGES`.
+/// `PATH`, so every command xtask starts (and the tests they start) finds them.
 pub fn activate(root: &Path) -> Result<(), String> {
-    venv(root, REQUIREMENTS, STAMP, None)?;
-    sandbox_packages(root, &root.join(".venv/bin/python3"))
+    venv(root, REQUIREMENTS, STAMP, None)
 }
 
-/// What `cargo xtask local` needs: `.venv` with moto only, first on `PATH`. The sandbox's packages
-/// are named when an earlier `cargo xtask test` installed them, and not installed otherwise: the
-/// local loop's `execute` runs scripts that need only the standard library.
+/// What `cargo xtask local` needs: `.venv` with moto only, first on `PATH`.
 pub fn activate_local(root: &Path) -> Result<(), String> {
     // The full set holds the same moto with every server extra, so its install does too.
-    venv(root, LOCAL_REQUIREMENTS, LOCAL_STAMP, Some((REQUIREMENTS, STAMP)))?;
-    let packages = root.join(SANDBOX_PACKAGES);
-    if packages.join(STAMP).exists() {
-        std::env::set_var("SANDBOX_PYTHON_PACKAGES", &packages);
-    }
-    Ok(())
+    venv(root, LOCAL_REQUIREMENTS, LOCAL_STAMP, Some((REQUIREMENTS, STAMP)))
 }
 
 /// Installs `requirements_file` into `.venv` unless `stamp` says it was installed as it is now (or
@@ -82,78 +70,6 @@ fn venv(root: &Path, requirements_file: &str, stamp: &str, or_else: Option<(&str
 /// Whether `stamp` in `venv` records an install of exactly `wanted`.
 fn installed(venv: &Path, stamp: &str, wanted: &str) -> bool {
     std::fs::read_to_string(venv.join(stamp)).is_ok_and(|installed| installed == wanted)
-}
-
-/// Installs the sandbox's pinned packages with the `.venv`'s pip into `target/sandbox-python`
-/// (from scratch, only when the pins changed), readable by every user (the local sandbox runs
-/// commands under throwaway uids), and sets `SANDBOX_PYTHON_PACKAGES` for the commands xtask starts.
-/// The wheels are cp311: the sandbox runs Debian's /usr/bin/python3, not the `.venv`'s.
-fn sandbox_packages(root: &Path, python: &Path) -> Result<(), String> {
-    let requirements = std::fs::read_to_string(root.join(SANDBOX_REQUIREMENTS))
-        .map_err(|err| format!("could not read {SANDBOX_REQUIREMENTS}: {err}"))?;
-    let target = root.join(SANDBOX_PACKAGES);
-    let installed = std::fs::read_to_string(target.join(STAMP)).unwrap_or_default();
-    if installed != requirements {
-        eprintln!("xtask: installing the sandbox's Python packages into {SANDBOX_PACKAGES} (new pins; takes a while)");
-        // A half-made directory never passes for a finished one: pip fills a fresh one, which then
-        // replaces the old.
-        let partial = root.join(format!("{SANDBOX_PACKAGES}.partial"));
-        for dir in [&partial, &target] {
-            if dir.exists() {
-                std::fs::remove_dir_all(dir).map_err(|err| format!("could not remove {}: {err}", dir.display()))?;
-            }
-        }
-        // The target never meets the .venv's own packages, so pip's conflict check against them (moto's
-        // botocore pins an older python-dateutil) is noise.
-        let status = Command::new(python)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--progress-bar",
-                "on",
-                "--disable-pip-version-check",
-                "--no-warn-conflicts",
-                "--target",
-            ])
-            .arg(&partial)
-            .arg("-r")
-            .arg(root.join(SANDBOX_REQUIREMENTS))
-            .status()
-            .map_err(|err| format!("could not start {}: {err}", python.display()))?;
-        if !status.success() {
-            return Err(format!("installing {SANDBOX_REQUIREMENTS} into {SANDBOX_PACKAGES} failed ({status})"));
-        }
-        readable_by_all(&partial).map_err(|err| format!("could not open {SANDBOX_PACKAGES} to every user: {err}"))?;
-        std::fs::write(partial.join(STAMP), &requirements)
-            .map_err(|err| format!("could not write the stamp: {err}"))?;
-        std::fs::rename(&partial, &target).map_err(|err| format!("could not move the packages in place: {err}"))?;
-    }
-    std::env::set_var("SANDBOX_PYTHON_PACKAGES", &target);
-    Ok(())
-}
-
-/// Folders 0755 and files at least 0444 (executables keep their bits), without following links.
-fn readable_by_all(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::PermissionsExt;
-    let set = |path: &Path, mode: u32| std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode));
-    let mode = std::fs::symlink_metadata(dir)?.permissions().mode() & 0o7777;
-    if mode & 0o755 != 0o755 {
-        set(dir, mode | 0o755)?;
-    }
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            readable_by_all(&entry.path())?;
-        } else if kind.is_file() {
-            let mode = entry.metadata()?.permissions().mode() & 0o7777;
-            if mode & 0o444 != 0o444 {
-                set(&entry.path(), mode | 0o444)?;
-            }
-        }
-    }
-    Ok(())
 }
 
 /// `python3 -m venv`, with pip; where the interpreter has no `ensurepip` (Debian without

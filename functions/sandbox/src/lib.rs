@@ -38,19 +38,12 @@ pub fn init_logging() {
     };
 }
 
-/// The handler's configuration: [`Config::lambda_default`] (plain processes over
-/// `/tmp/sandbox`), with the image's Python packages from `SANDBOX_PYTHON_PACKAGES` (the
-/// Dockerfile sets `/opt/python`) and, for tests on a shared machine, another scratch directory
-/// from `SANDBOX_SCRATCH_DIR`.
+/// The handler's configuration: [`Config::lambda_default`] (plain processes over `/tmp/sandbox`,
+/// with the image's own tools, since the image is the function's root) and, for tests on a shared
+/// machine, another scratch directory from `SANDBOX_SCRATCH_DIR`.
 pub fn config_from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
     let mut config = Config::lambda_default();
     let set = |name: &str| lookup(name).filter(|value| !value.trim().is_empty()).map(PathBuf::from);
-    if let Some(dir) = set("SANDBOX_PYTHON_PACKAGES") {
-        if !dir.is_dir() {
-            return Err(format!("SANDBOX_PYTHON_PACKAGES={} is not a directory", dir.display()));
-        }
-        config.python_packages = Some(dir);
-    }
     if let Some(dir) = set("SANDBOX_SCRATCH_DIR") {
         // The handler wipes this directory on every call, so it must be somewhere of its own.
         if !dir.is_absolute() || dir.components().count() < 3 {
@@ -179,14 +172,9 @@ mod tests {
     }
 
     #[test]
-    fn the_configuration_takes_the_packages_and_a_scratch_directory_of_its_own() {
+    fn the_configuration_takes_a_scratch_directory_of_its_own() {
         let none = config_from_env(|_| None).expect("defaults");
         assert_eq!(none, Config::lambda_default());
-        let dir = std::env::temp_dir().to_string_lossy().into_owned();
-        let packages = config_from_env(|name| (name == "SANDBOX_PYTHON_PACKAGES").then(|| dir.clone())).expect("a dir");
-        assert_eq!(packages.python_packages, Some(PathBuf::from(&dir)));
-        let missing = config_from_env(|name| (name == "SANDBOX_PYTHON_PACKAGES").then(|| "/nonexistent/x".into()));
-        assert!(missing.expect_err("not a dir").contains("SANDBOX_PYTHON_PACKAGES"));
         for bad in ["relative/dir", "/tmp", "/"] {
             let error = config_from_env(|name| (name == "SANDBOX_SCRATCH_DIR").then(|| bad.into()));
             assert!(error.expect_err("refused").contains("SANDBOX_SCRATCH_DIR"), "{bad}");

@@ -27,29 +27,35 @@ impl LocalSandbox {
         Self { config, permits: Semaphore::new(LOCAL_CONCURRENCY) }
     }
 
-    /// The backend as the environment configures it: `SANDBOX_SCRATCH_DIR` (default
-    /// `/tmp/agent-sandbox`), `SANDBOX_PYTHON_PACKAGES` (a `pip install --target` directory), and
-    /// bubblewrap from `PATH` or `/usr/bin/bwrap`. Runs `true` once in the sandbox (blocking for a
-    /// few milliseconds) and says clearly what is missing when that fails.
+    /// The backend as the environment configures it: `SANDBOX_ROOT`, the sandbox image's root
+    /// filesystem (`cargo xtask sandbox image` builds it and prints its path; required, so that no
+    /// command ever runs on the host's own tools), `SANDBOX_SCRATCH_DIR` (default
+    /// `/tmp/agent-sandbox`), and bubblewrap from `PATH` or `/usr/bin/bwrap`. Runs `true` once in
+    /// the sandbox (blocking for a few milliseconds) and says clearly what is missing when that fails.
     pub fn from_env() -> Result<Self, String> {
         let bwrap = find_bwrap().ok_or_else(|| {
             "the local sandbox needs bubblewrap (apt-get install bubblewrap): no bwrap on PATH or at /usr/bin/bwrap"
                 .to_owned()
         })?;
-        let mut config = Config::local_default(bwrap);
         // bwrap binds absolute paths only.
         let absolute = |name: &str, dir: std::ffi::OsString| {
             std::path::absolute(&dir).map_err(|err| format!("{name}={}: {err}", dir.to_string_lossy()))
         };
+        let root = std::env::var_os("SANDBOX_ROOT").filter(|dir| !dir.is_empty()).ok_or_else(|| {
+            "the local sandbox needs the sandbox image: set SANDBOX_ROOT to the root filesystem that \
+             `cargo xtask sandbox image` builds and prints"
+                .to_owned()
+        })?;
+        let root = absolute("SANDBOX_ROOT", root)?;
+        if !root.join("usr/bin/bash").is_file() {
+            return Err(format!(
+                "SANDBOX_ROOT={} is not the sandbox image's root filesystem (no usr/bin/bash in it)",
+                root.display()
+            ));
+        }
+        let mut config = Config::local_default(bwrap, root);
         if let Some(dir) = std::env::var_os("SANDBOX_SCRATCH_DIR").filter(|dir| !dir.is_empty()) {
             config.scratch_base = absolute("SANDBOX_SCRATCH_DIR", dir)?;
-        }
-        if let Some(dir) = std::env::var_os("SANDBOX_PYTHON_PACKAGES").filter(|dir| !dir.is_empty()) {
-            let dir = absolute("SANDBOX_PYTHON_PACKAGES", dir)?;
-            if !dir.is_dir() {
-                return Err(format!("SANDBOX_PYTHON_PACKAGES={} is not a directory", dir.display()));
-            }
-            config.python_packages = Some(dir);
         }
         let sandbox = Self::new(config);
         sandbox.check()?;
@@ -72,12 +78,12 @@ impl LocalSandbox {
             ticket: None,
         };
         let bwrap = match &self.config.isolation {
-            Isolation::Bwrap { bwrap } => bwrap.display().to_string(),
+            Isolation::Bwrap { bwrap, .. } => bwrap.display().to_string(),
             Isolation::Process => "a plain process".to_owned(),
         };
         let hint = "bubblewrap needs unprivileged user namespaces (sysctl kernel.unprivileged_userns_clone=1, or \
-                    kernel.apparmor_restrict_unprivileged_userns=0), and the scratch and Python package folders must \
-                    be readable by every user";
+                    kernel.apparmor_restrict_unprivileged_userns=0), and the scratch folder and the image's root \
+                    must be readable by every user";
         match handler::run_blocking(&self.config, request) {
             Ok(response) if response.exit_code == Some(0) => Ok(()),
             Ok(response) => Err(format!(

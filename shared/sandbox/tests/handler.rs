@@ -1,7 +1,6 @@
 //! The sandbox handler against real processes: bubblewrap as the local backend runs it, and plain
-//! processes as the Lambda function runs them. They need bwrap and Debian's python3; the tests that
-//! import the sandbox's Python packages need `SANDBOX_PYTHON_PACKAGES` (set by `cargo xtask test`)
-//! and say so when they skip.
+//! processes as the Lambda function runs them. They need bwrap and the sandbox image's root filesystem
+//! in `SANDBOX_ROOT` (`cargo xtask test` builds the image and sets it).
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -18,10 +17,17 @@ use sandbox::{LocalSandbox, WireFile, WireRequest, WireResponse, WireSkill};
 const SCRATCH_BASE: &str = "/tmp/agent-sandbox-tests";
 
 fn bwrap_config() -> Config {
-    let mut config = Config::local_default(PathBuf::from("/usr/bin/bwrap"));
+    let mut config = Config::local_default(PathBuf::from("/usr/bin/bwrap"), sandbox_root());
     config.scratch_base = PathBuf::from(SCRATCH_BASE);
-    config.python_packages = python_packages();
     config
+}
+
+/// The image's root filesystem; `cargo xtask test` sets `SANDBOX_ROOT`.
+fn sandbox_root() -> PathBuf {
+    std::env::var_os("SANDBOX_ROOT").filter(|dir| !dir.is_empty()).map(PathBuf::from).expect(
+        "SANDBOX_ROOT names the sandbox image's root filesystem: run `cargo xtask test`, or `cargo xtask sandbox image` \
+         and export SANDBOX_ROOT=<the path it prints>",
+    )
 }
 
 /// A process-isolation config over a scratch directory of its own (never /tmp/sandbox).
@@ -30,10 +36,6 @@ fn process_config(name: &str) -> Config {
     let dir = format!("{name}-{}", std::process::id());
     config.scratch_base = std::env::temp_dir().join("agent-sandbox-process-tests").join(dir);
     config
-}
-
-fn python_packages() -> Option<PathBuf> {
-    std::env::var_os("SANDBOX_PYTHON_PACKAGES").filter(|dir| !dir.is_empty()).map(PathBuf::from)
 }
 
 fn request(command: &str, timeout: Duration) -> WireRequest {
@@ -341,7 +343,10 @@ async fn too_many_bytes_are_too_large_for_the_model() {
 async fn the_local_backend_checks_itself_and_runs_echo_quickly() {
     // As the app makes it (the default scratch base, bwrap from PATH), then over the tests' base.
     let from_env = LocalSandbox::from_env().expect("bwrap is installed and works");
-    assert_eq!(from_env.config().python_packages, python_packages());
+    assert_eq!(
+        from_env.config().isolation,
+        Isolation::Bwrap { bwrap: from_env_bwrap(&from_env), root: sandbox_root() }
+    );
     assert_eq!(from_env.layout().workspace, "/workspace");
     let sandbox = LocalSandbox::new(bwrap_config());
     sandbox.check().expect("the self-check passes");
@@ -361,12 +366,15 @@ async fn the_local_backend_checks_itself_and_runs_echo_quickly() {
     assert!(median < Duration::from_secs(1), "median {median:?}");
 }
 
+fn from_env_bwrap(sandbox: &LocalSandbox) -> PathBuf {
+    match &sandbox.config().isolation {
+        Isolation::Bwrap { bwrap, .. } => bwrap.clone(),
+        Isolation::Process => panic!("the local backend uses bubblewrap"),
+    }
+}
+
 #[test]
 fn the_sandbox_python_packages_import() {
-    let Some(_) = python_packages() else {
-        eprintln!("skipped: SANDBOX_PYTHON_PACKAGES is not set (cargo xtask test sets it)");
-        return;
-    };
     let command = "python -c \"import pypdf, openpyxl, docx, pptx, lxml, defusedxml, PIL, numpy, pandas; print('imported')\" && \
                    python -c \"import matplotlib.pyplot as plt; plt.plot([1, 2], [3, 4]); plt.savefig('plot.png')\" && ls -a";
     let response = run(&bwrap_config(), request(command, Duration::from_secs(60)));

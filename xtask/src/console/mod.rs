@@ -139,7 +139,7 @@ async fn serve(root: &Path, listener: TcpListener, page: page::Page, moto_port: 
         issuer: identity.issuer.clone(),
         audience: tests::identity::AUDIENCE.to_owned(),
     };
-    let base = local::environment(root, &stack, local::sandbox_settings().as_deref());
+    let base = local::environment(root, &stack, local::sandbox_settings(root).as_deref());
     let (environment, model) = model_environment(&base, |name| std::env::var(name).ok(), &env_names())?;
     let env = local::parse_environment(&environment);
     write_storage_env(root, &stack)?;

@@ -27,10 +27,10 @@ use crate::wire::{
 /// How the command is kept apart from the host.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Isolation {
-    /// Linux namespaces through bubblewrap: the command sees only `/usr`, a few `/etc` files and
-    /// its own folders, and has no network. When the handler runs as root, each call also runs
-    /// under a fresh unprivileged uid.
-    Bwrap { bwrap: PathBuf },
+    /// Linux namespaces through bubblewrap over the sandbox image's root filesystem (`root`, read
+    /// only): the command sees the image and its own folders, nothing of the host, and has no
+    /// network. When the handler runs as root, each call also runs under a fresh unprivileged uid.
+    Bwrap { bwrap: PathBuf, root: PathBuf },
     /// A plain child process, for a Lambda execution environment (no namespaces there): the
     /// microVM of one tenant is the isolation, and the handler clears the environment, applies the
     /// rlimits, uses a fresh scratch directory and kills every straggler afterwards. Calls are
@@ -85,8 +85,6 @@ pub struct Config {
     /// call's uid can reach its own directory). Process: the scratch directory itself, wiped and
     /// made again on every call.
     pub scratch_base: PathBuf,
-    /// A `pip install --target` directory put on `PYTHONPATH` (world-readable for bwrap as root).
-    pub python_packages: Option<PathBuf>,
     pub limits: Limits,
 }
 
@@ -96,12 +94,12 @@ pub const LOCAL_SCRATCH_BASE: &str = "/tmp/agent-sandbox";
 pub const LAMBDA_SCRATCH_DIR: &str = "/tmp/sandbox";
 
 impl Config {
-    /// The local backend: bubblewrap, scratch directories under `/tmp/agent-sandbox`.
-    pub fn local_default(bwrap: PathBuf) -> Self {
+    /// The local backend: bubblewrap over the image's `root`, scratch directories under
+    /// `/tmp/agent-sandbox`.
+    pub fn local_default(bwrap: PathBuf, root: PathBuf) -> Self {
         Self {
-            isolation: Isolation::Bwrap { bwrap },
+            isolation: Isolation::Bwrap { bwrap, root },
             scratch_base: PathBuf::from(LOCAL_SCRATCH_BASE),
-            python_packages: None,
             limits: Limits::default(),
         }
     }
@@ -111,7 +109,6 @@ impl Config {
         Self {
             isolation: Isolation::Process,
             scratch_base: PathBuf::from(LAMBDA_SCRATCH_DIR),
-            python_packages: None,
             limits: Limits::default(),
         }
     }

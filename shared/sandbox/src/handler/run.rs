@@ -22,9 +22,10 @@ use super::{human_bytes, Config, HandlerError, Isolation};
 const WATCH_EVERY: Duration = Duration::from_millis(50);
 /// How long the handler waits for the output's end once the command's processes are killed.
 const DRAIN_WAIT: Duration = Duration::from_secs(2);
-/// The `/etc` files Python, matplotlib and TLS clients read; the rest of `/etc` stays out.
-const ETC_FILES: [&str; 6] =
-    ["/etc/ld.so.cache", "/etc/alternatives", "/etc/fonts", "/etc/localtime", "/etc/mime.types", "/etc/ssl"];
+/// Where the image keeps the npm packages a command can `require`.
+const NODE_MODULES: &str = "/usr/local/lib/node_modules";
+/// Where Playwright finds its browsers in the image (links to Debian's chromium).
+const PLAYWRIGHT_BROWSERS: &str = "/opt/ms-playwright";
 
 /// How the command ended, before its files are collected.
 pub(crate) struct Ran {
@@ -53,8 +54,8 @@ pub(crate) fn execute(
     };
     let status_fd = status.as_ref().map(|(_, writer)| writer.as_raw_fd());
     let mut cmd = match &config.isolation {
-        Isolation::Bwrap { bwrap } => bwrap_command(bwrap, config, scratch, command, status_fd),
-        Isolation::Process => process_command(config, scratch, command),
+        Isolation::Bwrap { bwrap, root } => bwrap_command(bwrap, root, config, scratch, command, status_fd),
+        Isolation::Process => process_command(scratch, command),
     };
     let stdout = writer.try_clone().map_err(|err| internal("could not share the output pipe", err))?;
     cmd.stdin(Stdio::null()).stdout(stdout).stderr(writer).process_group(0);
@@ -349,60 +350,56 @@ fn rlimit_values(config: &Config, timeout: Duration, owner: Option<u32>) -> [lib
     [cpu, limits.memory_bytes, processes, limits.file_bytes, limits.open_files]
 }
 
-/// The environment of the command, the same in both isolations but for the paths.
-fn environment(path: String, home: &Path, tmp: &Path, python_packages: Option<&Path>) -> Vec<(String, String)> {
+/// The environment of the command, the same in both isolations but for the paths. `HOME` is a
+/// folder of the temporary space, so profiles and caches (LibreOffice's, pip's, npm's) are not
+/// collected from the workspace as the command's files.
+fn environment(path: String, home: &Path, tmp: &Path) -> Vec<(String, String)> {
     let text = |path: &Path| path.to_string_lossy().into_owned();
-    let mut env = vec![
+    vec![
         ("PATH".to_owned(), path),
         ("HOME".to_owned(), text(home)),
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
         ("TMPDIR".to_owned(), text(tmp)),
         ("PYTHONDONTWRITEBYTECODE".to_owned(), "1".to_owned()),
         ("MPLBACKEND".to_owned(), "Agg".to_owned()),
-        // Caches go to the temporary folder, not into the workspace (HOME) to be collected.
         ("MPLCONFIGDIR".to_owned(), text(&tmp.join("matplotlib"))),
-        ("XDG_CACHE_HOME".to_owned(), text(&tmp.join(".cache"))),
+        ("XDG_CACHE_HOME".to_owned(), text(&home.join(".cache"))),
+        ("XDG_CONFIG_HOME".to_owned(), text(&home.join(".config"))),
         ("OPENBLAS_NUM_THREADS".to_owned(), "1".to_owned()),
-    ];
-    if let Some(packages) = python_packages {
-        env.push(("PYTHONPATH".to_owned(), text(packages)));
-    }
-    env
+        ("NODE_PATH".to_owned(), NODE_MODULES.to_owned()),
+        ("PLAYWRIGHT_BROWSERS_PATH".to_owned(), PLAYWRIGHT_BROWSERS.to_owned()),
+        // LibreOffice without a display, as anthropics' office scripts set it themselves.
+        ("SAL_USE_VCLPLUGIN".to_owned(), "svp".to_owned()),
+    ]
 }
 
-fn bwrap_command(bwrap: &Path, config: &Config, scratch: &Scratch, command: &str, status_fd: Option<RawFd>) -> Command {
+fn bwrap_command(
+    bwrap: &Path,
+    root: &Path,
+    config: &Config,
+    scratch: &Scratch,
+    command: &str,
+    status_fd: Option<RawFd>,
+) -> Command {
     let layout = SandboxLayout::default();
     let mut cmd = Command::new(bwrap);
     // bwrap's own processes stay visible inside (the namespace's pid 1 is one): they get no
     // environment at all, so /proc/1/environ holds nothing of the handler's.
     cmd.env_clear();
-    cmd.args(["--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--ro-bind", "/usr", "/usr"]);
-    for (target, link) in [("usr/bin", "/bin"), ("usr/lib", "/lib"), ("usr/lib64", "/lib64"), ("usr/sbin", "/sbin")] {
-        cmd.args(["--symlink", target, link]);
-    }
-    for path in ETC_FILES {
-        cmd.args(["--ro-bind-try", path, path]);
-    }
+    // The image is the whole root, read-only: nothing of the host's own files is mounted.
+    cmd.args(["--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--ro-bind"]).arg(root).arg("/");
+    let (passwd, group) = scratch.accounts();
+    cmd.arg("--ro-bind").arg(passwd).arg("/etc/passwd").arg("--ro-bind").arg(group).arg("/etc/group");
     cmd.args(["--proc", "/proc", "--dev", "/dev"]);
-    cmd.arg("--size").arg(config.limits.disk_bytes.to_string()).args(["--tmpfs", "/tmp"]);
+    cmd.arg("--size").arg(config.limits.disk_bytes.to_string()).args(["--tmpfs", "/tmp", "--dir", "/tmp/home"]);
     cmd.arg("--bind").arg(&scratch.workspace).arg(&layout.workspace);
     cmd.arg("--ro-bind").arg(&scratch.skills).arg(&layout.skills);
     if let Some(ticket) = &scratch.ticket {
         cmd.arg("--ro-bind").arg(ticket).arg(&layout.ticket);
     }
-    let packages = Path::new("/opt/python");
-    if let Some(dir) = &config.python_packages {
-        cmd.arg("--ro-bind").arg(dir).arg(packages);
-    }
-    cmd.args(["--dir", "/opt/bin", "--symlink", "/usr/bin/python3", "/opt/bin/python"]);
     cmd.arg("--chdir").arg(&layout.workspace);
-    let path = "/opt/bin:/usr/local/bin:/usr/bin:/bin".to_owned();
-    let env = environment(
-        path,
-        Path::new(&layout.workspace),
-        Path::new("/tmp"),
-        config.python_packages.as_ref().map(|_| packages),
-    );
+    let path = "/usr/local/bin:/usr/bin:/bin".to_owned();
+    let env = environment(path, Path::new("/tmp/home"), Path::new("/tmp"));
     for (key, value) in env {
         cmd.arg("--setenv").arg(key).arg(value);
     }
@@ -415,11 +412,11 @@ fn bwrap_command(bwrap: &Path, config: &Config, scratch: &Scratch, command: &str
     cmd
 }
 
-fn process_command(config: &Config, scratch: &Scratch, command: &str) -> Command {
+fn process_command(scratch: &Scratch, command: &str) -> Command {
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", scratch.bin.to_string_lossy());
     let mut cmd = Command::new("bash");
     cmd.env_clear();
-    cmd.envs(environment(path, &scratch.workspace, &scratch.tmp, config.python_packages.as_deref()));
+    cmd.envs(environment(path, &scratch.tmp.join("home"), &scratch.tmp));
     cmd.args(["-c", command]).current_dir(&scratch.workspace);
     cmd
 }

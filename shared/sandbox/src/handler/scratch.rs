@@ -156,16 +156,18 @@ impl Scratch {
     fn fill(&self, config: &Config, owner: Option<u32>, inputs: &Inputs) -> std::io::Result<()> {
         write_tree(&self.workspace, &inputs.workspace)?;
         DirBuilder::new().mode(0o755).create(&self.skills)?;
+        // Ordinary modes (files 0644, folders 0755), so what a command copies out of a skill is an
+        // ordinary writable file. bubblewrap mounts the skills and the ticket read-only; in
+        // process isolation they are this call's own copies, never brought back.
         for (name, files) in &inputs.skills {
             write_tree(&self.skills.join(name), files)?;
         }
-        seal(&self.skills)?;
         if let (Some(dir), Some(files)) = (&self.ticket, &inputs.ticket) {
             write_tree(dir, files)?;
-            seal(dir)?;
         }
         if config.isolation == Isolation::Process {
             DirBuilder::new().mode(0o700).create(&self.tmp)?;
+            DirBuilder::new().mode(0o700).create(self.tmp.join("home"))?;
             DirBuilder::new().mode(0o755).create(&self.bin)?;
             let python =
                 ["/usr/local/bin/python3", "/usr/bin/python3"].into_iter().find(|path| Path::new(path).exists());
@@ -173,12 +175,50 @@ impl Scratch {
                 std::os::unix::fs::symlink(python, self.bin.join("python"))?;
             }
         }
+        self.write_accounts(config, owner)?;
         if let Some(uid) = owner {
             std::os::unix::fs::lchown(&self.root, Some(uid), Some(uid))?;
             chown_tree(&self.workspace, uid)?;
         }
         Ok(())
     }
+
+    /// The image's `/etc/passwd` and `/etc/group` with an account for the command's uid (home in the
+    /// temporary space), which bubblewrap mounts over the image's: programs that ask who they are
+    /// (LibreOffice finds its profile so, Python's `getpass`) get an answer for any uid.
+    fn write_accounts(&self, config: &Config, owner: Option<u32>) -> std::io::Result<()> {
+        let Isolation::Bwrap { root, .. } = &config.isolation else { return Ok(()) };
+        // SAFETY: getuid and getgid have no preconditions.
+        let (uid, gid) = owner.map_or_else(|| unsafe { (libc::getuid(), libc::getgid()) }, |uid| (uid, uid));
+        let (passwd, group) = self.accounts();
+        let image_passwd = std::fs::read_to_string(root.join("etc/passwd")).unwrap_or_default();
+        let image_group = std::fs::read_to_string(root.join("etc/group")).unwrap_or_default();
+        std::fs::write(
+            &passwd,
+            with_account(&image_passwd, uid, &format!("sandbox:x:{uid}:{gid}:sandbox:/tmp/home:/bin/bash")),
+        )?;
+        std::fs::write(&group, with_account(&image_group, gid, &format!("sandbox:x:{gid}:")))?;
+        Ok(())
+    }
+
+    /// Where [`Scratch::write_accounts`] puts the two files: beside the call's folders, never in one.
+    pub fn accounts(&self) -> (PathBuf, PathBuf) {
+        (self.root.join("passwd"), self.root.join("group"))
+    }
+}
+
+/// `table` (an `/etc/passwd` or `/etc/group`) with `line` added unless an entry has the id already.
+fn with_account(table: &str, id: u32, line: &str) -> String {
+    let taken = table.lines().any(|entry| entry.split(':').nth(2) == Some(id.to_string().as_str()));
+    let mut text = table.to_owned();
+    if !taken {
+        if !text.is_empty() && !text.ends_with('\n') {
+            text.push('\n');
+        }
+        text.push_str(line);
+        text.push('\n');
+    }
+    text
 }
 
 impl Drop for Scratch {
@@ -246,19 +286,6 @@ fn write_tree(dir: &Path, files: &[Decoded]) -> std::io::Result<()> {
         file.write_all(bytes)?;
     }
     Ok(())
-}
-
-/// Makes a tree read-only: files 0444, folders 0555 (children first, while the folder is writable).
-fn seal(dir: &Path) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        if entry.file_type()?.is_dir() {
-            seal(&entry.path())?;
-        } else {
-            std::fs::set_permissions(entry.path(), Permissions::from_mode(0o444))?;
-        }
-    }
-    std::fs::set_permissions(dir, Permissions::from_mode(0o555))
 }
 
 /// Hands a tree the handler just wrote to `uid` (and the gid of the same number).

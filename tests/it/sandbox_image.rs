@@ -1,0 +1,163 @@
+//! The sandbox image as a skill's author meets it: through the compiled http-turn with `SANDBOX=local`
+//! over the image's root filesystem, against moto and the scripted model, the commands that
+//! published document skills tell the model to run: a sheet recalculated by LibreOffice, a Word
+//! document made with docx-js under node and converted to PDF, a PDF page turned into a PNG, a
+//! template copied out of the skill and edited. And nothing of the host is there.
+
+use serde_json::json;
+use tests::lambda::Function;
+use tests::model_server::Reply;
+use tests::stack::{get_event, repo_root, status_and_body, tool_results, turn_event, upload_dir, Stack};
+
+async fn http_with_sandbox(stack: &Stack) -> Function {
+    let env = tests::image::local_sandbox_env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
+    stack.http(&env).await
+}
+
+fn execute(command: &str) -> Reply {
+    Reply::tool("execute", json!({ "command": command, "timeout": 180 }))
+}
+
+/// `GET /sessions/{session}/files/{path}` by `user`: the decoded body of a 200.
+async fn download(function: &Function, user: &str, session: &str, path: &str) -> Vec<u8> {
+    let mut event = get_event(Some(user), session);
+    let raw = format!("/sessions/{session}/files/{path}");
+    event["rawPath"] = json!(raw);
+    event["requestContext"]["http"]["path"] = json!(raw);
+    let response = function.call(event).await;
+    assert_eq!(response["statusCode"], 200, "{path}: {response}");
+    let body = response["body"].as_str().unwrap_or_default();
+    if response["isBase64Encoded"].as_bool().unwrap_or(false) {
+        use base64::Engine;
+        base64::engine::general_purpose::STANDARD.decode(body).expect("base64 body")
+    } else {
+        body.as_bytes().to_vec()
+    }
+}
+
+/// Runs `program args…` in the image over the files given, returning its standard output.
+fn in_image(files: &[(&str, &[u8])], program: &str, args: &[&str]) -> String {
+    let dir = std::env::temp_dir().join(format!("image-check-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (name, bytes) in files {
+        std::fs::write(dir.join(name), bytes).unwrap();
+    }
+    let output = tests::image::run_in_image(&dir, program, args);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(output.status.success(), "{program}: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().to_owned()
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    NEXT.fetch_add(1, Ordering::SeqCst)
+}
+
+#[tokio::test]
+async fn document_skills_commands_run_in_the_image_as_on_their_authors_machine() {
+    const USER: &str = "user-office";
+    let stack = Stack::new().await;
+    upload_dir(&stack.s3, &stack.bucket, &repo_root().join("tests/skills"), &format!("{USER}/skills/"))
+        .await
+        .expect("upload the test skills");
+    stack.model.push([
+        Reply::tool("load_skill", json!({"skill_path": "office-docs"})),
+        execute(
+            "python /skills/office-docs/scripts/build_sheet.py budget.xlsx && python /skills/office-docs/scripts/recalc.py budget.xlsx",
+        ),
+        execute("node /skills/office-docs/scripts/make_docx.js report.docx 'Informe de gastos'"),
+        execute(
+            "python /skills/office-docs/scripts/office/soffice.py --headless --convert-to pdf report.docx >/dev/null && \
+             pdftoppm -png -r 40 -f 1 -l 1 report.pdf page && pdfinfo report.pdf | grep Pages",
+        ),
+        execute(
+            "mkdir unpacked && cd unpacked && unzip -q ../report.docx && cd .. && \
+             python /skills/office-docs/scripts/comment.py unpacked 'Revisar el total' && \
+             grep -o 'Revisar el total' unpacked/word/comments.xml && rm -rf unpacked",
+        ),
+        execute(
+            "for tool in bwrap mmdebstrap qemu-img cargo rustc psql; do command -v $tool && echo \"host tool: $tool\"; done; \
+             ls /root/.cargo /usr/lib/jvm 2>&1 | head -2; echo 'edit' >> /skills/office-docs/SKILL.md; \
+             python3 --version; node --version; soffice --version | cut -d' ' -f1-2; git --version; gcc --version | head -1",
+        ),
+        Reply::text("The documents are ready."),
+    ]);
+    let http = http_with_sandbox(&stack).await;
+    let (status, body) = status_and_body(
+        &http.call(turn_event(Some(USER), "s1", json!({"message": "Make the budget and the report"}))).await,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["executions"], 5, "{body}");
+    let requests = stack.model.requests();
+    let results: Vec<String> = (2..=6).map(|step| tool_results(&requests[step]).pop().expect("a result")).collect();
+
+    // The sheet: built with openpyxl, recalculated by LibreOffice, formulas now with cached values.
+    assert!(results[0].contains("wrote budget.xlsx with 2 formulas"), "{}", results[0]);
+    assert!(results[0].contains(r#"{"status": "success", "total_formulas": 2, "errors": []}"#), "{}", results[0]);
+    let xlsx = download(&http, USER, "s1", "budget.xlsx").await;
+    let cached = in_image(
+        &[("budget.xlsx", &xlsx)],
+        "python3",
+        &["-c", "from openpyxl import load_workbook; ws = load_workbook('budget.xlsx', data_only=True)['Budget']; print(ws['B5'].value, round(ws['B6'].value, 2))"],
+    );
+    assert_eq!(cached, "2220.5 740.17");
+    let formulas = in_image(
+        &[("budget.xlsx", &xlsx)],
+        "python3",
+        &["-c", "from openpyxl import load_workbook; print(load_workbook('budget.xlsx')['Budget']['B5'].value)"],
+    );
+    assert_eq!(formulas, "=SUM(B2:B4)", "the formulas stay formulas");
+
+    // docx-js under node: a real Heading 1.
+    assert!(results[1].contains("wrote report.docx"), "{}", results[1]);
+    let docx = download(&http, USER, "s1", "report.docx").await;
+    let paragraphs = in_image(
+        &[("report.docx", &docx)],
+        "python3",
+        &["-c", "from docx import Document; print('|'.join(f'{p.style.name if p.style is not None else chr(45)}:{p.text}' for p in Document('report.docx').paragraphs))"],
+    );
+    assert!(paragraphs.starts_with("Heading 1:Informe de gastos|"), "{paragraphs}");
+    assert!(paragraphs.contains("Made with docx-js under node v20"), "{paragraphs}");
+
+    // The PDF LibreOffice made, and its first page as a PNG.
+    assert!(results[2].contains("Pages:") && results[2].contains("exit code 0"), "{}", results[2]);
+    let pdf = download(&http, USER, "s1", "report.pdf").await;
+    assert!(pdf.starts_with(b"%PDF-"), "a PDF");
+    let text = in_image(&[("report.pdf", &pdf)], "pdftotext", &["report.pdf", "-"]);
+    assert!(text.contains("Informe de gastos"), "{text}");
+    let png = download(&http, USER, "s1", "page-1.png").await;
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "a PNG");
+
+    // A template copied out of the skill is an ordinary writable file.
+    assert!(results[3].contains("added a comment") && results[3].contains("Revisar el total"), "{}", results[3]);
+    assert!(results[3].contains("exit code 0"), "{}", results[3]);
+
+    // Nothing of the host: its tools and folders are not there; the skill's folder stays read-only.
+    let tools = &results[4];
+    assert!(!tools.contains("host tool:"), "{tools}");
+    assert!(tools.contains("cannot access '/root/.cargo'"), "{tools}");
+    assert!(tools.contains("cannot access '/usr/lib/jvm': No such file or directory"), "{tools}");
+    assert!(
+        tools.contains("SKILL.md: Read-only file system") || tools.contains("SKILL.md: Permission denied"),
+        "{tools}"
+    );
+    for version in ["Python 3.13", "v20.", "LibreOffice 25", "git version", "gcc"] {
+        assert!(tools.contains(version), "{version}: {tools}");
+    }
+    assert!(bwrap_exists_on_the_host(), "the test means something only where the host has bwrap");
+
+    let (_, session) = status_and_body(&http.call(get_event(Some(USER), "s1")).await);
+    let kept: Vec<&str> =
+        session["workspace"].as_array().unwrap().iter().filter_map(|file| file["path"].as_str()).collect();
+    assert_eq!(
+        kept,
+        ["/workspace/budget.xlsx", "/workspace/page-1.png", "/workspace/report.docx", "/workspace/report.pdf"],
+        "LibreOffice's profile and caches stay out of the workspace"
+    );
+}
+
+fn bwrap_exists_on_the_host() -> bool {
+    std::path::Path::new("/usr/bin/bwrap").exists()
+}

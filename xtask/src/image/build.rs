@@ -1,0 +1,165 @@
+//! Builds the image's root filesystem from the declared list, without Docker: the npm packages with
+//! `npm ci`, the Python wheels with `pip download` for the image's Python and architecture, then
+//! `mmdebstrap` makes a Debian root with the listed packages and runs `customize.sh` in it, which
+//! installs the wheels offline with the image's own pip. The result is kept under
+//! `target/sandbox-image/<hash>/rootfs` and reused while the list is unchanged.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use super::list::{wheel_platforms, List, PYTHON_VERSION};
+
+/// A finished root filesystem.
+pub struct Rootfs {
+    pub hash: String,
+    /// `target/sandbox-image/<hash>`.
+    pub dir: PathBuf,
+    /// `<dir>/rootfs`, the tree a command sees as `/`.
+    pub root: PathBuf,
+}
+
+/// Written last, so a half-built tree is never taken for a finished one.
+const READY: &str = "ready";
+
+/// The root filesystem for the current list: the one already built, or a new one (minutes).
+pub fn ensure(workspace: &Path) -> Result<Rootfs, String> {
+    let list = List::read(workspace)?;
+    let dir = workspace.join("target/sandbox-image").join(&list.hash);
+    let rootfs = Rootfs { hash: list.hash.clone(), root: dir.join("rootfs"), dir: dir.clone() };
+    if dir.join(READY).is_file() && rootfs.root.join("usr/bin/python3").exists() {
+        return Ok(rootfs);
+    }
+    eprintln!(
+        "xtask: building the sandbox image {} from {} (first use, or the list changed; a few minutes)",
+        list.hash,
+        super::list::LIST_DIR
+    );
+    let started = Instant::now();
+    require_tool("mmdebstrap", "apt-get install mmdebstrap (and uidmap when not root)")?;
+    if dir.exists() {
+        remove_tree(&dir)?;
+    }
+    std::fs::create_dir_all(&dir).map_err(|err| format!("could not create {}: {err}", dir.display()))?;
+    let node_modules = npm_packages(&list, &dir)?;
+    let wheels = python_wheels(&list, &dir)?;
+    debootstrap(&list, &dir, &node_modules, &wheels)?;
+    std::fs::rename(dir.join("rootfs.partial"), &rootfs.root)
+        .map_err(|err| format!("could not move the root in place: {err}"))?;
+    for scratch in [dir.join("npm"), wheels] {
+        remove_tree(&scratch)?;
+    }
+    let size = tree_bytes(&rootfs.root);
+    std::fs::write(dir.join(READY), format!("{}\n{size}\n", list.hash))
+        .map_err(|err| format!("could not write the stamp: {err}"))?;
+    eprintln!(
+        "xtask: sandbox image {} ready in {:.0} s: {} MB at {}",
+        list.hash,
+        started.elapsed().as_secs_f64(),
+        size / 1_000_000,
+        rootfs.root.display()
+    );
+    Ok(rootfs)
+}
+
+fn require_tool(tool: &str, install: &str) -> Result<(), String> {
+    let found = Command::new("sh").arg("-c").arg(format!("command -v {tool}")).output();
+    if found.is_ok_and(|output| output.status.success()) {
+        Ok(())
+    } else {
+        Err(format!("building the sandbox image needs {tool}: {install}"))
+    }
+}
+
+fn run(command: &mut Command, what: &str) -> Result<(), String> {
+    let status = command.status().map_err(|err| format!("could not start {what}: {err}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("{what} failed ({status})"))
+    }
+}
+
+/// `npm ci` of the pinned packages, scripts off (nothing runs at install; sharp's native part comes
+/// as a package of its own). Returns the `node_modules` folder.
+fn npm_packages(list: &List, dir: &Path) -> Result<PathBuf, String> {
+    let npm = dir.join("npm");
+    std::fs::create_dir_all(&npm).map_err(|err| format!("could not create {}: {err}", npm.display()))?;
+    for name in ["package.json", "package-lock.json"] {
+        std::fs::copy(list.dir.join(name), npm.join(name)).map_err(|err| format!("could not copy {name}: {err}"))?;
+    }
+    run(
+        Command::new("npm").args(["ci", "--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev"]).current_dir(&npm),
+        "npm ci of the image's npm packages",
+    )?;
+    Ok(npm.join("node_modules"))
+}
+
+/// `pip download` of the pinned Python packages as wheels for the image's Python and architecture
+/// (never built from source), with `requirements.txt` beside them for the offline install.
+fn python_wheels(list: &List, dir: &Path) -> Result<PathBuf, String> {
+    let wheels = dir.join("image-wheels");
+    let requirements = list.dir.join("requirements.txt");
+    download_wheels(&requirements, &wheels, false)?;
+    std::fs::copy(&requirements, wheels.join("requirements.txt"))
+        .map_err(|err| format!("could not copy requirements.txt: {err}"))?;
+    Ok(wheels)
+}
+
+/// `pip download --only-binary=:all:` of `requirements` into `into`, for the image's Python 3.13 on
+/// x86_64 glibc, whatever Python runs pip. With `resolve`, their dependencies too.
+pub fn download_wheels(requirements: &Path, into: &Path, resolve: bool) -> Result<(), String> {
+    let mut pip = Command::new("python3");
+    pip.args(["-m", "pip", "download", "--disable-pip-version-check", "--quiet", "--only-binary=:all:"]).args([
+        "--python-version",
+        PYTHON_VERSION,
+        "--implementation",
+        "cp",
+    ]);
+    for platform in wheel_platforms() {
+        pip.args(["--platform", &platform]);
+    }
+    if !resolve {
+        pip.arg("--no-deps");
+    }
+    // A wheel directory of the machine (pip's PIP_FIND_LINKS) must not stand in for the index.
+    pip.env_remove("PIP_FIND_LINKS");
+    pip.arg("-d").arg(into).arg("-r").arg(requirements);
+    run(&mut pip, &format!("pip download of {}", requirements.display()))
+}
+
+fn debootstrap(list: &List, dir: &Path, node_modules: &Path, wheels: &Path) -> Result<(), String> {
+    let mut cmd = Command::new("mmdebstrap");
+    cmd.args(["--mode=auto", "--variant=apt", "--format=directory", "--components=main", "--quiet"]);
+    cmd.arg(format!("--include={}", list.debian.packages.join(",")));
+    // Documentation, manuals and translations are of no use to a command and a third of the size.
+    for exclude in ["/usr/share/doc/*", "/usr/share/man/*", "/usr/share/info/*", "/usr/share/locale/*"] {
+        cmd.arg(format!("--dpkgopt=path-exclude={exclude}"));
+    }
+    cmd.arg("--dpkgopt=path-include=/usr/share/locale/locale.alias");
+    // Copyright files stay: they are the licences of what the image ships.
+    cmd.arg("--dpkgopt=path-include=/usr/share/doc/*/copyright");
+    cmd.arg(format!("--customize-hook=copy-in {} /tmp", wheels.display()));
+    cmd.arg("--customize-hook=mkdir -p \"$1/usr/local/lib\"");
+    cmd.arg(format!("--customize-hook=copy-in {} /usr/local/lib", node_modules.display()));
+    cmd.arg(format!("--customize-hook={} \"$1\"", list.dir.join("customize.sh").display()));
+    cmd.arg(&list.debian.suite).arg(dir.join("rootfs.partial")).arg(&list.debian.mirror);
+    run(&mut cmd, "mmdebstrap")
+}
+
+fn remove_tree(dir: &Path) -> Result<(), String> {
+    std::fs::remove_dir_all(dir).map_err(|err| format!("could not remove {}: {err}", dir.display()))
+}
+
+/// The bytes of the regular files under `dir`, links not followed.
+pub fn tree_bytes(dir: &Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|entry| match entry.file_type() {
+            Ok(kind) if kind.is_dir() => tree_bytes(&entry.path()),
+            Ok(kind) if kind.is_file() => entry.metadata().map(|meta| meta.len()).unwrap_or(0),
+            _ => 0,
+        })
+        .sum()
+}
