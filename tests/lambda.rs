@@ -193,6 +193,8 @@ struct Queued {
     id: String,
     event: Value,
     deadline_ms: u64,
+    /// Lambda's tenant id for the invocation (`Lambda-Runtime-Aws-Tenant-Id`), for PER_TENANT functions.
+    tenant: Option<String>,
 }
 
 #[derive(Clone)]
@@ -273,6 +275,42 @@ pub fn binary(name: &str) -> PathBuf {
 impl Function {
     /// Starts `binary` with `env` (plus the variables the Lambda runtime requires).
     pub async fn start(name: &str, env: &[(String, String)]) -> Function {
+        let mut command = Command::new(binary(name));
+        command.env("PATH", std::env::var("PATH").unwrap_or_default());
+        Self::spawn(name, command, env).await
+    }
+
+    /// Starts `binary` as Lambda runs a container image's bootstrap: the sandbox image's root
+    /// filesystem (`root`) as `/`, read-only, a 1 GiB `/tmp`, an unprivileged uid without an account
+    /// (`sbx_user`'s 993), a PID namespace of its own, and the host's loopback for the Runtime API.
+    /// The folder of the binary is mounted at `/mnt` (the image's root has no file to mount it on).
+    pub async fn start_in_image(name: &str, root: &std::path::Path, env: &[(String, String)]) -> Function {
+        let binary = binary(name);
+        // SAFETY: geteuid has no preconditions.
+        let mut command = if unsafe { libc::geteuid() } == 0 {
+            let mut command = Command::new("setpriv");
+            command.args(["--reuid=993", "--regid=990", "--clear-groups", "--", "bwrap"]);
+            command
+        } else {
+            let mut command = Command::new("bwrap");
+            command.args(["--uid", "993", "--gid", "990"]);
+            command
+        };
+        command
+            .args(["--unshare-user", "--unshare-pid"])
+            .args(["--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session", "--ro-bind"])
+            .arg(root)
+            .arg("/")
+            .args(["--proc", "/proc", "--dev", "/dev", "--size", &(1u64 << 30).to_string(), "--tmpfs", "/tmp"])
+            .arg("--ro-bind")
+            .arg(binary.parent().expect("the binary's folder"))
+            .args(["/mnt", "--chdir", "/", "--"])
+            .arg(std::path::Path::new("/mnt").join(binary.file_name().expect("the binary's name")))
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin");
+        Self::spawn(name, command, env).await
+    }
+
+    async fn spawn(name: &str, mut command: Command, env: &[(String, String)]) -> Function {
         let (events, receiver) = mpsc::unbounded_channel();
         let pending: Pending = Arc::default();
         let init_error = Arc::new(Mutex::new(None));
@@ -301,10 +339,11 @@ impl Function {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        let mut command = Command::new(binary(name));
+        let path = command.as_std().get_envs().find(|(key, _)| *key == "PATH").and_then(|(_, value)| value);
+        let path = path.map(|value| value.to_owned()).unwrap_or_default();
         command
             .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("PATH", path)
             .env("AWS_LAMBDA_RUNTIME_API", address.to_string())
             .env("AWS_LAMBDA_FUNCTION_NAME", name)
             .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
@@ -365,6 +404,17 @@ impl Function {
     /// epoch time, as Lambda sends it, or a duration, as `cargo lambda watch` does), and waits up to
     /// `wait` (plus 30 s) for the answer.
     pub async fn invoke_with_deadline_header(&self, event: Value, deadline_ms: u64, budget: Duration) -> Invocation {
+        self.invoke_as(event, deadline_ms, budget, None).await
+    }
+
+    /// Sends one event for `tenant` (Lambda's tenant id, as a PER_TENANT function receives it) with
+    /// a deadline `budget` from now.
+    pub async fn invoke_for_tenant(&self, event: Value, tenant: &str, budget: Duration) -> Invocation {
+        let deadline_ms = (SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + budget).as_millis() as u64;
+        self.invoke_as(event, deadline_ms, budget, Some(tenant.to_owned())).await
+    }
+
+    async fn invoke_as(&self, event: Value, deadline_ms: u64, budget: Duration, tenant: Option<String>) -> Invocation {
         let id = {
             let mut counter = self.counter.lock().unwrap();
             *counter += 1;
@@ -373,7 +423,7 @@ impl Function {
         let (sender, receiver) = oneshot::channel();
         self.pending.lock().unwrap().insert(id.clone(), sender);
         let sent_at = self.log_mark();
-        self.events.send(Queued { id, event, deadline_ms }).expect("runtime api alive");
+        self.events.send(Queued { id, event, deadline_ms, tenant }).expect("runtime api alive");
         let wait = async {
             loop {
                 if let Some(error) = self.init_error.lock().unwrap().clone() {
@@ -512,6 +562,9 @@ async fn next_invocation(State(state): State<ApiState>) -> Response {
     );
     headers.insert("lambda-runtime-trace-id", "Root=1-00000000-000000000000000000000000".parse().unwrap());
     headers.insert("content-type", "application/json".parse().unwrap());
+    if let Some(tenant) = queued.tenant.as_deref().and_then(|tenant| tenant.parse().ok()) {
+        headers.insert("lambda-runtime-aws-tenant-id", tenant);
+    }
     (headers, queued.event.to_string()).into_response()
 }
 

@@ -1,19 +1,18 @@
 //! A stand-in for Lambda's Invoke API on loopback, for `SANDBOX=lambda` (the SDK goes to it through
 //! `AWS_ENDPOINT_URL_LAMBDA`): `POST /2015-03-31/functions/{name}/invocations` answers as Lambda
-//! does for a `PER_TENANT` function, and otherwise runs the sandbox function's own code
-//! (`sandbox_function::handle`, so `sandbox::handler::run` in process isolation) over a scratch
-//! directory of its own. It records every call's tenant id and payload size.
-//!
-//! Process isolation sweeps leftover processes with `kill(-1)` unless it runs as root, which on a
-//! developer's machine would stop every process of the user: [`InvokeApi::start`] refuses to run
-//! commands then (tests skip with a message). The scratch directory is not `/tmp/sandbox`, so
-//! absolute paths the model is told (`/tmp/sandbox/workspace`) do not exist here; the tests'
-//! commands use relative ones (the workspace is the working directory).
+//! does for a `PER_TENANT` function, and otherwise hands the payload to an execution environment of
+//! the invocation's tenant: the compiled `sandbox` function, started on first use for that tenant
+//! and reused for its later calls (never for another tenant's), running as Lambda runs the deployed
+//! image: the sandbox image's root filesystem as `/`, read-only, a writable `/tmp`, an unprivileged
+//! uid with no account, behind a Runtime API ([`Function::start_in_image`]). So its commands run
+//! in process isolation over `/tmp/sandbox`, with the image's tools, exactly as deployed. It records
+//! every call's tenant id and payload size.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{DefaultBodyLimit, Path, State};
@@ -21,8 +20,9 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use axum::Router;
-use sandbox::handler::Config;
 use serde_json::{json, Value};
+
+use crate::lambda::{Function, Invocation};
 
 /// Lambda's bound on a synchronous invocation's request body.
 pub const MAX_PAYLOAD_BYTES: usize = 6_291_456;
@@ -56,46 +56,28 @@ pub struct Call {
 }
 
 struct ApiState {
-    config: Config,
+    root: PathBuf,
     mode: Mutex<Mode>,
     calls: Mutex<Vec<Call>>,
+    /// One execution environment per tenant, as PER_TENANT tenancy keeps them.
+    environments: tokio::sync::Mutex<HashMap<String, Arc<Function>>>,
 }
 
 /// A running stand-in.
 pub struct InvokeApi {
     pub endpoint: String,
     state: Arc<ApiState>,
-    scratch: PathBuf,
-}
-
-static STARTED: AtomicU64 = AtomicU64::new(0);
-
-/// Whether this process may run commands in process isolation (see the module's documentation);
-/// says why not on stderr.
-pub fn can_run_process_isolation() -> bool {
-    // SAFETY: getuid and geteuid have no preconditions.
-    let root = unsafe { libc::getuid() == 0 && libc::geteuid() == 0 };
-    if !root {
-        eprintln!(
-            "skipped: process isolation (the sandbox function's) kills every process of its uid after a call unless it \
-             runs as root; run the tests as root (CI, containers) to include it"
-        );
-    }
-    root
 }
 
 impl InvokeApi {
-    /// Starts a stand-in whose commands run over a fresh scratch directory under the temporary
-    /// folder; `None` when process isolation cannot run here.
-    pub async fn start() -> Option<InvokeApi> {
-        if !can_run_process_isolation() {
-            return None;
-        }
-        let n = STARTED.fetch_add(1, Ordering::SeqCst);
-        let scratch = std::env::temp_dir().join(format!("lambda-invoke-{}-{n}", std::process::id()));
-        let mut config = Config::lambda_default();
-        config.scratch_base = scratch.join("sandbox");
-        let state = Arc::new(ApiState { config, mode: Mutex::new(Mode::Run), calls: Mutex::default() });
+    /// Starts a stand-in whose environments run the sandbox image (`SANDBOX_ROOT`).
+    pub async fn start() -> InvokeApi {
+        let state = Arc::new(ApiState {
+            root: crate::image::root(),
+            mode: Mutex::new(Mode::Run),
+            calls: Mutex::default(),
+            environments: tokio::sync::Mutex::default(),
+        });
         let app = Router::new()
             .route("/2015-03-31/functions/{name}/invocations", post(invoke))
             // Lambda reads the whole body before refusing one that is too large; so does this.
@@ -106,7 +88,7 @@ impl InvokeApi {
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
-        Some(InvokeApi { endpoint: format!("http://{address}"), state, scratch })
+        InvokeApi { endpoint: format!("http://{address}"), state }
     }
 
     pub fn set_mode(&self, mode: Mode) {
@@ -119,10 +101,15 @@ impl InvokeApi {
     }
 }
 
-impl Drop for InvokeApi {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.scratch);
+/// The tenant's execution environment, started on its first invocation.
+async fn environment(state: &ApiState, tenant: &str) -> Arc<Function> {
+    let mut environments = state.environments.lock().await;
+    if let Some(function) = environments.get(tenant) {
+        return function.clone();
     }
+    let function = Arc::new(Function::start_in_image("sandbox", &state.root, &[]).await);
+    environments.insert(tenant.to_owned(), function.clone());
+    function
 }
 
 /// Lambda's error answer: the status, `x-amzn-ErrorType` and a JSON body with `Type` and `message`.
@@ -218,9 +205,15 @@ async fn answer(state: &ApiState, mode: Mode, tenant: Option<&str>, payload: Opt
         }
         Mode::Garbage => (StatusCode::OK, headers, "<html>not the function's answer</html>").into_response(),
         Mode::Run => {
-            let answer = sandbox_function::handle(&state.config, payload, Some(tenant)).await;
-            let body = serde_json::to_string(&answer).expect("an answer serializes");
-            (StatusCode::OK, headers, body).into_response()
+            let function = environment(state, tenant).await;
+            match function.invoke_for_tenant(payload, tenant, Duration::from_secs(900)).await {
+                Invocation::Response(answer) => (StatusCode::OK, headers, answer.to_string()).into_response(),
+                other => {
+                    headers.insert("X-Amz-Function-Error", "Unhandled".parse().unwrap());
+                    let body = json!({"errorType": "Runtime.ExitError", "errorMessage": format!("{other:?}")});
+                    (StatusCode::OK, headers, body.to_string()).into_response()
+                }
+            }
         }
     }
 }

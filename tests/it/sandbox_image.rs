@@ -161,3 +161,77 @@ async fn document_skills_commands_run_in_the_image_as_on_their_authors_machine()
 fn bwrap_exists_on_the_host() -> bool {
     std::path::Path::new("/usr/bin/bwrap").exists()
 }
+
+/// The same commands through `SANDBOX=lambda`: the compiled http-turn invokes the compiled `sandbox`
+/// function, which runs as Lambda runs the deployed image (its root read-only, an unprivileged uid
+/// with no account, process isolation over `/tmp/sandbox`).
+#[tokio::test]
+async fn document_skills_commands_run_in_the_deployed_image_through_the_lambda_backend() {
+    const USER: &str = "user-office-lambda";
+    let stack = Stack::new().await;
+    upload_dir(&stack.s3, &stack.bucket, &repo_root().join("tests/skills"), &format!("{USER}/skills/"))
+        .await
+        .expect("upload the test skills");
+    let api = tests::lambda_invoke::InvokeApi::start().await;
+    let http = stack
+        .http(&[("SANDBOX", "lambda"), ("SANDBOX_FUNCTION", "sandbox"), ("AWS_ENDPOINT_URL_LAMBDA", &api.endpoint)])
+        .await;
+    let skill = "/tmp/sandbox/skills/office-docs/scripts";
+    stack.model.push([
+        Reply::tool("load_skill", json!({"skill_path": "office-docs"})),
+        execute(&format!("python {skill}/build_sheet.py budget.xlsx && python {skill}/recalc.py budget.xlsx")),
+        execute(&format!(
+            "node {skill}/make_docx.js report.docx 'Informe' && python {skill}/office/soffice.py --headless \
+             --convert-to pdf report.docx >/dev/null && pdftoppm -png -r 40 -f 1 -l 1 report.pdf page && ls"
+        )),
+        execute("id -un; command -v bwrap cargo || echo 'no host tools'; python3 --version"),
+        Reply::text("Done."),
+    ]);
+    let (status, body) = status_and_body(
+        &http.call(turn_event(Some(USER), "s1", json!({"message": "Make the budget and the report"}))).await,
+    );
+    assert_eq!(status, 200, "{body}");
+    let requests = stack.model.requests();
+    let results: Vec<String> = (2..=4).map(|step| tool_results(&requests[step]).pop().expect("a result")).collect();
+    assert!(results[0].contains(r#"{"status": "success", "total_formulas": 2, "errors": []}"#), "{}", results[0]);
+    assert!(results[1].contains("page-1.png") && results[1].contains("report.pdf"), "{}", results[1]);
+    assert!(results[2].starts_with("sandbox\nno host tools\nPython 3.13"), "{}", results[2]);
+    let xlsx = download(&http, USER, "s1", "budget.xlsx").await;
+    let cached = in_image(
+        &[("budget.xlsx", &xlsx)],
+        "python3",
+        &["-c", "from openpyxl import load_workbook; print(load_workbook('budget.xlsx', data_only=True)['Budget']['B5'].value)"],
+    );
+    assert_eq!(cached, "2220.5");
+    assert!(api.calls().iter().all(|call| call.tenant.as_deref() == Some(USER)), "{:?}", api.calls());
+}
+
+/// The demo's Word skill turns Markdown headings into Word's own heading styles, in the image.
+#[test]
+fn the_demo_word_skill_writes_real_word_headings() {
+    let script = std::fs::read(repo_root().join("examples/demo/skills/documentos/minuta-word/scripts/md_a_docx.py"))
+        .expect("the demo skill's script");
+    let draft = "# Escritura de compraventa\n\n**Vendedora:** Ana García\n\n## Cláusulas\n- Precio: 250.000 €\n### Primera\nTexto.\n";
+    let dir = std::env::temp_dir().join(format!("demo-word-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("md_a_docx.py"), script).unwrap();
+    std::fs::write(dir.join("draft.md"), draft).unwrap();
+    let made = tests::image::run_in_image(&dir, "python3", &["md_a_docx.py", "draft.md", "out.docx"]);
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let read = tests::image::run_in_image(
+        &dir,
+        "python3",
+        &[
+            "-c",
+            "from docx import Document; d = Document('out.docx'); \
+             print('|'.join(f'{p.style.name}:{p.text}:{any(r.bold for r in p.runs)}' for p in d.paragraphs))",
+        ],
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(read.status.success(), "{}", String::from_utf8_lossy(&read.stderr));
+    assert_eq!(
+        String::from_utf8_lossy(&read.stdout).trim(),
+        "Heading 1:Escritura de compraventa:False|Normal:Vendedora: Ana García:True|Heading 2:Cláusulas:False|\
+         List Bullet:Precio: 250.000 €:False|Heading 3:Primera:False|Normal:Texto.:False"
+    );
+}

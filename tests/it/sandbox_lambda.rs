@@ -13,7 +13,7 @@ use sandbox::{LambdaSandbox, WireFile, WireRequest, WireResponse};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tests::lambda::{Function, Invocation};
-use tests::lambda_invoke::{can_run_process_isolation, InvokeApi, Mode, MAX_PAYLOAD_BYTES};
+use tests::lambda_invoke::{InvokeApi, Mode, MAX_PAYLOAD_BYTES};
 use tests::model_server::Reply;
 use tests::moto;
 use tests::stack::{sample_event, status_and_body, tool_results, turn_event, Stack};
@@ -59,7 +59,7 @@ fn file(path: &str, bytes: Vec<u8>) -> SandboxFile {
 #[tokio::test]
 async fn a_command_runs_in_the_function_with_the_users_tenant_id_and_its_file_comes_back() {
     const USER: &str = "user-lambda";
-    let Some(api) = InvokeApi::start().await else { return };
+    let api = InvokeApi::start().await;
     let stack = Stack::new().await;
     stack.model.push([
         Reply::tool("write_file", json!({"file_path": "/workspace/calc.py", "content": "print(6 * 7)\n"})),
@@ -97,7 +97,7 @@ async fn a_command_runs_in_the_function_with_the_users_tenant_id_and_its_file_co
 
 #[tokio::test]
 async fn two_tenants_calls_carry_their_own_tenant_ids() {
-    let Some(api) = InvokeApi::start().await else { return };
+    let api = InvokeApi::start().await;
     let stack = Stack::new().await;
     let http = http_with_lambda(&stack, &api).await;
     let first = run_one(&stack, &http, "tenant-one", "s1", "echo one > mine.txt; ls").await;
@@ -123,7 +123,7 @@ async fn two_tenants_calls_carry_their_own_tenant_ids() {
 
 #[tokio::test]
 async fn the_tenant_id_comes_from_the_verified_identity_never_from_the_request() {
-    let Some(api) = InvokeApi::start().await else { return };
+    let api = InvokeApi::start().await;
     let stack = Stack::new().await;
     let http = http_with_lambda(&stack, &api).await;
     for body in [json!({"message": "run", "tenant": "victim"}), json!({"message": "run", "user_id": "victim"})] {
@@ -146,7 +146,7 @@ async fn the_tenant_id_comes_from_the_verified_identity_never_from_the_request()
 
 #[tokio::test]
 async fn a_throttled_function_is_busy_and_a_broken_one_is_unavailable() {
-    let Some(api) = InvokeApi::start().await else { return };
+    let api = InvokeApi::start().await;
     let stack = Stack::new().await;
     let http = http_with_lambda(&stack, &api).await;
 
@@ -172,7 +172,7 @@ async fn a_throttled_function_is_busy_and_a_broken_one_is_unavailable() {
 #[tokio::test]
 async fn a_workspace_over_what_a_call_carries_is_refused_without_an_invoke() {
     const USER: &str = "user-big";
-    let Some(api) = InvokeApi::start().await else { return };
+    let api = InvokeApi::start().await;
     let stack = Stack::new().await;
     // Two commands make 2.4 MB of random bytes each; the workspace is then over the 4.4 MB one
     // call may carry, so the third command is refused before any invocation.
@@ -195,7 +195,7 @@ async fn a_workspace_over_what_a_call_carries_is_refused_without_an_invoke() {
 
 #[tokio::test]
 async fn the_backend_checks_lambdas_payload_bound_before_invoking() {
-    let Some(api) = InvokeApi::start().await else { return };
+    let api = InvokeApi::start().await;
     let sandbox = LambdaSandbox::new(&moto::sdk_config(&api.endpoint).await, "sandbox");
     assert_eq!(sandbox.layout().workspace, "/tmp/sandbox/workspace");
 
@@ -245,12 +245,8 @@ async fn the_backend_checks_lambdas_payload_bound_before_invoking() {
 
 #[tokio::test]
 async fn the_sandbox_function_binary_answers_wire_requests_and_refuses_bad_events() {
-    if !can_run_process_isolation() {
-        return;
-    }
-    let scratch = std::env::temp_dir().join(format!("sandbox-function-it-{}", std::process::id()));
-    let env = [("SANDBOX_SCRATCH_DIR".to_owned(), scratch.join("sandbox").to_string_lossy().into_owned())];
-    let function = Function::start("sandbox", &env).await;
+    // As Lambda runs the deployed image: the image's root, read-only, an unprivileged uid.
+    let function = Function::start_in_image("sandbox", &tests::image::root(), &[]).await;
 
     let answer = match function.invoke(sample_event("sandbox.json")).await {
         Invocation::Response(answer) => answer,
@@ -303,5 +299,4 @@ async fn the_sandbox_function_binary_answers_wire_requests_and_refuses_bad_event
     for secret in [TENANT, "marker-not-logged", "in.txt", "out.txt", "gone.txt", "tr a-z"] {
         assert!(!logs.iter().any(|line| line.contains(secret)), "{secret} is in the logs: {logs:#?}");
     }
-    let _ = std::fs::remove_dir_all(&scratch);
 }

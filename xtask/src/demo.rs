@@ -45,7 +45,7 @@ async fn conversation(root: &Path) -> Result<(), String> {
     let uploaded = objects
         .upload_dir(&root.join("examples/skills"), &format!("{DEMO_USER}/skills/"))
         .map_err(|err| format!("could not read examples/skills: {err}"))?;
-    // A skill with a script of its own (standard library only), run by `execute` in the last turn.
+    // A skill with a script of its own (python-docx, in the sandbox image), run by `execute` in the last turn.
     let uploaded = uploaded
         + objects
             .upload_dir(&root.join("examples/demo/skills"), &format!("{DEMO_USER}/skills/"))
@@ -118,6 +118,9 @@ async fn conversation(root: &Path) -> Result<(), String> {
             "\n━━ GET /sessions/demo-session/files/{DEMO_DOCUMENT} ━━\n{} bytes, saved to {DEMO_DOCUMENT_SAVED}",
             bytes.len()
         );
+        if let Some(headings) = word_headings(&saved) {
+            println!("Word headings in it: {headings}");
+        }
     } else {
         println!("\n━━ GET /sessions/demo-session/files/{DEMO_DOCUMENT} ━━\n{}", response.status_code);
     }
@@ -131,6 +134,18 @@ async fn conversation(root: &Path) -> Result<(), String> {
         body["workspace"]
     );
     Ok(())
+}
+
+/// The document's paragraphs in Word heading styles, read with python-docx in the sandbox image.
+fn word_headings(document: &Path) -> Option<String> {
+    std::env::var_os("SANDBOX_ROOT")?;
+    let dir = document.parent()?;
+    let name = document.file_name()?.to_str()?;
+    let script = "import sys; from docx import Document; \
+                  print('; '.join(f'{p.style.name}: {p.text}' for p in Document(sys.argv[1]).paragraphs \
+                  if p.style is not None and p.style.name.startswith('Heading')))";
+    let output = ::tests::image::run_in_image(dir, "python3", &["-c", script, name]);
+    output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 
 async fn invoke(service: &TurnService, event: Value) -> Result<Value, String> {

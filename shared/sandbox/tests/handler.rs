@@ -391,7 +391,7 @@ fn process_isolation_runs_echo_in_its_layout() {
     let layout = config.layout();
     assert!(matches!(config.isolation, Isolation::Process));
     let mut call =
-        request("pwd; echo hi > out.txt; cat in.txt; ls $HOME/in.txt; python --version", Duration::from_secs(20));
+        request("pwd; echo hi > out.txt; cat in.txt; ls \"$PWD/in.txt\"; python --version", Duration::from_secs(20));
     call.workspace = vec![WireFile::encode("in.txt", b"input\n")];
     let response = run(&config, call);
     assert_eq!(response.exit_code, Some(0), "{}", response.output);

@@ -108,7 +108,7 @@ fn python_wheels(list: &List, dir: &Path) -> Result<PathBuf, String> {
 
 /// `pip download --only-binary=:all:` of `requirements` into `into`, for the image's Python 3.13 on
 /// x86_64 glibc, whatever Python runs pip. With `resolve`, their dependencies too.
-pub fn download_wheels(requirements: &Path, into: &Path, resolve: bool) -> Result<(), String> {
+pub(super) fn download_wheels(requirements: &Path, into: &Path, resolve: bool) -> Result<(), String> {
     let mut pip = Command::new("python3");
     pip.args(["-m", "pip", "download", "--disable-pip-version-check", "--quiet", "--only-binary=:all:"]).args([
         "--python-version",

@@ -9,7 +9,7 @@ mod oci;
 
 use std::path::Path;
 
-pub use build::{download_wheels, ensure, Rootfs};
+pub use build::{ensure, Rootfs};
 
 const USAGE: &str = "\
 usage: cargo xtask sandbox image [--oci] [--push <registry/repository:tag>]

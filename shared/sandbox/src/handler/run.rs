@@ -417,6 +417,7 @@ fn process_command(scratch: &Scratch, command: &str) -> Command {
     let mut cmd = Command::new("bash");
     cmd.env_clear();
     cmd.envs(environment(path, &scratch.tmp.join("home"), &scratch.tmp));
+    cmd.envs(scratch.nss_wrapper());
     cmd.args(["-c", command]).current_dir(&scratch.workspace);
     cmd
 }
