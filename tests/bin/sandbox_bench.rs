@@ -534,6 +534,44 @@ fn version_of(program: &str, arg: &str) -> String {
     )
 }
 
+/// What section 6 measured.
+struct ImageFigures {
+    size: String,
+    fresh: Vec<Duration>,
+    warm: Vec<Duration>,
+}
+
+/// Starts the compiled `sandbox` function in the image (as the tests' Lambda stand-in does) a few
+/// times for the fresh figure, and calls one environment `runs` times for the warm one.
+async fn image_environment(runs: usize) -> ImageFigures {
+    let root = tests::image::root();
+    let request = serde_json::json!({
+        "tenant": "bench", "session": "s1", "command": "true", "timeout_ms": 10_000, "workspace": [], "skills": []
+    });
+    let mut fresh = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let function = tests::lambda::Function::start_in_image("sandbox", &root, &[]).await;
+        let answer = function.call(request.clone()).await;
+        fresh.push(started.elapsed());
+        assert_eq!(answer["exit_code"], 0, "{answer}");
+    }
+    let function = tests::lambda::Function::start_in_image("sandbox", &root, &[]).await;
+    function.call(request.clone()).await;
+    let mut warm = Vec::new();
+    for _ in 0..runs {
+        let started = Instant::now();
+        let answer = function.call(request.clone()).await;
+        warm.push(started.elapsed());
+        assert_eq!(answer["exit_code"], 0, "{answer}");
+    }
+    let size = std::fs::read_to_string(root.parent().expect("the image's folder").join("ready"))
+        .ok()
+        .and_then(|ready| ready.lines().nth(1).and_then(|bytes| bytes.parse::<u64>().ok()))
+        .map_or_else(|| "unknown".to_owned(), |bytes| format!("{} MB in files", bytes / 1_000_000));
+    ImageFigures { size, fresh, warm }
+}
+
 /// The image's Python, as the commands see it.
 fn image_python() -> String {
     let dir = std::env::temp_dir();
@@ -748,6 +786,22 @@ fn main() {
             let s = stats(&values);
             row(&[format!("{:.0} MiB ({mib} MiB added)", base + *mib as f64), ms(s.median), ms(s.p95), ms(s.min)]);
         }
+        // 6. The sandbox function in the image, as Lambda runs it.
+        eprintln!("image: the sandbox function in a fresh environment, then warm");
+        let image = image_environment(runs).await;
+        println!("\n## 6. The `sandbox` function in the image, as Lambda runs it (root read-only, uid 993, `true`)\n");
+        println!("The image's root filesystem: {}.\n", image.size);
+        header(&["call", "median", "p95", "min"]);
+        let fresh = stats(&image.fresh);
+        row(&[
+            "a fresh environment: the function starts, then its first call".into(),
+            ms(fresh.median),
+            ms(fresh.p95),
+            ms(fresh.min),
+        ]);
+        let warm = stats(&image.warm);
+        row(&["a warm environment's call".into(), ms(warm.median), ms(warm.p95), ms(warm.min)]);
+
         println!(
             "\n(run took {:.0} s on {cores} cores; load average before {load_before}, after {})",
             started.elapsed().as_secs_f64(),

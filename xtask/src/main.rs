@@ -130,6 +130,8 @@ fn bench() -> Result<(), String> {
             "skills-index",
             "--package",
             "stream-turn",
+            "--package",
+            "sandbox-function",
         ],
     )?;
     run("cargo", &["run", "--release", "--package", "tests", "--bin", "turn-bench"])?;
