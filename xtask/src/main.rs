@@ -26,9 +26,10 @@ tasks:
   console [--port <n>] [--no-build] [--logs]
           the local stack and a web console on http://127.0.0.1:8765/ (two local users; the page
           is built with npm on first use); runs until Ctrl-C
-  skills validate <dir> [--json]
+  skills validate <dir> [--json] [--resolve]
           what the catalog makes of a folder of skills: loaded (name, tools, warnings), skipped
-          and why, the base prompt; exits 1 when a SKILL.md would be skipped
+          and why, the base prompt, and what each skill's scripts need that the sandbox image
+          lacks (--resolve: whether pip has wheels for it); exits 1 when a SKILL.md would be skipped
   skills sync <dir> --user <id> [--bucket <name> | --console]
           makes the folder the tenant's skills/ (unchanged files left alone, removed files
           deleted) and rebuilds its catalog index; the local stack by default, the console's

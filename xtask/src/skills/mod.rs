@@ -1,6 +1,6 @@
 //! `cargo xtask skills validate|sync`: what the catalog will make of a folder of skills (read by the
-//! catalog's own index code), and the upload of such a folder to a tenant's `skills/` prefix with
-//! the rebuild of that tenant's index.
+//! catalog's own index code) and what their scripts need that the sandbox image lacks (`needs`), and
+//! the upload of such a folder to a tenant's `skills/` prefix with the rebuild of that tenant's index.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -24,12 +24,28 @@ use futures::stream::{self, StreamExt};
 use md5::{Digest, Md5};
 use serde_json::{json, Value};
 
+mod needs;
 mod sync;
 mod validate;
 
 const USAGE: &str = "\
-usage: cargo xtask skills validate <dir> [--json]
-       cargo xtask skills sync <dir> --user <id> [--bucket <name> | --console]";
+usage: cargo xtask skills validate <dir> [--json] [--resolve]
+       cargo xtask skills sync <dir> --user <id> [--bucket <name> | --console]
+(cargo xtask skills validate --help says what validate reports)";
+/// `cargo xtask skills validate --help`.
+const VALIDATE_HELP: &str = "\
+usage: cargo xtask skills validate <dir> [--json] [--resolve]
+
+What the catalog makes of the folder (loaded, skipped and why, the base prompt), and what each
+skill's scripts need that the sandbox image lacks: the packages it declares (requirements.txt,
+pyproject.toml, package.json, in its folder or its scripts/), else the third-party imports of its
+.py, .js, .mjs and .cjs files, checked against the image named by SANDBOX_ROOT or else the one
+`cargo xtask sandbox image` built for the current list (never built here). Exits 1 only when a
+SKILL.md would be skipped or the base prompt is unusable; unmet needs are warnings.
+  --json      the report as JSON (a `needs` object per loaded skill)
+  --resolve   also ask pip (on this machine, with the network) whether a wheel exists for the
+              image's Python and platform for each Python package the image lacks; without it
+              those are reported as \"not checked (--resolve)\"";
 /// The tenant a folder is validated as; any valid id gives the same result.
 const VALIDATE_USER: &str = "validate";
 /// The environment file `cargo xtask local` writes (moto's endpoint, the bucket, test credentials).
@@ -49,13 +65,19 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let runtime = || tokio::runtime::Runtime::new().map_err(|err| format!("tokio runtime: {err}"));
     match args.split_first() {
         Some((command, rest)) if command == "validate" => {
+            if rest.iter().any(|arg| arg == "--help" || arg == "-h") {
+                return emit(&format!("{VALIDATE_HELP}\n"));
+            }
             let (dir, flags) = positional(rest)?;
-            let json = match flags.as_slice() {
-                [] => false,
-                [flag] if flag == "--json" => true,
-                _ => return Err(format!("unexpected arguments {flags:?}\n{USAGE}")),
-            };
-            runtime()?.block_on(validate::validate(&dir, json))
+            let (mut json, mut resolve) = (false, false);
+            for flag in flags {
+                match flag.as_str() {
+                    "--json" => json = true,
+                    "--resolve" => resolve = true,
+                    _ => return Err(format!("unexpected argument {flag:?}\n{USAGE}")),
+                }
+            }
+            runtime()?.block_on(validate::validate(root, &dir, json, resolve))
         }
         Some((command, rest)) if command == "sync" => {
             let (dir, flags) = positional(rest)?;

@@ -1,4 +1,5 @@
-//! `cargo xtask skills validate`: what the catalog makes of a folder, read by its own index code.
+//! `cargo xtask skills validate`: what the catalog makes of a folder, read by its own index code, and
+//! what each loaded skill's scripts need that the sandbox image lacks.
 
 use super::*;
 
@@ -146,6 +147,9 @@ fn render(report: &Value) -> String {
         for warning in list(&skill["warnings"]) {
             out += &format!("    warning: {}\n", text(&warning));
         }
+        for line in needs::render_skill(&skill["needs"]) {
+            out += &format!("    {line}\n");
+        }
     }
     let inside = list(&report["inside_a_skill"]);
     if !inside.is_empty() {
@@ -184,6 +188,7 @@ fn render(report: &Value) -> String {
         }
     }
     let totals = &report["totals"];
+    out += &format!("\n{}", needs::render_summary(&report["needs"], &totals["needs"]));
     let count = |name: &str| totals[name].as_u64().unwrap_or(0);
     out += &format!(
         "\n{} loaded ({} with warnings), {} skipped, {} inside skills, {}\n",
@@ -196,12 +201,31 @@ fn render(report: &Value) -> String {
     out
 }
 
+/// Adds what each loaded skill needs that the image lacks to the report (see [`needs`]).
+fn add_needs(report: &mut Value, workspace: &Path, folder: &Folder, resolve: bool) {
+    let skills: Vec<String> = report["loaded"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|skill| skill["path"].as_str().map(str::to_owned))
+        .collect();
+    let needs = needs::check(workspace, folder, &skills, resolve);
+    for skill in report["loaded"].as_array_mut().into_iter().flatten() {
+        let path = skill["path"].as_str().unwrap_or_default().to_owned();
+        skill["needs"] = needs.skill_json(&path);
+    }
+    report["needs"] = needs.summary_json();
+    report["totals"]["needs"] = needs.totals_json();
+}
+
 /// `validate`: prints the report; fails when a SKILL.md would be skipped or the base prompt would
-/// fail every turn, so a skill repository's CI can run it.
-pub(super) async fn validate(dir: &Path, json: bool) -> Result<(), String> {
+/// fail every turn, so a skill repository's CI can run it. What a skill needs that the image lacks
+/// is a warning: the skill still loads.
+pub(super) async fn validate(workspace: &Path, dir: &Path, json: bool, resolve: bool) -> Result<(), String> {
     let folder = read_folder(dir)?;
     let index = index_folder(&folder).await?;
-    let report = report(dir, &folder, &index);
+    let mut report = report(dir, &folder, &index);
+    add_needs(&mut report, workspace, &folder, resolve);
     match json {
         true => emit(&(serde_json::to_string_pretty(&report).map_err(|err| err.to_string())? + "\n"))?,
         false => emit(&render(&report))?,
