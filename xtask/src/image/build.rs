@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
-use super::list::{wheel_platforms, List, PYTHON_VERSION};
+use super::list::{pip_download, List};
 
 /// A finished root filesystem.
 pub struct Rootfs {
@@ -109,21 +109,11 @@ fn python_wheels(list: &List, dir: &Path) -> Result<PathBuf, String> {
 /// `pip download --only-binary=:all:` of `requirements` into `into`, for the image's Python 3.13 on
 /// x86_64 glibc, whatever Python runs pip. With `resolve`, their dependencies too.
 pub(super) fn download_wheels(requirements: &Path, into: &Path, resolve: bool) -> Result<(), String> {
-    let mut pip = Command::new("python3");
-    pip.args(["-m", "pip", "download", "--disable-pip-version-check", "--quiet", "--only-binary=:all:"]).args([
-        "--python-version",
-        PYTHON_VERSION,
-        "--implementation",
-        "cp",
-    ]);
-    for platform in wheel_platforms() {
-        pip.args(["--platform", &platform]);
-    }
+    let mut pip = pip_download();
+    pip.arg("--quiet");
     if !resolve {
         pip.arg("--no-deps");
     }
-    // A wheel directory of the machine (pip's PIP_FIND_LINKS) must not stand in for the index.
-    pip.env_remove("PIP_FIND_LINKS");
     pip.arg("-d").arg(into).arg("-r").arg(requirements);
     run(&mut pip, &format!("pip download of {}", requirements.display()))
 }

@@ -90,6 +90,24 @@ pub fn wheel_platforms() -> Vec<String> {
 /// The image's Python, as `pip download --python-version` wants it.
 pub const PYTHON_VERSION: &str = "3.13";
 
+/// `python3 -m pip download` of wheels only, for the image's Python and architecture whatever
+/// Python runs pip; the caller adds what to fetch and where.
+pub fn pip_download() -> std::process::Command {
+    let mut pip = std::process::Command::new("python3");
+    pip.args(["-m", "pip", "download", "--disable-pip-version-check", "--no-input", "--only-binary=:all:"]).args([
+        "--python-version",
+        PYTHON_VERSION,
+        "--implementation",
+        "cp",
+    ]);
+    for platform in wheel_platforms() {
+        pip.args(["--platform", &platform]);
+    }
+    // A wheel directory of the machine (pip's PIP_FIND_LINKS) must not stand in for the index.
+    pip.env_remove("PIP_FIND_LINKS");
+    pip
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -5,11 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
-use crate::image::list::{wheel_platforms, PYTHON_VERSION};
+use crate::image::list::PYTHON_VERSION;
 
 /// `pip download`s running at once.
 const PARALLEL: usize = 8;
@@ -41,19 +40,8 @@ pub(super) fn resolve(requirements: &BTreeSet<String>) -> BTreeMap<String, Resul
 /// of the wheel it got. Only the package's own wheel is fetched, not its dependencies'.
 fn download(requirement: &str) -> Result<String, String> {
     let dir = scratch_dir(requirement)?;
-    let mut pip = Command::new("python3");
-    pip.args(["-m", "pip", "download", "--disable-pip-version-check", "--no-input", "--no-deps"]).args([
-        "--only-binary=:all:",
-        "--python-version",
-        PYTHON_VERSION,
-        "--implementation",
-        "cp",
-    ]);
-    for platform in wheel_platforms() {
-        pip.args(["--platform", &platform]);
-    }
-    // A wheel directory of the machine (pip's PIP_FIND_LINKS) must not stand in for the index.
-    pip.env_remove("PIP_FIND_LINKS");
+    let mut pip = crate::image::list::pip_download();
+    pip.arg("--no-deps");
     pip.arg("-d").arg(&dir).arg(requirement);
     let output = pip.output();
     let wheel = std::fs::read_dir(&dir)
