@@ -9,6 +9,15 @@ use tests::lambda::Function;
 use tests::model_server::Reply;
 use tests::stack::{get_event, repo_root, status_and_body, tool_results, turn_event, upload_dir, Stack};
 
+/// A stack whose `user` has the skills of `tests/skills`.
+async fn stack_with_test_skills(user: &str) -> Stack {
+    let stack = Stack::new().await;
+    upload_dir(&stack.s3, &stack.bucket, &repo_root().join("tests/skills"), &format!("{user}/skills/"))
+        .await
+        .expect("upload the test skills");
+    stack
+}
+
 async fn http_with_sandbox(stack: &Stack) -> Function {
     let env = tests::image::local_sandbox_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
@@ -58,10 +67,7 @@ fn rand_suffix() -> u64 {
 #[tokio::test]
 async fn document_skills_commands_run_in_the_image_as_on_their_authors_machine() {
     const USER: &str = "user-office";
-    let stack = Stack::new().await;
-    upload_dir(&stack.s3, &stack.bucket, &repo_root().join("tests/skills"), &format!("{USER}/skills/"))
-        .await
-        .expect("upload the test skills");
+    let stack = stack_with_test_skills(USER).await;
     stack.model.push([
         Reply::tool("load_skill", json!({"skill_path": "office-docs"})),
         execute(
@@ -168,10 +174,7 @@ fn bwrap_exists_on_the_host() -> bool {
 #[tokio::test]
 async fn document_skills_commands_run_in_the_deployed_image_through_the_lambda_backend() {
     const USER: &str = "user-office-lambda";
-    let stack = Stack::new().await;
-    upload_dir(&stack.s3, &stack.bucket, &repo_root().join("tests/skills"), &format!("{USER}/skills/"))
-        .await
-        .expect("upload the test skills");
+    let stack = stack_with_test_skills(USER).await;
     let api = tests::lambda_invoke::InvokeApi::start().await;
     let http = stack
         .http(&[("SANDBOX", "lambda"), ("SANDBOX_FUNCTION", "sandbox"), ("AWS_ENDPOINT_URL_LAMBDA", &api.endpoint)])

@@ -19,17 +19,30 @@ pub struct Rootfs {
     pub root: PathBuf,
 }
 
-/// Written last, so a half-built tree is never taken for a finished one.
-const READY: &str = "ready";
+/// Written last, beside the root, so a half-built tree is never taken for a finished one.
+pub const READY: &str = "ready";
+
+/// The current list and where its image is (or goes), and whether it is finished.
+fn current(workspace: &Path) -> Result<(List, Rootfs, bool), String> {
+    let list = List::read(workspace)?;
+    let dir = workspace.join("target/sandbox-image").join(&list.hash);
+    let rootfs = Rootfs { hash: list.hash.clone(), root: dir.join("rootfs"), dir };
+    let finished = rootfs.dir.join(READY).is_file() && rootfs.root.join("usr/bin/python3").exists();
+    Ok((list, rootfs, finished))
+}
+
+/// Where the current list's image is and whether it is built; never builds one.
+pub fn built(workspace: &Path) -> Result<(Rootfs, bool), String> {
+    current(workspace).map(|(_, rootfs, finished)| (rootfs, finished))
+}
 
 /// The root filesystem for the current list: the one already built, or a new one (minutes).
 pub fn ensure(workspace: &Path) -> Result<Rootfs, String> {
-    let list = List::read(workspace)?;
-    let dir = workspace.join("target/sandbox-image").join(&list.hash);
-    let rootfs = Rootfs { hash: list.hash.clone(), root: dir.join("rootfs"), dir: dir.clone() };
-    if dir.join(READY).is_file() && rootfs.root.join("usr/bin/python3").exists() {
+    let (list, rootfs, finished) = current(workspace)?;
+    if finished {
         return Ok(rootfs);
     }
+    let dir = rootfs.dir.clone();
     eprintln!(
         "xtask: building the sandbox image {} from {} (first use, or the list changed; a few minutes)",
         list.hash,

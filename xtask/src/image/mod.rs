@@ -9,7 +9,7 @@ mod oci;
 
 use std::path::Path;
 
-pub use build::{ensure, Rootfs};
+pub use build::{built, ensure, Rootfs, READY};
 
 const USAGE: &str = "\
 usage: cargo xtask sandbox image [--oci] [--push <registry/repository:tag>]

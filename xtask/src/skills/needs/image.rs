@@ -11,15 +11,12 @@ use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
-use crate::image::list::List;
+use crate::image::READY;
 
 /// Bumped when what is asked of the image changes, so older `provides.json` files are remade.
 const FORMAT: u64 = 1;
 /// The file beside the root filesystem.
 const CACHE_FILE: &str = "provides.json";
-/// The stamp `cargo xtask sandbox image` writes beside a finished root (its hash and size); a
-/// rebuilt root has a new one, which makes the cache stale.
-const READY_FILE: &str = "ready";
 /// Where the sandbox points `NODE_PATH` (as `sandbox::handler` sets it for every command).
 const NODE_MODULES: &str = "/usr/local/lib/node_modules";
 /// The `PATH` of a sandboxed command.
@@ -86,14 +83,11 @@ pub(super) fn locate(workspace: &Path) -> Result<PathBuf, String> {
             false => Err(format!("SANDBOX_ROOT={} is not a sandbox image's root (no usr/bin/python3)", root.display())),
         };
     }
-    let list = List::read(workspace)?;
-    let dir = workspace.join("target/sandbox-image").join(&list.hash);
-    let root = dir.join("rootfs");
-    match dir.join(READY_FILE).is_file() && root.join("usr/bin/python3").exists() {
-        true => Ok(root),
-        false => Err(format!(
+    match crate::image::built(workspace)? {
+        (image, true) => Ok(image.root),
+        (image, false) => Err(format!(
             "the sandbox image {} is not built: run `cargo xtask sandbox image`, or set SANDBOX_ROOT",
-            list.hash
+            image.hash
         )),
     }
 }
@@ -102,7 +96,9 @@ pub(super) fn locate(workspace: &Path) -> Result<PathBuf, String> {
 /// build of the image, else asked of the image and written there (when the folder is writable).
 pub(super) fn provides(root: &Path) -> Result<Provides, String> {
     let dir = root.parent().unwrap_or(root);
-    let stamp = std::fs::read_to_string(dir.join(READY_FILE)).ok();
+    // The stamp beside a finished root (its hash and size): a rebuilt root has a new one, which
+    // makes the cache stale.
+    let stamp = std::fs::read_to_string(dir.join(READY)).ok();
     let cache = dir.join(CACHE_FILE);
     if let Some(stamp) = &stamp {
         if let Some(provides) = std::fs::read_to_string(&cache)
