@@ -161,7 +161,7 @@ fn skill_mount(name: &str, dir: &Path) -> SkillMount {
     let mut files = Vec::new();
     walk(dir, dir, &mut files);
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    SkillMount { name: name.to_owned(), files }
+    SkillMount { name: name.to_owned(), files, bundle: None }
 }
 
 fn exec_request(command: &str, workspace: Vec<SandboxFile>, skills: Vec<SkillMount>) -> ExecRequest {

@@ -89,6 +89,7 @@ async fn a_resumed_session_sees_the_files_sent_and_nothing_left_from_before() {
     second.skills = vec![SkillMount {
         name: "pdf".into(),
         files: vec![file("SKILL.md", b"# pdf\n"), file("s.sh", b"echo from the skill\n")],
+        bundle: None,
     }];
     second.ticket = Some(vec![file("t.txt", b"ticket\n")]);
     let outcome = run(&sandbox, second).await;

@@ -307,3 +307,161 @@ async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
     assert!(stderr(&output).contains("--user \"../u1\" is not a usable id"), "{}", stderr(&output));
     assert_eq!(etags(&s3, &bucket, "").await.keys().filter(|key| key.starts_with("..")).count(), 0);
 }
+
+/// A wheel of a package the image lacks (`notarial-dates`), made as pip makes one, in `dir`.
+fn write_wheel(dir: &Path) {
+    let script = r#"
+import base64, hashlib, sys, zipfile
+files = {
+    "notarial_dates/__init__.py": "def plazo(dias):\n    return f'plazo de {dias} dias habiles'\n",
+    "notarial_dates-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: notarial-dates\nVersion: 1.0\n",
+    "notarial_dates-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = []
+with zipfile.ZipFile(sys.argv[1] + "/notarial_dates-1.0-py3-none-any.whl", "w") as wheel:
+    for name, text in files.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+        wheel.writestr(name, data)
+    record.append("notarial_dates-1.0.dist-info/RECORD,,")
+    wheel.writestr("notarial_dates-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+"#;
+    let made = Command::new("python3").args(["-c", script]).arg(dir).output().expect("python3");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+}
+
+/// `GET /skills` by `user`, as the HTTP API hands it to http-turn.
+fn skills_event(user: &str) -> Value {
+    let mut event = tests::stack::get_event(Some(user), "s");
+    event["rawPath"] = serde_json::json!("/skills");
+    event["requestContext"]["http"]["path"] = serde_json::json!("/skills");
+    event
+}
+
+/// A skill's needs the image lacks, bundled by `skills sync` from a wheel folder (no network: pip
+/// has no index), then installed offline by the sandbox on first use, through the compiled
+/// http-turn with the local backend and with the Lambda backend running the compiled sandbox in the
+/// image; the second call does not install again, another tenant does not get the bundle, and a
+/// need no wheel meets is a warning in `GET /skills`.
+#[tokio::test(flavor = "multi_thread")]
+async fn sync_bundles_what_the_image_lacks_and_the_sandbox_installs_it_offline_per_tenant() {
+    use tests::model_server::Reply;
+    use tests::stack::{status_and_body, tool_results, turn_event, Stack};
+
+    let stack = Stack::new().await;
+    let wheels = Scratch::new();
+    write_wheel(&wheels.0);
+    let scratch = Scratch::new();
+    scratch.write("fechas/SKILL.md", skill_md("Plazos notariales.", "name: fechas\n"));
+    scratch.write("fechas/requirements.txt", "notarial-dates==1.0\n");
+    scratch.write("fechas/scripts/plazo.py", "import notarial_dates\nprint(notarial_dates.plazo(10))\n");
+    scratch.write("raro/SKILL.md", skill_md("Needs what no index has.", "name: raro\n"));
+    scratch.write("raro/requirements.txt", "no-such-package-anywhere==9.9\n");
+    let aws = [
+        ("AWS_ENDPOINT_URL", stack.endpoint.as_str()),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("PIP_NO_INDEX", "1"),
+    ];
+    let (dir, links) = (scratch.0.to_str().unwrap(), wheels.0.to_str().unwrap());
+    let sync = |user: &str| {
+        let args = ["skills", "sync", dir, "--user", user, "--bucket", &stack.bucket, "--find-links", links];
+        tokio::task::block_in_place(|| xtask(&args, &aws))
+    };
+    let output = sync("u-bundle");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).contains("2 bundle files sent"), "{}", stdout(&output));
+    assert!(stderr(&output).contains("fechas: bundled notarial-dates==1.0"), "{}", stderr(&output));
+    let stored = etags(&stack.s3, &stack.bucket, "u-bundle/skills/").await;
+    let bundle = stored.keys().find(|key| key.starts_with("u-bundle/skills/fechas/.bundle/")).expect("a bundle");
+    assert!(bundle.ends_with(".tar"), "{bundle}");
+    assert!(stored.contains_key("u-bundle/skills/raro/.bundle/unmet/no-such-package-anywhere"), "{stored:?}");
+    // The same folder again: the bundle is the same bytes, so nothing is sent.
+    let again = sync("u-bundle");
+    assert!(!stdout(&again).contains("bundle files sent"), "{}", stdout(&again));
+    assert_eq!(etags(&stack.s3, &stack.bucket, "u-bundle/skills/").await, stored);
+
+    let bundles = Scratch::new();
+    let env = tests::image::local_sandbox_env();
+    let mut env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
+    env.push(("SANDBOX_BUNDLE_DIR", bundles.0.to_str().unwrap()));
+    let http = stack.http(&env).await;
+
+    // The unmet need is said where the owner looks.
+    let (status, body) = status_and_body(&http.call(skills_event("u-bundle")).await);
+    assert_eq!(status, 200, "{body}");
+    let raro = body["skills"].as_array().unwrap().iter().find(|skill| skill["path"] == "raro").expect("raro").clone();
+    assert!(raro["warnings"][0].as_str().unwrap().contains("`no-such-package-anywhere`"), "{raro}");
+    assert_eq!(raro["unmet_needs"], serde_json::json!(["no-such-package-anywhere"]));
+    let fechas = body["skills"].as_array().unwrap().iter().find(|skill| skill["path"] == "fechas").unwrap().clone();
+    assert_eq!(fechas["warnings"], serde_json::json!([]), "{fechas}");
+
+    let run = |command: &str| Reply::tool("execute", serde_json::json!({ "command": command, "timeout": 120 }));
+    let script = "python /skills/fechas/scripts/plazo.py";
+    stack.model.push([
+        Reply::tool("load_skill", serde_json::json!({"skill_path": "fechas"})),
+        run(&format!("{script}; ls -a /skills/fechas")),
+        run(&format!(
+            "{script} && python -c \"import socket; socket.create_connection(('pypi.org', 443), 2)\" 2>/dev/null || echo 'no network'"
+        )),
+        Reply::text("Done."),
+    ]);
+    let (status, body) =
+        status_and_body(&http.call(turn_event(Some("u-bundle"), "s1", serde_json::json!({"message": "plazo"}))).await);
+    assert_eq!(status, 200, "{body}");
+    let requests = stack.model.requests();
+    let first = tool_results(&requests[2]).pop().unwrap();
+    let second = tool_results(&requests[3]).pop().unwrap();
+    assert!(first.starts_with("plazo de 10 dias habiles\n"), "{first}");
+    assert!(!first.contains(".bundle"), "the bundle folder is not part of the skill: {first}");
+    assert!(second.starts_with("plazo de 10 dias habiles\nno network"), "{second}");
+    let installs = http.logs().iter().filter(|line| line.contains("installed a skill's bundle")).count();
+    assert_eq!(installs, 1, "the second call used the installed bundle");
+    let tenants = std::fs::read_dir(&bundles.0).unwrap().count();
+    assert_eq!(tenants, 1, "one tenant's folder");
+
+    // Another tenant with the same skill's files but no bundle: the first tenant's install is not theirs.
+    for (rel, bytes) in
+        [("fechas/SKILL.md", skill_md("Plazos.", "")), ("fechas/scripts/plazo.py", "import notarial_dates\n".into())]
+    {
+        let key = format!("u-other/skills/{rel}");
+        stack.s3.put_object().bucket(&stack.bucket).key(key).body(bytes.into_bytes().into()).send().await.unwrap();
+    }
+    stack.model.push([
+        Reply::tool("load_skill", serde_json::json!({"skill_path": "fechas"})),
+        run(script),
+        Reply::text("Done."),
+    ]);
+    let (status, _) =
+        status_and_body(&http.call(turn_event(Some("u-other"), "s1", serde_json::json!({"message": "plazo"}))).await);
+    assert_eq!(status, 200);
+    let other = tool_results(&stack.model.requests()[6]).pop().unwrap();
+    assert!(other.contains("ModuleNotFoundError: No module named 'notarial_dates'"), "{other}");
+
+    // The Lambda backend: the compiled sandbox in the image gets the bundle in parts, once.
+    let api = tests::lambda_invoke::InvokeApi::start().await;
+    let lambda = stack
+        .http(&[("SANDBOX", "lambda"), ("SANDBOX_FUNCTION", "sandbox"), ("AWS_ENDPOINT_URL_LAMBDA", &api.endpoint)])
+        .await;
+    let script = "python /tmp/sandbox/skills/fechas/scripts/plazo.py";
+    stack.model.push([
+        Reply::tool("load_skill", serde_json::json!({"skill_path": "fechas"})),
+        run(script),
+        run(script),
+        Reply::text("Done."),
+    ]);
+    let (status, body) = status_and_body(
+        &lambda.call(turn_event(Some("u-bundle"), "s2", serde_json::json!({"message": "plazo"}))).await,
+    );
+    assert_eq!(status, 200, "{body}");
+    let requests = stack.model.requests();
+    for step in [9, 10] {
+        let result = tool_results(&requests[step]).pop().unwrap();
+        assert!(result.starts_with("plazo de 10 dias habiles\n"), "{step}: {result}");
+    }
+    let sent = lambda.logs().iter().filter(|line| line.contains("sent a skill's bundle")).count();
+    assert_eq!(sent, 1, "the bundle is sent once per environment");
+}

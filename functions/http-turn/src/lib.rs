@@ -456,6 +456,7 @@ fn catalog_answer(catalog: &Catalog, view: &CatalogView, skills: Vec<Value>, nex
 fn skill_entry_view(entry: &SkillEntry, has_sandbox: bool) -> Value {
     let mut tools = entry.tools.clone();
     let mut warnings = entry.warnings.clone();
+    warnings.extend(agent_core::skills::bundle::unmet_warning(&entry.unmet_needs));
     if !has_sandbox {
         let bash: Vec<&str> = entry
             .declared_tools
@@ -483,6 +484,7 @@ fn skill_entry_view(entry: &SkillEntry, has_sandbox: bool) -> Value {
         "tools": tools,
         "declared_tools": entry.declared_tools,
         "warnings": warnings,
+        "unmet_needs": entry.unmet_needs,
     })
 }
 

@@ -42,8 +42,9 @@ PY
 fi
 
 # Where the sandbox mounts a call's folders (the root is read-only, so the mount points exist here).
-mkdir -p "$root/workspace" "$root/skills" "$root/ticket"
-chmod 0755 "$root/workspace" "$root/skills" "$root/ticket"
+# /opt/bundles takes a tmpfs per call, holding the installed bundles of the call's skills.
+mkdir -p "$root/workspace" "$root/skills" "$root/ticket" "$root/opt/bundles"
+chmod 0755 "$root/workspace" "$root/skills" "$root/ticket" "$root/opt/bundles"
 
 # Nothing of the build stays: package lists, caches, the chroot's machine id.
 rm -rf "$root/var/lib/apt/lists"/* "$root/var/cache/apt"/* "$root/root/.cache"

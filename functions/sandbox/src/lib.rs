@@ -7,9 +7,9 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use sandbox::handler::{self, Config};
-use sandbox::wire::INVALID_REQUEST;
-use sandbox::{lambda, WireError, WireRequest, WireResponse};
+use sandbox::handler::{self, bundle, Config};
+use sandbox::wire::{INTERNAL, INVALID_REQUEST};
+use sandbox::{lambda, WireBundlePart, WireError, WirePartAnswer, WireRequest, WireResponse};
 use serde::Serialize;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -20,6 +20,8 @@ use sha2::{Digest, Sha256};
 pub enum Answer {
     Response(WireResponse),
     Error(WireError),
+    /// The answer to a bundle part.
+    Part(WirePartAnswer),
 }
 
 /// Logs as JSON when Lambda asks for it (`AWS_LAMBDA_LOG_FORMAT=JSON`). Spans stay out of the
@@ -54,6 +56,12 @@ pub fn config_from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Config
         }
         config.scratch_base = dir;
     }
+    if let Some(dir) = set("SANDBOX_BUNDLE_DIR") {
+        if !dir.is_absolute() {
+            return Err(format!("SANDBOX_BUNDLE_DIR={} must be an absolute path", dir.display()));
+        }
+        config.bundle_dir = dir;
+    }
     Ok(config)
 }
 
@@ -61,6 +69,9 @@ pub fn config_from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Config
 /// (absent outside tenant isolation). Logs one line, without the command or any file's path.
 pub async fn handle(config: &Config, event: Value, invoked_tenant: Option<&str>) -> Answer {
     let started = Instant::now();
+    if let Some(part) = event.get("bundle_part") {
+        return receive_bundle_part(config, part.clone(), invoked_tenant).await;
+    }
     let request = match serde_json::from_value::<WireRequest>(event) {
         Ok(request) => request,
         Err(err) => {
@@ -121,6 +132,41 @@ pub async fn handle(config: &Config, event: Value, invoked_tenant: Option<&str>)
             );
             Answer::Error(error)
         }
+    }
+}
+
+/// One part of a skill's bundle (`{"bundle_part": ...}`), for the invocation's tenant only; the
+/// last part installs the bundle for this environment's later calls.
+async fn receive_bundle_part(config: &Config, part: Value, invoked_tenant: Option<&str>) -> Answer {
+    let part = match serde_json::from_value::<WireBundlePart>(part) {
+        Ok(part) => part,
+        Err(err) => {
+            tracing::warn!(outcome = INVALID_REQUEST, error_kind = ?err.classify(), "bundle part refused: not a part");
+            return Answer::Error(WireError::new(INVALID_REQUEST, format!("the event is not a bundle part: {err}")));
+        }
+    };
+    let tenant = tenant_tag(&part.tenant);
+    if invoked_tenant.is_some_and(|invoked| invoked != lambda::tenant_id(&part.tenant)) {
+        tracing::warn!(%tenant, outcome = INVALID_REQUEST, "bundle part refused: not the invocation's tenant");
+        return Answer::Error(WireError::new(
+            INVALID_REQUEST,
+            "the part's tenant is not the tenant this invocation was made for",
+        ));
+    }
+    let (config, started) = (config.clone(), Instant::now());
+    let received = tokio::task::spawn_blocking(move || bundle::receive_part(&config, part)).await;
+    let duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    match received {
+        Ok(Ok(answer)) => {
+            tracing::info!(%tenant, outcome = "bundle part", received = answer.received, installed = answer.installed, duration_ms, "sandbox call");
+            Answer::Part(answer)
+        }
+        Ok(Err(err)) => {
+            let error = WireError::from(&err);
+            tracing::warn!(%tenant, outcome = %error.error, error = %err, duration_ms, "bundle part refused");
+            Answer::Error(error)
+        }
+        Err(err) => Answer::Error(WireError::new(INTERNAL, format!("the bundle task failed: {err}"))),
     }
 }
 

@@ -168,8 +168,9 @@ pub async fn app_from_env() -> Result<App, ConfigError> {
         .await
         .map_err(|err| ConfigError::Storage(err.to_string()))?;
     let experts = Arc::new(experts::McpExperts::from_env_with_resolver(stores.objects.clone(), secrets));
+    let sandbox = sandbox_from_env(env_lookup, stores.objects.clone()).await?;
     let mut service = TurnService::new(stores.sessions, stores.objects, model, config).with_experts(experts);
-    if let Some(sandbox) = sandbox_from_env(env_lookup).await? {
+    if let Some(sandbox) = sandbox {
         tracing::info!(sandbox = sandbox.name(), "execute runs commands in this sandbox");
         service = service.with_sandbox(sandbox);
     }
@@ -180,8 +181,10 @@ pub async fn app_from_env() -> Result<App, ConfigError> {
 /// (bubblewrap on this machine, for the demo, the local loop and the tests), `lambda` (the
 /// `sandbox` function named by `SANDBOX_FUNCTION`, invoked with the tenant's id) or `agentcore`
 /// (an AgentCore Code Interpreter session per agent session, `SANDBOX_CODE_INTERPRETER_ID`).
+/// `local` and `lambda` read skills' bundles from `objects`; AgentCore's interpreter installs none.
 pub async fn sandbox_from_env(
     lookup: impl Fn(&str) -> Option<String>,
+    objects: Arc<dyn agent_core::store::ObjectStore>,
 ) -> Result<Option<Arc<dyn agent_core::sandbox::Sandbox>>, ConfigError> {
     let kind = lookup("SANDBOX").map(|value| value.trim().to_ascii_lowercase()).unwrap_or_default();
     match kind.as_str() {
@@ -190,7 +193,7 @@ pub async fn sandbox_from_env(
             let local =
                 sandbox::LocalSandbox::from_env().map_err(|reason| ConfigError::Invalid { name: "SANDBOX", reason })?;
             local.check().map_err(|reason| ConfigError::Invalid { name: "SANDBOX", reason })?;
-            Ok(Some(Arc::new(local)))
+            Ok(Some(Arc::new(local.with_bundles(sandbox::BundleSource::new(objects)))))
         }
         "lambda" => {
             // The SDK takes the endpoint from AWS_ENDPOINT_URL_LAMBDA or AWS_ENDPOINT_URL by itself.
@@ -198,7 +201,7 @@ pub async fn sandbox_from_env(
             let lambda = sandbox::LambdaSandbox::from_lookup(&sdk, &lookup)
                 .map_err(|reason| ConfigError::Invalid { name: sandbox::lambda::SANDBOX_FUNCTION_ENV, reason })?;
             tracing::info!(function = lambda.function(), "execute invokes the sandbox function");
-            Ok(Some(Arc::new(lambda)))
+            Ok(Some(Arc::new(lambda.with_bundles(sandbox::BundleSource::new(objects)))))
         }
         "agentcore" => {
             // The SDK takes the endpoint from AWS_ENDPOINT_URL_BEDROCK_AGENTCORE or AWS_ENDPOINT_URL.

@@ -14,6 +14,7 @@ use async_trait::async_trait;
 use thiserror::Error;
 
 use crate::ids::{SessionId, UserId};
+pub use crate::skills::bundle::BundleRef;
 
 /// The default timeout of one command (deepagents' and peers' minute).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
@@ -44,6 +45,9 @@ pub struct SkillMount {
     /// The short name the skill is visible under (as in the virtual filesystem's `/skills`).
     pub name: String,
     pub files: Vec<SandboxFile>,
+    /// The wheels its scripts need that the image lacks, installed by the backend before the
+    /// command runs (the bytes are fetched by the backend only when it has not installed them).
+    pub bundle: Option<BundleRef>,
 }
 
 /// One command to run.
@@ -125,6 +129,10 @@ pub enum SandboxError {
     /// The backend refused or failed; the detail is logged, not shown.
     #[error("Error: the sandbox is unavailable right now; try again later")]
     Unavailable(String),
+    /// A skill's bundle (the packages its scripts need) could not be installed; the command did
+    /// not run. The reason is about the tenant's own bundle, so it is shown.
+    #[error("Error: the skill's packages could not be installed in the sandbox, so the command did not run: {0}")]
+    Bundle(String),
     /// The backend is busy (throttled); the command did not run.
     #[error("Error: the sandbox is busy; the command did not run. Try again in a moment.")]
     Busy(String),

@@ -9,7 +9,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
-use crate::handler::{self, Config, HandlerError, Isolation};
+use crate::bundles::BundleSource;
+use crate::handler::{self, bundle, Config, HandlerError, Isolation};
 use crate::wire::{WireError, WireRequest, WireResponse};
 
 /// Commands run at once; more wait their turn.
@@ -19,12 +20,20 @@ pub const LOCAL_CONCURRENCY: usize = 2;
 pub struct LocalSandbox {
     config: Config,
     permits: Semaphore,
+    bundles: Option<BundleSource>,
 }
 
 impl LocalSandbox {
     /// A backend over `config`, unchecked.
     pub fn new(config: Config) -> Self {
-        Self { config, permits: Semaphore::new(LOCAL_CONCURRENCY) }
+        Self { config, permits: Semaphore::new(LOCAL_CONCURRENCY), bundles: None }
+    }
+
+    /// Installs the skills' bundles it lacks from `bundles` (without it, a call with a bundle this
+    /// machine has not installed fails).
+    pub fn with_bundles(mut self, bundles: BundleSource) -> Self {
+        self.bundles = Some(bundles);
+        self
     }
 
     /// The backend as the environment configures it: `SANDBOX_ROOT`, the sandbox image's root
@@ -56,6 +65,9 @@ impl LocalSandbox {
         let mut config = Config::local_default(bwrap, root);
         if let Some(dir) = std::env::var_os("SANDBOX_SCRATCH_DIR").filter(|dir| !dir.is_empty()) {
             config.scratch_base = absolute("SANDBOX_SCRATCH_DIR", dir)?;
+        }
+        if let Some(dir) = std::env::var_os("SANDBOX_BUNDLE_DIR").filter(|dir| !dir.is_empty()) {
+            config.bundle_dir = absolute("SANDBOX_BUNDLE_DIR", dir)?;
         }
         let sandbox = Self::new(config);
         sandbox.check()?;
@@ -134,7 +146,32 @@ impl Sandbox for LocalSandbox {
     async fn execute(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
         let _permit = self.permits.acquire().await.map_err(|err| unavailable(err.to_string()))?;
         let event = through_json(&WireRequest::from_exec(&request)).map_err(unavailable)?;
-        match handler::run(&self.config, event).await {
+        let mut ran = handler::run(&self.config, event.clone()).await;
+        // Bundles this machine lacks are installed once, then the call runs as it would have.
+        if let Err(HandlerError::MissingBundles(missing)) = &ran {
+            let source = self.bundles.as_ref().ok_or_else(|| {
+                unavailable("a skill has a bundle and this sandbox has no store to read it from".to_owned())
+            })?;
+            for sha256 in missing {
+                let (_, bytes) = source.fetch(&request, sha256).await?;
+                let (config, tenant, sha256) =
+                    (self.config.clone(), request.tenant.as_str().to_owned(), sha256.clone());
+                let installed = tokio::task::spawn_blocking(move || bundle::install(&config, &tenant, &sha256, &bytes))
+                    .await
+                    .map_err(|err| unavailable(format!("the bundle install task failed: {err}")))?;
+                match installed {
+                    Ok(done) => tracing::info!(
+                        sandbox = "local",
+                        took_ms = done.map(|done| done.took.as_millis() as u64),
+                        "installed a skill's bundle"
+                    ),
+                    Err(HandlerError::BadBundle(reason)) => return Err(SandboxError::Bundle(reason)),
+                    Err(err) => return Err(unavailable(err.to_string())),
+                }
+            }
+            ran = handler::run(&self.config, event).await;
+        }
+        match ran {
             Ok(response) => {
                 let response: WireResponse = through_json(&response).map_err(unavailable)?;
                 response.into_outcome().map_err(unavailable)

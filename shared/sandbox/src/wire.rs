@@ -26,6 +26,10 @@ pub const MAX_NOT_KEPT_LINES: usize = 50;
 pub const INVALID_REQUEST: &str = "invalid_request";
 pub const TOO_LARGE: &str = "too_large";
 pub const INTERNAL: &str = "internal";
+/// The environment lacks some of the call's bundles (listed in `missing`); the caller sends them.
+pub const MISSING_BUNDLES: &str = "missing_bundles";
+/// A skill's bundle could not be installed; the message says why and is shown to the model.
+pub const BAD_BUNDLE: &str = "bad_bundle";
 
 /// One command to run: the function's event.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +61,40 @@ pub struct WireFile {
 pub struct WireSkill {
     pub name: String,
     pub files: Vec<WireFile>,
+    /// The skill's bundle, installed before the command runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<WireBundle>,
+}
+
+/// A skill's bundle as a call names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireBundle {
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// One part of a bundle's bytes sent to the Lambda function: `{"bundle_part": {...}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireBundlePart {
+    pub tenant: String,
+    pub sha256: String,
+    /// The whole bundle's size.
+    pub size: u64,
+    /// Where this part starts; parts are sent in order.
+    pub offset: u64,
+    /// Standard base64.
+    pub data: String,
+}
+
+/// The function's answer to a part.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WirePartAnswer {
+    /// Bytes of the bundle held so far.
+    pub received: u64,
+    /// The bundle is installed (after its last part).
+    pub installed: bool,
 }
 
 /// How the command ended: the function's response.
@@ -83,6 +121,9 @@ pub struct WireError {
     pub bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub files: Option<usize>,
+    /// `missing_bundles`: the SHA-256 of each bundle to send.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missing: Option<Vec<String>>,
 }
 
 impl WireFile {
@@ -124,7 +165,14 @@ impl WireRequest {
             skills: request
                 .skills
                 .iter()
-                .map(|skill| WireSkill { name: skill.name.clone(), files: files(&skill.files) })
+                .map(|skill| WireSkill {
+                    name: skill.name.clone(),
+                    files: files(&skill.files),
+                    bundle: skill
+                        .bundle
+                        .as_ref()
+                        .map(|bundle| WireBundle { sha256: bundle.sha256.clone(), size: bundle.size }),
+                })
                 .collect(),
             ticket: request.ticket.as_deref().map(files),
         }
@@ -194,7 +242,7 @@ impl WireResponse {
 
 impl WireError {
     pub fn new(error: &str, message: impl Into<String>) -> Self {
-        Self { error: error.to_owned(), message: message.into(), bytes: None, files: None }
+        Self { error: error.to_owned(), message: message.into(), bytes: None, files: None, missing: None }
     }
 
     /// What the core is told: `too_large` as such (the model can act on it), anything else as the
@@ -209,6 +257,9 @@ impl WireError {
                     max_files: MAX_CALL_FILES,
                 };
             }
+        }
+        if self.error == BAD_BUNDLE {
+            return SandboxError::Bundle(self.message.chars().take(1_000).collect());
         }
         SandboxError::Unavailable(format!("{}: {}", self.error, self.message))
     }
@@ -262,7 +313,7 @@ mod tests {
             command: "ls".into(),
             timeout: Duration::from_millis(1500),
             workspace: vec![file("a/b.bin", &[0, 255, 10, 13])],
-            skills: vec![SkillMount { name: "pdf".into(), files: vec![file("SKILL.md", b"# pdf")] }],
+            skills: vec![SkillMount { name: "pdf".into(), files: vec![file("SKILL.md", b"# pdf")], bundle: None }],
             ticket: Some(vec![file("t.txt", b"t")]),
             resume: None,
         };

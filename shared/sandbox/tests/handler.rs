@@ -248,8 +248,9 @@ fn skills_and_ticket_are_read_only() {
         WireSkill {
             name: "pdf".into(),
             files: vec![WireFile::encode("SKILL.md", b"# pdf\n"), WireFile::encode("scripts/run.sh", b"echo run\n")],
+            bundle: None,
         },
-        WireSkill { name: "docx".into(), files: vec![WireFile::encode("SKILL.md", b"# docx\n")] },
+        WireSkill { name: "docx".into(), files: vec![WireFile::encode("SKILL.md", b"# docx\n")], bundle: None },
     ];
     call.ticket = Some(vec![WireFile::encode("brief.txt", b"the brief\n")]);
     let response = run(&bwrap_config(), call);

@@ -24,14 +24,30 @@ use futures::stream::{self, StreamExt};
 use md5::{Digest, Md5};
 use serde_json::{json, Value};
 
+mod bundle;
 mod needs;
 mod sync;
 mod validate;
 
 const USAGE: &str = "\
 usage: cargo xtask skills validate <dir> [--json] [--resolve]
-       cargo xtask skills sync <dir> --user <id> [--bucket <name> | --console]
-(cargo xtask skills validate --help says what validate reports)";
+       cargo xtask skills sync <dir> --user <id> [--bucket <name> | --console] [--no-bundles] [--find-links <dir>]
+(cargo xtask skills validate --help and cargo xtask skills sync --help say more)";
+/// `cargo xtask skills sync --help`.
+const SYNC_HELP: &str = "\
+usage: cargo xtask skills sync <dir> --user <id> [--bucket <name> | --console] [--no-bundles] [--find-links <dir>]
+
+Makes the folder the tenant's skills/: uploads new and changed files, leaves unchanged ones alone,
+deletes what the folder no longer has, then rebuilds the tenant's catalog index. Before that, each
+skill's Python needs that the sandbox image lacks (as `skills validate` finds them) are resolved by
+pip into a bundle of wheels for the image's Python and platform, hashes pinned, stored beside the
+skill under .bundle/; a need that cannot be resolved leaves a marker that GET /skills shows as a
+warning. Resolving needs the sandbox image (`cargo xtask sandbox image`) and pip's index.
+  --user <id>         the tenant
+  --bucket <name>     a real bucket (AWS credentials and region as usual); default: the local stack
+  --console           the stack of `cargo xtask console` instead of `cargo xtask local`
+  --no-bundles        resolve nothing; the bundles already stored for the folder's skills stay
+  --find-links <dir>  a folder of wheels pip looks in as well (with PIP_NO_INDEX=1: only there)";
 /// `cargo xtask skills validate --help`.
 const VALIDATE_HELP: &str = "\
 usage: cargo xtask skills validate <dir> [--json] [--resolve]
@@ -80,17 +96,28 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             runtime()?.block_on(validate::validate(root, &dir, json, resolve))
         }
         Some((command, rest)) if command == "sync" => {
+            if rest.iter().any(|arg| arg == "--help" || arg == "-h") {
+                return emit(&format!("{SYNC_HELP}\n"));
+            }
             let (dir, flags) = positional(rest)?;
-            let (mut user, mut bucket, mut console) = (None, None, false);
+            let (mut user, mut bucket, mut console, mut no_bundles, mut find_links) = (None, None, false, false, None);
             let mut flags = flags.into_iter();
             while let Some(flag) = flags.next() {
-                if flag == "--console" {
-                    console = true;
-                    continue;
+                match flag.as_str() {
+                    "--console" => {
+                        console = true;
+                        continue;
+                    }
+                    "--no-bundles" => {
+                        no_bundles = true;
+                        continue;
+                    }
+                    _ => {}
                 }
                 let slot = match flag.as_str() {
                     "--user" => &mut user,
                     "--bucket" => &mut bucket,
+                    "--find-links" => &mut find_links,
                     _ => return Err(format!("unexpected argument {flag:?}\n{USAGE}")),
                 };
                 *slot = Some(flags.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?);
@@ -104,7 +131,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
                 (None, true) => sync::Target::Local(CONSOLE_ENV_FILE),
                 (None, false) => sync::Target::Local(LOCAL_ENV_FILE),
             };
-            runtime()?.block_on(sync::sync(root, &dir, &user, target))
+            let bundles = (!no_bundles).then(|| bundle::PipSource { find_links: find_links.map(PathBuf::from) });
+            runtime()?.block_on(sync::sync(root, &dir, &user, target, bundles))
         }
         _ => Err(USAGE.to_owned()),
     }
@@ -119,7 +147,7 @@ fn positional(args: &[String]) -> Result<(PathBuf, Vec<String>), String> {
         if arg.starts_with("--") {
             rest.push(arg.clone());
             // Flags with a value keep it next to them.
-            if arg == "--user" || arg == "--bucket" {
+            if arg == "--user" || arg == "--bucket" || arg == "--find-links" {
                 rest.extend(args.next().cloned());
             }
         } else if dir.is_none() {

@@ -1,6 +1,7 @@
 //! `cargo xtask skills sync`: a folder uploaded to a tenant's `skills/` (unchanged files left alone,
 //! gone ones deleted), then that tenant's index rebuilt.
 
+use super::bundle::{self, PipSource};
 use super::*;
 
 /// Where a sync writes.
@@ -72,6 +73,18 @@ async fn connect_local(root: &Path, env_file: &str) -> Result<(S3ObjectStore, St
     Ok((S3ObjectStore::new(aws_sdk_s3::Client::from_conf(s3), &bucket), format!("s3://{bucket} on {endpoint}")))
 }
 
+/// The folders of the folder's skills (`name` or `category/name`), from their SKILL.md files.
+fn skill_folders(folder: &Folder) -> Vec<String> {
+    folder
+        .files
+        .iter()
+        .filter_map(|file| match classify(&file.rel) {
+            SkillFile::Skill(path) => Some(path.to_string()),
+            _ => None,
+        })
+        .collect()
+}
+
 /// What happened to one file of the folder.
 enum Synced {
     Uploaded,
@@ -105,8 +118,30 @@ async fn sync_file(
 
 /// `sync`: the folder becomes the tenant's `skills/` (uploads, unchanged files left alone,
 /// deletions), then the tenant's index is rebuilt from a listing.
-pub(super) async fn sync(root: &Path, dir: &Path, user: &UserId, target: Target) -> Result<(), String> {
+pub(super) async fn sync(
+    root: &Path,
+    dir: &Path,
+    user: &UserId,
+    target: Target,
+    bundles: Option<PipSource>,
+) -> Result<(), String> {
     let folder = read_folder(dir)?;
+    let skills = skill_folders(&folder);
+    // Each skill's bundle and markers, by their path in the folder, made before anything is sent.
+    let built = match &bundles {
+        Some(source) => {
+            eprintln!("resolving what the skills' scripts need that the sandbox image lacks");
+            let needs = needs::check(root, &folder, &skills, false);
+            bundle::build_all(root, &needs, &skills, source)?
+        }
+        None => None,
+    };
+    let bundles_made = built.is_some();
+    let extra: Vec<(String, Vec<u8>)> = built
+        .into_iter()
+        .flatten()
+        .flat_map(|(skill, built)| built.files.into_iter().map(move |(rel, bytes)| (format!("{skill}/{rel}"), bytes)))
+        .collect();
     let (objects, target) = connect(root, target).await?;
     let prefix = keys::skills_prefix(user);
     let remote: BTreeMap<String, ObjectMeta> = objects
@@ -145,7 +180,27 @@ pub(super) async fn sync(root: &Path, dir: &Path, user: &UserId, target: Target)
         }
     }
     drop(results);
-    let local: BTreeSet<String> = folder.files.iter().map(|file| format!("{prefix}{}", file.rel)).collect();
+    let mut bundled = 0;
+    for (rel, bytes) in &extra {
+        let key = format!("{prefix}{rel}");
+        // Bundles are named by their hash and markers are empty: the same key and size is the same object.
+        if remote.get(&key).is_some_and(|meta| meta.size == bytes.len() as u64) {
+            continue;
+        }
+        objects.put(&key, bytes.clone()).await.map_err(|err| err.to_string())?;
+        bundled += 1;
+    }
+    let mut local: BTreeSet<String> = folder.files.iter().map(|file| format!("{prefix}{}", file.rel)).collect();
+    local.extend(extra.iter().map(|(rel, _)| format!("{prefix}{rel}")));
+    if !bundles_made {
+        // --no-bundles (or no image) leaves the bundles of the skills that are still there as they are.
+        let kept = remote.keys().filter(|key| {
+            key.strip_prefix(&prefix)
+                .and_then(|rel| rel.split_once("/.bundle/"))
+                .is_some_and(|(skill, _)| skills.iter().any(|known| known == skill))
+        });
+        local.extend(kept.cloned().collect::<Vec<_>>());
+    }
     let gone: Vec<&String> = remote.keys().filter(|key| !local.contains(*key)).collect();
     let mut deletions = stream::iter(&gone).map(|key| objects.delete(key)).buffer_unordered(CONCURRENCY);
     let mut removed = 0;
@@ -167,8 +222,12 @@ pub(super) async fn sync(root: &Path, dir: &Path, user: &UserId, target: Target)
     let IndexRead::Usable(head) = decode_index(&head.bytes).map_err(|err| err.to_string())? else {
         return Err("the index written is not of this build's format".to_owned());
     };
+    let bundled = match bundled {
+        0 => String::new(),
+        count => format!(", {count} bundle files sent"),
+    };
     emit(&format!(
-        "{uploaded} uploaded, {unchanged} unchanged, {removed} removed; {} skills indexed, {} skipped\n",
+        "{uploaded} uploaded, {unchanged} unchanged, {removed} removed{bundled}; {} skills indexed, {} skipped\n",
         head.total, head.skipped
     ))?;
     if head.skipped > 0 {

@@ -2,6 +2,7 @@
 //! the budgeted listing with `find_skills` search, and the process-wide caches behind them.
 //!
 //! - [`frontmatter`]: what a SKILL.md declares; skipped only when unusable, repaired with warnings.
+//! - [`bundle`]: a skill's bundle of wheels under `.bundle/`, and the markers of needs none provides.
 //! - [`index`]: the index, built from a listing once and updated entry by entry; stored as a small
 //!   head and content-named parts ([`index::stored`]).
 //! - [`catalog`]: one version of the index as a turn uses it (parts read when needed), and the
@@ -9,6 +10,7 @@
 //! - [`listing`]: the state-1 listing under its token budget, in tiers.
 //! - [`search`]: BM25 over names, categories and descriptions.
 
+pub mod bundle;
 pub mod catalog;
 pub mod frontmatter;
 pub mod index;

@@ -69,7 +69,11 @@ impl Vfs<'_> {
         let workspace = self.read_all(RootRef::Workspace, &workspace_entries).await?;
         let mut skills = Vec::new();
         for (name, root, entries) in skill_entries {
-            skills.push(SkillMount { name, files: self.read_all(root, &entries).await? });
+            let bundle = match root {
+                RootRef::Skill(skill) => self.skill_bundle(skill),
+                _ => None,
+            };
+            skills.push(SkillMount { name, files: self.read_all(root, &entries).await?, bundle });
         }
         let ticket = match ticket_entries {
             Some((root, entries)) => Some(self.read_all(root, &entries).await?),

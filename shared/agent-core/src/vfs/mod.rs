@@ -237,6 +237,8 @@ pub struct Vfs<'a> {
     turn_written: BTreeSet<String>,
     ticket_listing: Mutex<Option<Arc<Vec<Entry>>>>,
     skill_listings: Mutex<HashMap<SkillPath, Arc<Vec<Entry>>>>,
+    /// Each listed skill's bundle, kept out of its listing.
+    skill_bundles: Mutex<HashMap<SkillPath, Option<crate::skills::bundle::BundleRef>>>,
     contents: Mutex<ContentCache>,
     shared_blobs: Option<&'a BlobCache>,
     /// The turn's catalog, whose index keeps each skill's files: a mounted skill is listed only
@@ -265,6 +267,7 @@ impl<'a> Vfs<'a> {
             turn_written: BTreeSet::new(),
             ticket_listing: Mutex::new(None),
             skill_listings: Mutex::new(HashMap::new()),
+            skill_bundles: Mutex::new(HashMap::new()),
             contents: Mutex::new(ContentCache::default()),
             shared_blobs: None,
             catalog: None,

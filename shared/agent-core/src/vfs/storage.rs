@@ -9,7 +9,9 @@ use sha2::{Digest, Sha256};
 
 use super::resolve::{Node, RootRef};
 use super::{path, Vfs, VfsError, CACHE_MAX_BYTES, MAX_READ_BYTES};
+use crate::ids::SkillPath;
 use crate::keys;
+use crate::skills::bundle::{is_bundle_file, BundleRef, SkillBundle};
 use crate::store::ObjectMeta;
 
 /// A file of one root: its path relative to the root and where its bytes live.
@@ -125,10 +127,22 @@ impl Vfs<'_> {
                     }
                     None => self.list_objects(&prefix).await?,
                 };
+                // The bundle folder is the runtime's, not the skill's: kept aside for `execute`.
+                let found = SkillBundle::from_files(listing.iter().map(|entry| (entry.rel.as_str(), entry.size)));
+                let bundle =
+                    found.bundle.map(|(rel, sha256, size)| BundleRef { key: format!("{prefix}{rel}"), sha256, size });
+                let listing: Arc<Vec<Entry>> =
+                    Arc::new(listing.iter().filter(|entry| !is_bundle_file(&entry.rel)).cloned().collect());
+                lock(&self.skill_bundles).insert(skill.clone(), bundle);
                 lock(&self.skill_listings).insert(skill.clone(), listing.clone());
                 Ok(listing)
             }
         }
+    }
+
+    /// The bundle of a mounted skill, once its files have been listed ([`Self::entries`]).
+    pub(super) fn skill_bundle(&self, skill: &SkillPath) -> Option<BundleRef> {
+        lock(&self.skill_bundles).get(skill).cloned().flatten()
     }
 
     async fn list_objects(&self, prefix: &str) -> Result<Arc<Vec<Entry>>, VfsError> {

@@ -474,7 +474,11 @@ mod tests {
             command: "ls".into(),
             timeout: Duration::from_secs(5),
             workspace,
-            skills: vec![SkillMount { name: "pdf".into(), files: vec![file("scripts/a.py", b"print(1)")] }],
+            skills: vec![SkillMount {
+                name: "pdf".into(),
+                files: vec![file("scripts/a.py", b"print(1)")],
+                bundle: None,
+            }],
             ticket: Some(vec![file("t.txt", b"")]),
             resume: None,
         }

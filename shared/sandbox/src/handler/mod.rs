@@ -5,6 +5,7 @@
 //! bounded time, memory, processes, output and disk, kills whatever the command left running,
 //! collects what changed under the workspace and removes the scratch directory.
 
+pub mod bundle;
 mod collect;
 mod identity;
 pub(crate) mod output;
@@ -21,7 +22,8 @@ use agent_core::{SessionId, UserId};
 use thiserror::Error;
 
 use crate::wire::{
-    WireError, WireRequest, WireResponse, INTERNAL, INVALID_REQUEST, MAX_RESPONSE_FILE_BYTES, TOO_LARGE,
+    WireError, WireRequest, WireResponse, BAD_BUNDLE, INTERNAL, INVALID_REQUEST, MAX_RESPONSE_FILE_BYTES,
+    MISSING_BUNDLES, TOO_LARGE,
 };
 
 /// How the command is kept apart from the host.
@@ -85,6 +87,9 @@ pub struct Config {
     /// call's uid can reach its own directory). Process: the scratch directory itself, wiped and
     /// made again on every call.
     pub scratch_base: PathBuf,
+    /// Where installed skill bundles are kept, a folder per tenant ([`crate::bundle`]); unlike the
+    /// scratch, it outlives the call.
+    pub bundle_dir: PathBuf,
     pub limits: Limits,
 }
 
@@ -92,6 +97,10 @@ pub struct Config {
 pub const LOCAL_SCRATCH_BASE: &str = "/tmp/agent-sandbox";
 /// The scratch directory inside a Lambda execution environment.
 pub const LAMBDA_SCRATCH_DIR: &str = "/tmp/sandbox";
+/// The default bundle folder of the local backend.
+pub const LOCAL_BUNDLE_DIR: &str = "/tmp/agent-sandbox-bundles";
+/// The bundle folder inside a Lambda execution environment (its `/tmp`, kept while it is warm).
+pub const LAMBDA_BUNDLE_DIR: &str = "/tmp/bundles";
 
 impl Config {
     /// The local backend: bubblewrap over the image's `root`, scratch directories under
@@ -100,6 +109,7 @@ impl Config {
         Self {
             isolation: Isolation::Bwrap { bwrap, root },
             scratch_base: PathBuf::from(LOCAL_SCRATCH_BASE),
+            bundle_dir: PathBuf::from(LOCAL_BUNDLE_DIR),
             limits: Limits::default(),
         }
     }
@@ -109,6 +119,7 @@ impl Config {
         Self {
             isolation: Isolation::Process,
             scratch_base: PathBuf::from(LAMBDA_SCRATCH_DIR),
+            bundle_dir: PathBuf::from(LAMBDA_BUNDLE_DIR),
             limits: Limits::default(),
         }
     }
@@ -134,6 +145,12 @@ pub enum HandlerError {
     /// The request's files are over what one call may carry.
     #[error("the files are too large: {bytes} bytes in {files} files")]
     TooLarge { bytes: u64, files: usize },
+    /// Skills' bundles this environment has not installed yet, by SHA-256: the caller sends them.
+    #[error("the skills' bundles {} are not installed here", .0.join(", "))]
+    MissingBundles(Vec<String>),
+    /// A skill's bundle cannot be installed (its bytes, its files, pip's verdict).
+    #[error("{0}")]
+    BadBundle(String),
     /// The sandbox itself failed (the filesystem, bubblewrap).
     #[error("the sandbox failed: {0}")]
     Internal(String),
@@ -146,6 +163,10 @@ impl From<&HandlerError> for WireError {
             HandlerError::TooLarge { bytes, files } => {
                 WireError { bytes: Some(*bytes), files: Some(*files), ..WireError::new(TOO_LARGE, error.to_string()) }
             }
+            HandlerError::MissingBundles(missing) => {
+                WireError { missing: Some(missing.clone()), ..WireError::new(MISSING_BUNDLES, error.to_string()) }
+            }
+            HandlerError::BadBundle(message) => WireError::new(BAD_BUNDLE, message.clone()),
             HandlerError::Internal(message) => WireError::new(INTERNAL, message.clone()),
         }
     }
@@ -166,6 +187,7 @@ static NOT_DUMPABLE: Once = Once::new();
 /// Runs one call on this thread, which it blocks until the command and its processes are gone.
 pub fn run_blocking(config: &Config, request: WireRequest) -> Result<WireResponse, HandlerError> {
     let timeout = check_request(&request)?;
+    let bundles = installed_bundles(config, &request)?;
     let inputs = scratch::Inputs::decode(request.workspace, request.skills, request.ticket)?;
     let _sequential = match config.isolation {
         Isolation::Process => {
@@ -189,7 +211,8 @@ pub fn run_blocking(config: &Config, request: WireRequest) -> Result<WireRespons
         Isolation::Process => None,
     };
     let owner = lease.as_ref().map(identity::Lease::uid);
-    let scratch = scratch::Scratch::create(config, owner, &inputs)?;
+    let mut scratch = scratch::Scratch::create(config, owner, &inputs)?;
+    scratch.bundles = bundles;
     let input_hashes: HashMap<String, [u8; 32]> =
         inputs.workspace.iter().map(|(path, bytes)| (path.clone(), collect::sha256(bytes))).collect();
     drop(inputs);
@@ -213,6 +236,24 @@ pub fn run_blocking(config: &Config, request: WireRequest) -> Result<WireRespons
         not_kept: changes.not_kept,
         duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
     })
+}
+
+/// The installed sites of the call's skills' bundles, or the bundles this environment lacks.
+fn installed_bundles(config: &Config, request: &WireRequest) -> Result<Vec<PathBuf>, HandlerError> {
+    let (mut sites, mut missing) = (Vec::new(), Vec::new());
+    for bundle in request.skills.iter().filter_map(|skill| skill.bundle.as_ref()) {
+        bundle::check(bundle)?;
+        match bundle::installed_site(config, &request.tenant, &bundle.sha256) {
+            Some(site) => sites.push(site),
+            None => missing.push(bundle.sha256.clone()),
+        }
+    }
+    missing.sort();
+    missing.dedup();
+    match missing.is_empty() {
+        true => Ok(sites),
+        false => Err(HandlerError::MissingBundles(missing)),
+    }
 }
 
 /// Checks what is not a file: the ids, the command and the timeout.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use agent_core::sandbox::SandboxLayout;
 
+use super::bundle::BUNDLE_MOUNT;
 use super::collect::{over_bounds, Bounds};
 use super::identity;
 use super::output::Capture;
@@ -353,9 +354,13 @@ fn rlimit_values(config: &Config, timeout: Duration, owner: Option<u32>) -> [lib
 /// The environment of the command, the same in both isolations but for the paths. `HOME` is a
 /// folder of the temporary space, so profiles and caches (LibreOffice's, pip's, npm's) are not
 /// collected from the workspace as the command's files.
-fn environment(path: String, home: &Path, tmp: &Path) -> Vec<(String, String)> {
+fn environment(path: String, home: &Path, tmp: &Path, bundles: &[String]) -> Vec<(String, String)> {
     let text = |path: &Path| path.to_string_lossy().into_owned();
-    vec![
+    // The skills' bundles come before the image's packages; they hold none of those.
+    let bundle_path = (!bundles.is_empty()).then(|| ("PYTHONPATH".to_owned(), bundles.join(":")));
+    let bundle_bins: String = bundles.iter().map(|site| format!("{site}/bin:")).collect();
+    let path = format!("{bundle_bins}{path}");
+    let mut env = vec![
         ("PATH".to_owned(), path),
         ("HOME".to_owned(), text(home)),
         ("LANG".to_owned(), "C.UTF-8".to_owned()),
@@ -370,7 +375,9 @@ fn environment(path: String, home: &Path, tmp: &Path) -> Vec<(String, String)> {
         ("PLAYWRIGHT_BROWSERS_PATH".to_owned(), PLAYWRIGHT_BROWSERS.to_owned()),
         // LibreOffice without a display, as anthropics' office scripts set it themselves.
         ("SAL_USE_VCLPLUGIN".to_owned(), "svp".to_owned()),
-    ]
+    ];
+    env.extend(bundle_path);
+    env
 }
 
 fn bwrap_command(
@@ -397,9 +404,23 @@ fn bwrap_command(
     if let Some(ticket) = &scratch.ticket {
         cmd.arg("--ro-bind").arg(ticket).arg(&layout.ticket);
     }
+    // Each installed bundle read-only under a tmpfs of the call's own.
+    let mut bundles = Vec::new();
+    if !scratch.bundles.is_empty() {
+        cmd.args(["--tmpfs", BUNDLE_MOUNT]);
+        for site in &scratch.bundles {
+            let name = site
+                .parent()
+                .and_then(Path::file_name)
+                .map_or_else(String::new, |name| name.to_string_lossy().chars().take(16).collect());
+            let inside = format!("{BUNDLE_MOUNT}/{name}");
+            cmd.arg("--ro-bind").arg(site).arg(&inside);
+            bundles.push(inside);
+        }
+    }
     cmd.arg("--chdir").arg(&layout.workspace);
     let path = "/usr/local/bin:/usr/bin:/bin".to_owned();
-    let env = environment(path, Path::new("/tmp/home"), Path::new("/tmp"));
+    let env = environment(path, Path::new("/tmp/home"), Path::new("/tmp"), &bundles);
     for (key, value) in env {
         cmd.arg("--setenv").arg(key).arg(value);
     }
@@ -416,7 +437,8 @@ fn process_command(scratch: &Scratch, command: &str) -> Command {
     let path = format!("{}:/usr/local/bin:/usr/bin:/bin", scratch.bin.to_string_lossy());
     let mut cmd = Command::new("bash");
     cmd.env_clear();
-    cmd.envs(environment(path, &scratch.tmp.join("home"), &scratch.tmp));
+    let bundles: Vec<String> = scratch.bundles.iter().map(|site| site.to_string_lossy().into_owned()).collect();
+    cmd.envs(environment(path, &scratch.tmp.join("home"), &scratch.tmp, &bundles));
     cmd.envs(scratch.nss_wrapper());
     cmd.args(["-c", command]).current_dir(&scratch.workspace);
     cmd

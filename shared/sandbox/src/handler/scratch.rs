@@ -106,6 +106,8 @@ pub(crate) struct Scratch {
     pub baseline_entries: usize,
     /// Bytes under the workspace before the command ran.
     pub baseline_bytes: u64,
+    /// The installed sites of the call's skills' bundles (outside the scratch; never removed with it).
+    pub bundles: Vec<PathBuf>,
 }
 
 impl Scratch {
@@ -144,6 +146,7 @@ impl Scratch {
             root,
             baseline_entries: 0,
             baseline_bytes: 0,
+            bundles: Vec::new(),
         };
         scratch.fill(config, owner, inputs).map_err(|err| internal("could not write the call's files", err))?;
         let folders: BTreeSet<&str> =
@@ -382,7 +385,7 @@ mod tests {
         {
             assert!(matches!(workspace(bad), Err(HandlerError::InvalidRequest(_))));
         }
-        let skill = |name: &str| WireSkill { name: name.into(), files: vec![file("SKILL.md")] };
+        let skill = |name: &str| WireSkill { name: name.into(), files: vec![file("SKILL.md")], bundle: None };
         for bad in ["", "..", ".hidden", "a/b", "a b"] {
             assert!(matches!(Inputs::decode(vec![], vec![skill(bad)], None), Err(HandlerError::InvalidRequest(_))));
         }

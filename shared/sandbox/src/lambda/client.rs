@@ -1,7 +1,10 @@
 //! [`LambdaSandbox`]: a command as one `Invoke` of the sandbox function, `RequestResponse`, with
 //! the tenant's id, the wire request as its payload and the wire response as its answer.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 
 use agent_core::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout, MAX_CALL_FILES};
 use async_trait::async_trait;
@@ -13,11 +16,19 @@ use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
 
 use super::{tenant_id, INVOKE_MARGIN, MAX_INVOKE_PAYLOAD_BYTES, SANDBOX_FUNCTION_ENV};
+use crate::bundles::BundleSource;
 use crate::handler::Config;
-use crate::wire::{WireError, WireRequest, WireResponse};
+use crate::wire::{WireBundlePart, WireError, WirePartAnswer, WireRequest, WireResponse, MISSING_BUNDLES};
 
 /// The most characters of a function's error payload kept in the log.
 const LOGGED_ERROR_CHARS: usize = 2_000;
+
+/// Bytes of a bundle per invocation: 4 MiB is 5.6 MB in base64, under the 6 MB request bound.
+const BUNDLE_PART_BYTES: usize = 4 << 20;
+/// How long one part (the last one installs the bundle) may take.
+const BUNDLE_PART_TIMEOUT: Duration = Duration::from_secs(330);
+/// Rounds of sending bundles before the call gives up.
+const BUNDLE_ROUNDS: u32 = 2;
 
 /// Error codes that mean the call was throttled: the command did not run and may run later.
 const THROTTLING_CODES: [&str; 4] =
@@ -29,6 +40,7 @@ pub struct LambdaSandbox {
     client: aws_sdk_lambda::Client,
     function: String,
     layout: SandboxLayout,
+    bundles: Option<BundleSource>,
 }
 
 impl LambdaSandbox {
@@ -42,7 +54,15 @@ impl LambdaSandbox {
             client: aws_sdk_lambda::Client::from_conf(config),
             function: function.into(),
             layout: Config::lambda_default().layout(),
+            bundles: None,
         }
+    }
+
+    /// Sends the skills' bundles an environment lacks from `bundles`, in parts (without it, a call
+    /// whose environment lacks a bundle fails).
+    pub fn with_bundles(mut self, bundles: BundleSource) -> Self {
+        self.bundles = Some(bundles);
+        self
     }
 
     /// The backend named by `SANDBOX_FUNCTION` in this process's environment.
@@ -148,12 +168,46 @@ impl Sandbox for LambdaSandbox {
             });
         }
         drop(wire);
-        let base = self.client.config().timeout_config();
-        let timeouts = base
-            .map_or_else(TimeoutConfig::builder, TimeoutConfig::to_builder)
-            .operation_timeout(request.timeout + INVOKE_MARGIN)
-            .build();
         let started = Instant::now();
+        let mut rounds = 0;
+        let answer = loop {
+            let answer = self.invoke(&request, payload.clone(), request.timeout + INVOKE_MARGIN).await?;
+            // An environment without a skill's bundle gets it in parts, then the call again. Another
+            // environment of the tenant may take the retry, so this is bounded.
+            match missing_bundles(&answer) {
+                Some(missing) if rounds < BUNDLE_ROUNDS => {
+                    rounds += 1;
+                    for sha256 in missing {
+                        self.send_bundle(&request, &sha256).await?;
+                    }
+                }
+                Some(_) => return Err(self.unavailable("the sandbox kept asking for a bundle already sent".to_owned())),
+                None => break answer,
+            }
+        };
+        let outcome = self.decode(&answer)?;
+        tracing::debug!(
+            sandbox = "lambda",
+            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+            ran_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
+            "the sandbox call returned"
+        );
+        Ok(outcome)
+    }
+}
+
+/// The bundles a `missing_bundles` answer names.
+fn missing_bundles(answer: &[u8]) -> Option<Vec<String>> {
+    let error = serde_json::from_slice::<WireError>(answer).ok()?;
+    (error.error == MISSING_BUNDLES).then(|| error.missing.unwrap_or_default()).filter(|missing| !missing.is_empty())
+}
+
+impl LambdaSandbox {
+    /// One `RequestResponse` invocation for the call's tenant: the answer's bytes.
+    async fn invoke(&self, request: &ExecRequest, payload: Vec<u8>, within: Duration) -> Result<Vec<u8>, SandboxError> {
+        let base = self.client.config().timeout_config();
+        let timeouts =
+            base.map_or_else(TimeoutConfig::builder, TimeoutConfig::to_builder).operation_timeout(within).build();
         let sent = self
             .client
             .invoke()
@@ -171,17 +225,65 @@ impl Sandbox for LambdaSandbox {
             let body: String = body.unwrap_or_default().chars().take(LOGGED_ERROR_CHARS).collect();
             return Err(self.unavailable(format!("the function failed ({kind}): {body}")));
         }
-        let Some(payload) = output.payload() else {
-            return Err(self.unavailable("the function answered no payload".to_owned()));
-        };
-        let outcome = self.decode(payload.as_ref())?;
-        tracing::debug!(
-            sandbox = "lambda",
-            elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
-            ran_ms = u64::try_from(outcome.duration.as_millis()).unwrap_or(u64::MAX),
-            "the sandbox call returned"
-        );
-        Ok(outcome)
+        match output.payload {
+            Some(payload) => Ok(payload.into_inner()),
+            None => Err(self.unavailable("the function answered no payload".to_owned())),
+        }
+    }
+
+    /// Sends bundle `sha256` of the call's skills in parts; the last part installs it.
+    async fn send_bundle(&self, request: &ExecRequest, sha256: &str) -> Result<(), SandboxError> {
+        let source = self.bundles.as_ref().ok_or_else(|| {
+            self.unavailable("a skill has a bundle and this sandbox has no store to read it from".to_owned())
+        })?;
+        let started = Instant::now();
+        let (bundle, bytes) = source.fetch(request, sha256).await?;
+        let mut offset = 0;
+        let mut parts = 0;
+        loop {
+            let end = (offset + BUNDLE_PART_BYTES).min(bytes.len());
+            let part = WireBundlePart {
+                tenant: request.tenant.as_str().to_owned(),
+                sha256: bundle.sha256.clone(),
+                size: bytes.len() as u64,
+                offset: offset as u64,
+                data: STANDARD.encode(&bytes[offset..end]),
+            };
+            let payload = serde_json::to_vec(&serde_json::json!({ "bundle_part": part }))
+                .map_err(|err| self.unavailable(format!("could not serialise a bundle part: {err}")))?;
+            parts += 1;
+            let answer = self.invoke(request, payload, BUNDLE_PART_TIMEOUT).await?;
+            let answer = match serde_json::from_slice::<WirePartAnswer>(&answer) {
+                Ok(answer) => answer,
+                Err(_) => {
+                    return Err(match serde_json::from_slice::<WireError>(&answer) {
+                        Ok(error) => match error.into_sandbox_error() {
+                            SandboxError::Unavailable(detail) => self.unavailable(detail),
+                            other => other,
+                        },
+                        Err(err) => {
+                            self.unavailable(format!("the function's answer to a bundle part does not decode: {err}"))
+                        }
+                    })
+                }
+            };
+            if answer.installed {
+                tracing::info!(
+                    sandbox = "lambda",
+                    bytes = bytes.len(),
+                    parts,
+                    took_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
+                    "sent a skill's bundle"
+                );
+                return Ok(());
+            }
+            // Parts go in order; an environment that holds another count (a new one) says where to go on.
+            let received = usize::try_from(answer.received).unwrap_or(usize::MAX);
+            if received >= bytes.len() || parts > 2 * bytes.len().div_ceil(BUNDLE_PART_BYTES) + 2 {
+                return Err(self.unavailable("the sandbox did not take the bundle's parts in order".to_owned()));
+            }
+            offset = if received == end { end } else { 0 };
+        }
     }
 }
 

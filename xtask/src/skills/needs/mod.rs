@@ -2,34 +2,25 @@
 //! skill declares (`requirements.txt`, `pyproject.toml`, `package.json`, in its folder or its
 //! `scripts/`), else the third-party imports of its scripts; each checked against what the image
 //! provides (`image`), and with `--resolve`, whether pip finds a wheel for the image (`resolve`).
-//! Unmet needs are warnings: a skill loads whatever its scripts need.
+//! Unmet needs are warnings: a skill loads whatever its scripts need. The skills are read in
+//! `scan`, and their needs reported in `report`.
 
 mod declared;
 mod image;
 mod node;
 mod python;
+mod report;
 mod resolve;
+mod scan;
+mod toml;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use serde_json::{json, Value};
-
-use super::{read_bounded, Folder, LocalFile};
+use super::Folder;
 use declared::Requirement;
 use image::Provides;
-use python::{MAX_SCRIPTS, MAX_SCRIPT_BYTES};
-
-/// A skill's problems shown in the text report; the JSON has them all.
-const SHOWN_PROBLEMS: usize = 5;
-/// Where a skill's declarations are looked for, inside its folder.
-const DECLARATION_DIRS: [&str; 2] = ["", "scripts/"];
-/// Node's own modules, for an image whose node could not be asked.
-const NODE_BUILTINS: &str = "\
-    assert async_hooks buffer child_process cluster console constants crypto dgram \
-    diagnostics_channel dns domain events fs http http2 https inspector module net os path \
-    perf_hooks process punycode querystring readline repl stream string_decoder sys test \
-    timers tls trace_events tty url util v8 vm wasi worker_threads zlib";
+pub(super) use report::{render_skill, render_summary};
 
 /// Whether an unmet need could be met.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,7 +95,7 @@ pub(super) struct Needs {
 pub(super) fn check(workspace: &Path, folder: &Folder, skills: &[String], resolve: bool) -> Needs {
     let image = image::locate(workspace).and_then(|root| Ok((root.clone(), image::provides(&root)?)));
     let mut needs = match &image {
-        Ok((root, provides)) => match detect(root, provides, folder, skills) {
+        Ok((root, provides)) => match scan::detect(root, provides, folder, skills) {
             Ok(skills) => Needs { image, resolve, skills },
             Err(err) => Needs { image: Err(err), resolve, skills: BTreeMap::new() },
         },
@@ -116,305 +107,24 @@ pub(super) fn check(workspace: &Path, folder: &Folder, skills: &[String], resolv
     needs
 }
 
-/// A skill's files, by their paths inside it: each file of the folder belongs to the innermost
-/// skill whose folder holds it.
-fn skill_files<'a>(folder: &'a Folder, skills: &[String]) -> BTreeMap<String, Vec<(String, &'a LocalFile)>> {
-    let known: BTreeSet<&str> = skills.iter().map(String::as_str).collect();
-    let mut files: BTreeMap<String, Vec<(String, &LocalFile)>> =
-        skills.iter().map(|skill| (skill.clone(), Vec::new())).collect();
-    for file in &folder.files {
-        let owner = file.rel.match_indices('/').rev().map(|(at, _)| &file.rel[..at]).find(|dir| known.contains(dir));
-        if let Some(owner) = owner {
-            let inner = file.rel[owner.len() + 1..].to_owned();
-            files.entry(owner.to_owned()).or_default().push((inner, file));
+impl Need {
+    /// The need as pip takes it on its command line: the name alone for one found in the scripts'
+    /// imports, else the requirement as declared.
+    fn pip_argument(&self) -> String {
+        match self.from.as_str() {
+            "imports" => self.name.clone(),
+            _ => Requirement { name: self.name.clone(), specifier: self.specifier.clone() }.pip_argument(),
         }
     }
-    files
-}
-
-/// What one skill holds that says what it needs, before the Python is parsed.
-#[derive(Default)]
-struct Scan {
-    needs: SkillNeeds,
-    python_declared: Option<Vec<(Requirement, String)>>,
-    node_declared: Option<Vec<(String, String)>>,
-    /// Scripts to parse: their paths in the skill and their index in the sources.
-    python_scripts: Vec<(String, usize)>,
-    /// Packages the JavaScript loads, with the scripts that load them.
-    node_imports: BTreeMap<String, BTreeSet<String>>,
-    own_python: BTreeSet<String>,
-    own_node: BTreeSet<String>,
-}
-
-/// The needs of every skill, parsing all their Python in one run of the image's Python.
-fn detect(
-    root: &Path,
-    provides: &Provides,
-    folder: &Folder,
-    skills: &[String],
-) -> Result<BTreeMap<String, SkillNeeds>, String> {
-    let mut sources = Vec::new();
-    let mut scans = BTreeMap::new();
-    for (skill, files) in skill_files(folder, skills) {
-        scans.insert(skill, scan(&files, provides, &mut sources));
-    }
-    let parsed = python::read_imports(root, &sources)?;
-    Ok(scans.into_iter().map(|(skill, scan)| (skill, needs_of(scan, &parsed, provides))).collect())
-}
-
-/// Reads a skill's declarations, and its scripts where it declares nothing; Python sources are
-/// added to `sources` for one parse of them all.
-fn scan(files: &[(String, &LocalFile)], provides: &Provides, sources: &mut Vec<Vec<u8>>) -> Scan {
-    let mut scan = Scan::default();
-    declarations(&mut scan, files, &provides.python);
-    let in_node_modules = |inner: &str| inner.starts_with("node_modules/") || inner.contains("/node_modules/");
-    scan.own_python =
-        python::own_modules(files.iter().map(|(inner, _)| inner.as_str()).filter(|inner| !in_node_modules(inner)));
-    for (inner, _) in files {
-        // A package the skill carries in a node_modules folder of its own is found by `require`.
-        if let Some((_, rest)) = inner.split_once("node_modules/").filter(|_| in_node_modules(inner)) {
-            let mut parts = rest.split('/');
-            let package = match parts.next() {
-                Some(scope) if scope.starts_with('@') => parts.next().map(|name| format!("{scope}/{name}")),
-                other => other.map(str::to_owned),
-            };
-            scan.own_node.extend(package.filter(|_| rest.contains('/')));
-        }
-    }
-    let builtins = |name: &str| match provides.node_builtins.is_empty() {
-        true => NODE_BUILTINS.split_whitespace().any(|builtin| builtin == name),
-        false => provides.node_builtins.contains(name),
-    };
-    let (mut python_read, mut node_read, mut skipped) = (0usize, 0usize, 0usize);
-    for (inner, file) in files.iter().filter(|(inner, _)| !in_node_modules(inner)) {
-        let is_python = inner.ends_with(".py");
-        if !is_python && ![".js", ".mjs", ".cjs"].iter().any(|suffix| inner.ends_with(suffix)) {
-            continue;
-        }
-        scan.needs.scripts += 1;
-        // A language the skill declares its needs for is not read.
-        let (declared, read) = match is_python {
-            true => (scan.python_declared.is_some(), &mut python_read),
-            false => (scan.node_declared.is_some(), &mut node_read),
-        };
-        if declared {
-            continue;
-        }
-        let bytes = match *read < MAX_SCRIPTS && file.size <= MAX_SCRIPT_BYTES {
-            true => read_bounded(&file.path, MAX_SCRIPT_BYTES),
-            false => Ok(None),
-        };
-        let bytes = match bytes {
-            Ok(Some(bytes)) => bytes,
-            Ok(None) => {
-                skipped += 1;
-                continue;
-            }
-            Err(err) => {
-                scan.needs.problems.push(err);
-                continue;
-            }
-        };
-        *read += 1;
-        match is_python {
-            true => {
-                scan.python_scripts.push((inner.clone(), sources.len()));
-                sources.push(bytes);
-            }
-            false => {
-                for specifier in node::specifiers(&String::from_utf8_lossy(&bytes)) {
-                    if let Some(package) = node::package_of(&specifier, &builtins) {
-                        scan.node_imports.entry(package).or_default().insert(inner.clone());
-                    }
-                }
-            }
-        }
-    }
-    if skipped > 0 {
-        scan.needs.problems.push(format!(
-            "{} not read (over {} KiB, or past the first {MAX_SCRIPTS} of a language)",
-            crate::counted(skipped as u64, "script", "scripts"),
-            MAX_SCRIPT_BYTES / 1024
-        ));
-    }
-    if python_read > 0 && scan.python_declared.is_none() || node_read > 0 && scan.node_declared.is_none() {
-        scan.needs.declared_from.push("imports".to_owned());
-    }
-    scan
-}
-
-/// Reads the declarations in the skill's folder and its `scripts/` (`python` is the image's
-/// version, for environment markers); one that cannot be read is a problem, not a declaration.
-fn declarations(scan: &mut Scan, files: &[(String, &LocalFile)], python: &str) {
-    let by_path: BTreeMap<&str, &LocalFile> = files.iter().map(|(inner, file)| (inner.as_str(), *file)).collect();
-    let problems = &mut scan.needs.problems;
-    let mut read = |name: &str| -> Option<String> {
-        let file = by_path.get(name)?;
-        match read_bounded(&file.path, MAX_SCRIPT_BYTES) {
-            Ok(Some(bytes)) => Some(String::from_utf8_lossy(&bytes).into_owned()),
-            Ok(None) => {
-                problems.push(format!("{name}: larger than {} KiB, not read", MAX_SCRIPT_BYTES / 1024));
-                None
-            }
-            Err(err) => {
-                problems.push(err);
-                None
-            }
-        }
-    };
-    let mut sources = Vec::new();
-    for dir in DECLARATION_DIRS {
-        for file in ["requirements.txt", "pyproject.toml", "package.json"] {
-            let name = format!("{dir}{file}");
-            if let Some(text) = read(&name) {
-                sources.push((name, file, text));
-            }
-        }
-    }
-    for (name, file, text) in sources {
-        let declared = match file {
-            "requirements.txt" => {
-                let (found, bad) = declared::requirements_txt(&text, python);
-                problems.extend(bad.into_iter().map(|problem| format!("{name} {problem}")));
-                scan.python_declared.get_or_insert_default().extend(found.into_iter().map(|need| (need, name.clone())));
-                true
-            }
-            "pyproject.toml" => match declared::pyproject_dependencies(&text) {
-                Ok(Some(found)) => {
-                    let declared = scan.python_declared.get_or_insert_default();
-                    for line in found {
-                        match declared::requirement(&line, python) {
-                            Ok(Some(need)) => declared.push((need, name.clone())),
-                            Ok(None) => {}
-                            Err(err) => problems.push(format!("{name}: {err}")),
-                        }
-                    }
-                    true
-                }
-                Ok(None) => false,
-                Err(err) => {
-                    problems.push(err.replacen(file, &name, 1));
-                    false
-                }
-            },
-            _ => match declared::package_json_dependencies(&text) {
-                Ok(Some(found)) => {
-                    scan.node_declared.get_or_insert_default().extend(found);
-                    true
-                }
-                Ok(None) => false,
-                Err(err) => {
-                    problems.push(err.replacen(file, &name, 1));
-                    false
-                }
-            },
-        };
-        if declared {
-            scan.needs.declared_from.push(name);
-        }
-    }
-}
-
-/// A scanned skill's needs, with its scripts' imports parsed, each checked against the image.
-fn needs_of(scan: Scan, parsed: &[python::Parsed], provides: &Provides) -> SkillNeeds {
-    let Scan { mut needs, python_declared, node_declared, python_scripts, node_imports, own_python, own_node } = scan;
-    let installed = |distribution: &str| provides.distributions.contains_key(&python::normalize(distribution));
-    let mut python_needs: BTreeMap<String, Need> = BTreeMap::new();
-    for (requirement, from) in python_declared.unwrap_or_default() {
-        let met = installed(&requirement.name)
-            || python::imports_of(&requirement.name).iter().any(|import| provides.modules.contains(import));
-        python_needs.entry(python::normalize(&requirement.name)).or_insert(Need {
-            name: requirement.name,
-            import: None,
-            specifier: requirement.specifier,
-            from,
-            files: BTreeSet::new(),
-            met,
-            resolution: None,
-        });
-    }
-    for (script, index) in python_scripts {
-        let imports = match parsed.get(index) {
-            Some(Ok(imports)) => imports,
-            Some(Err(err)) => {
-                needs.problems.push(format!("{script}: {err}"));
-                continue;
-            }
-            None => continue,
-        };
-        for import in imports {
-            let top = import.module.split('.').next().unwrap_or_default();
-            if top.is_empty() || provides.stdlib.contains(top) || own_python.contains(top) || top == "__main__" {
-                continue;
-            }
-            let (module, pypi) = python::distribution_of(&import.module);
-            // A namespace package's top name (google, azure) says nothing of which part is there.
-            let met = match module.contains('.') {
-                true => installed(&pypi),
-                false => provides.modules.contains(&module) || installed(&pypi),
-            };
-            let need = python_needs.entry(python::normalize(&pypi)).or_insert(Need {
-                name: pypi,
-                import: Some(module),
-                specifier: String::new(),
-                from: "imports".to_owned(),
-                files: BTreeSet::new(),
-                met,
-                resolution: None,
-            });
-            need.files.insert(script.clone());
-        }
-    }
-    needs.python = python_needs.into_values().collect();
-    let mut node_needs: BTreeMap<String, Need> = BTreeMap::new();
-    for (name, range) in node_declared.unwrap_or_default() {
-        let met = provides.node_packages.contains(&name) || own_node.contains(&name);
-        node_needs.entry(name.clone()).or_insert(Need {
-            name,
-            import: None,
-            specifier: range,
-            from: "package.json".to_owned(),
-            files: BTreeSet::new(),
-            met,
-            resolution: None,
-        });
-    }
-    for (package, files) in node_imports {
-        if own_node.contains(&package) {
-            continue;
-        }
-        let met = provides.node_packages.contains(&package);
-        node_needs.entry(package.clone()).or_insert(Need {
-            name: package,
-            import: None,
-            specifier: String::new(),
-            from: "imports".to_owned(),
-            files,
-            met,
-            resolution: None,
-        });
-    }
-    needs.node = node_needs.into_values().collect();
-    for need in &mut needs.python {
-        need.resolution = (!need.met).then_some(Resolution::NotChecked);
-    }
-    for need in &mut needs.node {
-        need.resolution = (!need.met).then_some(Resolution::Offline);
-    }
-    needs
 }
 
 /// Asks pip about every unmet Python need, each distinct requirement once.
 fn resolve_unmet(skills: &mut BTreeMap<String, SkillNeeds>) {
-    let argument = |need: &Need| match need.from.as_str() {
-        "imports" => need.name.clone(),
-        _ => Requirement { name: need.name.clone(), specifier: need.specifier.clone() }.pip_argument(),
-    };
     let wanted: BTreeSet<String> =
-        skills.values().flat_map(|skill| &skill.python).filter(|need| !need.met).map(argument).collect();
+        skills.values().flat_map(|skill| &skill.python).filter(|need| !need.met).map(Need::pip_argument).collect();
     let found = resolve::resolve(&wanted);
     for need in skills.values_mut().flat_map(|skill| &mut skill.python).filter(|need| !need.met) {
-        need.resolution = Some(match found.get(&argument(need)) {
+        need.resolution = Some(match found.get(&need.pip_argument()) {
             Some(Ok(wheel)) => Resolution::Resolvable(wheel.clone()),
             Some(Err(err)) => Resolution::Unresolvable(err.clone()),
             None => Resolution::NotChecked,
@@ -422,243 +132,68 @@ fn resolve_unmet(skills: &mut BTreeMap<String, SkillNeeds>) {
     }
 }
 
+// For `skills sync`, which bundles the wheels of each skill's unmet Python needs.
 impl Needs {
-    /// The image's part of the report: where it is, or why needs were not checked.
-    pub fn summary_json(&self) -> Value {
-        match &self.image {
-            Ok((root, provides)) => json!({
-                "checked": true,
-                "image": root.display().to_string(),
-                "python": provides.python,
-                "node": provides.node,
-                "resolve": self.resolve,
-            }),
-            Err(err) => json!({ "checked": false, "reason": err }),
-        }
+    /// The pip arguments (`name` or `name<spec>` as `resolve_unmet` forms them) of `skill`'s unmet
+    /// Python needs, in name order; `None` when the needs could not be checked (no image) or the
+    /// skill is unknown.
+    pub(in crate::skills) fn unmet_python(&self, skill: &str) -> Option<Vec<String>> {
+        self.image.as_ref().ok()?;
+        let needs = self.skills.get(skill)?;
+        // `scan` keeps a skill's Python needs in the order of their normalized names.
+        Some(needs.python.iter().filter(|need| !need.met).map(Need::pip_argument).collect())
     }
 
-    /// A skill's `needs` in the report (`null` when not checked).
-    pub fn skill_json(&self, skill: &str) -> Value {
-        let Some(needs) = self.skills.get(skill) else { return Value::Null };
-        let need_json = |need: &Need| {
-            let mut value = json!({ "name": need.name, "from": need.from, "met": need.met });
-            if let Some(import) = &need.import {
-                value["import"] = json!(import);
-            }
-            if !need.specifier.is_empty() {
-                value["specifier"] = json!(need.specifier);
-            }
-            if !need.files.is_empty() {
-                value["files"] = json!(need.files);
-            }
-            match &need.resolution {
-                None => {}
-                Some(Resolution::NotChecked) => {
-                    value["resolvable"] = Value::Null;
-                    value["resolution"] = json!("not checked (--resolve)");
-                }
-                Some(Resolution::Resolvable(wheel)) => {
-                    value["resolvable"] = json!(true);
-                    value["resolution"] = json!("resolvable");
-                    value["wheel"] = json!(wheel);
-                }
-                Some(Resolution::Unresolvable(error)) => {
-                    value["resolvable"] = json!(false);
-                    value["resolution"] = json!(format!("not resolvable: {error}"));
-                }
-                Some(Resolution::Offline) => {
-                    value["resolvable"] = json!(false);
-                    value["resolution"] = json!("not resolvable offline");
-                }
-            }
-            value
-        };
-        let declared_from = match needs.declared_from.is_empty() {
-            true => "imports".to_owned(),
-            false => needs.declared_from.join(" + "),
-        };
-        json!({
-            "declared_from": declared_from,
-            "scripts": needs.scripts,
-            "status": needs.status(),
-            "python": needs.python.iter().map(need_json).collect::<Vec<_>>(),
-            "node": needs.node.iter().map(need_json).collect::<Vec<_>>(),
-            "problems": needs.problems,
-        })
+    /// Why the needs were not checked: no image, or the image could not be asked.
+    pub(in crate::skills) fn image_error(&self) -> Option<&str> {
+        self.image.as_ref().err().map(String::as_str)
     }
 
-    /// The counts for the report's totals.
-    pub fn totals_json(&self) -> Value {
-        let count = |status: &str| self.skills.values().filter(|skill| skill.status() == status).count();
-        let (unmet, unresolvable) = (count("unmet"), count("unresolvable"));
-        json!({
-            "checked": self.image.is_ok(),
-            "met": count("met"),
-            "unmet": unmet + unresolvable,
-            "unresolvable": unresolvable,
-            "with_scripts": self.skills.values().filter(|skill| skill.scripts > 0).count(),
-        })
+    /// Whether the image has the distribution `name` (any spelling; PEP 503 comparison).
+    pub(in crate::skills) fn image_has(&self, name: &str) -> bool {
+        self.image.as_ref().is_ok_and(|(_, provides)| provides.distributions.contains_key(&python::normalize(name)))
     }
-}
-
-/// The text lines of a skill's `needs` (from its JSON): what the image lacks, on one line, each
-/// need followed by its verdict (a run of needs with the same verdict shares it), then problems.
-pub(super) fn render_skill(needs: &Value) -> Vec<String> {
-    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
-    let mut groups: Vec<(String, Vec<String>)> = Vec::new();
-    for (language, list) in [("python", &needs["python"]), ("node", &needs["node"])] {
-        for need in list.as_array().into_iter().flatten().filter(|need| need["met"] == false) {
-            let origin = match (need["import"].as_str(), text(&need["from"]).as_str()) {
-                (Some(import), _) => format!("import {import}"),
-                (None, "imports") => "require".to_owned(),
-                (None, from) => from.to_owned(),
-            };
-            let label = format!("{language} {}{} ({origin})", text(&need["name"]), text(&need["specifier"]));
-            let verdict = text(&need["resolution"]);
-            match groups.last_mut() {
-                Some((last, labels)) if *last == verdict => labels.push(label),
-                _ => groups.push((verdict, vec![label])),
-            }
-        }
-    }
-    let mut lines = Vec::new();
-    if !groups.is_empty() {
-        let parts: Vec<String> =
-            groups.into_iter().map(|(verdict, labels)| format!("{} — {verdict}", labels.join(", "))).collect();
-        lines.push(format!("needs what the image lacks: {}", parts.join("; ")));
-    }
-    let problems: Vec<&Value> = needs["problems"].as_array().into_iter().flatten().collect();
-    for problem in problems.iter().take(SHOWN_PROBLEMS) {
-        lines.push(format!("needs problem: {}", text(problem)));
-    }
-    if problems.len() > SHOWN_PROBLEMS {
-        lines.push(format!("needs problems: {} more (--json lists them)", problems.len() - SHOWN_PROBLEMS));
-    }
-    lines
-}
-
-/// The summary line of the needs, from the report's `needs` and its totals.
-pub(super) fn render_summary(image: &Value, totals: &Value) -> String {
-    if image["checked"] != true {
-        return format!("needs: not checked ({})\n", image["reason"].as_str().unwrap_or_default());
-    }
-    let count = |name: &str| totals[name].as_u64().unwrap_or(0);
-    let resolution = match image["resolve"] == true {
-        true => format!("{} of them unresolvable", count("unresolvable")),
-        false => format!("{} of them known unresolvable; --resolve asks pip about the rest", count("unresolvable")),
-    };
-    format!(
-        "needs, against the image at {} (Python {}): {} whose needs the image meets, {} with unmet needs ({resolution})\n",
-        image["image"].as_str().unwrap_or_default(),
-        image["python"].as_str().unwrap_or_default(),
-        crate::counted(count("met"), "skill", "skills"),
-        count("unmet"),
-    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A temporary folder of one skill: a script that imports a package the image has (openpyxl),
-    /// one it lacks (rdkit, in a `try` that gives up without it), its own module (helpers), the
-    /// standard library, a relative import, an optional one and a fallback.
-    fn demo_skill() -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("xtask-needs-test-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let scripts = dir.join("demo/scripts");
-        std::fs::create_dir_all(&scripts).unwrap();
-        std::fs::write(dir.join("demo/SKILL.md"), "---\nname: demo\ndescription: A demo.\n---\nRun it.\n").unwrap();
-        let script = "\
-import os, json, sys
-import openpyxl
-import helpers
-from . import sibling
-try:
-    import torch
-except ImportError:
-    torch = None
-try:
-    from rdkit import Chem
-except ImportError:
-    sys.exit(\"pip install rdkit\")
-try:
-    import tomllib
-except ImportError:
-    import tomli as tomllib
-";
-        std::fs::write(scripts.join("run.py"), script).unwrap();
-        std::fs::write(scripts.join("helpers.py"), "import yaml_not_needed_here_either as _x  # noqa\n").unwrap();
-        std::fs::write(
-            scripts.join("render.mjs"),
-            "import fs from 'node:fs';\nimport { Document } from 'docx';\nimport left from 'left-pad';\n",
-        )
-        .unwrap();
-        dir
+    fn need(name: &str, specifier: &str, from: &str, met: bool) -> Need {
+        Need {
+            name: name.to_owned(),
+            import: None,
+            specifier: specifier.to_owned(),
+            from: from.to_owned(),
+            files: BTreeSet::new(),
+            met,
+            resolution: (!met).then_some(Resolution::NotChecked),
+        }
     }
 
     #[test]
-    fn a_skill_s_imports_are_checked_against_the_image() {
-        let Some(root) = std::env::var_os("SANDBOX_ROOT").filter(|root| !root.is_empty()) else {
-            eprintln!("skipped: SANDBOX_ROOT names no sandbox image (cargo xtask sandbox image prints one)");
-            return;
-        };
-        let root = PathBuf::from(root);
-        let dir = demo_skill();
-        let folder = super::super::read_folder(&dir).unwrap();
-        let provides = image::provides(&root).expect("the image answers");
-        assert!(provides.stdlib.contains("os") && provides.python.starts_with("3."), "{:?}", provides.python);
-        let skills = detect(&root, &provides, &folder, &["demo".to_owned()]).expect("detection runs");
-        let _ = std::fs::remove_dir_all(&dir);
-        let demo = &skills["demo"];
-        assert_eq!(demo.declared_from, ["imports"]);
-        assert_eq!(demo.scripts, 3);
-        let python: Vec<(&str, bool)> = demo.python.iter().map(|need| (need.name.as_str(), need.met)).collect();
-        // helpers is the skill's own; its import of a module nobody has counts, as any script's.
-        assert_eq!(python, [("openpyxl", true), ("rdkit", false), ("yaml_not_needed_here_either", false)]);
-        assert_eq!(demo.python[1].import.as_deref(), Some("rdkit"));
-        assert_eq!(demo.python[1].resolution, Some(Resolution::NotChecked));
-        let node: Vec<(&str, bool)> = demo.node.iter().map(|need| (need.name.as_str(), need.met)).collect();
-        assert_eq!(node, [("docx", provides.node_packages.contains("docx")), ("left-pad", false)]);
-        assert_eq!(demo.status(), "unresolvable", "left-pad is an npm package the image lacks");
-        assert!(demo.problems.is_empty(), "{:?}", demo.problems);
-    }
-
-    #[test]
-    fn files_belong_to_the_innermost_skill() {
-        let file = |rel: &str| LocalFile { rel: rel.to_owned(), path: PathBuf::from(rel), size: 1 };
-        let folder = Folder {
-            files: vec![file("a/SKILL.md"), file("a/x.py"), file("cat/b/SKILL.md"), file("cat/b/s/y.py"), file("z.py")],
-            ignored: Vec::new(),
-        };
-        let files = skill_files(&folder, &["a".to_owned(), "cat/b".to_owned()]);
-        let names = |skill: &str| files[skill].iter().map(|(inner, _)| inner.as_str()).collect::<Vec<_>>();
-        assert_eq!(names("a"), ["SKILL.md", "x.py"]);
-        assert_eq!(names("cat/b"), ["SKILL.md", "s/y.py"]);
-    }
-
-    #[test]
-    fn the_unmet_needs_render_on_one_line() {
-        let needs = json!({
-            "python": [
-                { "name": "openpyxl", "import": "openpyxl", "from": "imports", "met": true },
-                { "name": "rdkit", "import": "rdkit", "from": "imports", "met": false, "resolution": "resolvable" },
-                { "name": "ete3", "import": "ete3", "from": "imports", "met": false,
-                  "resolution": "not resolvable: ERROR: No matching distribution found for ete3" },
-                { "name": "anthropic", "specifier": ">=0.40", "from": "requirements.txt", "met": false,
-                  "resolution": "not resolvable: ERROR: No matching distribution found for ete3" },
+    fn a_skill_s_unmet_python_needs_are_pip_arguments() {
+        let demo = SkillNeeds {
+            python: vec![
+                need("anthropic", ">=0.40", "requirements.txt", false),
+                need("numpy", "", "imports", true),
+                need("rdkit", "", "imports", false),
+                need("tool", "@ https://x/y.whl", "pyproject.toml", false),
             ],
-            "node": [{ "name": "left-pad", "from": "imports", "met": false, "resolution": "not resolvable offline" }],
-            "problems": ["requirements.txt line 3: `git+https://x` is a URL or a path, not a package name"],
-        });
-        assert_eq!(
-            render_skill(&needs),
-            [
-                "needs what the image lacks: python rdkit (import rdkit) — resolvable; python ete3 (import ete3), \
-                 python anthropic>=0.40 (requirements.txt) — not resolvable: ERROR: No matching distribution found \
-                 for ete3; node left-pad (require) — not resolvable offline",
-                "needs problem: requirements.txt line 3: `git+https://x` is a URL or a path, not a package name",
-            ]
-        );
+            node: vec![need("left-pad", "", "imports", false)],
+            ..SkillNeeds::default()
+        };
+        let needs = Needs {
+            image: Ok((PathBuf::from("/image"), Provides::default())),
+            resolve: false,
+            skills: BTreeMap::from([("demo".to_owned(), demo)]),
+        };
+        let unmet = needs.unmet_python("demo").expect("the demo's needs were checked");
+        assert_eq!(unmet, ["anthropic>=0.40", "rdkit", "tool @ https://x/y.whl"]);
+        assert_eq!(needs.unmet_python("other"), None);
+        assert_eq!(needs.image_error(), None);
+        let unchecked = Needs { image: Err("no image built".to_owned()), resolve: false, skills: BTreeMap::new() };
+        assert_eq!(unchecked.unmet_python("demo"), None);
+        assert_eq!(unchecked.image_error(), Some("no image built"));
     }
 }

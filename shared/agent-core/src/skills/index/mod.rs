@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
+use super::bundle::SkillBundle;
 use super::frontmatter::{parse_skill_md, SkipReason, MAX_SKILL_MD_BYTES};
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
@@ -53,6 +54,10 @@ pub struct SkillEntry {
     pub declared_tools: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Python packages its scripts need that the image lacks and no bundle provides, from the
+    /// markers under its `.bundle/` ([`super::bundle`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmet_needs: Vec<String>,
 }
 
 /// A SKILL.md that cannot be used, and why; kept so the operator can see it.
@@ -115,6 +120,7 @@ struct SkillRow(
     Option<Vec<String>>,
     Option<Vec<String>>,
     #[serde(default)] Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")] Vec<String>,
 );
 
 /// The skills map stored as a list of [`SkillRow`]s (each path once).
@@ -140,6 +146,7 @@ mod rows {
                 e.tools.clone(),
                 e.declared_tools.clone(),
                 e.warnings.clone(),
+                e.unmet_needs.clone(),
             ))?;
         }
         seq.end()
@@ -149,10 +156,32 @@ mod rows {
         let rows = Vec::<SkillRow>::deserialize(deserializer)?;
         Ok(rows
             .into_iter()
-            .map(|SkillRow(path, etag, size, name, description, category, tools, declared_tools, warnings)| {
+            .map(|row| {
+                let SkillRow(
+                    path,
+                    etag,
+                    size,
+                    name,
+                    description,
+                    category,
+                    tools,
+                    declared_tools,
+                    warnings,
+                    unmet_needs,
+                ) = row;
                 let name = name.unwrap_or_else(|| path.name().to_owned());
-                let entry =
-                    SkillEntry { path, etag, size, name, description, category, tools, declared_tools, warnings };
+                let entry = SkillEntry {
+                    path,
+                    etag,
+                    size,
+                    name,
+                    description,
+                    category,
+                    tools,
+                    declared_tools,
+                    warnings,
+                    unmet_needs,
+                };
                 (entry.path.to_string(), entry)
             })
             .collect())
@@ -335,6 +364,7 @@ async fn examine(
                 tools: fm.tools,
                 declared_tools: fm.declared_tools,
                 warnings: parsed.warnings,
+                unmet_needs: Vec::new(),
             };
             Ok(Outcome::Skill(entry, files))
         }
@@ -393,6 +423,15 @@ impl CatalogIndex {
         }
     }
 
+    /// Sets each skill's unmet needs from the markers in its file list (a skill whose files the
+    /// index does not keep has none here; its bundle is found when it is mounted).
+    fn refresh_unmet_needs(&mut self) {
+        for (path, entry) in &mut self.skills {
+            let files = self.files.get(path).map(Vec::as_slice).unwrap_or_default();
+            entry.unmet_needs = SkillBundle::from_files(files.iter().map(|(rel, size)| (rel.as_str(), *size))).unmet;
+        }
+    }
+
     /// Reads the file list of `skill` again from a listing of its folder.
     async fn refresh_files(
         &mut self,
@@ -443,6 +482,7 @@ pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<Cat
             None => index.files.insert(skill.clone(), Vec::new()),
         };
     }
+    index.refresh_unmet_needs();
     log_skipped(&index, index.skipped.keys());
     tracing::info!(
         skills = index.skills.len(),

@@ -123,6 +123,7 @@ pub async fn update_index(
             }
         }
         if !rebuilt {
+            index.refresh_unmet_needs();
             log_skipped(&index, changed.iter());
         }
         let written =

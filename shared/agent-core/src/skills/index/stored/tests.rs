@@ -15,6 +15,7 @@ fn entry(path: &str, name: &str, description: &str) -> SkillEntry {
         tools: None,
         declared_tools: None,
         warnings: Vec::new(),
+        unmet_needs: Vec::new(),
         path,
     }
 }
