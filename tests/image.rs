@@ -34,3 +34,27 @@ pub fn run_in_image(dir: &Path, program: &str, args: &[&str]) -> Output {
         .output()
         .expect("run bwrap")
 }
+
+/// A wheel of a package the image lacks (`notarial-dates`, whose `plazo(10)` is "plazo de 10 dias
+/// habiles"), made as pip makes one, in `dir`.
+pub fn write_test_wheel(dir: &Path) {
+    let script = r#"
+import base64, hashlib, sys, zipfile
+files = {
+    "notarial_dates/__init__.py": "def plazo(dias):\n    return f'plazo de {dias} dias habiles'\n",
+    "notarial_dates-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: notarial-dates\nVersion: 1.0\n",
+    "notarial_dates-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+}
+record = []
+with zipfile.ZipFile(sys.argv[1] + "/notarial_dates-1.0-py3-none-any.whl", "w") as wheel:
+    for name, text in files.items():
+        data = text.encode()
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+        wheel.writestr(name, data)
+    record.append("notarial_dates-1.0.dist-info/RECORD,,")
+    wheel.writestr("notarial_dates-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+"#;
+    let made = Command::new("python3").args(["-c", script]).arg(dir).output().expect("python3");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+}

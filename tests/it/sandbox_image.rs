@@ -238,3 +238,91 @@ fn the_demo_word_skill_writes_real_word_headings() {
          List Bullet:Precio: 250.000 €:False|Heading 3:Primera:False|Normal:Texto.:False"
     );
 }
+
+/// A folder served over HTTP on loopback by Python's own server, as a pip `--find-links` page.
+struct WheelServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl WheelServer {
+    fn start(dir: &std::path::Path) -> WheelServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let child = std::process::Command::new("python3")
+            .args(["-m", "http.server", "--bind", "127.0.0.1", &port.to_string()])
+            .current_dir(dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("python3 -m http.server");
+        let url = format!("http://127.0.0.1:{port}/");
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        WheelServer { child, url }
+    }
+}
+
+impl Drop for WheelServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A skill uploaded straight to the bucket with a `requirements.txt` naming a package the image
+/// lacks: skills-index, running in the image as deployed, resolves it with the image's pip (from a
+/// wheel page on loopback; nothing else is reachable) into the skill's bundle, and the next turn's
+/// command imports it with the network still closed. The bundle's own event changes nothing.
+#[tokio::test(flavor = "multi_thread")]
+async fn skills_index_in_the_image_bundles_a_skill_uploaded_straight_to_the_bucket() {
+    const USER: &str = "user-bundle-index";
+    let stack = Stack::new().await;
+    let wheels = std::env::temp_dir().join(format!("wheels-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&wheels).unwrap();
+    tests::image::write_test_wheel(&wheels);
+    let server = WheelServer::start(&wheels);
+    let skill = format!("{USER}/skills/fechas/");
+    stack
+        .put_many(vec![
+            (format!("{skill}SKILL.md"), b"---\nname: fechas\ndescription: Plazos.\n---\n# Fechas\n".to_vec()),
+            (format!("{skill}scripts/requirements.txt"), b"notarial-dates==1.0\nopenpyxl\n".to_vec()),
+            (format!("{skill}scripts/plazo.py"), b"import notarial_dates\nprint(notarial_dates.plazo(10))\n".to_vec()),
+        ])
+        .await;
+    let env = stack.env(&[("SKILLS_BUNDLES", "pip"), ("PIP_NO_INDEX", "1"), ("PIP_FIND_LINKS", &server.url)]);
+    let index = Function::start_in_image("skills-index", &tests::image::root(), &env).await;
+    let answer = index.call(stack.bridge_event(&format!("{skill}scripts/requirements.txt"), true)).await;
+    assert_eq!(answer["tenants"], 1, "{answer}");
+    let listed =
+        stack.s3.list_objects_v2().bucket(&stack.bucket).prefix(format!("{skill}.bundle/")).send().await.unwrap();
+    let bundles: Vec<String> = listed.contents().iter().filter_map(|object| object.key().map(str::to_owned)).collect();
+    assert_eq!(bundles.len(), 1, "one bundle and no marker (openpyxl is the image's): {bundles:?}");
+    let bundle = stack.get(&bundles[0]).await.expect("the bundle");
+    let mut archive = tar::Archive::new(bundle.as_slice());
+    let names: Vec<String> =
+        archive.entries().unwrap().map(|e| e.unwrap().path().unwrap().display().to_string()).collect();
+    assert_eq!(names, ["bundle.json", "requirements.txt", "wheels/notarial_dates-1.0-py3-none-any.whl"]);
+    // EventBridge then reports the bundle itself: the index takes it, nothing is made again.
+    let again = index.call(stack.bridge_event(&bundles[0], true)).await;
+    assert_eq!(again["tenants"], 1, "{again}");
+    let listed =
+        stack.s3.list_objects_v2().bucket(&stack.bucket).prefix(format!("{skill}.bundle/")).send().await.unwrap();
+    assert_eq!(listed.contents().len(), 1);
+    drop(server);
+
+    let http = http_with_sandbox(&stack).await;
+    stack.model.push([
+        Reply::tool("load_skill", json!({"skill_path": "fechas"})),
+        execute("python /skills/fechas/scripts/plazo.py"),
+        Reply::text("Done."),
+    ]);
+    let (status, body) = status_and_body(&http.call(turn_event(Some(USER), "s1", json!({"message": "plazo"}))).await);
+    assert_eq!(status, 200, "{body}");
+    let result = tool_results(&stack.model.requests()[2]).pop().unwrap();
+    assert!(result.starts_with("plazo de 10 dias habiles\n"), "{result}");
+    let _ = std::fs::remove_dir_all(&wheels);
+}

@@ -398,6 +398,39 @@ fn every_file_under_a_tenants_skills_reaches_the_skills_index_and_nothing_else_d
     let permission = stack.resource("SkillsIndexInvokePermission").expect("the permission");
     assert_eq!(permission["Principal"], json!("events.amazonaws.com"));
     assert_eq!(permission["SourceArn"], json!("{SkillsIndexRule}"));
+    let without_sandbox = Rendered::new(&[("Sandbox", "none")]);
+    assert!(without_sandbox.resource("SkillsBundleFunction").is_none(), "no bundles without the sandbox image");
+}
+
+#[test]
+fn with_the_sandbox_image_a_skills_requirements_reach_skills_index_in_that_image_which_writes_only_bundles() {
+    let stack =
+        Rendered::new(&[("Sandbox", "lambda"), ("SandboxImageUri", "123.dkr.ecr.eu-west-1.amazonaws.com/sandbox:1")]);
+    let function = stack.resource("SkillsBundleFunction").expect("the bundle function");
+    assert_eq!(function["ImageUri"], json!("123.dkr.ecr.eu-west-1.amazonaws.com/sandbox:1"), "the sandbox's own image");
+    assert_eq!(function["ImageConfig"]["EntryPoint"], json!(["/var/runtime/skills-index"]));
+    assert_eq!(function["Environment"]["Variables"]["SKILLS_INDEX"], json!("skip"));
+    let rule = stack.resource("SkillsBundleRule").expect("the rule");
+    assert_eq!(rule["Targets"][0]["Arn"], json!("{SkillsBundleFunction}"));
+    let wildcards: Vec<String> = rule["EventPattern"]["detail"]["object"]["key"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|key| key["wildcard"].as_str().map(str::to_owned))
+        .collect();
+    let matched = |key: &str| wildcards.iter().any(|wildcard| iam_matches(wildcard, key));
+    assert!(matched("u1/skills/fechas/requirements.txt") && matched("u1/skills/docs/fechas/scripts/requirements.txt"));
+    assert!(!matched("u1/skills/fechas/SKILL.md") && !matched("u1/workspaces/s/requirements.txt"));
+    let writes: Vec<String> = stack
+        .function_statements("SkillsBundleFunction")
+        .iter()
+        .filter(|statement| statement["Action"].to_string().contains("s3:PutObject"))
+        .flat_map(resources)
+        .collect();
+    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert!(writes[0].ends_with("/*/skills/*/.bundle/*"), "only bundle folders are written: {writes:?}");
+    let permission = stack.resource("SkillsBundleInvokePermission").expect("the permission");
+    assert_eq!(permission["SourceArn"], json!("{SkillsBundleRule}"));
 }
 
 /// Every alarm of the template, by resource name.

@@ -308,29 +308,6 @@ async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
     assert_eq!(etags(&s3, &bucket, "").await.keys().filter(|key| key.starts_with("..")).count(), 0);
 }
 
-/// A wheel of a package the image lacks (`notarial-dates`), made as pip makes one, in `dir`.
-fn write_wheel(dir: &Path) {
-    let script = r#"
-import base64, hashlib, sys, zipfile
-files = {
-    "notarial_dates/__init__.py": "def plazo(dias):\n    return f'plazo de {dias} dias habiles'\n",
-    "notarial_dates-1.0.dist-info/METADATA": "Metadata-Version: 2.1\nName: notarial-dates\nVersion: 1.0\n",
-    "notarial_dates-1.0.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-}
-record = []
-with zipfile.ZipFile(sys.argv[1] + "/notarial_dates-1.0-py3-none-any.whl", "w") as wheel:
-    for name, text in files.items():
-        data = text.encode()
-        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-        record.append(f"{name},sha256={digest},{len(data)}")
-        wheel.writestr(name, data)
-    record.append("notarial_dates-1.0.dist-info/RECORD,,")
-    wheel.writestr("notarial_dates-1.0.dist-info/RECORD", "\n".join(record) + "\n")
-"#;
-    let made = Command::new("python3").args(["-c", script]).arg(dir).output().expect("python3");
-    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-}
-
 /// `GET /skills` by `user`, as the HTTP API hands it to http-turn.
 fn skills_event(user: &str) -> Value {
     let mut event = tests::stack::get_event(Some(user), "s");
@@ -351,7 +328,7 @@ async fn sync_bundles_what_the_image_lacks_and_the_sandbox_installs_it_offline_p
 
     let stack = Stack::new().await;
     let wheels = Scratch::new();
-    write_wheel(&wheels.0);
+    tests::image::write_test_wheel(&wheels.0);
     let scratch = Scratch::new();
     scratch.write("fechas/SKILL.md", skill_md("Plazos notariales.", "name: fechas\n"));
     scratch.write("fechas/requirements.txt", "notarial-dates==1.0\n");

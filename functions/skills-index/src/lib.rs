@@ -3,7 +3,11 @@
 //! BASE_PROMPT.md's entry; for any other file, the file list of the skill it belongs to). They
 //! come as EventBridge events (`Object Created` / `Object Deleted`, what the template deploys,
 //! since only EventBridge can match every file under `*/skills/`) or as S3 event notifications;
-//! `{"rebuild": {"user_id": "..."}}` rebuilds one tenant's index from a listing.
+//! `{"rebuild": {"user_id": "..."}}` rebuilds one tenant's index from a listing. Where the function
+//! runs in the sandbox image, a changed `requirements.txt` also remakes that skill's bundle first
+//! ([`bundles`]).
+
+pub mod bundles;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -119,6 +123,7 @@ pub async fn handle(
     objects: &dyn ObjectStore,
     event: Value,
     listing_budget: Option<usize>,
+    bundler: Option<&bundles::Bundler>,
 ) -> Result<Value, IndexError> {
     if event.get("rebuild").is_some() {
         let request: RebuildRequest =
@@ -141,8 +146,22 @@ pub async fn handle(
     let mut failures = Vec::new();
     // Tenants are independent: one tenant's failure does not stop the others' updates.
     for (user, files) in &changes {
-        let files: Vec<String> = files.iter().cloned().collect();
         let span = tenant_span(user);
+        let mut files: Vec<String> = files.iter().cloned().collect();
+        if let Some(bundler) = bundler {
+            match bundler.refresh(objects, user, &changes[user]).instrument(span.clone()).await {
+                Ok(touched) => files.extend(touched),
+                Err(err) => {
+                    span.in_scope(|| tracing::error!(error = %err, "could not bring a skill's bundle up to date"));
+                    failures.push(err);
+                }
+            }
+            // Deployed beside the index function, this one only makes bundles: their own events
+            // reach the index function.
+            if bundler.bundles_only() {
+                continue;
+            }
+        }
         match update_index(objects, user, &files, false, listing_budget).instrument(span.clone()).await {
             Ok(outcome) => {
                 updated += outcome.examined;

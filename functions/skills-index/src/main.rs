@@ -12,12 +12,14 @@ async fn main() -> Result<(), Error> {
     // The turns' listing budget, from the settings they read (LLM_MODEL, LLM_CONTEXT_TOKENS,
     // SKILL_LISTING_TOKENS), so the index keeps their listing rendered.
     let listing_budget = agent_app::agent_config(|name| std::env::var(name).ok()).ok().map(|c| c.listing_tokens());
+    // In the sandbox image: skills' declared requirements become bundles (SKILLS_BUNDLES=pip).
+    let bundler = skills_index::bundles::Bundler::from_env(|name| std::env::var(name).ok())?;
     lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| {
-        let (objects, storage_requests) = (&objects, &storage_requests);
+        let (objects, storage_requests, bundler) = (&objects, &storage_requests, bundler.as_ref());
         async move {
             let outcome = agent_app::with_request_log(
                 storage_requests,
-                skills_index::handle(objects, event.payload, listing_budget),
+                skills_index::handle(objects, event.payload, listing_budget, bundler),
             );
             let outcome = outcome.await;
             // Indexes built from a listing (none, or an older format, was found), as a metric.

@@ -1,5 +1,6 @@
 //! The deployable form of the image: the root filesystem the tests use, plus the release build of the
-//! sandbox function at `/var/runtime/bootstrap`, as an OCI image made with `umoci` (no Docker), and
+//! sandbox function at `/var/runtime/bootstrap` (and of skills-index at `/var/runtime/skills-index`,
+//! which the template's SkillsBundleFunction runs), as an OCI image made with `umoci` (no Docker), and
 //! its copy to a registry with `skopeo`. Lambda runs OCI images; the function is x86_64 like the root.
 
 use std::path::{Path, PathBuf};
@@ -23,8 +24,10 @@ fn run(command: &mut Command, what: &str) -> Result<(), String> {
 /// Packs `rootfs` with the sandbox function into `<dir>/oci`; returns the layout's path.
 pub fn pack(workspace: &Path, rootfs: &Rootfs) -> Result<PathBuf, String> {
     run(
-        Command::new("cargo").args(["build", "--release", "--locked", "-p", "sandbox-function"]).current_dir(workspace),
-        "cargo build --release -p sandbox-function",
+        Command::new("cargo")
+            .args(["build", "--release", "--locked", "-p", "sandbox-function", "-p", "skills-index"])
+            .current_dir(workspace),
+        "cargo build --release -p sandbox-function -p skills-index",
     )?;
     let layout = rootfs.dir.join("oci");
     if layout.exists() {
@@ -47,6 +50,17 @@ pub fn pack(workspace: &Path, rootfs: &Rootfs) -> Result<PathBuf, String> {
             .arg(&bootstrap)
             .arg("/var/runtime/bootstrap"),
         "umoci insert of the sandbox function",
+    )?;
+    // The same image runs skills-index for skills' bundles (the template's SkillsBundleFunction),
+    // with the image's own pip.
+    run(
+        Command::new("umoci")
+            .arg("insert")
+            .args(rootless)
+            .args(["--image", &image])
+            .arg(workspace.join("target/release/skills-index"))
+            .arg("/var/runtime/skills-index"),
+        "umoci insert of skills-index",
     )?;
     run(
         Command::new("umoci").args([

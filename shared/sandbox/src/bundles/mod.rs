@@ -1,6 +1,9 @@
 //! Where a backend gets a skill's bundle when its sandbox lacks it: the tenant's own object store,
 //! read by the turn's process (the sandbox itself has no credentials), the key checked to lie under
 //! the tenant's `skills/` and the bytes checked against the SHA-256 the bundle is named by.
+//! `build`: making a bundle from a skill's needs.
+
+pub mod build;
 
 use std::sync::Arc;
 
