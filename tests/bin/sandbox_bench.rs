@@ -16,21 +16,32 @@
 //!    process, same moment: the call's cost follows the process's size, see 5);
 //! 5. the direct call of `true` while this process holds 0, 64 and 256 MiB more memory: the
 //!    handler forks the calling process for every command, and the embedded store keeps a large
-//!    tenant's library in this process.
+//!    tenant's library in this process;
+//! 6. the compiled `sandbox` function in the image, as Lambda runs it: a fresh environment's start
+//!    and first call, and a warm environment's call;
+//! 7. a skill's bundle (pinned wheels made here, offline: a few pure-Python packages packed as
+//!    `skills sync` packs them, in an in-memory store): a tenant's first call, which fetches the
+//!    bundle and installs it with the image's pip into a fresh bundle folder (each run a new
+//!    tenant), the same call once it is installed, and a call importing only the standard library.
 //!
 //! Times are wall times: median, p95 and minimum over `SANDBOX_BENCH_RUNS` runs (default 30) after
-//! a few warm-up runs. Progress goes to stderr, the tables to stdout.
+//! a few warm-up runs. Progress goes to stderr, the tables to stdout. `SANDBOX_BENCH_SECTIONS`
+//! (section numbers separated by commas, `1` and `2` being one; all by default) runs only some.
 //! Run with `cargo xtask bench`, or alone with
 //! `SANDBOX_ROOT=$(cargo xtask sandbox image) cargo run --release -p tests --bin sandbox-bench`
-//! (needs bubblewrap; the commands run in the sandbox image).
+//! (needs bubblewrap; the commands run in the sandbox image; section 7 needs `python3` on the host
+//! to write its wheels).
 
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::keys::workspace_blob_key;
-use agent_core::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxFile, SandboxLayout, SkillMount};
+use agent_core::keys::{skills_prefix, workspace_blob_key};
+use agent_core::sandbox::{
+    BundleRef, ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxFile, SandboxLayout, SkillMount,
+};
+use agent_core::skills::bundle::bundle_file;
 use agent_core::store::{SessionState, TurnCommit, WorkspaceFile};
 use agent_core::turn::{AgentConfig, TurnRequest, TurnService, UserProfile};
 use agent_core::{
@@ -39,7 +50,7 @@ use agent_core::{
 };
 use async_trait::async_trait;
 use local_store::{MemoryObjectStore, MemorySessionStore};
-use sandbox::{handler, LocalSandbox, WireRequest, WireResponse};
+use sandbox::{handler, BundleSource, Config, LocalSandbox, WireRequest, WireResponse};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use tests::stack::repo_root;
@@ -63,6 +74,25 @@ const DIRECT: &str = "";
 
 fn runs() -> usize {
     std::env::var("SANDBOX_BENCH_RUNS").ok().and_then(|n| n.parse().ok()).filter(|&n| n > 0).unwrap_or(30)
+}
+
+/// The sections to run: `SANDBOX_BENCH_SECTIONS` (`1,7`: numbers separated by commas), all by default.
+fn sections() -> Vec<u32> {
+    let all = (1..=7).collect();
+    let Some(text) = std::env::var("SANDBOX_BENCH_SECTIONS").ok().filter(|text| !text.trim().is_empty()) else {
+        return all;
+    };
+    let chosen: Vec<u32> = text
+        .split(',')
+        .map(|part| match part.trim().parse() {
+            Ok(n) if (1..=7).contains(&n) => n,
+            _ => {
+                eprintln!("sandbox-bench: SANDBOX_BENCH_SECTIONS={text}: sections are numbers from 1 to 7");
+                std::process::exit(2);
+            }
+        })
+        .collect();
+    chosen
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -522,6 +552,284 @@ async fn time_with_ballast(local: &LocalSandbox, runs: usize) -> Vec<Vec<Duratio
 }
 
 // ---------------------------------------------------------------------------------------------
+// 7. A skill's bundle.
+
+/// The bundle's wheels: distribution, version, modules. The first imports the other two, as a
+/// package imports its dependencies.
+const BUNDLE_WHEELS: [(&str, &str, usize); 3] =
+    [("notary_dates", "1.4.2", 12), ("notary_text", "0.9.0", 6), ("notary_tables", "2.1.0", 8)];
+/// The skill the bundle belongs to.
+const BUNDLE_SKILL: &str = "notary";
+/// Tenants whose first call is measured, each installing the bundle anew.
+const BUNDLE_TENANTS: usize = 5;
+const IMPORT_BUNDLE: &str = "python -c 'import notary_dates; print(notary_dates.__version__)'";
+const IMPORT_JSON: &str = "python -c 'import json; print(json.__name__)'";
+
+/// Writes pure-Python wheels to `argv[1]` by the spec in `argv[2]`: each module a table, a dozen
+/// functions and a class (about 4 KB of source), the package's `__init__` importing its modules
+/// and those of the packages it depends on; fixed dates and modes, so the same spec always makes
+/// the same bytes.
+const WRITE_WHEELS: &str = r#"
+import base64, hashlib, json, sys, zipfile
+out, spec = sys.argv[1], json.loads(sys.argv[2])
+def module(name, m):
+    table = ", ".join(f"{k}: {k * k + m}" for k in range(40))
+    lines = [f'"""{name}.m{m:02d}: made for the sandbox benchmark."""', "", "import math", "", f"TABLE = {{{table}}}", ""]
+    for f in range(12):
+        lines += [
+            f"def f{f:02d}(x, y=1):",
+            f"    '''Function {f} of module {m}: a sum over range(x), scaled.'''",
+            "    total = 0",
+            "    for i in range(x):",
+            f"        total += (i * {f + 1} + y) % {m + 7}",
+            "    return math.sqrt(total) + TABLE.get(x % 40, 0)",
+            "",
+        ]
+    lines += [
+        f"class Record{m:02d}:",
+        "    def __init__(self, value):",
+        "        self.value = value",
+        "",
+        "    def scaled(self, k):",
+        "        return [f00(self.value + i) * k for i in range(3)]",
+        "",
+        "    def __repr__(self):",
+        f"        return f'Record{m:02d}({{self.value!r}})'",
+        "",
+    ]
+    return "\n".join(lines)
+for wheel in spec:
+    name, version, modules, deps = wheel["name"], wheel["version"], wheel["modules"], wheel["deps"]
+    info = f"{name}-{version}.dist-info"
+    files = {}
+    for m in range(modules):
+        files[f"{name}/m{m:02d}.py"] = module(name, m)
+    imports = "".join(f"import {dep}\n" for dep in deps)
+    imports += "".join(f"from . import m{m:02d}\n" for m in range(modules))
+    files[f"{name}/__init__.py"] = f'"""{name}: made for the sandbox benchmark."""\n{imports}__version__ = "{version}"\n'
+    requires = "".join(f"Requires-Dist: {dep}\n" for dep in deps)
+    files[f"{info}/METADATA"] = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n{requires}"
+    files[f"{info}/WHEEL"] = "Wheel-Version: 1.0\nGenerator: sandbox-bench\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+    record = []
+    def add(archive, path, data):
+        entry = zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0))
+        entry.compress_type = zipfile.ZIP_DEFLATED
+        entry.external_attr = 0o644 << 16
+        archive.writestr(entry, data)
+    with zipfile.ZipFile(f"{out}/{name}-{version}-py3-none-any.whl", "w") as archive:
+        for path, text in files.items():
+            data = text.encode()
+            digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+            record.append(f"{path},sha256={digest},{len(data)}")
+            add(archive, path, data)
+        record.append(f"{info}/RECORD,,")
+        add(archive, f"{info}/RECORD", "\n".join(record) + "\n")
+"#;
+
+/// One wheel of the bundle.
+struct BenchWheel {
+    file: String,
+    distribution: String,
+    version: String,
+    bytes: Vec<u8>,
+}
+
+/// The bundle's wheels, written by the host's `python3` into `dir`, by file name.
+fn write_wheels(dir: &Path) -> Vec<BenchWheel> {
+    let spec: Vec<serde_json::Value> = BUNDLE_WHEELS
+        .iter()
+        .enumerate()
+        .map(|(i, (name, version, modules))| {
+            let deps: Vec<&str> = if i == 0 { BUNDLE_WHEELS[1..].iter().map(|w| w.0).collect() } else { vec![] };
+            json!({"name": name, "version": version, "modules": modules, "deps": deps})
+        })
+        .collect();
+    let made = std::process::Command::new("python3")
+        .args(["-c", WRITE_WHEELS])
+        .arg(dir)
+        .arg(serde_json::to_string(&spec).unwrap())
+        .output()
+        .expect("section 7 writes its wheels with python3 on the host");
+    assert!(made.status.success(), "writing the wheels: {}", String::from_utf8_lossy(&made.stderr));
+    let mut wheels: Vec<BenchWheel> = BUNDLE_WHEELS
+        .iter()
+        .map(|(name, version, _)| {
+            let file = format!("{name}-{version}-py3-none-any.whl");
+            let bytes = std::fs::read(dir.join(&file)).expect("read a wheel");
+            BenchWheel { file, distribution: (*name).to_owned(), version: (*version).to_owned(), bytes }
+        })
+        .collect();
+    wheels.sort_by(|a, b| a.file.cmp(&b.file));
+    wheels
+}
+
+/// The bundle's tar as `cargo xtask skills sync` packs it (`xtask/src/skills/bundle.rs`, `pack`):
+/// `bundle.json`, `requirements.txt` (each wheel pinned by version and hash) and `wheels/`, every
+/// header fixed.
+fn pack_bundle(wheels: &[BenchWheel]) -> Vec<u8> {
+    let mut lock = String::from("# Made by sandbox-bench for the sandbox image; installed offline.\n");
+    let mut listed = Vec::new();
+    for wheel in wheels {
+        let sha256 = hex::encode(Sha256::digest(&wheel.bytes));
+        lock.push_str(&format!("{}=={} --hash=sha256:{sha256}\n", wheel.distribution, wheel.version));
+        listed.push(json!({"file": wheel.file, "sha256": sha256, "size": wheel.bytes.len()}));
+    }
+    let needs = [BUNDLE_WHEELS[0].0];
+    let manifest = json!({"format": 1, "image": "sandbox-bench", "python": "3", "needs": needs, "wheels": listed});
+    let manifest = serde_json::to_vec_pretty(&manifest).unwrap();
+    let mut builder = tar::Builder::new(Vec::new());
+    let mut add = |path: &str, bytes: &[u8]| {
+        let mut header = tar::Header::new_ustar();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_cksum();
+        builder.append_data(&mut header, path, bytes).expect("pack the bundle");
+    };
+    add("bundle.json", &manifest);
+    add("requirements.txt", lock.as_bytes());
+    for wheel in wheels {
+        add(&format!("wheels/{}", wheel.file), &wheel.bytes);
+    }
+    builder.into_inner().expect("pack the bundle")
+}
+
+/// The files under `dir` inside an installed `site` folder, and their bytes.
+fn installed_size(dir: &Path) -> (u64, u64) {
+    fn walk(dir: &Path, in_site: bool, totals: &mut (u64, u64)) {
+        let Ok(entries) = std::fs::read_dir(dir) else { return };
+        for entry in entries.flatten() {
+            let (path, kind) = (entry.path(), entry.file_type().expect("a file type"));
+            if kind.is_dir() {
+                walk(&path, in_site || entry.file_name() == "site", totals);
+            } else if in_site && kind.is_file() {
+                totals.0 += 1;
+                totals.1 += entry.metadata().map_or(0, |meta| meta.len());
+            }
+        }
+    }
+    let mut totals = (0, 0);
+    walk(dir, false, &mut totals);
+    totals
+}
+
+/// What section 7 measured.
+struct BundleFigures {
+    tar_bytes: usize,
+    /// The tar's SHA-256 (the same every run: the wheels and the tar are made deterministically).
+    sha256: String,
+    wheel_bytes: usize,
+    modules: usize,
+    /// Files and bytes one install leaves.
+    installed: (u64, u64),
+    /// The process's first install (it warms the page cache for pip; not among `first`).
+    process_first: Duration,
+    first: Vec<Duration>,
+    cached: Vec<Duration>,
+    plain: Vec<Duration>,
+}
+
+/// The bundle's calls through a `LocalSandbox` like `base` whose bundles go to a fresh folder and
+/// come from an in-memory store: a warm-up tenant's first call, [`BUNDLE_TENANTS`] more tenants'
+/// first calls, then the last tenant's same call and a call without the bundle, alternating.
+async fn time_bundle(base: &LocalSandbox, runs: usize) -> BundleFigures {
+    let dir = std::env::temp_dir().join(format!("sandbox-bench-bundle-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (wheels_dir, bundle_dir) = (dir.join("wheels"), dir.join("installed"));
+    for folder in [&wheels_dir, &bundle_dir] {
+        std::fs::create_dir_all(folder).expect("make the bundle benchmark's folders");
+    }
+    let wheels = write_wheels(&wheels_dir);
+    let tar = pack_bundle(&wheels);
+    let sha256 = hex::encode(Sha256::digest(&tar));
+    let objects = Arc::new(MemoryObjectStore::new());
+    let config = Config { bundle_dir: bundle_dir.clone(), ..base.config().clone() };
+    let local = LocalSandbox::new(config).with_bundles(BundleSource::new(objects.clone()));
+    let skill_md = format!(
+        "---\nname: {BUNDLE_SKILL}\ndescription: Deadlines and tables for notarial deeds.\n---\n\n# Notary\n\n\
+         Run `python -c 'import notary_dates'`.\n"
+    );
+    // The tenant's copy of the skill and its bundle in the store, and the call naming it.
+    let request_for = |tenant: &UserId, command: &str| {
+        let key = format!("{}{BUNDLE_SKILL}/{}", skills_prefix(tenant), bundle_file(&sha256));
+        objects.insert(&key, tar.clone());
+        let bundle = BundleRef { key, sha256: sha256.clone(), size: tar.len() as u64 };
+        let skill = SkillMount {
+            name: BUNDLE_SKILL.to_owned(),
+            files: vec![file("SKILL.md", skill_md.clone().into_bytes())],
+            bundle: Some(bundle),
+        };
+        ExecRequest { tenant: tenant.clone(), ..exec_request(command, vec![], vec![skill]) }
+    };
+    let imported = |outcome: &ExecOutcome| {
+        succeeded(outcome);
+        assert_eq!(outcome.output, format!("{}\n", BUNDLE_WHEELS[0].1), "the bundle's package imports");
+    };
+    let call = |request: ExecRequest| {
+        let local = &local;
+        async move {
+            let started = Instant::now();
+            let outcome = local.execute(request).await.unwrap_or_else(|err| panic!("the bundle's call: {err:?}"));
+            (started.elapsed(), outcome)
+        }
+    };
+
+    let (process_first, outcome) = call(request_for(&UserId::parse("bench-bundle-warm").unwrap(), IMPORT_BUNDLE)).await;
+    imported(&outcome);
+    let installed = installed_size(&bundle_dir);
+    assert!(installed.0 > 0, "the bundle was installed under {}", bundle_dir.display());
+    let mut first = Vec::new();
+    let mut last = None;
+    for i in 0..BUNDLE_TENANTS {
+        let tenant = UserId::parse(format!("bench-bundle-{i}")).unwrap();
+        let (elapsed, outcome) = call(request_for(&tenant, IMPORT_BUNDLE)).await;
+        imported(&outcome);
+        first.push(elapsed);
+        last = Some(tenant);
+    }
+    let tenant = last.expect("a tenant");
+    let (installed_all, _) = installed_size(&bundle_dir);
+    assert_eq!(installed_all, installed.0 * (BUNDLE_TENANTS as u64 + 1), "every tenant installed its own copy");
+    let cached_request = request_for(&tenant, IMPORT_BUNDLE);
+    let plain_request = ExecRequest { tenant: tenant.clone(), ..exec_request(IMPORT_JSON, vec![], vec![]) };
+    let (mut cached, mut plain) = (Vec::new(), Vec::new());
+    for run in 0..WARMUP + runs {
+        for step in 0..2 {
+            let with_bundle = (run + step) % 2 == 0;
+            if with_bundle {
+                let (elapsed, outcome) = call(cached_request.clone()).await;
+                imported(&outcome);
+                if run >= WARMUP {
+                    cached.push(elapsed);
+                }
+            } else {
+                let (elapsed, outcome) = call(plain_request.clone()).await;
+                succeeded(&outcome);
+                assert_eq!(outcome.output, "json\n");
+                if run >= WARMUP {
+                    plain.push(elapsed);
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    BundleFigures {
+        tar_bytes: tar.len(),
+        sha256,
+        wheel_bytes: wheels.iter().map(|wheel| wheel.bytes.len()).sum(),
+        modules: BUNDLE_WHEELS.iter().map(|wheel| wheel.2).sum(),
+        installed,
+        process_first,
+        first,
+        cached,
+        plain,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
 
 /// The first line a program prints for `--version`, or why not.
 fn version_of(program: &str, arg: &str) -> String {
@@ -588,6 +896,8 @@ fn load_average() -> String {
 
 fn main() {
     let runs = runs();
+    let sections = sections();
+    let wanted = |section: u32| sections.contains(&section);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let started = Instant::now();
@@ -648,52 +958,67 @@ fn main() {
             request: exec_request(RECALC, vec![], vec![office]),
             check: recalculated,
         });
-        let mut direct = Vec::new();
-        for case in &cases {
-            eprintln!("direct: {}", case.label);
-            direct.push(stats(&time_direct(&local, case, runs).await));
-        }
-        println!(
-            "## 1–2. One warm call through `LocalSandbox::execute` (this process: {} RSS)\n",
-            rss_kib().map_or("?".into(), |kib| format!("{:.0} MiB", kib as f64 / 1024.0))
-        );
-        header(&["call", "median", "p95", "min"]);
-        for (case, figure) in cases.iter().zip(&direct) {
-            row(&[case.label.clone(), ms(figure.median), ms(figure.p95), ms(figure.min)]);
+        if wanted(1) || wanted(2) {
+            let mut direct = Vec::new();
+            for case in &cases {
+                eprintln!("direct: {}", case.label);
+                direct.push(stats(&time_direct(&local, case, runs).await));
+            }
+            println!(
+                "## 1–2. One warm call through `LocalSandbox::execute` (this process: {} RSS)\n",
+                rss_kib().map_or("?".into(), |kib| format!("{:.0} MiB", kib as f64 / 1024.0))
+            );
+            header(&["call", "median", "p95", "min"]);
+            for (case, figure) in cases.iter().zip(&direct) {
+                row(&[case.label.clone(), ms(figure.median), ms(figure.p95), ms(figure.min)]);
+            }
         }
 
         // 3. Bytes per call.
-        println!("\n## 3. Bytes one call moves (the JSON a Lambda invocation of `sandbox` would carry)\n");
-        header(&[
-            "call",
-            "request JSON",
-            "files in (decoded)",
-            "response JSON",
-            "files out (decoded)",
-            "JSON round trip (median)",
-        ]);
-        for case in &cases {
-            let sizes = wire_sizes(&local, &case.request, runs).await;
-            row(&[
-                case.label.clone(),
-                format!("{} B", thousands(sizes.request_json as u64)),
-                format!("{} B", thousands(sizes.files_in)),
-                format!("{} B", thousands(sizes.response_json as u64)),
-                format!("{} B", thousands(sizes.files_out as u64)),
-                format!("{:.3} ms", sizes.round_trip.as_secs_f64() * 1e3),
+        if wanted(3) {
+            println!("\n## 3. Bytes one call moves (the JSON a Lambda invocation of `sandbox` would carry)\n");
+            header(&[
+                "call",
+                "request JSON",
+                "files in (decoded)",
+                "response JSON",
+                "files out (decoded)",
+                "JSON round trip (median)",
             ]);
+            for case in &cases {
+                let sizes = wire_sizes(&local, &case.request, runs).await;
+                row(&[
+                    case.label.clone(),
+                    format!("{} B", thousands(sizes.request_json as u64)),
+                    format!("{} B", thousands(sizes.files_in)),
+                    format!("{} B", thousands(sizes.response_json as u64)),
+                    format!("{} B", thousands(sizes.files_out as u64)),
+                    format!("{:.3} ms", sizes.round_trip.as_secs_f64() * 1e3),
+                ]);
+            }
         }
 
-        // 5, measured while the process is still small; printed last.
-        eprintln!("direct: `true` beside ballast");
+        // 7 and 5, measured while the process is still small; printed last.
+        let bundle = if wanted(7) {
+            eprintln!("bundle: first installs, then the installed bundle's calls");
+            let rss = rss_kib();
+            Some((time_bundle(&local, runs).await, rss))
+        } else {
+            None
+        };
         let base = rss_kib().unwrap_or(0) as f64 / 1024.0;
-        let ballast = time_with_ballast(&local, runs).await;
+        let ballast = if wanted(5) {
+            eprintln!("direct: `true` beside ballast");
+            time_with_ballast(&local, runs).await
+        } else {
+            Vec::new()
+        };
 
         // 4. Turns.
         let timed = Arc::new(TimedSandbox { inner: local.clone(), calls: Mutex::new(Vec::new()) });
         let workspaces = [Vec::new(), workspace_files(WORKSPACE_FILES)];
         let mut turns = Vec::new();
-        for skills in CATALOGS {
+        for skills in CATALOGS.into_iter().filter(|_| wanted(4)) {
             let objects = Arc::new(MemoryObjectStore::new());
             let sessions = Arc::new(MemorySessionStore::new());
             let user = UserId::parse(format!("tenant-{skills}")).unwrap();
@@ -709,98 +1034,152 @@ fn main() {
                 turns.push(time_turns(&service, &timed, &local, &sessions, &objects, &user, files, skills, runs).await);
             }
         }
-        println!("\n## 4. A whole turn (embedded store, scripted model: one tool call, then an answer)\n");
-        header(&["tenant, workspace", "series", "median", "p95", "min"]);
-        for t in &turns {
-            let name = format!("{} skills, {} files", thousands(t.skills as u64), t.files);
-            for (series, values) in [
-                ("direct call of `true` over the same workspace", &t.direct),
-                ("turn with `execute true`", &t.with_execute),
-                ("turn with `todoread`", &t.without),
-                ("the sandbox call inside the turn", &t.sandbox_in_turn),
-                ("turn with `execute` less its sandbox call", &t.rest_of_turn),
-            ] {
-                let s = stats(values);
-                row(&[name.clone(), series.into(), ms(s.median), ms(s.p95), ms(s.min)]);
+        if wanted(4) {
+            println!("\n## 4. A whole turn (embedded store, scripted model: one tool call, then an answer)\n");
+            header(&["tenant, workspace", "series", "median", "p95", "min"]);
+            for t in &turns {
+                let name = format!("{} skills, {} files", thousands(t.skills as u64), t.files);
+                for (series, values) in [
+                    ("direct call of `true` over the same workspace", &t.direct),
+                    ("turn with `execute true`", &t.with_execute),
+                    ("turn with `todoread`", &t.without),
+                    ("the sandbox call inside the turn", &t.sandbox_in_turn),
+                    ("turn with `execute` less its sandbox call", &t.rest_of_turn),
+                ] {
+                    let s = stats(values);
+                    row(&[name.clone(), series.into(), ms(s.median), ms(s.p95), ms(s.min)]);
+                }
             }
-        }
-        println!(
-            "\nMedians. overhead = (turn with execute − turn without) − the direct call of `true` over the same \
-             workspace, made beside these turns; the next column instead takes each turn less its own sandbox \
-             call, less the turn without (no sandbox noise in it).\n"
-        );
-        header(&[
-            "tenant, workspace",
-            "with execute",
-            "without",
-            "difference",
-            "sandbox call in the turn",
-            "direct call",
-            "overhead",
-            "overhead (turn less its own call)",
-            "process RSS",
-        ]);
-        for t in &turns {
-            let (with, without) = (stats(&t.with_execute).median, stats(&t.without).median);
-            let difference = with.as_secs_f64() - without.as_secs_f64();
-            let direct = stats(&t.direct).median;
-            row(&[
-                format!("{} skills, {} files", thousands(t.skills as u64), t.files),
-                ms(with),
-                ms(without),
-                format!("{:.2} ms", difference * 1e3),
-                ms(stats(&t.sandbox_in_turn).median),
-                ms(direct),
-                format!("{:.2} ms", (difference - direct.as_secs_f64()) * 1e3),
-                ms_diff(stats(&t.rest_of_turn).median, without),
-                t.rss_kib.map_or("?".into(), |kib| format!("{:.0} MiB", kib as f64 / 1024.0)),
+            println!(
+                "\nMedians. overhead = (turn with execute − turn without) − the direct call of `true` over the same \
+                 workspace, made beside these turns; the next column instead takes each turn less its own sandbox \
+                 call, less the turn without (no sandbox noise in it).\n"
+            );
+            header(&[
+                "tenant, workspace",
+                "with execute",
+                "without",
+                "difference",
+                "sandbox call in the turn",
+                "direct call",
+                "overhead",
+                "overhead (turn less its own call)",
+                "process RSS",
             ]);
-        }
-        // The library's size: the figures that must not grow with it.
-        let find = |skills: usize, files: usize| turns.iter().find(|t| t.skills == skills && t.files == files);
-        println!();
-        for files in [0, WORKSPACE_FILES] {
-            let (Some(small), Some(large)) = (find(CATALOGS[0], files), find(CATALOGS[1], files)) else { continue };
-            let overhead = |t: &TurnFigures| {
-                Duration::from_secs_f64(
-                    (stats(&t.rest_of_turn).median.as_secs_f64() - stats(&t.without).median.as_secs_f64()).max(0.0),
-                )
-            };
-            for (figure, small, large) in [
-                ("turn without execute", stats(&small.without).median, stats(&large.without).median),
-                ("overhead (turn less its own call)", overhead(small), overhead(large)),
-            ] {
-                println!(
-                    "- {figure}, {files} files: {} at {} skills, {} at {} skills",
-                    ms(small),
-                    thousands(CATALOGS[0] as u64),
-                    ms(large),
-                    thousands(CATALOGS[1] as u64),
-                );
+            for t in &turns {
+                let (with, without) = (stats(&t.with_execute).median, stats(&t.without).median);
+                let difference = with.as_secs_f64() - without.as_secs_f64();
+                let direct = stats(&t.direct).median;
+                row(&[
+                    format!("{} skills, {} files", thousands(t.skills as u64), t.files),
+                    ms(with),
+                    ms(without),
+                    format!("{:.2} ms", difference * 1e3),
+                    ms(stats(&t.sandbox_in_turn).median),
+                    ms(direct),
+                    format!("{:.2} ms", (difference - direct.as_secs_f64()) * 1e3),
+                    ms_diff(stats(&t.rest_of_turn).median, without),
+                    t.rss_kib.map_or("?".into(), |kib| format!("{:.0} MiB", kib as f64 / 1024.0)),
+                ]);
+            }
+            // The library's size: the figures that must not grow with it.
+            let find = |skills: usize, files: usize| turns.iter().find(|t| t.skills == skills && t.files == files);
+            println!();
+            for files in [0, WORKSPACE_FILES] {
+                let (Some(small), Some(large)) = (find(CATALOGS[0], files), find(CATALOGS[1], files)) else { continue };
+                let overhead = |t: &TurnFigures| {
+                    Duration::from_secs_f64(
+                        (stats(&t.rest_of_turn).median.as_secs_f64() - stats(&t.without).median.as_secs_f64()).max(0.0),
+                    )
+                };
+                for (figure, small, large) in [
+                    ("turn without execute", stats(&small.without).median, stats(&large.without).median),
+                    ("overhead (turn less its own call)", overhead(small), overhead(large)),
+                ] {
+                    println!(
+                        "- {figure}, {files} files: {} at {} skills, {} at {} skills",
+                        ms(small),
+                        thousands(CATALOGS[0] as u64),
+                        ms(large),
+                        thousands(CATALOGS[1] as u64),
+                    );
+                }
             }
         }
-
-        println!("\n## 5. The direct call of `true` against the size of the calling process\n");
-        header(&["process RSS", "median", "p95", "min"]);
-        for (mib, values) in BALLAST_MIB.iter().zip(ballast) {
-            let s = stats(&values);
-            row(&[format!("{:.0} MiB ({mib} MiB added)", base + *mib as f64), ms(s.median), ms(s.p95), ms(s.min)]);
+        if wanted(5) {
+            println!("\n## 5. The direct call of `true` against the size of the calling process\n");
+            header(&["process RSS", "median", "p95", "min"]);
+            for (mib, values) in BALLAST_MIB.iter().zip(ballast) {
+                let s = stats(&values);
+                row(&[format!("{:.0} MiB ({mib} MiB added)", base + *mib as f64), ms(s.median), ms(s.p95), ms(s.min)]);
+            }
         }
         // 6. The sandbox function in the image, as Lambda runs it.
-        eprintln!("image: the sandbox function in a fresh environment, then warm");
-        let image = image_environment(runs).await;
-        println!("\n## 6. The `sandbox` function in the image, as Lambda runs it (root read-only, uid 993, `true`)\n");
-        println!("The image's root filesystem: {}.\n", image.size);
-        header(&["call", "median", "p95", "min"]);
-        let fresh = stats(&image.fresh);
-        row(&[
-            "a fresh environment: the function starts, then its first call".into(),
-            ms(fresh.median),
-            ms(fresh.p95),
-            ms(fresh.min),
-        ]);
-        let warm = stats(&image.warm);
-        row(&["a warm environment's call".into(), ms(warm.median), ms(warm.p95), ms(warm.min)]);
+        if wanted(6) {
+            eprintln!("image: the sandbox function in a fresh environment, then warm");
+            let image = image_environment(runs).await;
+            println!(
+                "\n## 6. The `sandbox` function in the image, as Lambda runs it (root read-only, uid 993, `true`)\n"
+            );
+            println!("The image's root filesystem: {}.\n", image.size);
+            header(&["call", "median", "p95", "min"]);
+            let fresh = stats(&image.fresh);
+            row(&[
+                "a fresh environment: the function starts, then its first call".into(),
+                ms(fresh.median),
+                ms(fresh.p95),
+                ms(fresh.min),
+            ]);
+            let warm = stats(&image.warm);
+            row(&["a warm environment's call".into(), ms(warm.median), ms(warm.p95), ms(warm.min)]);
+        }
+        // 7. A skill's bundle.
+        if let Some((bundle, rss)) = &bundle {
+            println!(
+                "\n## 7. A skill's bundle through `LocalSandbox::execute` (in-memory store, a fresh bundle folder; \
+                 this process: {} RSS)\n",
+                rss.map_or("?".into(), |kib| format!("{:.0} MiB", kib as f64 / 1024.0))
+            );
+            println!(
+                "The bundle: {} pure-Python wheels ({} modules of about 4 KB of source), a tar of {} B ({} B of \
+                 wheels; SHA-256 {}…, the same every run); one install leaves {} files, {} B. The bundled command is `{IMPORT_BUNDLE}` (its package \
+                 imports the other two); the first calls are {BUNDLE_TENANTS} new tenants' (each installs its own \
+                 copy), the installed calls the last tenant's, alternating with the call without a bundle.\n",
+                BUNDLE_WHEELS.len(),
+                bundle.modules,
+                thousands(bundle.tar_bytes as u64),
+                thousands(bundle.wheel_bytes as u64),
+                &bundle.sha256[..12],
+                thousands(bundle.installed.0),
+                thousands(bundle.installed.1),
+            );
+            header(&["call", "runs", "median", "p95", "min"]);
+            for (label, values) in [
+                (
+                    "a tenant's first call: the bundle read from the store, installed by the image's pip, then the \
+                     command",
+                    &bundle.first,
+                ),
+                ("the same call, the bundle installed (`PYTHONPATH`, read-only)", &bundle.cached),
+                ("`python -c 'import json'`, no bundle", &bundle.plain),
+            ] {
+                let s = stats(values);
+                row(&[label.into(), values.len().to_string(), ms(s.median), ms(s.p95), ms(s.min)]);
+            }
+            let median = |values: &[Duration]| stats(values).median;
+            println!(
+                "\n- the install's share of a first call (medians, first − installed): {}",
+                ms_diff(median(&bundle.first), median(&bundle.cached))
+            );
+            println!(
+                "- the installed bundle's call against the call without one (medians): {}",
+                ms_diff(median(&bundle.cached), median(&bundle.plain))
+            );
+            println!(
+                "- the process's first install (a warm-up tenant, not in the figures above): {}",
+                ms(bundle.process_first)
+            );
+        }
 
         println!(
             "\n(run took {:.0} s on {cores} cores; load average before {load_before}, after {})",

@@ -1,7 +1,7 @@
 # Installs one skill bundle with the image's own Python and pip, offline: the wheels' members are
 # counted against the bounds from their zip directories before anything is unpacked, then pip
 # installs exactly the pinned wheels (hashes required, no index, no dependency resolution) into
-# the target folder. Prints one JSON line: what was installed, or why not.
+# the target folder, compiled (the folder is read-only to commands). Prints one JSON line: what was installed, or why not.
 import json
 import os
 import subprocess
@@ -42,7 +42,7 @@ if size > max_bytes:
 
 pip = [
     sys.executable, "-m", "pip", "install", "--no-index", "--no-deps", "--require-hashes",
-    "--only-binary=:all:", "--find-links", wheels_dir, "--target", target, "--no-compile",
+    "--only-binary=:all:", "--find-links", wheels_dir, "--target", target,
     "--no-cache-dir", "--disable-pip-version-check", "--no-input", "--quiet",
     "--break-system-packages", "--root-user-action=ignore", "-r", lock,
 ]
