@@ -50,6 +50,7 @@ use agent_core::{
 };
 use async_trait::async_trait;
 use local_store::{MemoryObjectStore, MemorySessionStore};
+use sandbox::bundles::build::{pack, Wheel};
 use sandbox::{handler, BundleSource, Config, LocalSandbox, WireRequest, WireResponse};
 use serde_json::json;
 use sha2::{Digest, Sha256};
@@ -626,16 +627,8 @@ for wheel in spec:
         add(archive, f"{info}/RECORD", "\n".join(record) + "\n")
 "#;
 
-/// One wheel of the bundle.
-struct BenchWheel {
-    file: String,
-    distribution: String,
-    version: String,
-    bytes: Vec<u8>,
-}
-
 /// The bundle's wheels, written by the host's `python3` into `dir`, by file name.
-fn write_wheels(dir: &Path) -> Vec<BenchWheel> {
+fn write_wheels(dir: &Path) -> Vec<Wheel> {
     let spec: Vec<serde_json::Value> = BUNDLE_WHEELS
         .iter()
         .enumerate()
@@ -651,50 +644,22 @@ fn write_wheels(dir: &Path) -> Vec<BenchWheel> {
         .output()
         .expect("section 7 writes its wheels with python3 on the host");
     assert!(made.status.success(), "writing the wheels: {}", String::from_utf8_lossy(&made.stderr));
-    let mut wheels: Vec<BenchWheel> = BUNDLE_WHEELS
+    let mut wheels: Vec<Wheel> = BUNDLE_WHEELS
         .iter()
         .map(|(name, version, _)| {
             let file = format!("{name}-{version}-py3-none-any.whl");
             let bytes = std::fs::read(dir.join(&file)).expect("read a wheel");
-            BenchWheel { file, distribution: (*name).to_owned(), version: (*version).to_owned(), bytes }
+            Wheel { file, distribution: (*name).to_owned(), version: (*version).to_owned(), bytes }
         })
         .collect();
     wheels.sort_by(|a, b| a.file.cmp(&b.file));
     wheels
 }
 
-/// The bundle's tar as `cargo xtask skills sync` packs it (`xtask/src/skills/bundle.rs`, `pack`):
-/// `bundle.json`, `requirements.txt` (each wheel pinned by version and hash) and `wheels/`, every
-/// header fixed.
-fn pack_bundle(wheels: &[BenchWheel]) -> Vec<u8> {
-    let mut lock = String::from("# Made by sandbox-bench for the sandbox image; installed offline.\n");
-    let mut listed = Vec::new();
-    for wheel in wheels {
-        let sha256 = hex::encode(Sha256::digest(&wheel.bytes));
-        lock.push_str(&format!("{}=={} --hash=sha256:{sha256}\n", wheel.distribution, wheel.version));
-        listed.push(json!({"file": wheel.file, "sha256": sha256, "size": wheel.bytes.len()}));
-    }
-    let needs = [BUNDLE_WHEELS[0].0];
-    let manifest = json!({"format": 1, "image": "sandbox-bench", "python": "3", "needs": needs, "wheels": listed});
-    let manifest = serde_json::to_vec_pretty(&manifest).unwrap();
-    let mut builder = tar::Builder::new(Vec::new());
-    let mut add = |path: &str, bytes: &[u8]| {
-        let mut header = tar::Header::new_ustar();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
-        header.set_mtime(0);
-        header.set_uid(0);
-        header.set_gid(0);
-        header.set_entry_type(tar::EntryType::Regular);
-        header.set_cksum();
-        builder.append_data(&mut header, path, bytes).expect("pack the bundle");
-    };
-    add("bundle.json", &manifest);
-    add("requirements.txt", lock.as_bytes());
-    for wheel in wheels {
-        add(&format!("wheels/{}", wheel.file), &wheel.bytes);
-    }
-    builder.into_inner().expect("pack the bundle")
+/// The bundle's tar as `cargo xtask skills sync` packs it.
+fn pack_bundle(wheels: &[Wheel]) -> Vec<u8> {
+    let needs = [BUNDLE_WHEELS[0].0.to_owned()];
+    pack(wheels, &needs, "sandbox-bench", "3").expect("pack the bundle")
 }
 
 /// The files under `dir` inside an installed `site` folder, and their bytes.

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::process::Command;
 
-use agent_core::skills::bundle::{is_bundle_file, BUNDLE_DIR};
+use agent_core::skills::bundle::{is_bundle_file, normalize_distribution as normalize, BUNDLE_DIR};
 use agent_core::skills::index::{classify, SkillFile};
 use agent_core::{ObjectStore, StoreError, UserId};
 use sandbox::bundles::build::{self, constraints_file, requirement_name, Resolver};
@@ -191,21 +191,6 @@ fn requirements(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// A distribution name as PEP 503 compares them.
-fn normalize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.trim().chars() {
-        if "-_.".contains(c) {
-            if !out.ends_with('-') {
-                out.push('-');
-            }
-        } else {
-            out.push(c.to_ascii_lowercase());
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,8 +199,6 @@ mod tests {
     fn declarations_are_read_as_pip_reads_them() {
         let text = "# pins\nnotarial-dates==1.0  # dates\n\n-r other.txt\n--hash=sha256:x\nPyYAML>=6\n";
         assert_eq!(requirements(text), ["notarial-dates==1.0", "PyYAML>=6"]);
-        assert_eq!(normalize("Python_Dotenv"), "python-dotenv");
-        assert_eq!(normalize("zope.interface"), "zope-interface");
     }
 
     #[test]

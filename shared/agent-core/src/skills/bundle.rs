@@ -103,6 +103,21 @@ fn is_package_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
 }
 
+/// A Python distribution's name as PEP 503 compares them: lower case, runs of `-_.` as one `-`.
+pub fn normalize_distribution(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for c in name.trim().chars() {
+        if "-_.".contains(c) {
+            if !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
 /// The warning `GET /skills` and the console show for a skill's unmet needs.
 pub fn unmet_warning(unmet: &[String]) -> Option<String> {
     if unmet.is_empty() {
@@ -159,5 +174,6 @@ mod tests {
         }
         assert!(unmet_warning(&[]).is_none());
         assert!(unmet_warning(&["torch".into()]).unwrap().contains("`torch`"));
+        assert_eq!(normalize_distribution("Foo__Bar.baz-QUX"), "foo-bar-baz-qux");
     }
 }

@@ -122,11 +122,12 @@ pub fn build(wanted: &[String], resolver: &Resolver<'_>) -> Result<SkillBundleFi
 }
 
 /// One downloaded wheel.
-struct Wheel {
-    file: String,
-    distribution: String,
-    version: String,
-    bytes: Vec<u8>,
+pub struct Wheel {
+    /// The wheel's file name.
+    pub file: String,
+    pub distribution: String,
+    pub version: String,
+    pub bytes: Vec<u8>,
 }
 
 /// `pip download` of `requirements` with their dependencies into `dir`, for the image.
@@ -159,7 +160,7 @@ pub fn requirement_name(requirement: &str) -> String {
 /// The tar: `requirements.txt` (each wheel pinned by version and hash, as `pip install
 /// --require-hashes` takes it), `bundle.json` (what it was made for) and `wheels/`. Every header is
 /// fixed, so the same wheels always make the same bytes and the same name.
-fn pack(wheels: &[Wheel], needs: &[String], image: &str, python: &str) -> Result<Vec<u8>, String> {
+pub fn pack(wheels: &[Wheel], needs: &[String], image: &str, python: &str) -> Result<Vec<u8>, String> {
     let mut lock = String::from("# A skill's bundle for the sandbox image, installed offline.\n");
     let mut listed = Vec::new();
     for wheel in wheels {

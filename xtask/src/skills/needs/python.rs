@@ -270,19 +270,9 @@ pub(super) fn imports_of(distribution: &str) -> Vec<String> {
     imports
 }
 
-/// A distribution name as PEP 503 compares them: lower case, runs of `-_.` as one `-`.
+/// A distribution name as PEP 503 compares them.
 pub(super) fn normalize(name: &str) -> String {
-    let mut out = String::with_capacity(name.len());
-    for c in name.chars() {
-        if "-_.".contains(c) {
-            if !out.ends_with('-') {
-                out.push('-');
-            }
-        } else {
-            out.push(c.to_ascii_lowercase());
-        }
-    }
-    out
+    agent_core::skills::bundle::normalize_distribution(name)
 }
 
 #[cfg(test)]
