@@ -12,6 +12,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use agent_core::skills::bundle::{bundle_file, unmet_marker, MAX_BUNDLE_BYTES, MAX_BUNDLE_WHEELS};
 use sha2::{Digest, Sha256};
 
+/// The longest one `pip download` may take.
+const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// What goes beside one skill: its bundle (when any need resolved) and a marker per unmet need.
 #[derive(Debug, Default)]
 pub struct SkillBundleFiles {
@@ -135,14 +138,38 @@ fn download(dir: &Path, requirements: &[String], resolver: &Resolver<'_>) -> Res
     let mut pip = (resolver.pip_download)();
     pip.arg("-d").arg(dir).arg("-c").arg(resolver.constraints).arg("--quiet");
     pip.args(requirements);
-    let output = pip.output().map_err(|err| format!("could not start python3 -m pip: {err}"))?;
-    if output.status.success() {
+    // pip's resolver can search for a very long time (backtracking through a package's history):
+    // past the bound the needs are left unmet rather than hanging the sync or the function.
+    let output_file = dir.join(".pip-output");
+    let log = std::fs::File::create(&output_file).map_err(|err| format!("could not create pip's log: {err}"))?;
+    let errors = log.try_clone().map_err(|err| format!("could not share pip's log: {err}"))?;
+    let mut child = pip
+        .stdin(std::process::Stdio::null())
+        .stdout(log)
+        .stderr(errors)
+        .spawn()
+        .map_err(|err| format!("could not start python3 -m pip: {err}"))?;
+    let started = std::time::Instant::now();
+    let status = loop {
+        match child.try_wait().map_err(|err| format!("waiting for pip: {err}"))? {
+            Some(status) => break status,
+            None if started.elapsed() > RESOLVE_TIMEOUT => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let _ = std::fs::remove_file(&output_file);
+                return Err(format!("pip found no resolution within {} s", RESOLVE_TIMEOUT.as_secs()));
+            }
+            None => std::thread::sleep(std::time::Duration::from_millis(100)),
+        }
+    };
+    let text = std::fs::read_to_string(&output_file).unwrap_or_default();
+    let _ = std::fs::remove_file(&output_file);
+    if status.success() {
         return Ok(());
     }
-    let text = format!("{}{}", String::from_utf8_lossy(&output.stderr), String::from_utf8_lossy(&output.stdout));
     let lines: Vec<&str> = text.lines().map(str::trim).filter(|line| !line.is_empty()).collect();
     let error = lines.iter().rev().find(|line| line.starts_with("ERROR:")).or(lines.last());
-    Err(error.map_or_else(|| format!("pip download failed ({})", output.status), |line| (*line).to_owned()))
+    Err(error.map_or_else(|| format!("pip download failed ({status})"), |line| (*line).to_owned()))
 }
 
 /// The distribution and version a wheel's file name gives (`name-version(-build)?-py-abi-platform.whl`).
