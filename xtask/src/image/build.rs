@@ -142,15 +142,28 @@ fn debootstrap(list: &List, dir: &Path, node_modules: &Path, wheels: &Path) -> R
     cmd.arg("--dpkgopt=path-include=/usr/share/locale/locale.alias");
     // Copyright files stay: they are the licences of what the image ships.
     cmd.arg("--dpkgopt=path-include=/usr/share/doc/*/copyright");
+    // The disk a build needs at its peak is kept near the image's own size: the downloaded .debs go
+    // before the wheels come in, and each folder copied in leaves the builder's side at once.
+    cmd.arg("--customize-hook=rm -f \"$1\"/var/cache/apt/archives/*.deb");
     cmd.arg(format!("--customize-hook=copy-in {} /tmp", wheels.display()));
+    cmd.arg(format!("--customize-hook=rm -rf {}", shell_quote(wheels)));
     cmd.arg("--customize-hook=mkdir -p \"$1/usr/local/lib\"");
     cmd.arg(format!("--customize-hook=copy-in {} /usr/local/lib", node_modules.display()));
+    cmd.arg(format!("--customize-hook=rm -rf {}", shell_quote(node_modules)));
     cmd.arg(format!("--customize-hook={} \"$1\"", list.dir.join("customize.sh").display()));
     cmd.arg(&list.debian.suite).arg(dir.join("rootfs.partial")).arg(&list.debian.mirror);
     run(&mut cmd, "mmdebstrap")
 }
 
+/// `path` as one word of a shell command line (mmdebstrap runs its hooks with `sh -c`).
+fn shell_quote(path: &Path) -> String {
+    format!("'{}'", path.display().to_string().replace('\'', "'\\''"))
+}
+
 fn remove_tree(dir: &Path) -> Result<(), String> {
+    if !dir.exists() {
+        return Ok(());
+    }
     std::fs::remove_dir_all(dir).map_err(|err| format!("could not remove {}: {err}", dir.display()))
 }
 
