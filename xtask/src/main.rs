@@ -39,9 +39,67 @@ tasks:
           while the list is unchanged); --oci packs it with the sandbox function for Lambda (umoci),
           --push copies it to a registry (skopeo)";
 
+/// What `cargo xtask <task> --help` prints for the tasks that take no subcommand.
+fn task_help(task: &str) -> Option<&'static str> {
+    Some(match task {
+        "demo" => {
+            "\
+usage: cargo xtask demo
+
+A demo conversation over the embedded store (no AWS, no Docker), the model's text printed as it
+streams. The model's replies are replayed from examples/local/replay.jsonl; set LLM_PROVIDER,
+LLM_MODEL and LLM_API_KEY for a real model."
+        }
+        "test" => {
+            "\
+usage: cargo xtask test
+
+Builds the functions the integration tests run, then `cargo test --workspace`, then the console's
+unit tests and its browser tests (Playwright in Debian's chromium). Sets up .venv with the pinned
+Python tools (moto, mcp, cfn-lint) and the sandbox image (mmdebstrap) first, each only once.
+For one test: `cargo test -p tests --test it <name>` after a first `cargo xtask test`."
+        }
+        "bench" => {
+            "\
+usage: cargo xtask bench
+
+The benchmarks, on release builds: per turn at 10 to 10,000 skills, a 300-turn session, hostile
+input, the time to the first streamed byte and delta, and execute in the local sandbox. The figures
+in the README come from this (see its Performance section for one section at a time)."
+        }
+        "lint" => {
+            "\
+usage: cargo xtask lint
+
+cargo fmt --check, cargo clippy -D warnings on every target, and cfn-lint of template.yaml (from .venv)."
+        }
+        "local" => {
+            "\
+usage: cargo xtask local
+
+Starts moto on loopback with the bucket, the table and the example skills, a loopback token
+issuer, and writes target/local.env for `cargo lambda watch --env-file target/local.env`; runs until
+Ctrl-C."
+        }
+        _ => return None,
+    })
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
     let task = args.get(1);
+    let wants_help = args.iter().skip(2).any(|arg| arg == "--help" || arg == "-h");
+    if let Some(help) = task.and_then(|task| task_help(task)) {
+        if wants_help {
+            println!("{help}");
+            return ExitCode::SUCCESS;
+        }
+        // These tasks take no arguments: a stray one is a mistake, not something to ignore.
+        if let Some(extra) = args.get(2) {
+            eprintln!("xtask: unexpected argument {extra:?}\n{help}");
+            return ExitCode::from(2);
+        }
+    }
     let result = match task.map(String::as_str) {
         Some("demo") => demo::run(&root()),
         Some("test") => test(),
@@ -51,6 +109,10 @@ fn main() -> ExitCode {
         Some("console") => console::run(&root(), &args[2..]),
         Some("skills") => skills::run(&root(), &args[2..]),
         Some("sandbox") => image::run(&root(), &args[2..]),
+        Some("help" | "--help" | "-h") => {
+            println!("{USAGE}");
+            return ExitCode::SUCCESS;
+        }
         _ => {
             eprintln!("{USAGE}");
             return ExitCode::from(2);
@@ -75,13 +137,45 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("xtask is inside the workspace").to_path_buf()
 }
 
+/// A nested `cargo` with what `cargo run` set for xtask itself taken away: the package's
+/// `CARGO_PKG_*` and manifest variables and the build folders it put on `LD_LIBRARY_PATH`. Build
+/// scripts that watch such variables would otherwise see a change and rebuild their crates (and
+/// everything above them) whenever a task runs cargo.
+pub fn cargo() -> Command {
+    let mut cargo = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("CARGO_PKG_")
+            || matches!(
+                name,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_MANIFEST_LINKS"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_BIN_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+            )
+        {
+            cargo.env_remove(name);
+        }
+    }
+    if let Some(paths) = std::env::var_os("LD_LIBRARY_PATH") {
+        let target = root().join("target");
+        let kept: Vec<PathBuf> = std::env::split_paths(&paths).filter(|path| !path.starts_with(&target)).collect();
+        match std::env::join_paths(&kept) {
+            Ok(joined) if !kept.is_empty() => cargo.env("LD_LIBRARY_PATH", joined),
+            _ => cargo.env_remove("LD_LIBRARY_PATH"),
+        };
+    }
+    cargo
+}
+
 fn run(program: &str, args: &[&str]) -> Result<(), String> {
     eprintln!("$ {program} {}", args.join(" "));
-    let status = Command::new(program)
-        .args(args)
-        .current_dir(root())
-        .status()
-        .map_err(|err| format!("could not start {program}: {err}"))?;
+    let mut command = if program == "cargo" { cargo() } else { Command::new(program) };
+    let status =
+        command.args(args).current_dir(root()).status().map_err(|err| format!("could not start {program}: {err}"))?;
     if status.success() {
         Ok(())
     } else {

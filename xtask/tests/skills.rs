@@ -442,3 +442,122 @@ async fn sync_bundles_what_the_image_lacks_and_the_sandbox_installs_it_offline_p
     let sent = lambda.logs().iter().filter(|line| line.contains("sent a skill's bundle")).count();
     assert_eq!(sent, 1, "the bundle is sent once per environment");
 }
+
+/// A repository laid out as a Claude Code plugin marketplace (`[group/]plugin/skills/name/SKILL.md`,
+/// `.claude-plugin/marketplace.json`), as published: validate loads every skill and counts them by
+/// plugin, sync uploads it as it is, and the catalog of the compiled http-turn lists the skills under
+/// their plugin and loads one with its files; two plugins' skills of the same name stay apart.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_plugin_marketplace_loads_in_validate_sync_and_the_catalog() {
+    use tests::model_server::Reply;
+    use tests::stack::{status_and_body, tool_results, turn_event, Stack};
+
+    let scratch = Scratch::new();
+    scratch.write(
+        ".claude-plugin/marketplace.json",
+        r#"{"name": "market", "plugins": [
+            {"name": "eng", "source": "./engineering-team"},
+            {"name": "pw", "source": "./engineering-team/playwright-pro"},
+            {"name": "gone", "source": "./missing"},
+            {"name": "remote", "source": {"source": "github", "repo": "o/r"}}
+        ]}"#,
+    );
+    scratch.write("engineering-team/.claude-plugin/plugin.json", "{}");
+    scratch
+        .write("engineering-team/skills/a11y-audit/SKILL.md", skill_md("Audits accessibility.", "name: a11y-audit\n"));
+    scratch.write("engineering-team/skills/a11y-audit/scripts/check.py", "print('a11y ok')\n");
+    scratch.write("engineering-team/skills/review/SKILL.md", skill_md("Reviews code.", "name: review\n"));
+    scratch
+        .write("engineering-team/playwright-pro/skills/review/SKILL.md", skill_md("Reviews tests.", "name: review\n"));
+    scratch.write("loose/SKILL.md", skill_md("In no plugin.", ""));
+    // Another tool's copy of the same skills, in a hidden folder: not the tenant's skills.
+    scratch.write(".gemini/skills/a11y-audit/SKILL.md", skill_md("A copy.", ""));
+
+    let (output, report) = validate_json(&scratch.0);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let loaded: Vec<&str> = report["loaded"].as_array().unwrap().iter().map(|s| s["path"].as_str().unwrap()).collect();
+    assert_eq!(
+        loaded,
+        [
+            "engineering-team/playwright-pro/skills/review",
+            "engineering-team/skills/a11y-audit",
+            "engineering-team/skills/review",
+            "loose"
+        ]
+    );
+    assert_eq!(report["totals"]["skipped"], 0, "{report}");
+    let plugins: Vec<(String, u64, Option<String>)> = report["marketplace"]["plugins"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap().to_owned(),
+                p["skills"].as_u64().unwrap(),
+                p["warning"].as_str().map(str::to_owned),
+            )
+        })
+        .collect();
+    assert_eq!(plugins[0], ("eng".to_owned(), 2, None));
+    assert_eq!(plugins[1], ("pw".to_owned(), 1, None));
+    assert_eq!(plugins[2], ("gone".to_owned(), 0, Some("its folder is not here".to_owned())));
+    assert!(plugins[3].2.as_deref().unwrap().contains("not a folder of this repository"), "{plugins:?}");
+    assert_eq!(report["marketplace"]["not_in_a_plugin"], serde_json::json!(["loose"]));
+    let text = xtask(&["skills", "validate", scratch.0.to_str().unwrap()], &[]);
+    assert!(
+        stdout(&text).contains("marketplace market (.claude-plugin/marketplace.json): 4 plugins"),
+        "{}",
+        stdout(&text)
+    );
+    assert!(stdout(&text).contains("  pw (engineering-team/playwright-pro): 1 skill\n"), "{}", stdout(&text));
+
+    let stack = Stack::new().await;
+    let aws = [
+        ("AWS_ENDPOINT_URL", stack.endpoint.as_str()),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", "testing"),
+        ("AWS_REGION", "us-east-1"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+    ];
+    let dir = scratch.0.to_str().unwrap();
+    let args = ["skills", "sync", dir, "--user", "u-market", "--bucket", &stack.bucket, "--no-bundles"];
+    let output = tokio::task::block_in_place(|| xtask(&args, &aws));
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stdout(&output).ends_with("; 4 skills indexed, 0 skipped\n"), "{}", stdout(&output));
+    let stored = etags(&stack.s3, &stack.bucket, "u-market/skills/").await;
+    assert!(stored.contains_key("u-market/skills/engineering-team/skills/a11y-audit/scripts/check.py"), "{stored:?}");
+    assert!(!stored.keys().any(|key| key.contains("/.")), "hidden folders stay out: {stored:?}");
+
+    let http = stack.http(&[]).await;
+    let (status, body) = status_and_body(&http.call(skills_event("u-market")).await);
+    assert_eq!(status, 200, "{body}");
+    let skills = body["skills"].as_array().unwrap();
+    let a11y = skills.iter().find(|s| s["path"] == "engineering-team/skills/a11y-audit").expect("listed").clone();
+    assert_eq!(a11y["category"], "engineering-team", "{a11y}");
+    let pw = skills.iter().find(|s| s["path"] == "engineering-team/playwright-pro/skills/review").expect("listed");
+    assert_eq!(pw["category"], "playwright-pro", "{pw}");
+
+    // A turn loads the plugin's skill by its name and reads its script; the name two plugins share
+    // is answered with both paths.
+    stack.model.push([
+        Reply::tool("load_skill", serde_json::json!({"skill_path": "a11y-audit"})),
+        Reply::tool("read_file", serde_json::json!({"file_path": "/skills/a11y-audit/scripts/check.py"})),
+        Reply::tool("load_skill", serde_json::json!({"skill_path": "review"})),
+        Reply::text("Done."),
+    ]);
+    let (status, body) =
+        status_and_body(&http.call(turn_event(Some("u-market"), "s1", serde_json::json!({"message": "audit"}))).await);
+    assert_eq!(status, 200, "{body}");
+    let requests = stack.model.requests();
+    let loaded = tool_results(&requests[1]).pop().unwrap();
+    assert!(loaded.contains("Skill engineering-team/skills/a11y-audit loaded"), "{loaded}");
+    assert!(requests[2].to_string().contains("# Instructions"), "the SKILL.md is the next call's system prompt");
+    let script = tool_results(&requests[2]).pop().unwrap();
+    assert!(script.contains("print('a11y ok')"), "{script}");
+    let ambiguous = tool_results(&requests[3]).pop().unwrap();
+    assert!(
+        ambiguous.contains("engineering-team/skills/review")
+            && ambiguous.contains("engineering-team/playwright-pro/skills/review"),
+        "{ambiguous}"
+    );
+}

@@ -85,40 +85,78 @@ id_type!(
     TicketId, "ticket id", 128, &['.']
 );
 
-/// A skill's address: `category/name` (the layout `skills/{category}/{name}/SKILL.md`) or a plain
-/// `name` (the Agent Skills layout `skills/{name}/SKILL.md`), each segment validated.
+/// A skill's address: `category/name` (the layout `skills/{category}/{name}/SKILL.md`), a plain
+/// `name` (the Agent Skills layout `skills/{name}/SKILL.md`), or a Claude Code plugin's skill,
+/// `{plugin}/skills/{name}` or `{group}/{plugin}/skills/{name}` (a plugin marketplace's layout),
+/// each segment validated. The address is also the skill's folder under the tenant's `skills/`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(try_from = "String", into = "String")]
 pub struct SkillPath {
+    /// The folders above the skill's own, joined by `/`: `category`, `plugin/skills` or
+    /// `group/plugin/skills`.
+    folder: Option<String>,
+    /// The category shown for the skill: the category folder, or the plugin's folder.
     category: Option<String>,
     name: String,
 }
 
+/// The folder a Claude Code plugin keeps its skills in.
+const PLUGIN_SKILLS: &str = "skills";
+
 impl SkillPath {
-    /// Parses `category/name` or a plain `name`.
+    /// Parses `category/name`, a plain `name`, `plugin/skills/name` or `group/plugin/skills/name`.
     pub fn parse(value: &str) -> Result<Self, InvalidId> {
         let value = value.trim().trim_matches('/');
-        match value.split_once('/') {
-            Some((category, name)) => Self::new(category, name),
-            None => Self::plain(value),
+        let segments: Vec<&str> = value.split('/').collect();
+        match segments.as_slice() {
+            [name] => Self::plain(name),
+            [category, name] => Self::new(category, name),
+            [plugin, PLUGIN_SKILLS, name] => Self::in_plugin(None, plugin, name),
+            [group, plugin, PLUGIN_SKILLS, name] => Self::in_plugin(Some(group), plugin, name),
+            _ => Err(InvalidId {
+                kind: "skill path",
+                reason: "is not name, category/name, plugin/skills/name or group/plugin/skills/name",
+            }),
         }
     }
 
     pub fn new(category: &str, name: &str) -> Result<Self, InvalidId> {
         check(category, "skill category", 96, &['.'])?;
         check(name, "skill name", 96, &['.'])?;
-        Ok(Self { category: Some(category.to_owned()), name: name.to_owned() })
+        Ok(Self { folder: Some(category.to_owned()), category: Some(category.to_owned()), name: name.to_owned() })
     }
 
     /// A skill with no category folder: `skills/{name}/SKILL.md`.
     pub fn plain(name: &str) -> Result<Self, InvalidId> {
         check(name, "skill name", 96, &['.'])?;
-        Ok(Self { category: None, name: name.to_owned() })
+        Ok(Self { folder: None, category: None, name: name.to_owned() })
     }
 
-    /// The category folder, `None` for a plain skill.
+    /// A plugin's skill, `{group}/{plugin}/skills/{name}/SKILL.md` (the group is optional), as a
+    /// repository laid out as a Claude Code plugin marketplace holds it; its category is the plugin.
+    pub fn in_plugin(group: Option<&str>, plugin: &str, name: &str) -> Result<Self, InvalidId> {
+        if let Some(group) = group {
+            check(group, "plugin group", 96, &['.'])?;
+        }
+        check(plugin, "plugin", 96, &['.'])?;
+        check(name, "skill name", 96, &['.'])?;
+        let folder = match group {
+            Some(group) => format!("{group}/{plugin}/{PLUGIN_SKILLS}"),
+            None => format!("{plugin}/{PLUGIN_SKILLS}"),
+        };
+        Ok(Self { folder: Some(folder), category: Some(plugin.to_owned()), name: name.to_owned() })
+    }
+
+    /// The category the skill is shown under (its category folder or its plugin), `None` for a
+    /// plain skill.
     pub fn category(&self) -> Option<&str> {
         self.category.as_deref()
+    }
+
+    /// The first folder of the skill's address (its category, plugin or plugin group), `None` for
+    /// a plain skill: a skill whose first folder is a plain skill's folder lies inside that skill.
+    pub fn top_folder(&self) -> Option<&str> {
+        self.folder.as_deref().map(|folder| folder.split('/').next().unwrap_or(folder))
     }
 
     pub fn name(&self) -> &str {
@@ -141,8 +179,8 @@ impl From<SkillPath> for String {
 
 impl fmt::Display for SkillPath {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.category {
-            Some(category) => write!(f, "{category}/{}", self.name),
+        match &self.folder {
+            Some(folder) => write!(f, "{folder}/{}", self.name),
             None => f.write_str(&self.name),
         }
     }
@@ -170,8 +208,22 @@ mod tests {
         assert_eq!(skill.to_string(), "escrituras/compraventa");
         let plain = SkillPath::parse("pdf").unwrap();
         assert_eq!((plain.category(), plain.name(), plain.to_string().as_str()), (None, "pdf", "pdf"));
-        for bad in ["a/b/c", "../b", "a/..", "a//b", "", "..", "/"] {
+        for bad in ["a/b/c", "../b", "a/..", "a//b", "", "..", "/", "a/skills/..", ".p/skills/n", "a/b/c/skills/n"] {
             assert!(SkillPath::parse(bad).is_err(), "{bad:?} should be rejected");
         }
+    }
+
+    #[test]
+    fn plugin_skills_keep_their_folder_and_show_their_plugin() {
+        let skill = SkillPath::parse("engineering-team/skills/a11y-audit").unwrap();
+        assert_eq!((skill.category(), skill.name()), (Some("engineering-team"), "a11y-audit"));
+        assert_eq!(
+            (skill.top_folder(), skill.to_string().as_str()),
+            (Some("engineering-team"), "engineering-team/skills/a11y-audit")
+        );
+        let grouped = SkillPath::parse("engineering-team/playwright-pro/skills/coverage").unwrap();
+        assert_eq!((grouped.category(), grouped.top_folder()), (Some("playwright-pro"), Some("engineering-team")));
+        assert_eq!(grouped.to_string(), "engineering-team/playwright-pro/skills/coverage");
+        assert_eq!(SkillPath::parse(&grouped.to_string()).unwrap(), grouped);
     }
 }

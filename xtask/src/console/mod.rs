@@ -69,7 +69,23 @@ impl Options {
     }
 }
 
+/// `cargo xtask console --help`.
+const HELP: &str = "\
+usage: cargo xtask console [--port <n>] [--no-build] [--logs]
+
+The local stack (moto, a loopback token issuer, the compiled http-turn and stream-turn) for two
+local users, and the web console on http://127.0.0.1:8765/; runs until Ctrl-C. The page is built
+with npm on first use and whenever its sources change. The model is the replayed one unless
+LLM_PROVIDER, LLM_MODEL and LLM_API_KEY name a real one.
+  --port <n>   listen on this loopback port instead of 8765
+  --no-build   start what is already built (the functions and the page)
+  --logs       print the functions' log lines";
+
 pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
+    if args.iter().any(|arg| arg == "--help" || arg == "-h") {
+        println!("{HELP}");
+        return Ok(());
+    }
     let options = Options::parse(args)?;
     // Taken before anything starts, so a second console fails at once with a clear message.
     let listener = TcpListener::bind(("127.0.0.1", options.port))

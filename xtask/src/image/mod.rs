@@ -26,6 +26,10 @@ list, and prints its path.
 pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     match args.first().map(String::as_str) {
         Some("image") => image(root, &args[1..]),
+        Some("--help" | "-h") => {
+            println!("{USAGE}");
+            Ok(())
+        }
         _ => Err(USAGE.to_owned()),
     }
 }

@@ -24,7 +24,7 @@ fn run(command: &mut Command, what: &str) -> Result<(), String> {
 /// Packs `rootfs` with the sandbox function into `<dir>/oci`; returns the layout's path.
 pub fn pack(workspace: &Path, rootfs: &Rootfs) -> Result<PathBuf, String> {
     run(
-        Command::new("cargo")
+        crate::cargo()
             .args(["build", "--release", "--locked", "-p", "sandbox-function", "-p", "skills-index"])
             .current_dir(workspace),
         "cargo build --release -p sandbox-function -p skills-index",

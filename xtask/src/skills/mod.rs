@@ -12,7 +12,7 @@ use agent_core::ids::SkillPath;
 use agent_core::keys;
 use agent_core::prompt::PromptTemplate;
 use agent_core::skills::frontmatter::{SkipReason, MAX_SKILL_MD_BYTES};
-use agent_core::skills::index::stored::{hidden_skills, inside_a_skill};
+use agent_core::skills::index::stored::{enclosing_skill, hidden_skills, inside_a_skill};
 use agent_core::skills::index::{
     build_index, classify, decode_index, update_index, BasePromptEntry, CatalogIndex, IndexRead, SkillFile,
     SkippedEntry, BASE_PROMPT_FILE, MAX_BASE_PROMPT_BYTES,
@@ -25,6 +25,7 @@ use md5::{Digest, Md5};
 use serde_json::{json, Value};
 
 mod bundle;
+mod marketplace;
 mod needs;
 mod sync;
 mod validate;
@@ -58,6 +59,10 @@ pyproject.toml, package.json, in its folder or its scripts/), else the third-par
 .py, .js, .mjs and .cjs files, checked against the image named by SANDBOX_ROOT or else the one
 `cargo xtask sandbox image` built for the current list (never built here). Exits 1 only when a
 SKILL.md would be skipped or the base prompt is unusable; unmet needs are warnings.
+The folder may hold skills as {name}/SKILL.md, {category}/{name}/SKILL.md, or as a Claude Code
+plugin marketplace lays them out, [{group}/]{plugin}/skills/{name}/SKILL.md; with a
+.claude-plugin/marketplace.json, the report also says how many skills each listed plugin holds.
+Hidden folders (.git, .claude-plugin, other tools' copies) are left out.
   --json      the report as JSON (a `needs` object per loaded skill)
   --resolve   also ask pip (on this machine, with the network) whether a wheel exists for the
               image's Python and platform for each Python package the image lacks; without it
@@ -134,6 +139,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             let bundles = (!no_bundles).then(|| bundle::PipSource { find_links: find_links.map(PathBuf::from) });
             runtime()?.block_on(sync::sync(root, &dir, &user, target, bundles))
         }
+        Some((flag, _)) if flag == "--help" || flag == "-h" => emit(&format!("{USAGE}\n")),
         _ => Err(USAGE.to_owned()),
     }
 }

@@ -44,17 +44,6 @@ async fn index_folder(folder: &Folder) -> Result<CatalogIndex, String> {
     Ok(index)
 }
 
-/// The usable skill whose folder holds `file`, as [`inside_a_skill`] finds it.
-fn enclosing_skill(file: &str, usable: &impl Fn(&SkillPath) -> bool) -> Option<String> {
-    let parts: Vec<&str> = file.split('/').collect();
-    let plain = parts.first().and_then(|name| SkillPath::plain(name).ok()).filter(|path| usable(path));
-    let nested = match parts.as_slice() {
-        [category, name, ..] => SkillPath::new(category, name).ok().filter(|path| usable(path)),
-        _ => None,
-    };
-    plain.or(nested).map(|path| path.to_string())
-}
-
 /// The report of `validate`, as JSON; the text output is rendered from it.
 fn report(dir: &Path, folder: &Folder, index: &CatalogIndex) -> Value {
     let hidden = hidden_skills(&index.skills);
@@ -81,13 +70,13 @@ fn report(dir: &Path, folder: &Folder, index: &CatalogIndex) -> Value {
         .collect();
     let mut inside = Vec::new();
     for path in &hidden {
-        let skill = enclosing_skill(&format!("{path}/SKILL.md"), &usable);
+        let skill = enclosing_skill(&format!("{path}/SKILL.md"), usable).map(|path| path.to_string());
         inside.push(json!({ "file": format!("{path}/SKILL.md"), "skill": skill, "reason": Value::Null }));
     }
     let mut skipped = Vec::new();
     for (file, entry) in &index.skipped {
         if inside_a_skill(file, usable) {
-            let skill = enclosing_skill(file, &usable);
+            let skill = enclosing_skill(file, usable).map(|path| path.to_string());
             inside.push(json!({ "file": file, "skill": skill, "reason": entry.reason }));
         } else {
             skipped.push(json!({ "file": file, "reason": entry.reason }));
@@ -180,6 +169,9 @@ fn render(report: &Value) -> String {
         }
         _ => format!("\nbase prompt: no {BASE_PROMPT_FILE}, the built-in prompt is used\n"),
     };
+    if !report["marketplace"].is_null() {
+        out += &marketplace::render(&report["marketplace"]);
+    }
     let ignored = list(&report["ignored"]);
     if !ignored.is_empty() {
         out += &format!("\nleft out ({}):\n", ignored.len());
@@ -225,6 +217,10 @@ pub(super) async fn validate(workspace: &Path, dir: &Path, json: bool, resolve: 
     let folder = read_folder(dir)?;
     let index = index_folder(&folder).await?;
     let mut report = report(dir, &folder, &index);
+    let loaded = report["loaded"].as_array().cloned().unwrap_or_default();
+    if let Some(marketplace) = marketplace::report(dir, &loaded) {
+        report["marketplace"] = marketplace;
+    }
     add_needs(&mut report, workspace, &folder, resolve);
     match json {
         true => emit(&(serde_json::to_string_pretty(&report).map_err(|err| err.to_string())? + "\n"))?,

@@ -51,7 +51,7 @@ pub enum SkipReason {
     NotText,
     #[error("the file is {0} bytes, more than the {MAX_SKILL_MD_BYTES} bytes a SKILL.md may have")]
     TooLarge(u64),
-    #[error("the SKILL.md is nested too deeply: skills live at skills/{{name}}/SKILL.md or skills/{{category}}/{{name}}/SKILL.md")]
+    #[error("the SKILL.md is nested too deeply: skills live at skills/{{name}}/SKILL.md, skills/{{category}}/{{name}}/SKILL.md or, as in a plugin marketplace, skills/[{{group}}/]{{plugin}}/skills/{{name}}/SKILL.md")]
     TooDeep,
     #[error("the skill's folder name is not usable: {0}")]
     BadFolder(String),

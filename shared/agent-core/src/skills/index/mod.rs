@@ -3,7 +3,8 @@
 //! no SKILL.md it does not load and lists no skill's folder. Built from a listing once, then kept
 //! current entry by entry with conditional writes. [`CatalogIndex`] is the whole index in memory;
 //! [`stored`] is how it is kept: a small head, and parts read only when needed.
-//! `update`: decoding a stored head and [`update_index`], the conditional update file by file.
+//! `update`: decoding a stored head and [`update_index`], the conditional update file by file;
+//! `layout`: where a key sits in the layouts a tenant's skills may have.
 
 use std::collections::BTreeMap;
 
@@ -16,9 +17,12 @@ use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::store::{Fetched, ObjectMeta, ObjectStore, StoreError, WriteCondition};
 
+mod layout;
 pub mod stored;
 mod update;
 
+use layout::owners;
+pub use layout::{classify, tenant_file, SkillFile, BASE_PROMPT_FILE};
 pub use stored::IndexHead;
 pub use update::{decode_index, update_index, IndexRead, UpdateOutcome};
 
@@ -29,8 +33,6 @@ pub use update::{decode_index, update_index, IndexRead, UpdateOutcome};
 pub const INDEX_FORMAT: u32 = 4;
 /// Most files of one skill kept in the index; a skill with more is listed when it is first used.
 pub const MAX_INDEXED_FILES: usize = 256;
-/// The tenant's base prompt override, relative to `{user}/skills/`.
-pub const BASE_PROMPT_FILE: &str = "BASE_PROMPT.md";
 /// Largest `BASE_PROMPT.md` kept in the index.
 pub const MAX_BASE_PROMPT_BYTES: u64 = 64 * 1024;
 /// SKILL.md files fetched at once while building.
@@ -188,72 +190,6 @@ mod rows {
     }
 }
 
-/// Where a file under `{user}/skills/` sits in the layouts.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SkillFile {
-    /// `BASE_PROMPT.md` at the top.
-    BasePrompt,
-    /// `{name}/SKILL.md` or `{category}/{name}/SKILL.md`.
-    Skill(SkillPath),
-    /// A SKILL.md that cannot be a skill (too deep, or a folder name that is not usable).
-    Unusable(SkipReason),
-    /// Any other file: not the index's business.
-    Other,
-}
-
-/// Classifies `rel`, a key relative to `{user}/skills/`.
-pub fn classify(rel: &str) -> SkillFile {
-    if rel == BASE_PROMPT_FILE {
-        return SkillFile::BasePrompt;
-    }
-    let parts: Vec<&str> = rel.split('/').collect();
-    let path = match parts.as_slice() {
-        [name, "SKILL.md"] => SkillPath::plain(name),
-        [category, name, "SKILL.md"] => SkillPath::new(category, name),
-        ["SKILL.md"] => {
-            return SkillFile::Unusable(SkipReason::BadFolder("a SKILL.md needs a folder of its own".to_owned()))
-        }
-        [.., "SKILL.md"] => return SkillFile::Unusable(SkipReason::TooDeep),
-        _ => return SkillFile::Other,
-    };
-    match path {
-        Ok(path) => SkillFile::Skill(path),
-        Err(err) => SkillFile::Unusable(SkipReason::BadFolder(err.to_string())),
-    }
-}
-
-/// The tenant and the file relative to `{user}/skills/` of an object key, when the key is a file
-/// under a valid tenant's `skills/` prefix (a SKILL.md, BASE_PROMPT.md, or any file of a skill,
-/// whose skill's file list the index keeps).
-pub fn tenant_file(key: &str) -> Option<(UserId, String)> {
-    let (user, rest) = key.split_once('/')?;
-    let rel = rest.strip_prefix("skills/")?;
-    let user = UserId::parse(user).ok()?;
-    (!rel.is_empty() && !rel.ends_with('/')).then(|| (user, rel.to_owned()))
-}
-
-/// The skills a file (relative to `{user}/skills/`) may belong to, with its path inside each: the
-/// plain skill of its first folder and the skill of its first two folders, whichever are skills.
-/// A skill's own SKILL.md belongs to none.
-fn owners(rel: &str) -> Vec<(SkillPath, &str)> {
-    let mut found = Vec::new();
-    if let Some((first, inside)) = rel.split_once('/') {
-        if inside != "SKILL.md" {
-            if let Ok(path) = SkillPath::plain(first) {
-                found.push((path, inside));
-            }
-        }
-        if let Some((second, inside)) = inside.split_once('/') {
-            if inside != "SKILL.md" {
-                if let Ok(path) = SkillPath::new(first, second) {
-                    found.push((path, inside));
-                }
-            }
-        }
-    }
-    found
-}
-
 /// The file lists of `skills` from a listing of their folders (keys relative to `{user}/skills/`),
 /// each in path order; `None` for a skill with more than [`MAX_INDEXED_FILES`] files. A skill with
 /// no other file has no entry.
@@ -281,7 +217,7 @@ fn files_of<'a>(
 /// What one file contributes to the index.
 enum Outcome {
     /// A usable skill, with its files when its folder was listed (and they are within the bound).
-    Skill(SkillEntry, Option<Option<Vec<(String, u64)>>>),
+    Skill(Box<SkillEntry>, Option<Option<Vec<(String, u64)>>>),
     Skipped(SkippedEntry),
     BasePrompt(BasePromptEntry),
     Absent,
@@ -366,7 +302,7 @@ async fn examine(
                 warnings: parsed.warnings,
                 unmet_needs: Vec::new(),
             };
-            Ok(Outcome::Skill(entry, files))
+            Ok(Outcome::Skill(Box::new(entry), files))
         }
     }
 }
@@ -392,7 +328,7 @@ impl CatalogIndex {
                 self.skipped.remove(rel);
                 match outcome {
                     Outcome::Skill(entry, files) => {
-                        self.skills.insert(path.clone(), entry);
+                        self.skills.insert(path.clone(), *entry);
                         match files {
                             Some(Some(files)) => {
                                 self.files.insert(path, files);

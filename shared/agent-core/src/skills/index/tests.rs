@@ -11,6 +11,16 @@ fn classifies_both_layouts() {
     assert_eq!(classify("BASE_PROMPT.md"), SkillFile::BasePrompt);
     assert_eq!(classify("pdf/reference.md"), SkillFile::Other);
     assert!(matches!(classify("SKILL.md"), SkillFile::Unusable(SkipReason::BadFolder(_))));
+    // A plugin marketplace's layout, with and without a group folder; deeper is still too deep.
+    let plugin = SkillPath::in_plugin(None, "eng", "a11y").unwrap();
+    assert_eq!(classify("eng/skills/a11y/SKILL.md"), SkillFile::Skill(plugin));
+    let grouped = SkillPath::in_plugin(Some("eng"), "pw", "review").unwrap();
+    assert_eq!(classify("eng/pw/skills/review/SKILL.md"), SkillFile::Skill(grouped));
+    assert_eq!(classify("a/b/c/skills/d/SKILL.md"), SkillFile::Unusable(SkipReason::TooDeep));
+    assert_eq!(classify("a/b/skills/d/e/SKILL.md"), SkillFile::Unusable(SkipReason::TooDeep));
+    // Hidden folders hold no skill.
+    assert_eq!(classify(".gemini/skills/a11y/SKILL.md"), SkillFile::Other);
+    assert_eq!(classify("pdf/.cache/SKILL.md"), SkillFile::Other);
 }
 
 #[test]

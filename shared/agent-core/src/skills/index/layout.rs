@@ -1,0 +1,90 @@
+//! The layouts of a tenant's `skills/` folder: which keys are skills' SKILL.md files (plain,
+//! categorised, or a plugin marketplace's `[group/]plugin/skills/name`), the base prompt, or files
+//! of a skill, and which tenant a key belongs to.
+
+use crate::ids::{SkillPath, UserId};
+use crate::skills::frontmatter::SkipReason;
+
+/// The tenant's base prompt override, relative to `{user}/skills/`.
+pub const BASE_PROMPT_FILE: &str = "BASE_PROMPT.md";
+
+/// Where a file under `{user}/skills/` sits in the layouts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkillFile {
+    /// `BASE_PROMPT.md` at the top.
+    BasePrompt,
+    /// `{name}/SKILL.md` or `{category}/{name}/SKILL.md`.
+    Skill(SkillPath),
+    /// A SKILL.md that cannot be a skill (too deep, or a folder name that is not usable).
+    Unusable(SkipReason),
+    /// Any other file: not the index's business.
+    Other,
+}
+
+/// Classifies `rel`, a key relative to `{user}/skills/`.
+pub fn classify(rel: &str) -> SkillFile {
+    if rel == BASE_PROMPT_FILE {
+        return SkillFile::BasePrompt;
+    }
+    let parts: Vec<&str> = rel.split('/').collect();
+    // A hidden folder (`.git/`, `.claude-plugin/`, another tool's copy such as `.gemini/`) holds no
+    // skill of the tenant's, as `skills sync` never uploads one.
+    if parts.iter().any(|part| part.starts_with('.')) {
+        return SkillFile::Other;
+    }
+    let path = match parts.as_slice() {
+        [name, "SKILL.md"] => SkillPath::plain(name),
+        [category, name, "SKILL.md"] => SkillPath::new(category, name),
+        [plugin, "skills", name, "SKILL.md"] => SkillPath::in_plugin(None, plugin, name),
+        [group, plugin, "skills", name, "SKILL.md"] => SkillPath::in_plugin(Some(group), plugin, name),
+        ["SKILL.md"] => {
+            return SkillFile::Unusable(SkipReason::BadFolder("a SKILL.md needs a folder of its own".to_owned()))
+        }
+        [.., "SKILL.md"] => return SkillFile::Unusable(SkipReason::TooDeep),
+        _ => return SkillFile::Other,
+    };
+    match path {
+        Ok(path) => SkillFile::Skill(path),
+        Err(err) => SkillFile::Unusable(SkipReason::BadFolder(err.to_string())),
+    }
+}
+
+/// The tenant and the file relative to `{user}/skills/` of an object key, when the key is a file
+/// under a valid tenant's `skills/` prefix (a SKILL.md, BASE_PROMPT.md, or any file of a skill,
+/// whose skill's file list the index keeps).
+pub fn tenant_file(key: &str) -> Option<(UserId, String)> {
+    let (user, rest) = key.split_once('/')?;
+    let rel = rest.strip_prefix("skills/")?;
+    let user = UserId::parse(user).ok()?;
+    (!rel.is_empty() && !rel.ends_with('/')).then(|| (user, rel.to_owned()))
+}
+
+/// The skills a file (relative to `{user}/skills/`) may belong to, with its path inside each: the
+/// plain skill of its first folder, the skill of its first two folders, and the plugin skill of its
+/// first three or four (`plugin/skills/name`, `group/plugin/skills/name`), whichever are skills.
+/// A skill's own SKILL.md belongs to none.
+pub(super) fn owners(rel: &str) -> Vec<(SkillPath, &str)> {
+    let mut found = Vec::new();
+    let mut rest = rel;
+    let mut folders: Vec<&str> = Vec::with_capacity(4);
+    while folders.len() < 4 {
+        let Some((folder, inside)) = rest.split_once('/') else { break };
+        folders.push(folder);
+        rest = inside;
+        if inside == "SKILL.md" {
+            continue;
+        }
+        let path = match folders.as_slice() {
+            [name] => SkillPath::plain(name),
+            [category, name] => SkillPath::new(category, name),
+            [plugin, "skills", name] => SkillPath::in_plugin(None, plugin, name),
+            [group, plugin, "skills", name] => SkillPath::in_plugin(Some(group), plugin, name),
+            _ => continue,
+        };
+        if let Ok(path) = path {
+            found.push((path, inside));
+        }
+    }
+    found
+}
+
