@@ -76,6 +76,10 @@ test("a tool call opens to its arguments and result, and the prompt goes from st
   const row = timeline.getByRole("listitem").filter({ has: page.getByRole("button", { name: /Tool write_file/ }) });
   await expect(row.getByRole("group", { name: "Arguments" })).toContainText("/workspace/nota.md");
   await expect(row.getByRole("group", { name: "Arguments" })).toContainText("Reunión con la notaría");
+  // The note's lines show as lines, not as `\n` escapes.
+  const shown = await row.getByRole("group", { name: "Arguments" }).innerText();
+  expect(shown).toContain("content: |\n  # Nota\n");
+  expect(shown).not.toContain("\\n");
   await expect(row.getByRole("group", { name: "Result" })).toContainText("nota.md");
   await page.screenshot({ path: `${SHOTS}/conversation.png`, fullPage: true });
 

@@ -6,7 +6,7 @@ import type { JSX } from "preact";
 
 import type { Skill } from "./api";
 import { insertSkill, matchSkills, slashQuery } from "./complete";
-import { entryTitle, formatBytes, formatCount, formatDuration } from "./format";
+import { entryTitle, formatArguments, formatBytes, formatCount, formatDuration } from "./format";
 import type { TimelineEntry, Turn } from "./turns";
 
 export interface ConversationProps {
@@ -189,7 +189,7 @@ function TimelineRow({ entry, id }: { entry: TimelineEntry; id: string }) {
       <span class={`badge badge-${state}`}>{state === "running" ? "running" : state}</span>
       <div id={detailsId} class="tool-details" hidden={!open}>
         <h4>Arguments</h4>
-        <pre role="group" aria-label="Arguments" tabIndex={0}>{entry.hasArguments ? pretty(entry.arguments) : "(not sent by the server)"}</pre>
+        <pre role="group" aria-label="Arguments" tabIndex={0}>{entry.hasArguments ? formatArguments(entry.arguments) : "(not sent by the server)"}</pre>
         <h4>Result</h4>
         {result === null ? (
           <p class="muted">No result yet.</p>
@@ -206,19 +206,6 @@ function TimelineRow({ entry, id }: { entry: TimelineEntry; id: string }) {
       </div>
     </li>
   );
-}
-
-function pretty(value: unknown): string {
-  if (value === undefined) return "";
-  if (typeof value === "string") {
-    // Arguments the model sent as a string that does not parse are kept as that string.
-    try {
-      return JSON.stringify(JSON.parse(value), null, 2);
-    } catch {
-      return value;
-    }
-  }
-  return JSON.stringify(value, null, 2);
 }
 
 interface ComposerProps {

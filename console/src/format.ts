@@ -53,3 +53,32 @@ export function entryTitle(entry: TimelineEntry): string {
       return `Wrote ${entry.path} (${formatBytes(entry.size)})`;
   }
 }
+
+/**
+ * A tool call's arguments as a person reads them: one `key: value` line per argument, and a string
+ * that spans lines (a file's content, a script) shown with its line breaks under its key rather
+ * than as `\n` escapes. Anything else is indented JSON.
+ */
+export function formatArguments(value: unknown): string {
+  if (value === undefined) return "";
+  if (typeof value === "string") {
+    // Arguments the model sent as a string that does not parse are kept as that string.
+    try {
+      return formatArguments(JSON.parse(value));
+    } catch {
+      return value;
+    }
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    return JSON.stringify(value, null, 2);
+  }
+  return Object.entries(value as Record<string, unknown>)
+    .map(([key, item]) => {
+      if (typeof item === "string" && item.includes("\n")) {
+        const lines = item.replace(/\n$/, "").split("\n");
+        return `${key}: |\n${lines.map((line) => `  ${line}`).join("\n")}`;
+      }
+      return `${key}: ${JSON.stringify(item, null, 2).replace(/\n/g, "\n  ")}`;
+    })
+    .join("\n");
+}
