@@ -139,7 +139,7 @@ function TurnStats({ turn }: { turn: Turn }) {
   const parts: string[] = [];
   if (reply) {
     parts.push(
-      `${formatCount(reply.usage?.input_tokens ?? 0)} input / ${formatCount(reply.usage?.output_tokens ?? 0)} output tokens`,
+      `${formatCount(reply.usage?.input_tokens ?? 0)} input / ${formatCount(reply.usage?.output_tokens ?? 0)} output tokens (as the model reported them, all calls)`,
     );
     parts.push(`${reply.steps} ${reply.steps === 1 ? "step" : "steps"}`);
     parts.push(`ending ${reply.ending}`);
@@ -163,7 +163,11 @@ function TimelineRow({ entry, id }: { entry: TimelineEntry; id: string }) {
         <span class="row-title">{entryTitle(entry)}</span>
         {entry.kind === "model" && (
           <span class="row-detail">
-            {entry.promptTokens !== null && `${formatCount(entry.promptTokens)} prompt tokens`}
+            {entry.promptTokens !== null && (
+              <span title="The runtime's own estimate of this request, made before sending it to keep it inside the model's context window; the turn's summary shows the tokens the model reported.">
+                {`≈${formatCount(entry.promptTokens)} prompt tokens (estimated before sending)`}
+              </span>
+            )}
             {entry.promptTokens !== null && (entry.tools.length > 0 || entry.toolCount !== null) && " · "}
             {entry.tools.length > 0 && `tools: ${entry.tools.join(", ")}`}
             {entry.toolCount !== null && `${entry.toolCount} ${entry.toolCount === 1 ? "tool" : "tools"}`}
