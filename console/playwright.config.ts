@@ -1,9 +1,9 @@
 // The console's browser tests: Debian's Chromium, headless, driven by Playwright against the real
-// `cargo xtask console` (compiled functions, moto) with a scripted model speaking OpenAI's API.
+// `cargo xtask console` (compiled functions, moto) as a user starts it, so with its demo model
+// (`demo-model/`, scripted, speaking OpenAI's API), which the tests' expectations import.
 import { defineConfig } from "@playwright/test";
 
 const consolePort = Number(process.env.CONSOLE_TEST_PORT ?? 18765);
-const modelPort = Number(process.env.MODEL_PORT ?? 18766);
 /** The xtask binary `cargo xtask test` built (it also built the functions and the page). */
 const xtask = process.env.XTASK_BIN ?? "../target/debug/xtask";
 
@@ -11,7 +11,7 @@ export default defineConfig({
   testDir: "e2e",
   // Named apart from the unit tests (`*.test.ts`, run by Vitest).
   testMatch: "**/*.e2e.ts",
-  // One console and one scripted model serve every test; they run one after another.
+  // One console serves every test; they run one after another.
   workers: 1,
   fullyParallel: false,
   timeout: 60_000,
@@ -38,28 +38,19 @@ export default defineConfig({
       ],
     },
   },
-  webServer: [
-    {
-      command: "node e2e/model-server.mjs",
-      url: `http://127.0.0.1:${modelPort}/health`,
-      env: { MODEL_PORT: String(modelPort) },
-      reuseExistingServer: false,
-      timeout: 20_000,
+  webServer: {
+    command: `${xtask} console --no-build --port ${consolePort}`,
+    url: `http://127.0.0.1:${consolePort}/console/config`,
+    env: {
+      // No model of the developer's: the console starts its demo model, as for a new user.
+      LLM_PROVIDER: "",
+      // Slow enough that the page shows text before the turn ends.
+      MODEL_WORD_DELAY_MS: "120",
     },
-    {
-      command: `${xtask} console --no-build --port ${consolePort}`,
-      url: `http://127.0.0.1:${consolePort}/console/config`,
-      env: {
-        LLM_PROVIDER: "openai",
-        LLM_BASE_URL: `http://127.0.0.1:${modelPort}/v1`,
-        LLM_MODEL: "scripted",
-        LLM_API_KEY: "test-key",
-      },
-      reuseExistingServer: false,
-      // moto starts and the functions are started in two instances each.
-      timeout: 120_000,
-      stdout: "pipe",
-      stderr: "pipe",
-    },
-  ],
+    reuseExistingServer: false,
+    // moto starts and the functions are started in two instances each.
+    timeout: 120_000,
+    stdout: "pipe",
+    stderr: "pipe",
+  },
 });

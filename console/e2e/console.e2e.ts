@@ -1,5 +1,5 @@
 // The console in a real browser (Debian's Chromium, headless), against `cargo xtask console`
-// running the compiled functions over moto, with the scripted model of `script.mjs`.
+// running the compiled functions over moto, with the demo model of `demo-model/script.mjs`.
 import { spawn } from "node:child_process";
 import { cp, mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -8,7 +8,7 @@ import { join } from "node:path";
 import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type Page } from "@playwright/test";
 
-import { GREETING, NOTE_TEXT, WORD_FILE } from "./script.mjs";
+import { GREETING, NOTE_TEXT, WORD_FAILED, WORD_FILE } from "../demo-model/script.mjs";
 
 /** Screenshots of the main views, kept as the run's artifacts. */
 const SHOTS = "../target/console-screenshots";
@@ -45,7 +45,7 @@ test("the answer appears while the turn is still running", async ({ page }) => {
   await open(page);
   await send(page, "Hola, ¿qué tal?");
   const answer = lastTurn(page).getByRole("group", { name: "Answer" });
-  await expect(answer).toContainText("Hola. Esta respuesta");
+  await expect(answer).toContainText("Hola. Soy el modelo");
   // Seen mid-stream: part of the text is there and the turn has not completed.
   const partial = await answer.innerText();
   await expect(answer).toHaveAttribute("aria-busy", "true");
@@ -126,6 +126,31 @@ test("a slash command picked from the completion list forces the skill", async (
   await expect(timeline).toContainText("Skill borradores/nota-rapida forced by a slash command");
   await expect(timeline).toContainText("Model call 1 — state 2: borradores/nota-rapida (forced)");
   await expect(turn.getByRole("group", { name: "Answer" })).toContainText("He guardado la nota", { timeout: 30_000 });
+});
+
+test("with no model set the demo model answers, and a forced Word turn runs the skill's script", async ({ page }) => {
+  await open(page);
+  await expect(page.getByRole("banner")).toContainText("the console's demo model");
+  // Forced before any note exists: the script fails, and the answer says so rather than claiming a file.
+  await send(page, "/documentos/minuta-word Pásame el borrador en Word");
+  const first = lastTurn(page);
+  const timeline = first.getByRole("list", { name: /Timeline of/ });
+  await expect(first.getByRole("group", { name: "Answer" })).toHaveText(WORD_FAILED, { timeout: 30_000 });
+  await expect(timeline).toContainText("Skill documentos/minuta-word forced by a slash command");
+  await expect(timeline).not.toContainText("Tool load_skill");
+  // With the note written, the same forced request makes the document.
+  await expect(first.getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
+  await send(page, "Toma nota de la reunión del martes");
+  const note = lastTurn(page).getByRole("group", { name: "Answer" });
+  await expect(note).toContainText("He guardado la nota", { timeout: 30_000 });
+  // The composer takes a message once the turn has completed.
+  await expect(note).toHaveAttribute("aria-busy", "false");
+  await send(page, "/documentos/minuta-word Pásame el borrador en Word");
+  const second = lastTurn(page);
+  await expect(second.getByRole("group", { name: "Answer" })).toContainText("La minuta está en", { timeout: 30_000 });
+  await expect(second.getByRole("list", { name: /Timeline of/ })).toContainText(`Wrote /workspace/${WORD_FILE}`);
+  await expect(second.getByRole("list", { name: /Timeline of/ })).not.toContainText("Tool load_skill");
+  await expect(page.getByRole("link", { name: `Download ${WORD_FILE}` })).toBeVisible();
 });
 
 test("the catalog shows warnings, skipped files with their reason, and searches", async ({ page }) => {

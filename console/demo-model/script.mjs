@@ -1,7 +1,8 @@
 // @ts-check
-// What the console's scripted model answers, decided from the request as a model would decide:
-// the user's words, the tool results since them and the system prompt (state 1, or state 2 with
-// the note skill's SKILL.md). Shared by the model server and the browser tests' expectations.
+// What the console's demo model answers, decided from the request as a model would decide: the
+// user's words, the tool results since them and the system prompt (state 1, or state 2 with a
+// skill's SKILL.md, loaded or forced by a slash command). `cargo xtask console` answers with it when
+// no real model is set, and the browser tests check the page against it.
 
 /** What the note skill writes: the browser test downloads it and compares the bytes. */
 export const NOTE_TEXT = "# Nota\n\n- Reunión con la notaría el martes a las 10:00.\n- Llevar la nota simple del piso.\n";
@@ -9,10 +10,18 @@ export const NOTE_TEXT = "# Nota\n\n- Reunión con la notaría el martes a las 1
 /** What the Word skill's own script writes, from the note. */
 export const WORD_FILE = "nota.docx";
 
-/** The answer to anything else: long enough that its words stream for a few seconds. */
+/** The answer to anything else: what this model can do, long enough that its words stream for a few seconds. */
 export const GREETING =
-  "Hola. Esta respuesta llega palabra a palabra, como la escribe un modelo, para que la consola " +
-  "la muestre mientras el turno sigue en marcha y no solo al final.";
+  "Hola. Soy el modelo de demostración de la consola: respondo con guion a unas pocas peticiones, " +
+  "«Toma nota de la reunión del martes» y después «Pásame el borrador en Word», y mi texto llega " +
+  "palabra a palabra, como lo escribe un modelo. Para un modelo de verdad, arranca la consola con " +
+  "LLM_PROVIDER, LLM_MODEL y LLM_API_KEY.";
+
+/** The answer when the Word skill's script did not make the document (no note yet, say). */
+export const WORD_FAILED =
+  "No he podido hacer la minuta: el script de la habilidad no la generó (mira su resultado en la " +
+  "línea de tiempo; necesita /workspace/nota.md). Pide primero «Toma nota de la reunión del martes» " +
+  "y vuelve a pedírmela.";
 
 /**
  * @typedef {{ role: string, content?: string | null, name?: string, tool_call_id?: string,
@@ -38,7 +47,8 @@ export function decide(messages) {
   for (const message of since) {
     for (const call of message.tool_calls ?? []) names.set(call.id, call.function.name);
   }
-  const done = since.filter((m) => m.role === "tool").map((m) => m.name ?? names.get(m.tool_call_id ?? "") ?? "");
+  const results = since.filter((m) => m.role === "tool");
+  const done = results.map((m) => m.name ?? names.get(m.tool_call_id ?? "") ?? "");
   const wordSkill = system.includes("# Minuta en Word");
   if (/word/i.test(user) || wordSkill) {
     if (!wordSkill && !done.includes("load_skill")) {
@@ -47,6 +57,8 @@ export function decide(messages) {
     if (!done.includes("execute")) {
       return { tool: "execute", args: { command: `python /skills/minuta-word/scripts/md_a_docx.py nota.md ${WORD_FILE}` } };
     }
+    const ran = String(results[done.lastIndexOf("execute")]?.content ?? "");
+    if (!ran.includes("[Command succeeded")) return { text: WORD_FAILED };
     return { text: `La minuta está en /workspace/${WORD_FILE}: descárgala desde el espacio de trabajo.` };
   }
   const noteSkill = system.includes("# Nota rápida");

@@ -1,7 +1,8 @@
 // @ts-check
-// A scripted model for the console's browser tests: it speaks OpenAI's Chat Completions HTTP API
-// on loopback, streamed as Server-Sent Events one word per chunk after a delay, like a model
-// generating tokens. What it answers is decided by `script.mjs`.
+// The console's demo model, for `cargo xtask console` without a real model and for its browser
+// tests: it speaks OpenAI's Chat Completions HTTP API on loopback, streamed as Server-Sent Events
+// one word per chunk after a delay, like a model generating tokens. `script.mjs` decides what it
+// answers.
 import { createServer } from "node:http";
 
 import { decide } from "./script.mjs";
