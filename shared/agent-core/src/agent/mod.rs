@@ -216,8 +216,10 @@ pub async fn run(
         let tools = env.tools();
         let (mut system, mut messages, mut trims) =
             prepare(&*env, &conversation, first_new, compacted.as_ref(), steps, &tools, limits.input_tokens);
-        // The turn itself would be cut: condense its older steps first, as long as there are some.
-        if budget::cuts_the_turn(&trims) {
+        // The turn itself would be cut: condense its older steps first, as long as there are some
+        // and what is never cut (the prompt as trimmed, the request, the tools) leaves room for them.
+        let floor = budget::estimate_request(&system, std::slice::from_ref(&conversation[first_new]), &tools);
+        if budget::cuts_the_turn(&trims) && floor < limits.input_tokens {
             // The calls that returned skill instructions, asked of the environment before the call
             // to the model, since the environment is not shared across it.
             let skill_calls: std::collections::HashSet<&str> = conversation[first_new..]

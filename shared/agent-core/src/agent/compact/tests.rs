@@ -249,7 +249,7 @@ async fn a_turn_whose_skill_fills_the_context_ends_context_full_with_its_work() 
     assert!(outcome.reply.contains("no longer fits") && outcome.reply.contains("saved"), "{}", outcome.reply);
     assert_eq!(outcome.messages.last(), Some(&Message::assistant(outcome.reply.clone())), "the reply is stored");
     assert_eq!(outcome.messages.len(), 1 + 3 + 2 + 1, "both steps are kept");
-    assert_eq!(model.turn_requests().len(), 2, "no request over the limit was sent");
+    assert_eq!(model.requests().len(), 2, "no request over the limit was sent, and no condensing that could not help");
 }
 
 #[tokio::test]
