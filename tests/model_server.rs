@@ -55,6 +55,9 @@ struct Script {
     chunk_delay: Duration,
     /// When each streamed chunk was sent, in order.
     sent_chunks: Vec<std::time::Instant>,
+    /// A request whose system prompt starts with the first text is answered with the second,
+    /// without taking a reply from the queue (OpenAI API only).
+    side_answer: Option<(String, String)>,
 }
 
 /// A running scripted model server.
@@ -115,6 +118,12 @@ impl ModelServer {
         self.script.lock().unwrap().sent_chunks.clone()
     }
 
+    /// Answers every request whose system prompt starts with `prefix` with `text`, outside the
+    /// queue: for calls the runtime makes at moments a test does not fix (a condensing summary).
+    pub fn answer_system_prefix(&self, prefix: &str, text: &str) {
+        self.script.lock().unwrap().side_answer = Some((prefix.to_owned(), text.to_owned()));
+    }
+
     /// Replies not yet served.
     pub fn remaining(&self) -> usize {
         self.script.lock().unwrap().replies.len()
@@ -134,7 +143,15 @@ async fn complete(
         script.authorizations.push(authorization);
         script.paths.push("/v1/chat/completions".to_owned());
         script.calls += 1;
-        (script.replies.pop_front(), script.calls, script.chunk_delay)
+        let system = script.requests.last().and_then(|request| request["messages"][0]["content"].as_str());
+        let side = match (&script.side_answer, system) {
+            (Some((prefix, text)), Some(system)) if system.starts_with(prefix.as_str()) => {
+                Some(Reply::Text(text.clone()))
+            }
+            _ => None,
+        };
+        let reply = side.or_else(|| script.replies.pop_front());
+        (reply, script.calls, script.chunk_delay)
     };
     let Some(mut reply) = reply else {
         return (StatusCode::INTERNAL_SERVER_ERROR, Json(json!({"error": {"message": "script exhausted"}})))

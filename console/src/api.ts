@@ -27,6 +27,21 @@ export interface ReplyFile {
   size: number;
 }
 
+/**
+ * Why a turn ended (agent-core `Ending`). `context_full`: the turn's own work no longer fit the
+ * model's context even with its older steps condensed; its work is committed and the reply says so.
+ */
+export type Ending =
+  | "answered"
+  | "step_limit"
+  | "deadline"
+  | "aborted"
+  | "plan_continues"
+  | "awaiting_choice"
+  | "awaiting_clarification"
+  | "plan_failed"
+  | "context_full";
+
 /** The 200 body of a turn, and the data of `turn.completed` (agent-core `TurnReply`). */
 export interface TurnReply {
   session_id: string;
@@ -36,7 +51,7 @@ export interface TurnReply {
   refused_tool_calls: number;
   steps: number;
   usage: TokenUsage;
-  ending: string;
+  ending: Ending;
   version: number;
   files?: ReplyFile[];
   executions?: number;

@@ -16,6 +16,7 @@ pub mod skills;
 pub mod store;
 pub mod telemetry;
 pub mod tools;
+pub mod transcript;
 pub mod turn;
 pub mod vfs;
 

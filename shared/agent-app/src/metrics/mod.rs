@@ -115,6 +115,7 @@ fn ending_name(ending: agent_core::agent::Ending) -> &'static str {
         Ending::AwaitingChoice => "awaiting_choice",
         Ending::AwaitingClarification => "awaiting_clarification",
         Ending::PlanFailed => "plan_failed",
+        Ending::ContextFull => "context_full",
     }
 }
 

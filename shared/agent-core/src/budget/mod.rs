@@ -116,6 +116,8 @@ pub enum Trim {
     DroppedSection { tokens: usize },
     /// The skill listing replaced by its next smaller tier.
     ShrunkListing { tokens: usize },
+    /// The arguments of one of the newest reply's calls cut (the last resort before a message is).
+    CutNewestArguments { tokens: usize },
     /// The largest remaining message cut down.
     TruncatedMessage { index: usize, tokens: usize },
     /// Nothing more may be trimmed and the request is still over the limit.
@@ -260,11 +262,20 @@ pub fn fit(
         }
         total = total.saturating_sub(saved);
         trims.push(match piece {
-            (_, Some(_)) => Trim::CutArguments { calls: 1, tokens: saved },
+            (_, Some(_)) => Trim::CutNewestArguments { tokens: saved },
             (index, None) => Trim::TruncatedMessage { index, tokens: saved },
         });
     }
     trims
+}
+
+/// Whether `trims` reached the last step of [`fit`]: the earlier turns and the prompt's optional
+/// parts were not enough, so the current turn itself was cut (or is still over). The loop then
+/// makes room by condensing the turn's older steps instead.
+pub fn cuts_the_turn(trims: &[Trim]) -> bool {
+    trims.iter().any(|trim| {
+        matches!(trim, Trim::CutNewestArguments { .. } | Trim::TruncatedMessage { .. } | Trim::StillOver { .. })
+    })
 }
 
 /// The position of the newest assistant message: its calls' arguments are cut last.

@@ -110,6 +110,7 @@ fn earlier_calls_arguments_go_first_and_the_newest_reply_keeps_its_own() {
     ];
     let trims = fit(&mut system, &mut messages, 4, &[], 2_000);
     assert!(matches!(trims[..], [Trim::CutArguments { calls: 2, .. }]), "{trims:?}");
+    assert!(!cuts_the_turn(&trims), "earlier calls' arguments are not the turn's last resort");
     assert_eq!(messages.len(), 9, "no message was dropped");
     assert_eq!(arguments(&messages[1])["content"], "[60000 bytes cut to fit the model's context]");
     assert_eq!(arguments(&messages[5])["file_path"], "/workspace/b.md");
@@ -127,7 +128,8 @@ fn the_newest_replys_arguments_are_cut_when_they_are_the_largest_thing_left() {
         written("b"),
     ];
     let trims = fit(&mut system, &mut messages, 0, &[], 1_500);
-    assert!(matches!(trims[..], [Trim::CutArguments { calls: 1, .. }]), "{trims:?}");
+    assert!(matches!(trims[..], [Trim::CutNewestArguments { .. }]), "{trims:?}");
+    assert!(cuts_the_turn(&trims), "the current turn was cut");
     assert_eq!(
         messages[1],
         Message::Tool { tool_call_id: "r".into(), name: "read_file".into(), content: "r".repeat(3_000) }

@@ -114,7 +114,7 @@ impl Planner<'_> {
             bounds.steps_left -= outcome.steps.min(bounds.steps_left);
             bounds.calls_made += outcome.steps;
             usage.add(outcome.usage);
-            if matches!(outcome.ending, Ending::StepLimit | Ending::Deadline) {
+            if matches!(outcome.ending, Ending::StepLimit | Ending::Deadline | Ending::ContextFull) {
                 return Err(Stop::OutOfBudget);
             }
             state.tasks[index].rounds += 1;

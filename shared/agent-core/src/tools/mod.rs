@@ -5,10 +5,12 @@
 
 mod execute;
 mod found;
+mod saved;
 mod todos;
 
 pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess, EXECUTE};
 pub use found::shrink as shrink_found_skills;
+pub use saved::{result_path, RESULTS_FOLDER};
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -35,6 +37,14 @@ pub const ESSENTIAL_TOOLS: [&str; 3] = [ABORT, TODO_WRITE, TODO_READ];
 /// `find_skills` answers at most this many matches.
 const MAX_FOUND_SKILLS: usize = 20;
 const DEFAULT_FOUND_SKILLS: usize = 8;
+
+/// Whether `call` returns skill instructions (`load_skill`, a read under /skills): its result is
+/// left out of every summary and never moved to a file.
+pub fn reads_skill_text(call: &ToolCall) -> bool {
+    let path = call.arguments.get("file_path").or_else(|| call.arguments.get("path"));
+    let reads_skill = path.and_then(Value::as_str).is_some_and(|p| p.trim_start().starts_with("/skills"));
+    call.name == LOAD_SKILL || reads_skill
+}
 
 pub fn load_skill_spec() -> ToolSpec {
     ToolSpec {
@@ -463,6 +473,15 @@ impl TurnEnv for SkillsEnv<'_> {
 
     fn refused_calls(&self) -> u32 {
         self.refused_tool_calls
+    }
+
+    fn reads_skill_text(&self, call: &ToolCall) -> bool {
+        reads_skill_text(call)
+    }
+
+    async fn save_result(&mut self, call: &ToolCall, content: &str) -> Option<String> {
+        let offered = self.offered_names();
+        saved::save(&mut self.vfs, &offered, call, content).await
     }
 
     fn prompt_state(&self) -> Option<PromptState> {

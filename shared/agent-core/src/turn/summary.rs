@@ -9,6 +9,7 @@ use crate::budget;
 use crate::message::{ChatRequest, Message, Usage};
 use crate::store::{HistorySummary, Session};
 use crate::telemetry;
+use crate::transcript::transcript;
 
 /// The system prompt of the summarisation call.
 const SUMMARY_INSTRUCTIONS: &str = "You condense conversations. Summarise the conversation below for the \
@@ -60,7 +61,12 @@ impl TurnService {
         }
         // The summariser gets the same model, so its one message must fit that model's input budget.
         let room = self.config.input_tokens().saturating_sub(budget::estimate_text(SUMMARY_INSTRUCTIONS) + 16) * 3;
-        let transcript = transcript(previous.as_ref().map(|s| s.text.as_str()), &visible[..cut], room);
+        let transcript = transcript(
+            previous.as_ref().map(|s| s.text.as_str()),
+            &visible[..cut],
+            room,
+            &crate::tools::reads_skill_text,
+        );
         let request = ChatRequest {
             system: SUMMARY_INSTRUCTIONS.to_owned(),
             messages: vec![Message::user(transcript)],
@@ -135,111 +141,4 @@ pub(super) fn history_for_model(session: &Session, summary: Option<&HistorySumma
     }
     history.extend_from_slice(unsummarised(session, summary));
     history
-}
-
-/// Characters of one tool result, one message's text or one call's arguments the transcript shows.
-const MAX_RESULT_CHARS: usize = 2000;
-const MAX_TEXT_CHARS: usize = 8000;
-const MAX_ARGUMENT_BYTES: usize = 2000;
-
-/// The text given to the summariser: the previous summary and the messages, without tool results
-/// that carry skill files (`load_skill`, reads under /skills), so skill instructions stay out. Long
-/// texts and results are cut, a call's large arguments are replaced by a note of their size (as the
-/// context budget does), and a transcript still over `max_bytes` loses its middle, with a note.
-fn transcript(previous: Option<&str>, messages: &[Message], max_bytes: usize) -> String {
-    let mut skill_reads = std::collections::HashSet::new();
-    let mut out = String::new();
-    if let Some(previous) = previous {
-        out.push_str(&format!("Summary so far:\n{previous}\n\nConversation since then:\n"));
-    }
-    for message in messages {
-        match message {
-            Message::User { content } => out.push_str(&format!("User: {}\n", head(content, MAX_TEXT_CHARS))),
-            Message::Assistant { content, tool_calls } => {
-                if !content.is_empty() {
-                    out.push_str(&format!("Assistant: {}\n", head(content, MAX_TEXT_CHARS)));
-                }
-                for call in tool_calls {
-                    let path = call.arguments.get("file_path").or_else(|| call.arguments.get("path"));
-                    let reads_skill =
-                        path.and_then(|p| p.as_str()).is_some_and(|p| p.trim_start().starts_with("/skills"));
-                    if call.name == crate::tools::LOAD_SKILL || reads_skill {
-                        skill_reads.insert(call.id.clone());
-                    }
-                    let mut arguments = call.arguments.to_string();
-                    if arguments.len() > MAX_ARGUMENT_BYTES {
-                        if let Some(cut) = budget::cut::cut_arguments(&call.name, &call.arguments) {
-                            arguments = cut.to_string();
-                        }
-                    }
-                    out.push_str(&format!(
-                        "Assistant called {}({})\n",
-                        call.name,
-                        head(&arguments, MAX_ARGUMENT_BYTES)
-                    ));
-                }
-            }
-            Message::Tool { tool_call_id, name, content } => {
-                if skill_reads.contains(tool_call_id) {
-                    out.push_str(&format!("Tool {name}: (skill content omitted)\n"));
-                } else {
-                    out.push_str(&format!("Tool {name}: {}\n", head(content, MAX_RESULT_CHARS)));
-                }
-            }
-        }
-    }
-    cut_middle(out, max_bytes)
-}
-
-/// The first `chars` characters of `text`, and a note of how many more there were.
-fn head(text: &str, chars: usize) -> std::borrow::Cow<'_, str> {
-    match text.char_indices().nth(chars) {
-        Some((at, _)) => format!("{} [{} more bytes cut]", &text[..at], text.len() - at).into(),
-        None => text.into(),
-    }
-}
-
-/// `text` within `max_bytes`: its start (the previous summary and the oldest messages) and its end
-/// (the newest), the middle replaced by a note of what was cut.
-fn cut_middle(text: String, max_bytes: usize) -> String {
-    if text.len() <= max_bytes {
-        return text;
-    }
-    let note = format!("\n[{} bytes of the conversation cut here to fit the model's context]\n", text.len());
-    let keep = max_bytes.saturating_sub(note.len()) / 2;
-    let mut start = keep;
-    while !text.is_char_boundary(start) {
-        start -= 1;
-    }
-    let mut end = text.len() - keep;
-    while !text.is_char_boundary(end) {
-        end += 1;
-    }
-    format!("{}{note}{}", &text[..start], &text[end..])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::message::ToolCall;
-
-    #[test]
-    fn large_arguments_and_texts_are_cut_and_the_whole_stays_within_its_room() {
-        let content = "x".repeat(200 * 1024);
-        let call = |i: usize| ToolCall {
-            id: format!("c{i}"),
-            name: "write_file".into(),
-            arguments: serde_json::json!({"file_path": format!("/workspace/p{i}.md"), "content": content}),
-        };
-        let messages = vec![
-            Message::user("y".repeat(100_000)),
-            Message::Assistant { content: String::new(), tool_calls: (0..4).map(call).collect() },
-        ];
-        let text = transcript(None, &messages, 1_000_000);
-        assert!(text.len() < 20_000, "{}", text.len());
-        assert!(text.contains("/workspace/p3.md") && text.contains("204800 bytes cut"), "{text}");
-        let text = transcript(Some("earlier"), &messages, 3_000);
-        assert!(text.len() <= 3_000, "{}", text.len());
-        assert!(text.starts_with("Summary so far:\nearlier") && text.contains("cut here to fit"), "{text}");
-    }
 }

@@ -1,5 +1,13 @@
 //! The bounded ReAct loop: call the model, run the tools it asks for, repeat until it answers,
 //! the step bound is hit, or the invocation's deadline draws near.
+//!
+//! Once the model has been called the turn always ends with a reply: a large tool result is saved to
+//! a file (`results`), the turn's older steps are condensed when the context fills (`compact`), and a
+//! turn that still cannot go on ends [`Ending::ContextFull`]. Only a request that does not fit before
+//! the first call is an error.
+
+pub mod compact;
+pub mod results;
 
 use std::time::Duration;
 
@@ -14,7 +22,8 @@ use crate::model::{ChatModel, ModelError};
 use crate::prompt::SystemPrompt;
 use crate::telemetry;
 
-/// Tool results longer than this are cut, so one huge file cannot swamp the context.
+/// Tool results longer than this are cut when they cannot be saved to a file, so one huge file
+/// cannot swamp the context.
 pub const MAX_TOOL_RESULT_BYTES: usize = 64 * 1024;
 /// Tool calls run from one model reply; later calls of the reply get an error result.
 pub const MAX_TOOL_CALLS_PER_REPLY: usize = 16;
@@ -60,6 +69,17 @@ pub trait TurnEnv: Send {
     /// [`TurnEnv::system_prompt`] for the same call. The default, `None`, is for an environment
     /// without the two prompt states (the planner's expert rounds): its calls send no `model.call`.
     fn prompt_state(&self) -> Option<PromptState> {
+        None
+    }
+    /// Whether `call` returns skill instructions: its result is never saved to a file and is left
+    /// out of a condensed step.
+    fn reads_skill_text(&self, _call: &ToolCall) -> bool {
+        false
+    }
+    /// Saves `content`, the result of `call`, too large for the conversation, as a file the model
+    /// can read back; returns the file's path, or `None` when the environment keeps no such files,
+    /// the model could not read it, or it could not be written (the result is then cut instead).
+    async fn save_result(&mut self, _call: &ToolCall, _content: &str) -> Option<String> {
         None
     }
 }
@@ -146,6 +166,9 @@ pub enum Ending {
     AwaitingClarification,
     /// Planner: a structured reply failed its schema twice.
     PlanFailed,
+    /// The turn's own work no longer fits the model's context, even with its older steps condensed;
+    /// what it did is committed and the next message continues.
+    ContextFull,
 }
 
 /// A finished loop: the reply, every message the turn added (starting with the user's), and counts.
@@ -178,6 +201,8 @@ pub async fn run(
     let mut steps = 0;
     let mut result_bytes = 0usize;
     let mut argument_bytes = 0usize;
+    let mut compacted: Option<compact::Compacted> = None;
+    let offload_bound = results::offload_bound(limits.input_tokens);
 
     let mut aborted = None;
     let ending = loop {
@@ -189,20 +214,49 @@ pub async fn run(
             break Ending::Deadline;
         }
         let tools = env.tools();
-        let mut system = env.system_prompt();
-        let mut messages = conversation.clone();
-        if let Some(reminder) = env.reminder(steps) {
-            messages.push(Message::user(reminder));
+        let (mut system, mut messages, mut trims) =
+            prepare(&*env, &conversation, first_new, compacted.as_ref(), steps, &tools, limits.input_tokens);
+        // The turn itself would be cut: condense its older steps first, as long as there are some
+        // and what is never cut (the prompt as trimmed, the request, the tools) leaves room for them.
+        let floor = budget::estimate_request(&system, std::slice::from_ref(&conversation[first_new]), &tools);
+        if budget::cuts_the_turn(&trims) && floor < limits.input_tokens {
+            // The calls that returned skill instructions, asked of the environment before the call
+            // to the model, since the environment is not shared across it.
+            let skill_calls: std::collections::HashSet<&str> = conversation[first_new..]
+                .iter()
+                .flat_map(|message| match message {
+                    Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+                    _ => &[],
+                })
+                .filter(|call| env.reads_skill_text(call))
+                .map(|call| call.id.as_str())
+                .collect();
+            let skill_text = |call: &ToolCall| skill_calls.contains(call.id.as_str());
+            let condensed =
+                compact::compact(model, &conversation, first_new, compacted.as_ref(), limits, &skill_text, &mut usage)
+                    .await;
+            if condensed.is_some() {
+                compacted = condensed;
+                (system, messages, trims) =
+                    prepare(&*env, &conversation, first_new, compacted.as_ref(), steps, &tools, limits.input_tokens);
+            }
         }
         let mut shrunk = 0;
-        for trim in budget::fit(&mut system, &mut messages, first_new, &tools, limits.input_tokens) {
+        let mut full = None;
+        for trim in trims {
             log_trim(&trim, steps);
             match trim {
-                // A provider refuses a request over its context, so none is sent.
-                Trim::StillOver { tokens, limit } => return Err(ModelError::ContextTooLarge { tokens, limit }),
+                Trim::StillOver { tokens, limit } => full = Some((tokens, limit)),
                 Trim::ShrunkListing { .. } => shrunk += 1,
                 _ => {}
             }
+        }
+        // A provider refuses a request over its context, so none is sent: before the first call
+        // the request itself is too large; after it, the turn ends with what it did.
+        match full {
+            Some((tokens, limit)) if steps == 0 => return Err(ModelError::ContextTooLarge { tokens, limit }),
+            Some(_) => break Ending::ContextFull,
+            None => {}
         }
         if let Some(state) = env.prompt_state() {
             let tokens = budget::estimate_request(&system, &messages, &tools);
@@ -304,14 +358,20 @@ pub async fn run(
             };
             span.record(telemetry::field::OUTCOME, outcome);
             drop(span);
-            let mut content = output.content;
-            truncate_tool_result(&mut content);
+            let ok = !events::is_error_result(&output.content);
+            let content = if env.reads_skill_text(call) {
+                let mut content = output.content;
+                results::truncate(&mut content);
+                content
+            } else {
+                results::place(env, call, output.content, offload_bound).await
+            };
             result_bytes += content.len();
             let (shown, truncated) = events::event_content(&content);
             events.event(TurnEvent::ToolResult {
                 id: call.id.clone(),
                 name: call.name.clone(),
-                ok: !events::is_error_result(&content),
+                ok,
                 bytes: content.len(),
                 summary: events::summarise_result(&content),
                 content: shown,
@@ -363,9 +423,38 @@ pub async fn run(
             conversation.push(Message::assistant(notice.clone()));
             notice
         }
+        Ending::ContextFull => {
+            let notice = format!(
+                "I stopped after {steps} steps, before finishing: this turn's work no longer fits in the model's \
+                 context, even with its earlier steps condensed. What I did is saved, files included. Send another \
+                 message and I will continue from there."
+            );
+            conversation.push(Message::assistant(notice.clone()));
+            notice
+        }
     };
     let messages = conversation.split_off(first_new);
     Ok(LoopOutcome { reply, messages, steps, usage, ending })
+}
+
+/// The system prompt, the messages and the trims of the request for model call `step` (from 0):
+/// the conversation as [`compact::view`] gives it, the reminder, and [`budget::fit`].
+fn prepare(
+    env: &dyn TurnEnv,
+    conversation: &[Message],
+    first_new: usize,
+    compacted: Option<&compact::Compacted>,
+    step: u32,
+    tools: &[ToolSpec],
+    limit: usize,
+) -> (SystemPrompt, Vec<Message>, Vec<Trim>) {
+    let mut system = env.system_prompt();
+    let mut messages = compact::view(conversation, first_new, compacted);
+    if let Some(reminder) = env.reminder(step) {
+        messages.push(Message::user(reminder));
+    }
+    let trims = budget::fit(&mut system, &mut messages, first_new, tools, limit);
+    (system, messages, trims)
 }
 
 fn log_trim(trim: &Trim, step: u32) {
@@ -381,6 +470,9 @@ fn log_trim(trim: &Trim, step: u32) {
         }
         Trim::ShrunkListing { tokens } => {
             tracing::warn!(step, tokens, "context budget: shrank the skill listing to its next smaller tier")
+        }
+        Trim::CutNewestArguments { tokens } => {
+            tracing::info!(step, tokens, "context budget: cut the large arguments of a call of the newest reply")
         }
         Trim::TruncatedMessage { index, tokens } => {
             tracing::info!(step, index, tokens, "context budget: truncated the largest message")
@@ -405,17 +497,4 @@ fn cut_text(text: &mut String, max: usize, marker: &str) {
         text.push('\n');
         text.push_str(marker);
     }
-}
-
-fn truncate_tool_result(content: &mut String) {
-    if content.len() <= MAX_TOOL_RESULT_BYTES {
-        return;
-    }
-    let mut cut = MAX_TOOL_RESULT_BYTES;
-    while !content.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    let total = content.len();
-    content.truncate(cut);
-    content.push_str(&format!("\n[truncated: showing {cut} of {total} bytes; read a smaller range]"));
 }
