@@ -87,4 +87,3 @@ pub(super) fn owners(rel: &str) -> Vec<(SkillPath, &str)> {
     }
     found
 }
-
