@@ -91,12 +91,25 @@ pub trait ObjectStore: Send + Sync {
         let _ = key;
         Err(StoreError::Backend("this object store cannot delete".to_owned()))
     }
-    /// A link that reads `key` without credentials until it expires (an S3 presigned GET), or
-    /// `None` when the store cannot make one (the caller then hands over the bytes).
-    async fn presign_get(&self, key: &str, expires_in: std::time::Duration) -> Result<Option<String>, StoreError> {
-        let _ = (key, expires_in);
+    /// A link that reads `key` without credentials until it expires (an S3 presigned GET), served
+    /// with `headers`, or `None` when the store cannot make one (the caller then hands over the bytes).
+    async fn presign_get(
+        &self,
+        key: &str,
+        expires_in: std::time::Duration,
+        headers: &LinkHeaders,
+    ) -> Result<Option<String>, StoreError> {
+        let _ = (key, expires_in, headers);
         Ok(None)
     }
+}
+
+/// The response headers a presigned download is served with (S3's `response-content-type` and
+/// `response-content-disposition`, signed into the link); `None` leaves the stored object's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkHeaders {
+    pub content_type: Option<String>,
+    pub content_disposition: Option<String>,
 }
 
 /// A file of a session's `/workspace`: its content lives in the object store under its hash,
