@@ -201,7 +201,8 @@ async fn s3_presigned_links_read_the_object_without_credentials_and_send_no_requ
     objects.put(key, b"contenido binario \x00\xff".to_vec()).await.unwrap();
     world.counter.reset();
 
-    let url = objects.presign_get(key, Duration::from_secs(300)).await.unwrap().expect("S3 makes links");
+    let url =
+        objects.presign_get(key, Duration::from_secs(300), &Default::default()).await.unwrap().expect("S3 makes links");
     assert_eq!(world.counter.total(), 0, "signing is local: {:?}", world.counter.operations());
     assert!(url.starts_with(&moto::moto().endpoint), "the configured endpoint, path-style: {url}");
     assert!(url.contains("X-Amz-Expires=300") && url.contains("X-Amz-Signature="), "{url}");
@@ -209,10 +210,14 @@ async fn s3_presigned_links_read_the_object_without_credentials_and_send_no_requ
     assert_eq!(fetched.status(), 200);
     assert_eq!(fetched.bytes().await.unwrap().as_ref(), b"contenido binario \x00\xff");
 
-    let missing = objects.presign_get("auth0|alice/none", Duration::from_secs(60)).await.unwrap().expect("a link");
+    let missing = objects
+        .presign_get("auth0|alice/none", Duration::from_secs(60), &Default::default())
+        .await
+        .unwrap()
+        .expect("a link");
     assert_eq!(reqwest::get(&missing).await.unwrap().status(), 404, "a link to nothing reads nothing");
     // Past S3's one-week maximum the SDK refuses; that is a backend error, never a panic.
-    let too_long = objects.presign_get(key, Duration::from_secs(8 * 86_400)).await;
+    let too_long = objects.presign_get(key, Duration::from_secs(8 * 86_400), &Default::default()).await;
     assert!(matches!(too_long, Err(StoreError::Backend(_))), "{too_long:?}");
 }
 

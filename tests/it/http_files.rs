@@ -164,7 +164,11 @@ async fn files_up_to_3_mib_come_inline_and_larger_ones_as_a_presigned_link() {
         &stack,
         OWNER,
         "s1",
-        &[("exports/exact.bin", exact.clone()), ("exports/escritura final ñ.pdf", big.clone())],
+        &[
+            ("exports/exact.bin", exact.clone()),
+            ("exports/escritura final ñ.pdf", big.clone()),
+            ("exports/datos.csv", b"a,b\n".repeat(MIB)),
+        ],
     )
     .await;
     let http = stack.http(&[]).await;
@@ -188,9 +192,34 @@ async fn files_up_to_3_mib_come_inline_and_larger_ones_as_a_presigned_link() {
     assert_eq!(linked.header("cache-control"), Some("private, no-store"));
     assert!(url.starts_with(&stack.endpoint), "the link is for the configured endpoint: {url}");
     assert!(url.contains("X-Amz-Signature=") && url.contains("X-Amz-Expires=300"), "{url}");
+    // S3 serves the file as what it is and under its name, not as an octet-stream named by its
+    // hash: the link carries both headers as signed `response-content-*` parameters. (moto 5.2
+    // ignores these parameters when it serves the object, so they are checked in the link itself.)
+    let signed = |url: &str, name: &str| {
+        let url = reqwest::Url::parse(url).expect("a URL");
+        let value = url.query_pairs().find(|(key, _)| key == name).map(|(_, value)| value.into_owned());
+        let signed_headers = url.query_pairs().any(|(key, _)| key == "X-Amz-Signature");
+        assert!(signed_headers, "{url}");
+        value
+    };
+    assert_eq!(signed(url, "response-content-type").as_deref(), Some("application/pdf"));
+    assert_eq!(
+        signed(url, "response-content-disposition").as_deref(),
+        Some("attachment; filename=\"escritura final _.pdf\"; filename*=UTF-8''escritura%20final%20%C3%B1.pdf")
+    );
     let fetched = reqwest::get(url).await.expect("follow the link");
     assert_eq!(fetched.status(), 200);
     assert!(fetched.bytes().await.expect("the linked bytes").as_ref() == big.as_slice(), "the link reads the file");
+
+    // An ASCII name is a plain `filename`; a text type says UTF-8.
+    let linked = download(&http, Some(OWNER), "s1", "exports/datos.csv").await;
+    assert_eq!(linked.status, 303);
+    let url = linked.header("location").expect("a location").to_owned();
+    assert_eq!(signed(&url, "response-content-type").as_deref(), Some("text/csv; charset=utf-8"));
+    assert_eq!(signed(&url, "response-content-disposition").as_deref(), Some("attachment; filename=\"datos.csv\""));
+    let fetched = reqwest::get(&url).await.expect("follow the link");
+    assert_eq!(fetched.status(), 200);
+    assert_eq!(fetched.bytes().await.expect("the linked bytes").len(), 4 * MIB);
 
     // The link is the owner's alone to get.
     let stranger = download(&http, Some("user-b"), "s1", "exports/escritura%20final%20%C3%B1.pdf").await;

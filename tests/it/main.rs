@@ -4,6 +4,7 @@ mod aws_store;
 mod background;
 mod bedrock;
 mod bounds;
+mod budgets;
 mod catalog;
 mod context_budget;
 mod exactly_once;

@@ -43,6 +43,7 @@ pub(crate) const METRICS: &[(&str, &str)] = &[
     ("SandboxExecutions", "Count"),
     ("SandboxDuration", "Milliseconds"),
     ("CatalogIndexRebuilds", "Count"),
+    ("BudgetConfigErrors", "Count"),
 ];
 
 /// One metric value as CloudWatch would file it: a metric of a directive under one dimension set.

@@ -112,22 +112,30 @@ async fn sessions_are_the_callers_own_newest_first_and_paged_with_a_cursor_no_on
     let pages = all_pages(&http, ANA, 1).await;
     assert_eq!(pages.iter().flat_map(ids).collect::<Vec<_>>(), ids(&whole), "pages of one");
 
-    // Ana's cursor in Bob's hands lists Bob's sessions only.
+    // A cursor is signed for its user: Ana's in Bob's hands is refused, as are forged ones
+    // (unsigned, signed with a made-up tag, an altered content under Ana's real tag) and a
+    // truncated one.
     let (_, first_page) = list(&http, ANA, &[("limit", "1")]).await;
     let ana_cursor = first_page["next_cursor"].as_str().expect("a cursor").to_owned();
-    let (status, bobs) = list(&http, BOB, &[("cursor", &ana_cursor)]).await;
-    assert_eq!(status, 200, "{bobs}");
-    let mut bob_ids = ids(&bobs);
-    bob_ids.sort();
-    assert_eq!(bob_ids, ["b1", "b2"], "{bobs}");
-
-    // Forged and garbage cursors and limits out of range are refused, saying why.
+    let (status, body) = list(&http, ANA, &[("limit", "1"), ("cursor", &ana_cursor)]).await;
+    assert_eq!((status, ids(&body).len()), (200, 1), "the genuine cursor pages: {body}");
+    let (content, tag) = ana_cursor.split_once('.').expect("content.tag");
     let forged = base64_url("v1:99999999999:../a1");
     let other_tenant = base64_url(&format!("v1:1:{ANA}#a1"));
+    let made_up_tag = format!("{}.{}", base64_url("v2:99999999999:a1"), base64_url(&"x".repeat(32)));
+    let altered = format!("{}.{tag}", base64_url("v2:99999999999:a1"));
+    let truncated = ana_cursor[..ana_cursor.len() - 4].to_owned();
+    let untagged = content.to_owned();
+    let (status, body) = list(&http, BOB, &[("cursor", &ana_cursor)]).await;
+    assert_eq!((status, &body["error"]["code"]), (400, &json!("bad_request")), "another user's cursor: {body}");
     for query in [
         vec![("cursor", "not a cursor!")],
         vec![("cursor", forged.as_str())],
         vec![("cursor", other_tenant.as_str())],
+        vec![("cursor", made_up_tag.as_str())],
+        vec![("cursor", altered.as_str())],
+        vec![("cursor", truncated.as_str())],
+        vec![("cursor", untagged.as_str())],
         vec![("limit", "0")],
         vec![("limit", "101")],
         vec![("limit", "ten")],
@@ -284,4 +292,29 @@ async fn sessions_written_before_the_index_are_listed_from_their_next_turn_and_e
     let second = store.list_sessions(&user, first.next.as_ref(), 1).await.unwrap();
     assert_eq!(listed(second.clone()), [("legacy".to_owned(), now - 100, 2)]);
     assert_eq!(second.next, None);
+}
+
+#[tokio::test]
+async fn a_configured_key_makes_cursors_hold_across_instances_and_without_one_only_within_a_process() {
+    let stack = Stack::new().await;
+    stack.model.push((0..2).map(|_| Reply::text("Hecho.")));
+    let key = "a cursor signing key of 32 bytes+";
+    let first = stack.http(&[("CURSOR_SIGNING_KEY", key)]).await;
+    for session in ["k1", "k2"] {
+        turn(&first, ANA, session).await;
+    }
+    let (_, page) = list(&first, ANA, &[("limit", "1")]).await;
+    let cursor = page["next_cursor"].as_str().expect("a cursor").to_owned();
+
+    // Another instance with the same key pages on from it.
+    let second = stack.http(&[("CURSOR_SIGNING_KEY", key)]).await;
+    let (status, body) = list(&second, ANA, &[("limit", "1"), ("cursor", &cursor)]).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(ids(&body).len(), 1, "{body}");
+    assert_ne!(ids(&body), ids(&page), "the next page: {body}");
+
+    // Without a key each process draws its own: another process's cursor is a 400.
+    let keyless = stack.http(&[]).await;
+    let (status, body) = list(&keyless, ANA, &[("cursor", &cursor)]).await;
+    assert_eq!((status, &body["error"]["code"]), (400, &json!("bad_request")), "{body}");
 }

@@ -656,3 +656,32 @@ fn the_sessions_index_is_declared_with_the_codes_keys_and_only_http_turn_queries
         assert!(!queries_index(function), "{function} needs no listing of sessions");
     }
 }
+
+#[test]
+fn the_cursor_key_is_a_generated_secret_only_http_turn_reads_and_bad_budget_items_raise_an_alarm() {
+    let stack = Rendered::new(&[]);
+    let secret = stack.resource("CursorSigningKeySecret").expect("the cursor key's secret");
+    assert!(secret["GenerateSecretString"]["PasswordLength"].as_u64().unwrap() >= 32, "{secret}");
+    let http = stack.resource("HttpTurnFunction").expect("http-turn");
+    assert_eq!(http["Environment"]["Variables"]["CURSOR_SIGNING_KEY_SECRET"], json!("{CursorSigningKeySecret}"));
+    assert!(secret_grants(&stack, "HttpTurnFunction").contains(&"{CursorSigningKeySecret}".to_owned()));
+    for function in ["StreamTurnFunction", "QueueTurnFunction", "SkillsIndexFunction"] {
+        assert!(
+            !secret_grants(&stack, function).iter().any(|grant| grant.contains("CursorSigningKeySecret")),
+            "{function} does not read the cursor key"
+        );
+    }
+
+    let alarms = alarms(&stack);
+    let alarm = &alarms.iter().find(|(name, _)| name == "BudgetConfigErrorsAlarm").expect("the alarm").1;
+    let watched = watched(alarm);
+    for function in ["HttpTurnFunction", "StreamTurnFunction", "QueueTurnFunction"] {
+        assert!(
+            watched.iter().any(|(namespace, name, dims)| namespace == "AgentRuntime"
+                && name == "BudgetConfigErrors"
+                && dims["Function"] == json!(format!("{{{function}}}"))),
+            "{function}: {watched:?}"
+        );
+    }
+    assert!(crate::metrics::METRICS.contains(&("BudgetConfigErrors", "Count")));
+}

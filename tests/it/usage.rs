@@ -275,6 +275,9 @@ async fn without_a_budget_a_warm_turn_makes_no_extra_request_and_with_one_a_sing
     let requests = http.storage_requests_since(mark).await;
     assert_eq!(requests.get("DynamoDB.Query"), Some(&2), "the session and the day's usage: {requests:?}");
     assert_eq!(requests.get("DynamoDB.TransactWriteItems"), Some(&1), "{requests:?}");
+    // The turn's one model call reserved its tokens first: one conditional update, no other read.
+    assert_eq!(requests.get("DynamoDB.UpdateItem"), Some(&1), "{requests:?}");
+    assert_eq!(requests.get("DynamoDB.GetItem"), None, "{requests:?}");
 }
 
 #[tokio::test]

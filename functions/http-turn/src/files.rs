@@ -1,6 +1,7 @@
 //! `GET /sessions/{session_id}/files/{path...}`: a workspace file of the caller's own session, as
 //! bytes up to [`INLINE_MAX_BYTES`] or as a `303` to a short-lived presigned link beyond.
 
+use agent_core::store::LinkHeaders;
 use agent_core::turn::{FileDownload, TurnService};
 use agent_core::{SessionId, UserId};
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
@@ -35,8 +36,15 @@ pub(crate) async fn download(
     segments: &[&str],
 ) -> Result<Answer, ApiError> {
     let relative = decode_path(segments)?;
+    let name = relative.rsplit('/').next().unwrap_or(relative.as_str());
+    // A link is served by S3 with the headers signed into it: the file's type by its extension
+    // (its bytes are not read here) and its name, rather than the blob's octet-stream and hash.
+    let link_headers = LinkHeaders {
+        content_type: Some(content_type_by_name(name)),
+        content_disposition: Some(content_disposition(name)),
+    };
     let download = service
-        .workspace_file(user, session, &format!("/workspace/{relative}"), INLINE_MAX_BYTES)
+        .workspace_file(user, session, &format!("/workspace/{relative}"), INLINE_MAX_BYTES, &link_headers)
         .await?
         .ok_or_else(|| ApiError::not_found(format!("no file `/workspace/{relative}` in this session")))?;
     let private = [("x-content-type-options", "nosniff".to_owned()), ("cache-control", "private, no-store".to_owned())];
@@ -88,6 +96,16 @@ fn content_type(name: &str, bytes: &[u8]) -> String {
     }
 }
 
+/// The media type the file's extension names, for a link whose bytes are not read: a text type is
+/// said to be UTF-8, as what a turn writes is.
+fn content_type_by_name(name: &str) -> String {
+    match mime_guess::from_path(name).first() {
+        Some(mime) if mime.type_() == mime_guess::mime::TEXT => format!("{}; charset=utf-8", mime.essence_str()),
+        Some(mime) => mime.essence_str().to_owned(),
+        None => "application/octet-stream".to_owned(),
+    }
+}
+
 /// `attachment` with the file's name (RFC 6266): a quoted ASCII `filename`, and `filename*` in
 /// UTF-8 when the name is not ASCII (the plain one then has `_` for each other character).
 fn content_disposition(name: &str) -> String {
@@ -131,6 +149,9 @@ mod tests {
         assert_eq!(content_type("a.png", b""), "image/png");
         assert_eq!(content_type("datos", b"x"), "application/octet-stream");
         assert_eq!(content_type("x.nosuchext", b"x"), "application/octet-stream");
+        assert_eq!(content_type_by_name("informe.pdf"), "application/pdf");
+        assert_eq!(content_type_by_name("datos.csv"), "text/csv; charset=utf-8");
+        assert_eq!(content_type_by_name("datos"), "application/octet-stream");
     }
 
     #[test]

@@ -27,7 +27,7 @@ mod usage;
 pub use files::INLINE_MAX_BYTES;
 use session_view::session_view;
 pub use session_view::PageRequest;
-pub use sessions_list::{decode_cursor, encode_cursor, SessionsPage};
+pub use sessions_list::{decode_cursor, encode_cursor, set_cursor_key, SessionsPage, CURSOR_KEY_ENV, MIN_KEY_BYTES};
 pub use usage::{parse_day, usage_range, MAX_USAGE_DAYS};
 
 /// The request header that carries a client's idempotency key.
@@ -318,9 +318,9 @@ async fn route(
             .into())
         }
         Route::ListSessions => {
-            let page = SessionsPage::from_query(event)?;
+            let page = SessionsPage::from_query(event, &user)?;
             let list = service.list_sessions(&user, page.after.as_ref(), page.limit).await?;
-            Ok(sessions_list::sessions_view(&list).into())
+            Ok(sessions_list::sessions_view(&user, &list).into())
         }
         Route::GetSession(id) => {
             let session_id = parse_session_id(id)?;

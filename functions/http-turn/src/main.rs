@@ -10,6 +10,10 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 async fn main() -> Result<(), Error> {
     agent_app::init_logging();
     let app = agent_app::app_from_env().await?;
+    // The `GET /sessions` cursor key, from its secret once per process (else see `sessions_list`).
+    if let Some(key) = agent_app::cursor_key::cursor_signing_key_from_env().await? {
+        http_turn::set_cursor_key(key);
+    }
     // `Prefer: respond-async` turns go to the turn queue when there is one.
     let queue: Option<Arc<dyn TurnQueue>> =
         SqsTurnQueue::from_env().await.map(|queue| Arc::new(queue) as Arc<dyn TurnQueue>);

@@ -11,6 +11,7 @@ use agent_core::prompt::SkillPromptMode;
 use agent_core::turn::{AgentConfig, TurnService};
 use thiserror::Error;
 
+pub mod cursor_key;
 pub mod jwt;
 pub mod metrics;
 pub mod model_key;
@@ -169,7 +170,10 @@ pub async fn app_from_env() -> Result<App, ConfigError> {
         .map_err(|err| ConfigError::Storage(err.to_string()))?;
     let experts = Arc::new(experts::McpExperts::from_env_with_resolver(stores.objects.clone(), secrets));
     let sandbox = sandbox_from_env(env_lookup, stores.objects.clone()).await?;
-    let mut service = TurnService::new(stores.sessions, stores.objects, model, config).with_experts(experts);
+    let mut service = TurnService::new(stores.sessions, stores.objects, model, config)
+        .with_experts(experts)
+        // An operator's unusable item becomes a `BudgetConfigErrors` count an alarm watches.
+        .with_config_alarm(Arc::new(|name: &str| metrics::put_count(name, 1)));
     if let Some(sandbox) = sandbox {
         tracing::info!(sandbox = sandbox.name(), "execute runs commands in this sandbox");
         service = service.with_sandbox(sandbox);

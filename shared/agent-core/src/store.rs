@@ -91,12 +91,25 @@ pub trait ObjectStore: Send + Sync {
         let _ = key;
         Err(StoreError::Backend("this object store cannot delete".to_owned()))
     }
-    /// A link that reads `key` without credentials until it expires (an S3 presigned GET), or
-    /// `None` when the store cannot make one (the caller then hands over the bytes).
-    async fn presign_get(&self, key: &str, expires_in: std::time::Duration) -> Result<Option<String>, StoreError> {
-        let _ = (key, expires_in);
+    /// A link that reads `key` without credentials until it expires (an S3 presigned GET), served
+    /// with `headers`, or `None` when the store cannot make one (the caller then hands over the bytes).
+    async fn presign_get(
+        &self,
+        key: &str,
+        expires_in: std::time::Duration,
+        headers: &LinkHeaders,
+    ) -> Result<Option<String>, StoreError> {
+        let _ = (key, expires_in, headers);
         Ok(None)
     }
+}
+
+/// The response headers a presigned download is served with (S3's `response-content-type` and
+/// `response-content-disposition`, signed into the link); `None` leaves the stored object's own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LinkHeaders {
+    pub content_type: Option<String>,
+    pub content_disposition: Option<String>,
 }
 
 /// A file of a session's `/workspace`: its content lives in the object store under its hash,
@@ -369,6 +382,9 @@ pub struct TurnUsage {
     pub sandbox_ms: u64,
     /// True for a committed turn; false for the spend of a turn that failed after paid model calls.
     pub committed: bool,
+    /// The tokens this turn reserved before its model calls (see [`SessionStore::reserve_tokens`]):
+    /// this write releases them as it adds what was spent.
+    pub reserved: u64,
 }
 
 impl TurnUsage {
@@ -385,13 +401,20 @@ impl TurnUsage {
             executions: self.executions,
             sandbox_ms: self.sandbox_ms,
             turns: u64::from(self.committed),
-            failed_turns: u64::from(!self.committed),
+            // A write that only releases a reservation (the turn failed before any paid call) is
+            // no failed turn of the tenant's.
+            failed_turns: u64::from(!self.committed && !self.is_empty()),
         }
     }
 
     /// Whether anything was spent at all.
     pub fn is_empty(&self) -> bool {
         self.models.values().all(|usage| usage.model_calls == 0 && usage.tokens() == 0) && self.executions == 0
+    }
+
+    /// Tokens spent, input and output, over every model.
+    pub fn tokens(&self) -> u64 {
+        self.models.values().map(ModelUsage::tokens).sum()
     }
 }
 
@@ -446,10 +469,25 @@ pub enum BudgetOverride {
 
 /// What a turn needs to know before it may spend: the tokens the tenant used on the day, and its
 /// override, if an operator set one.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct BudgetState {
     pub used_tokens: u64,
+    /// The day's tokens spent and still reserved by running turns, together.
+    pub claimed_tokens: u64,
     pub budget: Option<BudgetOverride>,
+    /// The operator's budget item exists but is unusable: what is wrong with it. The tenant then
+    /// gets the deployment's default budget (never an outage), and the turn reports it.
+    pub misconfigured: Option<String>,
+}
+
+/// What [`SessionStore::reserve_tokens`] came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reservation {
+    /// `tokens` (at least 1, at most what was asked) are held for the call; `claimed` is the day's
+    /// spent and reserved tokens after this reservation.
+    Granted { tokens: u64, claimed: u64 },
+    /// Nothing is left of the budget: the day's spent and reserved tokens are `claimed`.
+    Refused { claimed: u64 },
 }
 
 /// Sessions a listing answers at most in one page.
@@ -558,6 +596,20 @@ pub trait SessionStore: Send + Sync {
     async fn usage(&self, user: &UserId, from: &str, to: &str) -> Result<Vec<UsageDay>, StoreError>;
     /// The tokens the tenant used on `day` and its budget override, in one read.
     async fn budget_state(&self, user: &UserId, day: &str) -> Result<BudgetState, StoreError>;
+    /// Atomically holds up to `want` tokens of `user`'s `day` for one model call, so that the day's
+    /// spent and reserved tokens never pass `budget` by more than the last grant's shortfall: the
+    /// grant is `want` capped by what is left; nothing left is a refusal. `seen` is the day's
+    /// claimed tokens as last read (a hint: a stale one costs a re-read, never a wrong grant).
+    /// The reservation is released by the commit or the failed spend that carries it
+    /// ([`TurnUsage::reserved`]).
+    async fn reserve_tokens(
+        &self,
+        user: &UserId,
+        day: &str,
+        want: u64,
+        budget: u64,
+        seen: u64,
+    ) -> Result<Reservation, StoreError>;
     /// Up to `limit` (1 to [`MAX_SESSIONS_PAGE`]) of `user`'s live sessions, most recently updated
     /// first (sessions updated in the same second: by session id, descending), starting after
     /// `after`. A store may show a commit in the listing a moment after it was made.

@@ -184,7 +184,12 @@ impl ObjectStore for S3ObjectStore {
 
     /// A SigV4 presigned `GetObject` URL for the client's endpoint and addressing style. Signing is
     /// local: no request is sent, and the link lasts at most as long as the credentials that sign it.
-    async fn presign_get(&self, key: &str, expires_in: Duration) -> Result<Option<String>, StoreError> {
+    async fn presign_get(
+        &self,
+        key: &str,
+        expires_in: Duration,
+        headers: &agent_core::store::LinkHeaders,
+    ) -> Result<Option<String>, StoreError> {
         let config = PresigningConfig::expires_in(expires_in).map_err(|err| {
             StoreError::Backend(format!(
                 "S3 presign GetObject s3://{}/{key}: {}",
@@ -197,6 +202,8 @@ impl ObjectStore for S3ObjectStore {
             .get_object()
             .bucket(&self.bucket)
             .key(key)
+            .set_response_content_type(headers.content_type.clone())
+            .set_response_content_disposition(headers.content_disposition.clone())
             .presigned(config)
             .await
             .map_err(|err| self.backend("presign GetObject", key, err))?;

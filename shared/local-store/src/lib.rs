@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use agent_core::store::{BudgetOverride, BudgetState, Fetched, TurnUsage, UsageDay, WriteCondition};
+use agent_core::store::{BudgetOverride, BudgetState, Fetched, Reservation, TurnUsage, UsageDay, WriteCondition};
 use agent_core::store::{SessionCursor, SessionList, SessionSummary, MAX_SESSIONS_PAGE};
 use agent_core::store::{MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
 use agent_core::{
@@ -213,10 +213,20 @@ struct Usage {
     days: BTreeMap<(UserId, String), UsageDay>,
     applied: HashSet<String>,
     budgets: HashMap<UserId, BudgetOverride>,
+    /// Tokens held by running model calls, by tenant and day.
+    reserved: HashMap<(UserId, String), u64>,
 }
 
 impl Usage {
     fn add(&mut self, user: &UserId, usage: &TurnUsage) {
+        if usage.reserved > 0 {
+            let held = self.reserved.entry((user.clone(), usage.day.clone())).or_default();
+            *held = held.saturating_sub(usage.reserved);
+        }
+        if usage.is_empty() && !usage.committed {
+            // Only a reservation given back: no spend, no failed turn.
+            return;
+        }
         let day = self
             .days
             .entry((user.clone(), usage.day.clone()))
@@ -370,10 +380,36 @@ impl SessionStore for MemorySessionStore {
 
     async fn budget_state(&self, user: &UserId, day: &str) -> Result<BudgetState, StoreError> {
         let usage = lock(&self.usage);
+        let used_tokens = usage.days.get(&(user.clone(), day.to_owned())).map_or(0, |day| day.totals.tokens());
         Ok(BudgetState {
-            used_tokens: usage.days.get(&(user.clone(), day.to_owned())).map_or(0, |day| day.totals.tokens()),
+            used_tokens,
+            claimed_tokens: used_tokens + usage.reserved.get(&(user.clone(), day.to_owned())).copied().unwrap_or(0),
             budget: usage.budgets.get(user).copied(),
+            misconfigured: None,
         })
+    }
+
+    async fn reserve_tokens(
+        &self,
+        user: &UserId,
+        day: &str,
+        want: u64,
+        budget: u64,
+        _seen: u64,
+    ) -> Result<Reservation, StoreError> {
+        // Under the lock, as DynamoDB's conditional update: read, compare and add at once.
+        let mut usage = lock(&self.usage);
+        let key = (user.clone(), day.to_owned());
+        let spent = usage.days.get(&key).map_or(0, |day| day.totals.tokens());
+        let held = usage.reserved.entry(key).or_default();
+        let claimed = spent + *held;
+        let left = budget.saturating_sub(claimed);
+        if left == 0 {
+            return Ok(Reservation::Refused { claimed });
+        }
+        let tokens = want.min(left).max(1);
+        *held += tokens;
+        Ok(Reservation::Granted { tokens, claimed: claimed + tokens })
     }
 
     async fn list_sessions(

@@ -27,6 +27,7 @@ fn spent(day: &str, tokens: (u64, u64), committed: bool) -> TurnUsage {
         executions: 0,
         sandbox_ms: 0,
         committed,
+        reserved: 0,
     }
 }
 
@@ -138,20 +139,29 @@ async fn a_failed_turn_counts_what_it_paid_for_and_a_spent_budget_stops_the_next
     );
     assert_eq!(day.models["main-model"].model_calls, 1);
 
-    // 300 tokens a day: a turn of two calls is 220, so the second turn is refused before any call.
+    // 300 tokens a day: a turn of two calls is 220. The second turn starts under the budget; its
+    // first call reserves the 80 tokens left and spends 110, so its second call finds nothing left:
+    // the turn fails (nothing stored), its paid call counts, and the next turn is refused at once.
     let model = Arc::new(Model::default());
     let (service, sessions) = build(model.clone(), Some(300));
     let reply = service.run_turn(request("alice", "uno")).await.unwrap();
     assert_eq!(reply.usage, Usage { input_tokens: 200, output_tokens: 20 });
-    assert_eq!(sessions.budget_state(&user("alice"), &today).await.unwrap().used_tokens, 220);
-    let reply = service.run_turn(request("alice", "dos")).await.unwrap();
-    assert_eq!(reply.version, 2, "220 is under 300: the turn runs and ends over it");
+    let state = sessions.budget_state(&user("alice"), &today).await.unwrap();
+    assert_eq!((state.used_tokens, state.claimed_tokens), (220, 220), "the reservations were released");
+    let stopped = service.run_turn(request("alice", "dos")).await;
+    assert!(
+        matches!(stopped, Err(TurnError::QuotaExceeded { used: 300, budget: 300, retry_after_secs: 1..=86_400 })),
+        "{stopped:?}"
+    );
+    let state = sessions.budget_state(&user("alice"), &today).await.unwrap();
+    assert_eq!((state.used_tokens, state.claimed_tokens), (330, 330), "the paid call counts, the rest is released");
+    assert_eq!(sessions.load(&user("alice"), &SessionId::parse("s1").unwrap()).await.unwrap().unwrap().version, 1);
     let refused = service.run_turn(request("alice", "tres")).await;
     assert!(
-        matches!(refused, Err(TurnError::QuotaExceeded { used: 440, budget: 300, retry_after_secs: 1..=86_400 })),
+        matches!(refused, Err(TurnError::QuotaExceeded { used: 330, budget: 300, retry_after_secs: 1..=86_400 })),
         "{refused:?}"
     );
-    assert_eq!(model.calls.load(Ordering::SeqCst), 4, "the refused turn called no model");
+    assert_eq!(model.calls.load(Ordering::SeqCst), 3, "the refused calls reached no model");
     assert!(service.run_turn(request("bob", "hola")).await.is_ok(), "another tenant is not affected");
     sessions.set_budget(&user("alice"), Some(BudgetOverride::Tokens(10_000)));
     assert!(service.run_turn(request("alice", "tres")).await.is_ok(), "an operator's override raises it");

@@ -8,7 +8,7 @@ use sha2::Digest;
 use super::{TurnError, TurnService};
 use crate::ids::{SessionId, UserId};
 use crate::keys;
-use crate::store::StoreError;
+use crate::store::{LinkHeaders, StoreError};
 
 /// How a workspace file is handed over: its bytes, or a short-lived link for a large one.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -23,7 +23,8 @@ pub const DOWNLOAD_LINK_LIFETIME: Duration = Duration::from_secs(300);
 impl TurnService {
     /// The workspace file at `path` (relative to `/workspace`, or the whole `/workspace/...` path)
     /// of the caller's own session, as committed by its last turn: its bytes when they are at most
-    /// `inline_max`, else a presigned link where the object store makes them (else the bytes).
+    /// `inline_max`, else a presigned link served with `link_headers` where the object store makes
+    /// them (else the bytes).
     /// `None` when the session or the file does not exist, or the path is not a clean workspace path.
     pub async fn workspace_file(
         &self,
@@ -31,6 +32,7 @@ impl TurnService {
         session: &SessionId,
         path: &str,
         inline_max: u64,
+        link_headers: &LinkHeaders,
     ) -> Result<Option<FileDownload>, TurnError> {
         let rel = path.strip_prefix("/workspace/").or_else(|| path.strip_prefix("workspace/")).unwrap_or(path);
         if !crate::vfs::is_clean_workspace_path(rel) {
@@ -43,7 +45,7 @@ impl TurnService {
         let key = keys::workspace_blob_key(user, session, &file.sha256);
         let shown = format!("/workspace/{rel}");
         if file.size > inline_max {
-            if let Some(url) = self.objects.presign_get(&key, DOWNLOAD_LINK_LIFETIME).await? {
+            if let Some(url) = self.objects.presign_get(&key, DOWNLOAD_LINK_LIFETIME, link_headers).await? {
                 return Ok(Some(FileDownload::Link {
                     path: shown,
                     size: file.size,

@@ -265,7 +265,13 @@ pub struct TurnService {
     config: AgentConfig,
     experts: Option<Arc<dyn Experts>>,
     sandbox: Option<Arc<dyn Sandbox>>,
+    /// Counts a configuration error by its metric name (an operator's unusable budget item), so
+    /// an alarm can watch it; the core itself writes no metrics.
+    config_alarm: Option<ConfigAlarm>,
 }
+
+/// Counts one configuration error under a metric name.
+pub type ConfigAlarm = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl TurnService {
     pub fn new(
@@ -294,7 +300,14 @@ impl TurnService {
             config,
             experts: None,
             sandbox: None,
+            config_alarm: None,
         }
+    }
+
+    /// Where configuration errors found while serving a turn are counted (see [`ConfigAlarm`]).
+    pub fn with_config_alarm(mut self, alarm: ConfigAlarm) -> Self {
+        self.config_alarm = Some(alarm);
+        self
     }
 
     /// The sandbox `execute` runs commands in; without one, `execute` is not offered.
@@ -453,6 +466,12 @@ impl TurnService {
             tracing::error!(session = %session, panic = %message, "the turn panicked; nothing was committed");
             Err(TurnError::Internal(message))
         });
+        // A model call refused by the budget (or whose reservation failed in storage) is the
+        // turn's error, whatever the loop made of the refused call.
+        let result = match (result, meter.stopped()) {
+            (Err(_), Some(stopped)) => Err(stopped),
+            (result, _) => result,
+        };
         if result.is_err() {
             self.record_failed_spend(&user, &meter, started).await;
         }

@@ -2,6 +2,11 @@
 //! answered model call (per model) and every sandbox command; the commit adds the count to the
 //! tenant's usage in the same atomic write, and a turn that fails after paid calls records its
 //! spend once with a write of its own. A tenant at or over its budget is refused before any call.
+//!
+//! Under a budget every model call first reserves what it may cost (its estimated input and the
+//! most it may answer, capped by what is left) with an atomic conditional write of the day's usage;
+//! the commit (or the failed spend) releases the turn's reservations as it adds what was spent. So
+//! parallel turns cannot together pass the budget by more than one call's reservation.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -11,10 +16,11 @@ use sha2::Digest;
 use time::OffsetDateTime;
 
 use super::{TurnError, TurnRequest, TurnService};
+use crate::ids::UserId;
 use crate::message::{ChatRequest, ChatResponse};
 use crate::model::{ChatModel, DeltaSink, ModelError};
 use crate::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout};
-use crate::store::{BudgetOverride, ModelUsage, Session, TurnUsage};
+use crate::store::{BudgetOverride, ModelUsage, Reservation, Session, SessionStore, StoreError, TurnUsage};
 
 /// The usage label of the configured model when `LLM_MODEL` names none.
 pub const DEFAULT_MODEL_LABEL: &str = "default";
@@ -44,6 +50,77 @@ struct Spent {
     /// The commit failed in storage: whether it was applied is unknown, so the spend is not
     /// recorded a second time on its own.
     commit_unknown: bool,
+    /// The tokens this attempt's model calls reserved, released by its commit or failed spend.
+    reserved: u64,
+    /// The daily budget each model call reserves against; `None` without a budget (or unlimited).
+    gate: Option<Gate>,
+    /// Why a reservation stopped the attempt, turned into the turn's error.
+    stopped: Option<Stop>,
+}
+
+/// Where and against what a turn's model calls reserve tokens.
+#[derive(Clone)]
+struct Gate {
+    sessions: Arc<dyn SessionStore>,
+    user: UserId,
+    day: String,
+    budget: u64,
+    /// The day's claimed tokens as last seen (a hint for the next reservation).
+    seen: u64,
+    /// The most tokens one call may answer with (`LLM_MAX_TOKENS`).
+    output_tokens: u64,
+    now: OffsetDateTime,
+}
+
+impl std::fmt::Debug for Gate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gate").field("day", &self.day).field("budget", &self.budget).finish_non_exhaustive()
+    }
+}
+
+/// Why a model call was not made.
+#[derive(Debug, Clone)]
+enum Stop {
+    Quota {
+        claimed: u64,
+        budget: u64,
+        now: OffsetDateTime,
+    },
+    /// The reservation's write failed; a lost race is a conflict to retry.
+    Store {
+        conflict: bool,
+        message: String,
+    },
+}
+
+impl Stop {
+    fn into_error(self) -> TurnError {
+        match self {
+            Stop::Quota { claimed, budget, now } => {
+                TurnError::QuotaExceeded { used: claimed, budget, retry_after_secs: seconds_to_next_utc_day(now) }
+            }
+            Stop::Store { conflict: true, .. } => TurnError::Conflict,
+            Stop::Store { message, .. } => TurnError::Store(StoreError::Backend(message)),
+        }
+    }
+}
+
+/// The tokens a call may cost before it is made: the request's pessimistic estimate (see
+/// `budget::estimate_text`) and the most the model may answer.
+fn call_reservation(request: &ChatRequest, output_tokens: u64) -> u64 {
+    let tools: usize = request
+        .tools
+        .iter()
+        .map(|tool| {
+            8 + crate::budget::estimate_text(&tool.name)
+                + crate::budget::estimate_text(&tool.description)
+                + crate::budget::estimate_text(&tool.parameters.to_string())
+        })
+        .sum();
+    let input = crate::budget::estimate_text(&request.system)
+        + request.messages.iter().map(crate::budget::estimate_message).sum::<usize>()
+        + tools;
+    u64::try_from(input).unwrap_or(u64::MAX).saturating_add(output_tokens).max(1)
 }
 
 fn lock(mutex: &Mutex<Spent>) -> std::sync::MutexGuard<'_, Spent> {
@@ -93,6 +170,65 @@ impl Meter {
         lock(&self.state).commit_unknown = true;
     }
 
+    /// From now on, every model call of this attempt reserves against `budget` first.
+    fn set_gate(&self, gate: Gate) {
+        lock(&self.state).gate = Some(gate);
+    }
+
+    /// The error that stopped the attempt at a reservation, if one did.
+    pub(super) fn stopped(&self) -> Option<TurnError> {
+        lock(&self.state).stopped.clone().map(Stop::into_error)
+    }
+
+    /// Reserves what `request` may cost before it is sent. What the attempt reserved and has not
+    /// spent yet covers the call first; only the rest is asked of the store, capped by what is left.
+    /// The call is refused when the store has nothing left and the attempt holds nothing unspent,
+    /// so a turn's own earlier reservation never stops its next call. Without a budget this does
+    /// nothing.
+    async fn reserve(&self, request: &ChatRequest) -> Result<(), ModelError> {
+        let (gate, unspent) = {
+            let state = lock(&self.state);
+            let Some(gate) = state.gate.clone() else { return Ok(()) };
+            let spent: u64 = state.models.values().map(ModelUsage::tokens).sum();
+            (gate, state.reserved.saturating_sub(spent))
+        };
+        let want = call_reservation(request, gate.output_tokens);
+        let need = want.saturating_sub(unspent);
+        if need == 0 {
+            return Ok(());
+        }
+        let outcome = gate.sessions.reserve_tokens(&gate.user, &gate.day, need, gate.budget, gate.seen).await;
+        let mut state = lock(&self.state);
+        match outcome {
+            Ok(Reservation::Granted { tokens, claimed }) => {
+                state.reserved = state.reserved.saturating_add(tokens);
+                if let Some(gate) = state.gate.as_mut() {
+                    gate.seen = claimed;
+                }
+                tracing::debug!(reserved = tokens, asked = need, unspent, claimed, "reserved tokens for a model call");
+                Ok(())
+            }
+            Ok(Reservation::Refused { claimed }) if unspent > 0 => {
+                // The budget is held in full; this call goes on what the turn still holds.
+                if let Some(gate) = state.gate.as_mut() {
+                    gate.seen = claimed;
+                }
+                Ok(())
+            }
+            Ok(Reservation::Refused { claimed }) => {
+                tracing::info!(claimed, budget = gate.budget, "the tenant's daily token budget is spent");
+                state.stopped = Some(Stop::Quota { claimed, budget: gate.budget, now: gate.now });
+                Err(ModelError::Rejected { status: 429, message: "the daily token budget is spent".to_owned() })
+            }
+            Err(err) => {
+                let message = err.to_string();
+                state.stopped =
+                    Some(Stop::Store { conflict: matches!(err, StoreError::Conflict), message: message.clone() });
+                Err(ModelError::Unavailable { attempts: 1, message: format!("reserving tokens: {message}") })
+            }
+        }
+    }
+
     /// The spend so far, for the UTC day of `now`.
     pub(super) fn usage(&self, now: OffsetDateTime, committed: bool) -> TurnUsage {
         let state = lock(&self.state);
@@ -102,6 +238,7 @@ impl Meter {
             executions: state.executions,
             sandbox_ms: state.sandbox_ms,
             committed,
+            reserved: state.reserved,
         }
     }
 
@@ -133,6 +270,9 @@ pub(super) struct MeteredModel {
 #[async_trait]
 impl ChatModel for MeteredModel {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+        if let Some(meter) = Meter::current() {
+            meter.reserve(request).await?;
+        }
         let response = self.inner.complete(request).await?;
         if let Some(meter) = Meter::current() {
             meter.model_call(request, &response);
@@ -145,6 +285,9 @@ impl ChatModel for MeteredModel {
         request: &ChatRequest,
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ModelError> {
+        if let Some(meter) = Meter::current() {
+            meter.reserve(request).await?;
+        }
         let response = self.inner.complete_streaming(request, sink).await?;
         if let Some(meter) = Meter::current() {
             meter.model_call(request, &response);
@@ -190,8 +333,38 @@ impl TurnService {
             self.sessions.load(&request.user, &request.session),
             self.sessions.budget_state(&request.user, &day),
         );
-        within_budget(default, budget?, request.now)?;
+        let budget = budget?;
+        self.report_misconfigured(&request.user, &budget);
+        let seen = budget.claimed_tokens.max(budget.used_tokens);
+        if let (Some(budget), Some(meter)) = (within_budget(default, budget, request.now)?, Meter::current()) {
+            meter.set_gate(Gate {
+                sessions: Arc::clone(&self.sessions),
+                user: request.user.clone(),
+                day,
+                budget,
+                seen,
+                output_tokens: u64::try_from(self.config.output_tokens).unwrap_or(u64::MAX),
+                now: request.now,
+            });
+        }
         Ok(session?)
+    }
+
+    /// An unusable budget item is an operator's mistake that must not become the tenant's outage:
+    /// the default applies, and the mistake is logged at error level with the item's key and
+    /// counted (`BudgetConfigErrors`) for an alarm.
+    fn report_misconfigured(&self, user: &UserId, state: &crate::store::BudgetState) {
+        if let Some(problem) = &state.misconfigured {
+            tracing::error!(
+                config_error = "token_budget",
+                item = %format!("pk={user}#@usage, sk=TOKEN_BUDGET"),
+                problem = %problem,
+                "the tenant's TOKEN_BUDGET item is unusable; the deployment's default budget applies"
+            );
+            if let Some(alarm) = &self.config_alarm {
+                alarm("BudgetConfigErrors");
+            }
+        }
     }
 
     /// Refuses the tenant when it is at or over its daily budget (see [`TurnError::QuotaExceeded`]);
@@ -200,7 +373,8 @@ impl TurnService {
     pub async fn check_budget(&self, user: &crate::ids::UserId, now: OffsetDateTime) -> Result<(), TurnError> {
         let Some(default) = self.config.daily_token_budget else { return Ok(()) };
         let state = self.sessions.budget_state(user, &utc_day(now)).await?;
-        within_budget(default, state, now)
+        self.report_misconfigured(user, &state);
+        within_budget(default, state, now).map(|_| ())
     }
 
     /// The tenant's usage from `from` to `to` (both `YYYY-MM-DD`, included), by day and model.
@@ -227,7 +401,8 @@ impl TurnService {
             return;
         }
         let usage = meter.usage(now, false);
-        if usage.is_empty() {
+        // A reservation without a paid call is still given back.
+        if usage.is_empty() && usage.reserved == 0 {
             return;
         }
         if let Err(err) = self.sessions.record_usage(request_user, &usage, &meter.spend_token()).await {
@@ -236,19 +411,24 @@ impl TurnService {
     }
 }
 
-/// The budget that applies (the tenant's override, else `default`), and the refusal when the day's
-/// tokens have reached it.
-fn within_budget(default: u64, state: crate::store::BudgetState, now: OffsetDateTime) -> Result<(), TurnError> {
+/// The budget that applies (the tenant's override, else `default`; `None` when unlimited), and the
+/// refusal when the day's spent and reserved tokens have reached it.
+fn within_budget(
+    default: u64,
+    state: crate::store::BudgetState,
+    now: OffsetDateTime,
+) -> Result<Option<u64>, TurnError> {
     let budget = match state.budget {
-        Some(BudgetOverride::Unlimited) => return Ok(()),
+        Some(BudgetOverride::Unlimited) => return Ok(None),
         Some(BudgetOverride::Tokens(tokens)) => tokens,
         None => default,
     };
-    if state.used_tokens < budget {
-        return Ok(());
+    let claimed = state.claimed_tokens.max(state.used_tokens);
+    if claimed < budget {
+        return Ok(Some(budget));
     }
-    tracing::info!(used_tokens = state.used_tokens, budget, "the tenant's daily token budget is spent");
-    Err(TurnError::QuotaExceeded { used: state.used_tokens, budget, retry_after_secs: seconds_to_next_utc_day(now) })
+    tracing::info!(used_tokens = state.used_tokens, claimed, budget, "the tenant's daily token budget is spent");
+    Err(TurnError::QuotaExceeded { used: claimed, budget, retry_after_secs: seconds_to_next_utc_day(now) })
 }
 
 #[cfg(test)]
@@ -269,12 +449,32 @@ mod tests {
     #[test]
     fn the_override_replaces_the_default_and_unlimited_lifts_it() {
         let now = OffsetDateTime::from_unix_timestamp(1_764_115_200).unwrap();
-        let state = |used, budget| crate::store::BudgetState { used_tokens: used, budget };
+        let state = |used, budget| crate::store::BudgetState {
+            used_tokens: used,
+            claimed_tokens: used,
+            budget,
+            misconfigured: None,
+        };
         assert!(within_budget(100, state(99, None), now).is_ok());
         let refused = within_budget(100, state(100, None), now).unwrap_err();
         assert!(matches!(refused, TurnError::QuotaExceeded { used: 100, budget: 100, retry_after_secs: 86_400 }));
         assert!(within_budget(100, state(500, Some(BudgetOverride::Tokens(1_000))), now).is_ok());
         assert!(within_budget(100, state(5, Some(BudgetOverride::Tokens(0))), now).is_err());
-        assert!(within_budget(0, state(u64::MAX, Some(BudgetOverride::Unlimited)), now).is_ok());
+        assert!(matches!(within_budget(0, state(u64::MAX, Some(BudgetOverride::Unlimited)), now), Ok(None)));
+        let reserved = crate::store::BudgetState { claimed_tokens: 100, ..state(40, None) };
+        assert!(within_budget(100, reserved, now).is_err(), "reservations count against the budget");
+    }
+
+    #[test]
+    fn a_call_reserves_its_estimated_input_and_its_most_output() {
+        let request = ChatRequest {
+            system: "x".repeat(300),
+            messages: vec![crate::message::Message::User { content: "y".repeat(30) }],
+            tools: Vec::new(),
+            model: None,
+            response_format: None,
+        };
+        assert_eq!(call_reservation(&request, 4096), 100 + (4 + 10) + 4096);
+        assert_eq!(call_reservation(&request, 0), 114);
     }
 }

@@ -357,6 +357,17 @@ impl SessionStore for DynamoSessionStore {
         self.day_budget(user, day).await
     }
 
+    async fn reserve_tokens(
+        &self,
+        user: &UserId,
+        day: &str,
+        want: u64,
+        budget: u64,
+        seen: u64,
+    ) -> Result<agent_core::store::Reservation, StoreError> {
+        self.reserve(user, day, want, budget, seen).await
+    }
+
     /// Sessions whose meta item was last written before [`OWNER_ATTRIBUTE`] existed are not
     /// listed until their next turn writes it.
     async fn list_sessions(
