@@ -206,8 +206,9 @@ pub fn run_blocking(config: &Config, request: WireRequest) -> Result<WireRespons
                 }
                 // Orphans of a command (a daemon it double-forked) come to the handler, which
                 // reaps them after each call, rather than to an init that may be this process.
+                // Not as root, where neither the sweep nor the reaping runs (see `reap_orphans`).
                 // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers.
-                if unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+                if !identity::is_uid_root() && unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
                     tracing::warn!(error = %std::io::Error::last_os_error(), "could not make the handler a subreaper");
                 }
             });
