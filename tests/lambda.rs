@@ -253,6 +253,8 @@ pub struct Function {
     answered: Mutex<Vec<usize>>,
     swallow: Arc<std::sync::atomic::AtomicBool>,
     swallowed: Arc<tokio::sync::Notify>,
+    /// The address of its Runtime API (`AWS_LAMBDA_RUNTIME_API`).
+    runtime_api: std::net::SocketAddr,
 }
 
 /// The path of a workspace binary built next to the test binary (`cargo xtask test` builds them).
@@ -285,6 +287,17 @@ impl Function {
     /// (`sbx_user`'s 993), a PID namespace of its own, and the host's loopback for the Runtime API.
     /// The folder of the binary is mounted at `/mnt` (the image's root has no file to mount it on).
     pub async fn start_in_image(name: &str, root: &std::path::Path, env: &[(String, String)]) -> Function {
+        Self::start_in_image_as(name, root, env, false).await
+    }
+
+    /// [`Function::start_in_image`], with the function as the PID 1 of its PID namespace when
+    /// `as_init` (as a container's entry point is): orphans of its children come to it.
+    pub async fn start_in_image_as(
+        name: &str,
+        root: &std::path::Path,
+        env: &[(String, String)],
+        as_init: bool,
+    ) -> Function {
         let binary = binary(name);
         // SAFETY: geteuid has no preconditions.
         let mut command = if unsafe { libc::geteuid() } == 0 {
@@ -296,6 +309,9 @@ impl Function {
             command.args(["--uid", "993", "--gid", "990"]);
             command
         };
+        if as_init {
+            command.arg("--as-pid-1");
+        }
         command
             .args(["--unshare-user", "--unshare-pid"])
             .args(["--unshare-ipc", "--unshare-uts", "--die-with-parent", "--new-session", "--ro-bind"])
@@ -376,7 +392,13 @@ impl Function {
             answered: Mutex::default(),
             swallow,
             swallowed,
+            runtime_api: address,
         }
+    }
+
+    /// The address of the function's Runtime API, as `AWS_LAMBDA_RUNTIME_API` gives it.
+    pub fn runtime_api(&self) -> std::net::SocketAddr {
+        self.runtime_api
     }
 
     /// Sends one event, lets the function run it to the end, and SIGKILLs the process at the moment

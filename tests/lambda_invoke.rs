@@ -57,6 +57,8 @@ pub struct Call {
 
 struct ApiState {
     root: PathBuf,
+    /// Whether each environment's function is the PID 1 of its namespace.
+    as_init: bool,
     mode: Mutex<Mode>,
     calls: Mutex<Vec<Call>>,
     /// One execution environment per tenant, as PER_TENANT tenancy keeps them.
@@ -72,8 +74,19 @@ pub struct InvokeApi {
 impl InvokeApi {
     /// Starts a stand-in whose environments run the sandbox image (`SANDBOX_ROOT`).
     pub async fn start() -> InvokeApi {
+        Self::start_as(false).await
+    }
+
+    /// A stand-in whose functions run as the PID 1 of their namespaces (a container's entry point),
+    /// so that orphans of their commands come to them rather than to a reaper of bwrap's.
+    pub async fn start_as_init() -> InvokeApi {
+        Self::start_as(true).await
+    }
+
+    async fn start_as(as_init: bool) -> InvokeApi {
         let state = Arc::new(ApiState {
             root: crate::image::root(),
+            as_init,
             mode: Mutex::new(Mode::Run),
             calls: Mutex::default(),
             environments: tokio::sync::Mutex::default(),
@@ -99,6 +112,11 @@ impl InvokeApi {
     pub fn calls(&self) -> Vec<Call> {
         self.state.calls.lock().unwrap().clone()
     }
+
+    /// The Runtime API address of `tenant`'s environment, once it has one.
+    pub async fn runtime_api(&self, tenant: &str) -> Option<SocketAddr> {
+        self.state.environments.lock().await.get(tenant).map(|function| function.runtime_api())
+    }
 }
 
 /// The tenant's execution environment, started on its first invocation.
@@ -107,7 +125,7 @@ async fn environment(state: &ApiState, tenant: &str) -> Arc<Function> {
     if let Some(function) = environments.get(tenant) {
         return function.clone();
     }
-    let function = Arc::new(Function::start_in_image("sandbox", &state.root, &[]).await);
+    let function = Arc::new(Function::start_in_image_as("sandbox", &state.root, &[], state.as_init).await);
     environments.insert(tenant.to_owned(), function.clone());
     function
 }

@@ -18,6 +18,7 @@ mod planner;
 mod queue;
 mod sandbox;
 mod sandbox_agentcore;
+mod sandbox_bounds;
 mod sandbox_image;
 mod sandbox_lambda;
 mod secrets;

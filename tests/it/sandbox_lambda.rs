@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::sandbox::{ExecRequest, Sandbox, SandboxError, SandboxFile, MAX_CALL_FILE_BYTES};
+use agent_core::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxFile, MAX_CALL_FILE_BYTES};
 use agent_core::{SessionId, UserId};
 use sandbox::{LambdaSandbox, WireFile, WireRequest, WireResponse};
 use serde_json::{json, Value};
@@ -299,4 +299,99 @@ async fn the_sandbox_function_binary_answers_wire_requests_and_refuses_bad_event
     for secret in [TENANT, "marker-not-logged", "in.txt", "out.txt", "gone.txt", "tr a-z"] {
         assert!(!logs.iter().any(|line| line.contains(secret)), "{secret} is in the logs: {logs:#?}");
     }
+}
+
+/// One command through the backend as `user`, over `workspace`.
+async fn exec(sandbox: &LambdaSandbox, user: &str, command: &str, workspace: Vec<SandboxFile>) -> ExecOutcome {
+    let request = ExecRequest { command: command.into(), ..exec_request(user, workspace) };
+    sandbox.execute(request).await.expect("the command ran")
+}
+
+#[tokio::test]
+async fn nothing_a_command_leaves_outside_its_scratch_reaches_the_next_call() {
+    let api = InvokeApi::start().await;
+    let sandbox = LambdaSandbox::new(&moto::sdk_config(&api.endpoint).await, "sandbox");
+    let plant = "echo planted-7d1 > /tmp/x; mkdir -p /tmp/d/e && echo planted-7d1 > /tmp/d/e/f; \
+                 chmod 000 /tmp/d; echo planted-7d1 > /dev/shm/y 2>/dev/null; ls /tmp";
+    let first = exec(&sandbox, "user-leftovers", plant, vec![]).await;
+    assert!(first.output.contains("x\n"), "the file was written: {}", first.output);
+    let second = exec(&sandbox, "user-leftovers", "cat /tmp/x /tmp/d/e/f /dev/shm/y 2>&1; ls -A /tmp", vec![]).await;
+    assert!(!second.output.contains("planted-7d1"), "{}", second.output);
+    assert!(second.output.contains("/tmp/x: No such file or directory"), "{}", second.output);
+    // The scratch and the bundles' folder stay; nothing else of the command's.
+    let left: Vec<&str> = second.output.lines().filter(|line| !line.starts_with("cat:")).collect();
+    assert!(left.iter().all(|name| ["sandbox", "bundles"].contains(name)), "{left:?}");
+    assert_eq!(api.calls().len(), 2, "one environment served both calls");
+}
+
+#[tokio::test]
+async fn a_command_cannot_reach_the_runtime_api_and_its_invocation_is_unaffected() {
+    let api = InvokeApi::start().await;
+    let sandbox = LambdaSandbox::new(&moto::sdk_config(&api.endpoint).await, "sandbox");
+    let warm = exec(&sandbox, "user-runtime", "echo warm", vec![]).await;
+    assert_eq!(warm.output, "warm\n");
+    let address = api.runtime_api("user-runtime").await.expect("the tenant's environment");
+    let (host, port) = (address.ip(), address.port());
+    // Taking the next invocation from the Runtime API would let a command answer for later calls.
+    let steal = format!(
+        "(exec 3<>/dev/tcp/{host}/{port} && echo CONNECTED) 2>&1; \
+         python3 -c \"import urllib.request; urllib.request.urlopen('http://{host}:{port}/2018-06-01/runtime/invocation/next', timeout=2)\" 2>&1 | tail -1; \
+         echo after"
+    );
+    let outcome = exec(&sandbox, "user-runtime", &steal, vec![file("in.txt", b"x".to_vec())]).await;
+    assert!(!outcome.output.contains("CONNECTED"), "{}", outcome.output);
+    assert!(outcome.output.contains("Operation not permitted"), "{}", outcome.output);
+    assert!(outcome.output.contains("PermissionError") || outcome.output.contains("[Errno 1]"), "{}", outcome.output);
+    assert!(outcome.output.ends_with("after\n") && outcome.exit_code == Some(0), "{outcome:?}");
+    // The environment goes on answering its own invocations.
+    let next = exec(&sandbox, "user-runtime", "cat in.txt; echo next", vec![file("in.txt", b"x".to_vec())]).await;
+    assert_eq!(next.output, "xnext\n");
+    assert_eq!(api.calls().len(), 3);
+}
+
+#[tokio::test]
+async fn a_daemon_a_command_double_forks_leaves_no_process_and_no_zombie() {
+    // The function is its namespace's PID 1, as a container's entry point is: orphans come to it.
+    let api = InvokeApi::start_as_init().await;
+    let sandbox = LambdaSandbox::new(&moto::sdk_config(&api.endpoint).await, "sandbox");
+    let daemon = "(setsid sleep 300 &); (sleep 301 > /dev/null 2>&1 &); (bash -c 'sleep 302 & exit 0'); echo started";
+    for _ in 0..2 {
+        let started = exec(&sandbox, "user-daemon", daemon, vec![]).await;
+        assert_eq!(started.output, "started\n");
+    }
+    let look = "for stat in /proc/[0-9]*/stat; do cat $stat 2>/dev/null; echo; done";
+    let seen = exec(&sandbox, "user-daemon", look, vec![]).await;
+    let processes: Vec<&str> = seen.output.lines().filter(|line| !line.trim().is_empty()).collect();
+    assert!(processes.iter().any(|line| line.starts_with("1 (sandbox)")), "the function is PID 1: {processes:#?}");
+    assert!(!processes.iter().any(|line| line.contains("(sleep)")), "{processes:#?}");
+    let zombies: Vec<&&str> = processes.iter().filter(|line| line.contains(") Z ")).collect();
+    assert!(zombies.is_empty(), "{zombies:#?}");
+}
+
+#[tokio::test]
+async fn the_functions_files_over_what_a_response_brings_back_come_back_none_of_them() {
+    let function = Function::start_in_image("sandbox", &tests::image::root(), &[]).await;
+    let request = WireRequest {
+        tenant: "user-over".into(),
+        session: "s1".into(),
+        command: "rm keep.txt; head -c 2000000 /dev/urandom > a.bin; head -c 2000000 /dev/urandom > b.bin; \
+                  head -c 1000000 /dev/urandom > c.bin; echo made"
+            .into(),
+        timeout_ms: 10_000,
+        workspace: vec![WireFile::encode("keep.txt", b"kept\n")],
+        skills: vec![],
+        ticket: None,
+    };
+    let answer = match function.invoke(serde_json::to_value(&request).expect("json")).await {
+        Invocation::Response(answer) => answer,
+        other => panic!("the function failed: {other:?}"),
+    };
+    let response: WireResponse = serde_json::from_value(answer).expect("a wire response");
+    assert_eq!(response.output, "made\n");
+    assert!(response.written.is_empty() && response.deleted.is_empty(), "{response:?}");
+    assert!(
+        response.not_kept[0].contains("none of the command's changes were brought back: it wrote or changed 3 files of 5000000 bytes together, past the 4400000 bytes"),
+        "{:?}",
+        response.not_kept
+    );
 }

@@ -39,7 +39,8 @@ impl LocalSandbox {
     /// The backend as the environment configures it: `SANDBOX_ROOT`, the sandbox image's root
     /// filesystem (`cargo xtask sandbox image` builds it and prints its path; required, so that no
     /// command ever runs on the host's own tools), `SANDBOX_SCRATCH_DIR` (default
-    /// `/tmp/agent-sandbox`), and bubblewrap from `PATH` or `/usr/bin/bwrap`. Runs `true` once in
+    /// `/tmp/agent-sandbox`), `SANDBOX_CALL_MEMORY_MIB` (the memory of one call, all its processes
+    /// together; default 2048), and bubblewrap from `PATH` or `/usr/bin/bwrap`. Runs `true` once in
     /// the sandbox (blocking for a few milliseconds) and says clearly what is missing when that fails.
     pub fn from_env() -> Result<Self, String> {
         let bwrap = find_bwrap().ok_or_else(|| {
@@ -68,6 +69,15 @@ impl LocalSandbox {
         }
         if let Some(dir) = std::env::var_os("SANDBOX_BUNDLE_DIR").filter(|dir| !dir.is_empty()) {
             config.bundle_dir = absolute("SANDBOX_BUNDLE_DIR", dir)?;
+        }
+        if let Some(mib) = std::env::var("SANDBOX_CALL_MEMORY_MIB").ok().filter(|mib| !mib.trim().is_empty()) {
+            config.limits.call_memory_bytes = mib
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|mib| (64..=1 << 20).contains(mib))
+                .map(|mib| mib << 20)
+                .ok_or_else(|| format!("SANDBOX_CALL_MEMORY_MIB={mib} must be a number of MiB from 64 to 1048576"))?;
         }
         let sandbox = Self::new(config);
         sandbox.check()?;

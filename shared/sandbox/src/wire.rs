@@ -22,6 +22,24 @@ pub const MAX_PATH_BYTES: usize = 1024;
 /// The most `not_kept` lines a response carries; the handler sums up the rest in one line.
 pub const MAX_NOT_KEPT_LINES: usize = 50;
 
+/// The `not_kept` line of a command whose changed files are over what one response brings back:
+/// none of its changes are kept (neither its files nor its deletions), so the workspace is never
+/// left half-changed; the line names the bound and the command's totals.
+pub fn over_result_bounds(files: usize, bytes: u64, result_bytes: u64) -> Option<String> {
+    let bound = if files > MAX_RESPONSE_FILES {
+        format!("the {MAX_RESPONSE_FILES} files")
+    } else if bytes > result_bytes {
+        format!("the {result_bytes} bytes")
+    } else {
+        return None;
+    };
+    Some(format!(
+        "none of the command's changes were brought back: it wrote or changed {files} files of {bytes} bytes \
+         together, past {bound} one command may bring back (at most {MAX_RESPONSE_FILES} files and {result_bytes} \
+         bytes together); write fewer or smaller files per command"
+    ))
+}
+
 /// The error codes of [`WireError`].
 pub const INVALID_REQUEST: &str = "invalid_request";
 pub const TOO_LARGE: &str = "too_large";

@@ -18,7 +18,7 @@ use sha2::{Digest, Sha256};
 
 use crate::handler::output::render_output;
 use crate::handler::{human_bytes, Limits};
-use crate::wire::{check_relative_path, MAX_NOT_KEPT_LINES, MAX_RESPONSE_FILES};
+use crate::wire::{check_relative_path, over_result_bounds, MAX_NOT_KEPT_LINES};
 
 /// The runner, written into the session with every call (it is small, and a session never runs
 /// another version of it).
@@ -313,14 +313,14 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// Compares the listing with the files sent, as the handler's `collect` does: new and
-    /// changed regular files are wanted (within the count and the bytes one result may bring
-    /// back), files sent that are no longer regular files are deleted, the rest is told in
+    /// changed regular files are wanted (all of them, or none past the count or the bytes one
+    /// result may bring back), files sent that are no longer regular files are deleted, the rest is told in
     /// `not_kept`. An incomplete listing infers no deletion.
     pub(crate) fn new(report: &Report, call: &Call, result_bytes: u64) -> Plan {
         let mut plan = Plan::default();
         let mut seen = HashSet::new();
         let mut unreadable: Vec<String> = Vec::new();
-        let mut wanted_bytes = 0u64;
+        let (mut changed, mut changed_bytes) = (0usize, 0u64);
         for entry in report.entries.iter().take(call.max_entries.saturating_add(1)) {
             let path = match entry {
                 Entry::File { p, .. } | Entry::Link { p } | Entry::Other { p } | Entry::Failed { p, .. } => p,
@@ -351,24 +351,19 @@ impl Plan {
                             if call.inputs.get(path) == Some(&sha256) {
                                 continue;
                             }
-                            if plan.wanted.len() >= MAX_RESPONSE_FILES {
-                                plan.not_kept(format!(
-                                    "{path}: past the {MAX_RESPONSE_FILES} files one command may bring back"
-                                ));
-                            } else if wanted_bytes + s > result_bytes {
-                                plan.not_kept(format!(
-                                    "{path}: {s} bytes, past the {} of files one command may bring back together",
-                                    human_bytes(result_bytes)
-                                ));
-                            } else {
-                                wanted_bytes += s;
-                                plan.wanted.push(Wanted { path: path.clone(), sha256, size: *s });
-                            }
+                            changed += 1;
+                            changed_bytes = changed_bytes.saturating_add(*s);
+                            plan.wanted.push(Wanted { path: path.clone(), sha256, size: *s });
                         }
-                        _ => plan.not_kept(format!(
-                            "{path}: {s} bytes, larger than the {} a file may have to be kept",
-                            human_bytes(MAX_RESULT_FILE_BYTES)
-                        )),
+                        _ => {
+                            // Too large a file is still a change the all-or-nothing bound counts.
+                            changed += 1;
+                            changed_bytes = changed_bytes.saturating_add(*s);
+                            plan.not_kept(format!(
+                                "{path}: {s} bytes, larger than the {} a file may have to be kept",
+                                human_bytes(MAX_RESULT_FILE_BYTES)
+                            ))
+                        }
                     }
                 }
                 Entry::Unreadable { .. } | Entry::BadName { .. } => {}
@@ -389,6 +384,11 @@ impl Plan {
                 "the workspace holds more than {} files and folders; the rest were not looked at",
                 call.max_entries
             ));
+        }
+        if let Some(line) = over_result_bounds(changed, changed_bytes, result_bytes) {
+            plan.wanted = Vec::new();
+            plan.deleted = Vec::new();
+            plan.not_kept.insert(0, line);
         }
         plan
     }
@@ -560,7 +560,7 @@ mod tests {
             {"k": "n", "p": "bad\u{FFFD}"},
             {"k": "f", "p": " lead", "s": 1, "h": hex(b"l")},
         ]);
-        let plan = Plan::new(&report(entries.clone(), true), &call, 1 << 20);
+        let plan = Plan::new(&report(entries.clone(), true), &call, 8 << 20);
         let wanted: Vec<&str> = plan.wanted.iter().map(|w| w.path.as_str()).collect();
         assert_eq!(wanted, ["changed.txt", "out/new.bin"]);
         assert_eq!(plan.deleted, ["gone.txt"]);
@@ -578,7 +578,15 @@ mod tests {
         ] {
             assert!(not_kept.contains(part), "{part}: {not_kept}");
         }
-        let plan = Plan::new(&report(entries, false), &call, 1 << 20);
+        // Over the bytes one result brings back (the huge file counts): nothing is kept, and
+        // one line says which bound and the totals.
+        let plan = Plan::new(&report(entries.clone(), true), &call, 1 << 20);
+        assert!(plan.wanted.is_empty() && plan.deleted.is_empty(), "{plan:?}");
+        let changes = plan.finish(&HashMap::new());
+        assert!(changes.not_kept[0].contains("none of the command's changes were brought back"), "{changes:?}");
+        assert!(changes.not_kept[0].contains("3 files of 4194310 bytes"), "{changes:?}");
+        assert!(changes.not_kept[0].contains("past the 1048576 bytes"), "{changes:?}");
+        let plan = Plan::new(&report(entries, false), &call, 8 << 20);
         assert!(plan.deleted.is_empty(), "an incomplete listing infers no deletion");
         let plan = Plan::new(&report(serde_json::json!([{"k": "u", "p": ""}]), true), &call, 1 << 20);
         assert!(plan.deleted.is_empty(), "nothing under an unreadable folder is deleted");

@@ -12,7 +12,7 @@ use agent_core::sandbox::MAX_RESULT_FILE_BYTES;
 use sha2::{Digest, Sha256};
 
 use super::human_bytes;
-use crate::wire::{check_relative_path, WireFile, MAX_NOT_KEPT_LINES, MAX_RESPONSE_FILES};
+use crate::wire::{check_relative_path, over_result_bounds, WireFile, MAX_NOT_KEPT_LINES};
 
 /// The most the workspace may hold while the command runs: the inputs plus the limits.
 pub(crate) struct Bounds {
@@ -61,15 +61,17 @@ pub(crate) struct Changes {
 
 /// Compares the workspace with its inputs (by sha256): new and changed regular files are written,
 /// input paths that are no longer regular files are deleted, and everything else is told in
-/// `not_kept`. `result_bytes` bounds the written bytes together. A walk cut short at the entry
-/// bound infers no deletion (the files it did not reach may well be there).
+/// `not_kept`. `result_bytes` and [`crate::wire::MAX_RESPONSE_FILES`] bound the written files together: past
+/// either, none of the changes are kept and one line says which bound and the totals. A walk cut
+/// short at the entry bound infers no deletion (the files it did not reach may well be there).
 pub(crate) fn collect(
     workspace: &Path,
     inputs: &HashMap<String, [u8; 32]>,
     bounds: &Bounds,
     result_bytes: u64,
 ) -> Changes {
-    let mut walk = Walk { changes: Changes::default(), not_kept_lines: 0, written_bytes: 0, result_bytes, inputs };
+    let mut walk =
+        Walk { changes: Changes::default(), not_kept_lines: 0, changed: 0, changed_bytes: 0, result_bytes, inputs };
     let mut seen = HashSet::new();
     let mut unreadable: Vec<String> = Vec::new();
     let mut entries = 0usize;
@@ -133,6 +135,11 @@ pub(crate) fn collect(
         walk.changes.deleted = deleted;
     }
     walk.changes.written.sort_by(|a, b| a.path.cmp(&b.path));
+    if let Some(line) = over_result_bounds(walk.changed, walk.changed_bytes, result_bytes) {
+        walk.changes.written = Vec::new();
+        walk.changes.deleted = Vec::new();
+        walk.changes.not_kept.insert(0, line);
+    }
     if walk.not_kept_lines > MAX_NOT_KEPT_LINES {
         walk.changes.not_kept.push(format!("and {} more", walk.not_kept_lines - MAX_NOT_KEPT_LINES));
     }
@@ -142,7 +149,9 @@ pub(crate) fn collect(
 struct Walk<'a> {
     changes: Changes,
     not_kept_lines: usize,
-    written_bytes: u64,
+    /// New or changed files, kept or not, and their bytes: what the all-or-nothing bound counts.
+    changed: usize,
+    changed_bytes: u64,
     result_bytes: u64,
     inputs: &'a HashMap<String, [u8; 32]>,
 }
@@ -155,12 +164,15 @@ impl Walk<'_> {
         }
     }
 
-    /// A regular file: kept when new or changed and within the bounds.
+    /// A regular file: kept when new or changed; once the changed files are over a bound, none is
+    /// held any more (they are all dropped), only counted.
     fn file(&mut self, on_disk: PathBuf, path: String) {
         let bytes = match read_bounded(&on_disk, MAX_RESULT_FILE_BYTES) {
             Ok(Some(bytes)) => bytes,
             Ok(None) => {
                 let size = std::fs::symlink_metadata(&on_disk).map(|meta| meta.len()).unwrap_or(0);
+                self.changed += 1;
+                self.changed_bytes = self.changed_bytes.saturating_add(size);
                 return self.not_kept(format!(
                     "{path}: {size} bytes, larger than the {} a file may have to be kept",
                     human_bytes(MAX_RESULT_FILE_BYTES)
@@ -171,17 +183,12 @@ impl Walk<'_> {
         if self.inputs.get(&path) == Some(&sha256(&bytes)) {
             return;
         }
-        if self.changes.written.len() >= MAX_RESPONSE_FILES {
-            return self.not_kept(format!("{path}: past the {MAX_RESPONSE_FILES} files one command may bring back"));
+        self.changed += 1;
+        self.changed_bytes = self.changed_bytes.saturating_add(bytes.len() as u64);
+        if over_result_bounds(self.changed, self.changed_bytes, self.result_bytes).is_some() {
+            self.changes.written = Vec::new();
+            return;
         }
-        if self.written_bytes + bytes.len() as u64 > self.result_bytes {
-            return self.not_kept(format!(
-                "{path}: {} bytes, past the {} of files one command may bring back together",
-                bytes.len(),
-                human_bytes(self.result_bytes)
-            ));
-        }
-        self.written_bytes += bytes.len() as u64;
         self.changes.written.push(WireFile::encode(path, &bytes));
     }
 }

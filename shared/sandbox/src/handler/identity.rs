@@ -141,6 +141,35 @@ pub(crate) fn sweep_own_uid() {
     }
 }
 
+/// Reaps every child the handler has left (process isolation): as a subreaper it inherits the
+/// orphans of the command's daemons, which `sweep_own_uid` has just killed; waits for them to
+/// exit (at most two seconds). No other child of the handler runs now: calls are sequential and
+/// the sweep killed every other process of its uid. Never as root, where the sweep kills nothing
+/// and the process may have children of its own (the tests' other calls).
+pub(crate) fn reap_orphans() {
+    if is_uid_root() {
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let mut status = 0;
+        // SAFETY: waitpid writes only `status`.
+        let reaped = unsafe { libc::waitpid(-1, &mut status, libc::WNOHANG) };
+        match reaped {
+            // Reaped one; there may be more.
+            pid if pid > 0 => continue,
+            // Children remain, none has exited yet.
+            0 if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(1)),
+            0 => {
+                tracing::warn!("children of the handler outlived the call's sweep");
+                return;
+            }
+            // ECHILD: none left.
+            _ => return,
+        }
+    }
+}
+
 /// The tasks (threads) whose real uid is `uid`: what RLIMIT_NPROC counts.
 pub(crate) fn tasks_of(uid: u32) -> u64 {
     let Ok(entries) = std::fs::read_dir("/proc") else { return 0 };

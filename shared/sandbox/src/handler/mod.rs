@@ -8,9 +8,11 @@
 pub mod bundle;
 mod collect;
 mod identity;
+mod memory;
 pub(crate) mod output;
 mod run;
 mod scratch;
+mod seccomp;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -47,11 +49,14 @@ pub struct Limits {
     pub cpu_seconds: u64,
     /// Address space per process (RLIMIT_AS).
     pub memory_bytes: u64,
+    /// Memory of the whole call, every process together: a memory cgroup of the call's own, or a
+    /// watchdog where none can be made (bwrap); the function's memory size in Lambda (process).
+    pub call_memory_bytes: u64,
     /// Processes (threads) of the command (RLIMIT_NPROC, counted on top of what its uid runs).
     pub processes: u64,
     /// The largest file a process may write (RLIMIT_FSIZE).
     pub file_bytes: u64,
-    /// Bytes the command may add under the workspace (also the size of its `/tmp`).
+    /// Bytes the command may add under the workspace (also the size of its `/tmp` and `/dev/shm`).
     pub disk_bytes: u64,
     /// Files and folders the command may add under the workspace.
     pub files: usize,
@@ -68,6 +73,7 @@ impl Default for Limits {
         Self {
             cpu_seconds: MAX_TIMEOUT.as_secs() + 1,
             memory_bytes: 2 << 30,
+            call_memory_bytes: 2 << 30,
             processes: 64,
             file_bytes: 32 << 20,
             disk_bytes: 64 << 20,
@@ -197,6 +203,13 @@ pub fn run_blocking(config: &Config, request: WireRequest) -> Result<WireRespons
                 // SAFETY: prctl with PR_SET_DUMPABLE takes plain integers.
                 if unsafe { libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0) } != 0 {
                     tracing::warn!(error = %std::io::Error::last_os_error(), "could not make the handler undumpable");
+                }
+                // Orphans of a command (a daemon it double-forked) come to the handler, which
+                // reaps them after each call, rather than to an init that may be this process.
+                // Not as root, where neither the sweep nor the reaping runs (see `reap_orphans`).
+                // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes plain integers.
+                if !identity::is_uid_root() && unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) } != 0 {
+                    tracing::warn!(error = %std::io::Error::last_os_error(), "could not make the handler a subreaper");
                 }
             });
             Some(PROCESS_CALLS.lock().unwrap_or_else(|poisoned| poisoned.into_inner()))

@@ -15,8 +15,10 @@ use agent_core::sandbox::SandboxLayout;
 use super::bundle::BUNDLE_MOUNT;
 use super::collect::{over_bounds, Bounds};
 use super::identity;
+use super::memory::{self, Bound};
 use super::output::Capture;
-use super::scratch::Scratch;
+use super::scratch::{self, Scratch};
+use super::seccomp;
 use super::{human_bytes, Config, HandlerError, Isolation};
 
 /// How often the workspace is measured while the command runs.
@@ -54,8 +56,34 @@ pub(crate) fn execute(
         Isolation::Process => None,
     };
     let status_fd = status.as_ref().map(|(_, writer)| writer.as_raw_fd());
+    // Everything the child needs is made before the fork: the seccomp programs (bwrap reads them
+    // from memfds, a plain process installs them itself), the call's memory bound.
+    let filters = seccomp::programs().map_err(HandlerError::Internal)?;
+    let (bound, filter_fds) = match config.isolation {
+        Isolation::Bwrap { .. } => {
+            let fds = [seccomp::memfd(&filters.deny), seccomp::memfd(&filters.clone3)];
+            let [deny, clone3] = fds;
+            let fds = [
+                deny.map_err(|err| internal("could not hand over the seccomp filter", err))?,
+                clone3.map_err(|err| internal("could not hand over the seccomp filter", err))?,
+            ];
+            (Some(Bound::for_call(config.limits.call_memory_bytes)), Some(fds))
+        }
+        Isolation::Process => (None, None),
+    };
+    let seccomp_fds = filter_fds.as_ref().map(|[deny, clone3]| [deny.as_raw_fd(), clone3.as_raw_fd()]);
+    let procs_fd = match &bound {
+        Some(Bound::Cgroup(group)) => Some(group.procs_fd()),
+        _ => None,
+    };
+    let install = match config.isolation {
+        Isolation::Process => Some(filters),
+        Isolation::Bwrap { .. } => None,
+    };
     let mut cmd = match &config.isolation {
-        Isolation::Bwrap { bwrap, root } => bwrap_command(bwrap, root, config, scratch, command, status_fd),
+        Isolation::Bwrap { bwrap, root } => {
+            bwrap_command(bwrap, root, config, scratch, command, status_fd, seccomp_fds)
+        }
         Isolation::Process => process_command(scratch, command),
     };
     let stdout = writer.try_clone().map_err(|err| internal("could not share the output pipe", err))?;
@@ -65,10 +93,17 @@ pub(crate) fn execute(
         cmd.uid(uid).gid(uid);
     }
     let [cpu, memory, processes, file, open_files] = rlimit_values(config, timeout, owner);
-    // SAFETY: the closure only makes system calls (close_range, getrlimit, setrlimit, fcntl: all
-    // async-signal-safe) on values computed before the fork, and allocates nothing.
+    // SAFETY: the closure only makes system calls (write, close_range, getrlimit, setrlimit, fcntl,
+    // prctl, seccomp: all async-signal-safe) on values computed before the fork, and allocates
+    // nothing.
     unsafe {
         cmd.pre_exec(move || {
+            // Into the call's memory cgroup first, so that every process of the call is in it.
+            if let Some(fd) = procs_fd {
+                if libc::write(fd, b"0".as_ptr().cast(), 1) != 1 {
+                    return Err(std::io::Error::last_os_error());
+                }
+            }
             // Descriptors the handler itself inherited without close-on-exec stay out of the command.
             if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) != 0 {
                 let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
@@ -91,10 +126,14 @@ pub(crate) fn execute(
                     return Err(std::io::Error::last_os_error());
                 }
             }
-            if let Some(fd) = status_fd {
+            for fd in status_fd.into_iter().chain(seccomp_fds.into_iter().flatten()) {
                 if libc::fcntl(fd, libc::F_SETFD, 0) != 0 {
                     return Err(std::io::Error::last_os_error());
                 }
+            }
+            // Last: the filter also binds what the closure itself would call.
+            if let Some(filters) = install {
+                seccomp::install(filters)?;
             }
             Ok(())
         });
@@ -102,6 +141,7 @@ pub(crate) fn execute(
     let spawned = cmd.spawn();
     // The handler's copies of the pipes' write ends go now, so the reads end when the command's do.
     drop(cmd);
+    drop(filter_fds);
     let status = status.map(|(reader, _)| reader);
     let mut child = spawned.map_err(|err| internal("could not start the command", err))?;
     let started = Instant::now();
@@ -124,7 +164,8 @@ pub(crate) fn execute(
         return Err(err);
     }
 
-    let exit = wait_for_exit(&mut child, pid, &control, config, scratch, timeout, bounds);
+    let watch = Watch { config, scratch, bounds, memory: bound.as_ref() };
+    let exit = wait_for_exit(&mut child, pid, &control, &watch, timeout);
     let duration = started.elapsed();
     // Whatever of the command's group is still running goes while the leader is unreaped, so the
     // group id cannot have been reused.
@@ -134,9 +175,17 @@ pub(crate) fn execute(
     let stopped = control.state().reason.clone();
     match (&config.isolation, owner) {
         (Isolation::Bwrap { .. }, Some(uid)) => identity::sweep(uid),
-        (Isolation::Process, _) => identity::sweep_own_uid(),
+        (Isolation::Process, _) => {
+            identity::sweep_own_uid();
+            identity::reap_orphans();
+            scratch::wipe_leftovers(config);
+        }
         (Isolation::Bwrap { .. }, None) => {}
     }
+    if let Some(bound) = &bound {
+        tracing::debug!(memory_bound = bound.kind(), "the call's memory bound");
+    }
+    drop(bound);
     if drained.recv_timeout(DRAIN_WAIT) == Err(mpsc::RecvTimeoutError::Timeout) {
         tracing::warn!("a process of the sandboxed command kept its output open; the output reader is left behind");
     }
@@ -164,16 +213,35 @@ enum Stop {
     Bound,
 }
 
-/// Waits for the command's exit (without reaping it), measuring the workspace meanwhile; stops the
-/// command at the timeout or past a workspace bound.
+/// What the waiter measures while the command runs.
+struct Watch<'a> {
+    config: &'a Config,
+    scratch: &'a Scratch,
+    bounds: &'a Bounds,
+    memory: Option<&'a Bound>,
+}
+
+impl Watch<'_> {
+    /// The reason to stop the command past its memory bound: the kernel killed a process of the
+    /// call's cgroup, or the watchdog measured the tree over the bound.
+    fn over_memory(&self, pid: libc::pid_t) -> Option<String> {
+        let limit = self.config.limits.call_memory_bytes;
+        let over = match self.memory? {
+            Bound::Cgroup(group) => group.oom_killed(),
+            Bound::Watchdog => memory::tree_resident_bytes(pid) > limit,
+        };
+        over.then(|| format!("used more than {} of memory (all its processes together)", human_bytes(limit)))
+    }
+}
+
+/// Waits for the command's exit (without reaping it), measuring the workspace and the memory
+/// meanwhile; stops the command at the timeout or past a bound.
 fn wait_for_exit(
     child: &mut Child,
     pid: libc::pid_t,
     control: &Control,
-    config: &Config,
-    scratch: &Scratch,
+    watch: &Watch<'_>,
     timeout: Duration,
-    bounds: &Bounds,
 ) -> Result<(), Stop> {
     let started = Instant::now();
     let pidfd = pidfd_open(pid);
@@ -184,11 +252,22 @@ fn wait_for_exit(
             break Err(Stop::Timeout);
         }
         if exited_within(pid, pidfd.as_ref(), remaining.min(WATCH_EVERY)) {
+            // A process the kernel killed for the call's memory may have ended the command.
+            if let Some(reason) = watch.over_memory(pid) {
+                control.stop(reason);
+                return Err(Stop::Bound);
+            }
             return Ok(());
         }
-        if let Some(reason) = over_bounds(&scratch.workspace, bounds, &config.limits) {
+        if let Some(reason) = watch.over_memory(pid) {
             control.stop(reason);
             break Err(Stop::Bound);
+        }
+        if !watch.scratch.workspace_bounded {
+            if let Some(reason) = over_bounds(&watch.scratch.workspace, watch.bounds, &watch.config.limits) {
+                control.stop(reason);
+                break Err(Stop::Bound);
+            }
         }
         if control.state().reason.is_some() {
             // The output reader stopped it.
@@ -387,6 +466,7 @@ fn bwrap_command(
     scratch: &Scratch,
     command: &str,
     status_fd: Option<RawFd>,
+    seccomp_fds: Option<[RawFd; 2]>,
 ) -> Command {
     let layout = SandboxLayout::default();
     let mut cmd = Command::new(bwrap);
@@ -397,8 +477,11 @@ fn bwrap_command(
     cmd.args(["--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--ro-bind"]).arg(root).arg("/");
     let (passwd, group) = scratch.accounts();
     cmd.arg("--ro-bind").arg(passwd).arg("/etc/passwd").arg("--ro-bind").arg(group).arg("/etc/group");
-    cmd.args(["--proc", "/proc", "--dev", "/dev"]);
-    cmd.arg("--size").arg(config.limits.disk_bytes.to_string()).args(["--tmpfs", "/tmp", "--dir", "/tmp/home"]);
+    // Every writable place is small and bounded: /dev read-only but for a bounded /dev/shm, a
+    // bounded /tmp, and the workspace (a bounded tmpfs of its own when the handler is root).
+    let disk = config.limits.disk_bytes.to_string();
+    cmd.args(["--proc", "/proc", "--dev", "/dev", "--size", &disk, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]);
+    cmd.args(["--size", &disk, "--tmpfs", "/tmp", "--dir", "/tmp/home"]);
     cmd.arg("--bind").arg(&scratch.workspace).arg(&layout.workspace);
     cmd.arg("--ro-bind").arg(&scratch.skills).arg(&layout.skills);
     if let Some(ticket) = &scratch.ticket {
@@ -417,6 +500,7 @@ fn bwrap_command(
             cmd.arg("--ro-bind").arg(site).arg(&inside);
             bundles.push(inside);
         }
+        cmd.args(["--remount-ro", BUNDLE_MOUNT]);
     }
     cmd.arg("--chdir").arg(&layout.workspace);
     let path = "/usr/local/bin:/usr/bin:/bin".to_owned();
@@ -426,6 +510,9 @@ fn bwrap_command(
     }
     if let Some(fd) = status_fd {
         cmd.arg("--json-status-fd").arg(fd.to_string());
+    }
+    for fd in seccomp_fds.into_iter().flatten() {
+        cmd.arg("--add-seccomp-fd").arg(fd.to_string());
     }
     cmd.args(["--", "bash", "-c", command]);
     // Reachable by any uid; bwrap changes to the workspace inside.

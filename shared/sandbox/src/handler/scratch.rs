@@ -108,6 +108,9 @@ pub(crate) struct Scratch {
     pub baseline_bytes: u64,
     /// The installed sites of the call's skills' bundles (outside the scratch; never removed with it).
     pub bundles: Vec<PathBuf>,
+    /// The workspace is a tmpfs of the call's own whose size and inode count are its bounds, so
+    /// the filesystem enforces them (bwrap as root); otherwise they are measured while it runs.
+    pub workspace_bounded: bool,
 }
 
 impl Scratch {
@@ -147,6 +150,7 @@ impl Scratch {
             baseline_entries: 0,
             baseline_bytes: 0,
             bundles: Vec::new(),
+            workspace_bounded: false,
         };
         scratch.fill(config, owner, inputs).map_err(|err| internal("could not write the call's files", err))?;
         let folders: BTreeSet<&str> =
@@ -156,8 +160,13 @@ impl Scratch {
         Ok(scratch)
     }
 
-    fn fill(&self, config: &Config, owner: Option<u32>, inputs: &Inputs) -> std::io::Result<()> {
-        write_tree(&self.workspace, &inputs.workspace)?;
+    fn fill(&mut self, config: &Config, owner: Option<u32>, inputs: &Inputs) -> std::io::Result<()> {
+        DirBuilder::new().mode(0o755).create(&self.workspace)?;
+        if let (Isolation::Bwrap { .. }, Some(uid)) = (&config.isolation, owner) {
+            mount_workspace(&self.workspace, uid, config, inputs)?;
+            self.workspace_bounded = true;
+        }
+        write_files(&self.workspace, &inputs.workspace)?;
         DirBuilder::new().mode(0o755).create(&self.skills)?;
         // Ordinary modes (files 0644, folders 0755), so what a command copies out of a skill is an
         // ordinary writable file. bubblewrap mounts the skills and the ticket read-only; in
@@ -254,7 +263,81 @@ fn with_account(table: &str, id: u32, line: &str) -> String {
 
 impl Drop for Scratch {
     fn drop(&mut self) {
+        if self.workspace_bounded {
+            let path = std::ffi::CString::new(self.workspace.as_os_str().as_encoded_bytes()).unwrap_or_default();
+            // SAFETY: umount2 takes a NUL-terminated path and flags.
+            if unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) } != 0 {
+                let err = std::io::Error::last_os_error();
+                tracing::warn!(path = %self.workspace.display(), error = %err, "could not unmount a call's workspace");
+                return;
+            }
+        }
         remove_tree(&self.root);
+    }
+}
+
+/// Mounts a tmpfs over the (empty) workspace folder, owned by the call's uid: its size is the
+/// inputs' pages plus the disk bound, its inodes the inputs' files and folders plus the file
+/// bound, so writing past either fails with ENOSPC inside the command, at once. Root only.
+fn mount_workspace(dir: &Path, uid: u32, config: &Config, inputs: &Inputs) -> std::io::Result<()> {
+    const PAGE: u64 = 4096;
+    let pages: u64 = inputs.workspace.iter().map(|(_, bytes)| (bytes.len() as u64).div_ceil(PAGE)).sum();
+    let folders: BTreeSet<&str> =
+        inputs.workspace.iter().flat_map(|(path, _)| path.match_indices('/').map(|(at, _)| &path[..at])).collect();
+    let size = (pages * PAGE).saturating_add(config.limits.disk_bytes);
+    // The root folder is an inode too.
+    let inodes = (inputs.workspace.len() + folders.len() + config.limits.files + 1) as u64;
+    let options = format!("size={size},nr_inodes={inodes},mode=0755,uid={uid},gid={uid}");
+    let c = |text: &[u8]| std::ffi::CString::new(text).map_err(std::io::Error::other);
+    let (source, target, kind, data) =
+        (c(b"tmpfs")?, c(dir.as_os_str().as_encoded_bytes())?, c(b"tmpfs")?, c(options.as_bytes())?);
+    let flags = libc::MS_NOSUID | libc::MS_NODEV;
+    // SAFETY: mount takes NUL-terminated strings that outlive the call.
+    if unsafe { libc::mount(source.as_ptr(), target.as_ptr(), kind.as_ptr(), flags, data.as_ptr().cast()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The writable places of a Lambda execution environment other than the scratch, where a command
+/// (which runs as the handler's uid there) could leave a file for the next call.
+const LEFTOVER_PLACES: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
+
+/// Process isolation: removes everything of the handler's uid from the writable places but the
+/// scratch and the bundle folder (and the folders leading to them), so that nothing a command
+/// wrote outside its scratch reaches the next call. Never as root, whose files those places hold.
+pub(crate) fn wipe_leftovers(config: &Config) {
+    if super::identity::is_uid_root() {
+        return;
+    }
+    let keep = [config.scratch_base.as_path(), config.bundle_dir.as_path()];
+    for place in LEFTOVER_PLACES {
+        wipe_below(Path::new(place), &keep);
+    }
+}
+
+fn wipe_below(dir: &Path, keep: &[&Path]) {
+    let Ok(entries) = std::fs::read_dir(dir) else { return };
+    // SAFETY: getuid has no preconditions.
+    let me = unsafe { libc::getuid() };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if keep.contains(&path.as_path()) {
+            continue;
+        }
+        if keep.iter().any(|kept| kept.starts_with(&path)) {
+            wipe_below(&path, keep);
+            continue;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&path) else { continue };
+        if meta.uid() != me {
+            continue;
+        }
+        if meta.is_dir() {
+            remove_tree(&path);
+        } else if let Err(err) = std::fs::remove_file(&path) {
+            tracing::warn!(error = %err, "could not remove a file a command left outside its scratch");
+        }
     }
 }
 
@@ -304,9 +387,14 @@ fn is_safe_to_wipe(path: &Path) -> bool {
     path.is_absolute() && path.components().count() >= 3
 }
 
-/// Writes checked files under `dir`, never over anything (the tree is new).
+/// Writes checked files under a new folder `dir`, never over anything (the tree is new).
 fn write_tree(dir: &Path, files: &[Decoded]) -> std::io::Result<()> {
     DirBuilder::new().mode(0o755).create(dir)?;
+    write_files(dir, files)
+}
+
+/// Writes checked files under the empty folder `dir`.
+fn write_files(dir: &Path, files: &[Decoded]) -> std::io::Result<()> {
     for (path, bytes) in files {
         let target = dir.join(path);
         if let Some(parent) = target.parent() {
