@@ -93,7 +93,7 @@ pub struct Config {
     /// call's uid can reach its own directory). Process: the scratch directory itself, wiped and
     /// made again on every call.
     pub scratch_base: PathBuf,
-    /// Where installed skill bundles are kept, a folder per tenant ([`crate::bundle`]); unlike the
+    /// Where installed skill bundles are kept, a folder per tenant ([`bundle`]); unlike the
     /// scratch, it outlives the call.
     pub bundle_dir: PathBuf,
     pub limits: Limits,
