@@ -209,9 +209,16 @@ async fn failures_timeouts_huge_output_and_too_many_files_are_clear_tool_results
         results[3]
     );
     assert!(results[4].contains("timed out after 2 s"), "{}", results[4]);
+    // The sandbox cut 5 MB of output to about 30,000 characters; that is still over what the
+    // conversation keeps of one result, so the whole of it went to a workspace file.
     let huge = &results[5];
-    assert!(huge.contains("bytes of output omitted"), "{}", &huge[..200.min(huge.len())]);
-    assert!(huge.chars().count() < 31_000, "cut to about 30,000 characters: {}", huge.chars().count());
+    let size: usize = huge
+        .strip_prefix("[This result is ")
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|number| number.parse().ok())
+        .unwrap_or_else(|| panic!("a saved result: {}", &huge[..200.min(huge.len())]));
+    assert!(size < 31_000, "cut to about 30,000 characters: {size}");
+    assert!(huge.contains("saved to /workspace/.results/"), "{}", &huge[..300.min(huge.len())]);
     assert!(
         results[6].contains("made") && results[6].contains("none of the command's changes were kept"),
         "{}",
@@ -222,7 +229,12 @@ async fn failures_timeouts_huge_output_and_too_many_files_are_clear_tool_results
     let (_, session) = status_and_body(&http.call(get_event(Some(USER), "s1")).await);
     let kept: Vec<&str> =
         session["workspace"].as_array().unwrap().iter().map(|f| f["path"].as_str().unwrap()).collect();
-    assert_eq!(kept, ["/workspace/a.txt", "/workspace/report.txt"], "the 300 files were refused whole");
+    // The saved result is a workspace file of the turn's; none of the 300 files is.
+    assert_eq!(
+        kept,
+        ["/workspace/.results/call_2_3.txt", "/workspace/a.txt", "/workspace/report.txt"],
+        "the 300 files were refused whole"
+    );
 }
 
 #[tokio::test]
