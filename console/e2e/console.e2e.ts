@@ -183,6 +183,9 @@ test("each user sees only their own sessions and skills", async ({ page, request
   const sessions = page.getByRole("list", { name: "Sessions of this user" });
   await page.reload();
   await expect(sessions).toContainText(anasSession);
+  // Listed by its title, the first message, with its id beneath.
+  const listed = sessions.getByRole("button").filter({ hasText: anasSession });
+  await expect(listed.locator(".session-title")).toHaveText("Una pregunta de Ana");
 
   await page.getByLabel("User", { exact: true }).selectOption("ben");
   await expect(page.getByRole("main")).not.toContainText("Una pregunta de Ana");

@@ -59,6 +59,8 @@ export interface TurnReply {
 
 export interface SessionSummary {
   session_id: string;
+  /** The first message on one line, at most 80 characters; null for a session begun before titles. */
+  title?: string | null;
   created_at?: string | null;
   updated_at?: string | null;
   turns?: number | null;

@@ -98,6 +98,7 @@ export function Sessions({ api, refresh, activeId, onOpen, onNew }: SessionsProp
               aria-current={session.session_id === activeId ? "true" : undefined}
               onClick={() => onOpen(session.session_id)}
             >
+              <span class="session-title">{session.title || "Untitled session"}</span>
               <span class="session-id">{session.session_id}</span>
               <span class="muted">
                 {session.turns !== null && session.turns !== undefined && `${session.turns} ${session.turns === 1 ? "turn" : "turns"}`}

@@ -35,8 +35,8 @@ async fn list(http: &Function, user: &str, query: &[(&str, &str)]) -> (u16, Valu
     status_and_body(&http.call(get(Some(user), "/sessions", query)).await)
 }
 
-async fn turn(http: &Function, user: &str, session: &str) {
-    let event = turn_event(Some(user), session, json!({ "message": "Hola" }));
+async fn turn(http: &Function, user: &str, session: &str, message: &str) {
+    let event = turn_event(Some(user), session, json!({ "message": message }));
     let (status, body) = status_and_body(&http.call(event).await);
     assert_eq!(status, 200, "{body}");
 }
@@ -76,11 +76,11 @@ async fn sessions_are_the_callers_own_newest_first_and_paged_with_a_cursor_no_on
     stack.model.push((0..6).map(|_| Reply::text("Hecho.")));
     let http = stack.http(&[]).await;
     for (user, session) in [(ANA, "a1"), (ANA, "a2"), (ANA, "a3"), (BOB, "b1"), (BOB, "b2")] {
-        turn(&http, user, session).await;
+        turn(&http, user, session, &format!("Hola,\n  ¿qué tal {session}?")).await;
     }
     // A later second: a1's second turn makes it the most recently updated of Ana's sessions.
     tokio::time::sleep(Duration::from_millis(1100)).await;
-    turn(&http, ANA, "a1").await;
+    turn(&http, ANA, "a1", "Otra cosa").await;
     let meta = stack.session_item(ANA, "a1").await.expect("the meta item");
     assert_eq!(meta.get("owner"), Some(&AttributeValue::S(ANA.to_owned())), "the index's key is on the meta item");
 
@@ -94,6 +94,11 @@ async fn sessions_are_the_callers_own_newest_first_and_paged_with_a_cursor_no_on
     let sessions = whole["sessions"].as_array().unwrap();
     let first = &sessions[0];
     assert_eq!(first["turns"], 2, "{first}");
+    // A session is titled by its first message, on one line; a later turn does not rename it.
+    for session in sessions {
+        let id = session["session_id"].as_str().unwrap();
+        assert_eq!(session["title"], json!(format!("Hola, ¿qué tal {id}?")), "{session}");
+    }
     assert!(first["updated_at"].as_i64().unwrap() > first["created_at"].as_i64().unwrap(), "{first}");
     for session in &sessions[1..] {
         assert_eq!(session["turns"], 1, "{session}");
@@ -287,6 +292,8 @@ async fn sessions_written_before_the_index_are_listed_from_their_next_turn_and_e
     let page = store.list_sessions(&user, None, 20).await.unwrap();
     assert_eq!(listed(page.clone()), [("unindexed".to_owned(), now - 50, 2), ("legacy".to_owned(), now - 100, 2)]);
     assert_eq!(page.next, None);
+    // Their first message is not the one this turn brought: they stay untitled.
+    assert!(page.sessions.iter().all(|session| session.title.is_none()), "{page:?}");
     // Pages of one end at the last session, with no empty page after it.
     let first = store.list_sessions(&user, None, 1).await.unwrap();
     let second = store.list_sessions(&user, first.next.as_ref(), 1).await.unwrap();
@@ -301,7 +308,7 @@ async fn a_configured_key_makes_cursors_hold_across_instances_and_without_one_on
     let key = "a cursor signing key of 32 bytes+";
     let first = stack.http(&[("CURSOR_SIGNING_KEY", key)]).await;
     for session in ["k1", "k2"] {
-        turn(&first, ANA, session).await;
+        turn(&first, ANA, session, "Hola").await;
     }
     let (_, page) = list(&first, ANA, &[("limit", "1")]).await;
     let cursor = page["next_cursor"].as_str().expect("a cursor").to_owned();

@@ -628,7 +628,7 @@ fn the_sessions_index_is_declared_with_the_codes_keys_and_only_http_turn_queries
         .iter()
         .map(|a| a.as_str().unwrap())
         .collect();
-    for attribute in ["session_id", "created_at", "version", "expires_at"] {
+    for attribute in ["session_id", "created_at", "version", "expires_at", aws_store::TITLE_ATTRIBUTE] {
         assert!(projected.contains(&attribute), "{attribute} is read from the index: {projected:?}");
     }
     let index_arn = format!("{{SessionsTable.Arn}}/index/{}", aws_store::SESSIONS_BY_USER_INDEX);

@@ -133,6 +133,7 @@ pub fn sessions_view(user: &UserId, list: &SessionList) -> Value {
         .map(|session| {
             json!({
                 "session_id": session.session_id.as_str(),
+                "title": session.title,
                 "created_at": session.created_at,
                 "updated_at": session.updated_at,
                 "turns": session.version,

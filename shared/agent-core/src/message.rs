@@ -44,6 +44,37 @@ impl Message {
     }
 }
 
+/// The most characters a session's title keeps of its first message.
+pub const SESSION_TITLE_MAX_CHARS: usize = 80;
+
+/// A session's title: its first user message on one line, whitespace collapsed, cut at
+/// [`SESSION_TITLE_MAX_CHARS`] characters with an ellipsis. `None` when the turn has no user text.
+pub fn session_title(first_turn: &[Message]) -> Option<String> {
+    let text = first_turn.iter().find_map(|message| match message {
+        Message::User { content } => Some(content.as_str()),
+        _ => None,
+    })?;
+    // Words are joined only until the title is known to be too long, so a long message costs
+    // no more than its first few words.
+    let mut title = String::new();
+    for word in text.split_whitespace() {
+        if title.chars().count() > SESSION_TITLE_MAX_CHARS {
+            break;
+        }
+        if !title.is_empty() {
+            title.push(' ');
+        }
+        title.push_str(word);
+    }
+    if title.is_empty() {
+        return None;
+    }
+    if title.chars().count() > SESSION_TITLE_MAX_CHARS {
+        title = title.chars().take(SESSION_TITLE_MAX_CHARS - 1).chain(['…']).collect();
+    }
+    Some(title)
+}
+
 /// A tool invocation requested by the model.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolCall {
@@ -113,4 +144,23 @@ pub struct ChatResponse {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub stop_reason: StopReason,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_title_is_the_first_user_message_on_one_line_and_cut() {
+        let turn = [Message::assistant("ignored"), Message::user("  Pásame\n el   borrador\ten Word  ")];
+        assert_eq!(session_title(&turn).as_deref(), Some("Pásame el borrador en Word"));
+        let exact = "é".repeat(SESSION_TITLE_MAX_CHARS);
+        assert_eq!(session_title(&[Message::user(exact.clone())]), Some(exact), "80 characters are kept whole");
+        let long = format!("{} and more", "ü".repeat(SESSION_TITLE_MAX_CHARS));
+        let title = session_title(&[Message::user(long)]).unwrap();
+        assert_eq!(title.chars().count(), SESSION_TITLE_MAX_CHARS);
+        assert!(title.ends_with("ü…"), "{title}");
+        assert_eq!(session_title(&[Message::user(" \n ")]), None);
+        assert_eq!(session_title(&[Message::assistant("no user text")]), None);
+    }
 }

@@ -510,6 +510,9 @@ pub struct SessionSummary {
     pub updated_at: i64,
     /// Number of committed turns.
     pub version: u64,
+    /// The first message, as [`crate::message::session_title`] shortens it; `None` for a session
+    /// begun before titles were kept.
+    pub title: Option<String>,
 }
 
 /// One page of a user's sessions, most recently updated first.

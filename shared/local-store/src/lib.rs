@@ -7,6 +7,7 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use agent_core::message::session_title;
 use agent_core::store::{BudgetOverride, BudgetState, Fetched, Reservation, TurnUsage, UsageDay, WriteCondition};
 use agent_core::store::{SessionCursor, SessionList, SessionSummary, MAX_SESSIONS_PAGE};
 use agent_core::store::{MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
@@ -158,6 +159,7 @@ struct StoredSession {
     state: SessionState,
     created_at: i64,
     updated_at: i64,
+    title: Option<String>,
 }
 
 /// An idempotency record: running under an owner until its lease ends, committed with its reply,
@@ -351,6 +353,7 @@ impl SessionStore for MemorySessionStore {
             state: SessionState::default(),
             created_at: commit.now,
             updated_at: 0,
+            title: session_title(&commit.new_messages),
         });
         stored.version += 1;
         stored.turns.push(commit.new_messages.clone());
@@ -429,6 +432,7 @@ impl SessionStore for MemorySessionStore {
                 created_at: stored.created_at,
                 updated_at: stored.updated_at,
                 version: stored.version,
+                title: stored.title.clone(),
             })
             .filter(|summary| {
                 after.is_none_or(|after| {

@@ -155,8 +155,8 @@ impl Sandbox for LocalSandbox {
 
     async fn execute(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
         let _permit = self.permits.acquire().await.map_err(|err| unavailable(err.to_string()))?;
-        let event = through_json(&WireRequest::from_exec(&request)).map_err(unavailable)?;
-        let mut ran = handler::run(&self.config, event.clone()).await;
+        let event = || through_json(&WireRequest::from_exec(&request)).map_err(unavailable);
+        let mut ran = handler::run(&self.config, event()?).await;
         // Bundles this machine lacks are installed once, then the call runs as it would have.
         if let Err(HandlerError::MissingBundles(missing)) = &ran {
             let source = self.bundles.as_ref().ok_or_else(|| {
@@ -179,7 +179,8 @@ impl Sandbox for LocalSandbox {
                     Err(err) => return Err(unavailable(err.to_string())),
                 }
             }
-            ran = handler::run(&self.config, event).await;
+            // The event is built again rather than kept: the common call, with no bundle to install, copies nothing.
+            ran = handler::run(&self.config, event()?).await;
         }
         match ran {
             Ok(response) => {

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 
 use agent_core::ids::{SessionId, UserId};
 use agent_core::keys;
+use agent_core::message::session_title;
 use agent_core::store::{StoreError, TurnCommit};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
@@ -17,7 +18,7 @@ use sha2::{Digest, Sha256};
 use super::usage::{conflict_pause, USAGE_CONFLICT_RETRIES};
 use super::{
     idempotency, partition_key, sha256_hex, state_attributes, turn_sort_key, DynamoSessionStore, LEGACY_META_SORT_KEY,
-    META_SORT_KEY, OWNER_ATTRIBUTE, SPILL_THRESHOLD_BYTES,
+    META_SORT_KEY, OWNER_ATTRIBUTE, SPILL_THRESHOLD_BYTES, TITLE_ATTRIBUTE,
 };
 use crate::codec::{n, s, Item, Reader};
 
@@ -202,12 +203,16 @@ impl DynamoSessionStore {
             ("commit_token".to_string(), s(&commit.commit_token)),
         ]);
         meta.extend(state_attributes(&commit.state).map(|(name, value)| (name.to_string(), value)));
+        // Only a session's first turn names it; a moved older session keeps none.
+        if let Some(title) = session_title(&commit.new_messages).filter(|_| commit.expected_version == 0) {
+            meta.insert(TITLE_ATTRIBUTE.to_string(), s(title));
+        }
         meta
     }
 
     /// The meta item's update from the version the turn read. An update rather than a put, only so
-    /// that `created_at` survives: every other attribute is rewritten, so the item ends up exactly
-    /// as a full put would leave it.
+    /// that `created_at` and the title survive: every other attribute is rewritten, so the item ends
+    /// up exactly as a full put would leave it.
     fn meta_update(
         &self,
         user: &UserId,

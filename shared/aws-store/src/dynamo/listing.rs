@@ -1,6 +1,6 @@
 //! A user's sessions, most recently updated first, through the sparse global secondary index
 //! [`SESSIONS_BY_USER_INDEX`]: partition key [`OWNER_ATTRIBUTE`] (S), sort key `updated_at` (N),
-//! projecting `session_id`, `created_at`, `version` and `expires_at`.
+//! projecting `session_id`, `created_at`, `version`, `expires_at` and [`TITLE_ATTRIBUTE`].
 //!
 //! Only meta items carry [`OWNER_ATTRIBUTE`] (turn, idempotency and usage items never do), so the
 //! index holds one entry per session. Sessions whose meta item was written before the attribute
@@ -13,8 +13,13 @@ use agent_core::store::{SessionCursor, SessionList, SessionSummary, StoreError, 
 use super::{partition_key, unix_now, DynamoSessionStore, META_SORT_KEY};
 use crate::codec::{n, s, Item, Reader};
 
-/// The index that lists a user's sessions (declared in `template.yaml` with the table).
-pub const SESSIONS_BY_USER_INDEX: &str = "sessions-by-user";
+/// The index that lists a user's sessions (declared in `template.yaml` with the table). The second
+/// of its name: the first, `sessions-by-user`, did not project the title, and DynamoDB cannot change
+/// an index's projection in place.
+pub const SESSIONS_BY_USER_INDEX: &str = "sessions-by-user-v2";
+/// A session's title on its meta item, written by its first turn (see
+/// [`agent_core::message::session_title`]).
+pub const TITLE_ATTRIBUTE: &str = "title";
 /// The user id on a session's meta item, and only there: the index's partition key. Not `user_id`,
 /// which older meta items at `sk = "META"` carry too.
 pub const OWNER_ATTRIBUTE: &str = "owner";
@@ -98,6 +103,7 @@ fn summary_of(user: &UserId, item: &Item, now: i64) -> Result<Option<SessionSumm
         created_at: reader.int("created_at")?,
         updated_at: reader.int("updated_at")?,
         version: reader.int("version")?,
+        title: reader.nullable_string(TITLE_ATTRIBUTE)?.map(str::to_owned),
     }))
 }
 
@@ -133,9 +139,11 @@ mod tests {
         own.insert("pk".to_string(), s("bob#s1"));
         let summary = summary_of(&user, &own, 0).unwrap().expect("live");
         assert_eq!(
-            (summary.session_id.as_str(), summary.created_at, summary.updated_at, summary.version),
-            ("s1", 1, 2, 3)
+            (summary.session_id.as_str(), summary.created_at, summary.updated_at, summary.version, summary.title),
+            ("s1", 1, 2, 3, None)
         );
+        own.insert(TITLE_ATTRIBUTE.to_string(), s("Pásame el borrador"));
+        assert_eq!(summary_of(&user, &own, 0).unwrap().unwrap().title.as_deref(), Some("Pásame el borrador"));
         own.insert("expires_at".to_string(), n(5));
         assert_eq!(summary_of(&user, &own, 6).unwrap(), None, "an expired session is left out");
     }

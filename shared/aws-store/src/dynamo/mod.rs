@@ -7,7 +7,8 @@
 //!   `current_skill` (S or NULL), `loaded_skills` (L of S), `plan` (native M/L/... or NULL),
 //!   `workspace` (M: path -> M{`sha256` S, `size` N}), `todos` (L of M), `summary` (M or NULL),
 //!   `created_at`, `updated_at`, `expires_at` (N), and `owner` (S, the user id again: the partition
-//!   key of the sparse index that lists a user's sessions, see `listing`).
+//!   key of the sparse index that lists a user's sessions, see `listing`), and `title` (S, written by
+//!   the session's first turn).
 //! - turn n: `sk = "TURN#{n:010}"`, with `messages` (S, JSON array of messages) or, above
 //!   [`SPILL_THRESHOLD_BYTES`], `messages_ref` (S, object key) and `messages_sha256` (S);
 //!   plus `created_at` and `expires_at`.
@@ -48,7 +49,7 @@ mod idempotency;
 mod listing;
 mod usage;
 pub use idempotency::{idempotency_sort_key, IDEMPOTENCY_SORT_KEY_PREFIX, IDEMPOTENCY_TTL_SECS};
-pub use listing::{OWNER_ATTRIBUTE, SESSIONS_BY_USER_INDEX};
+pub use listing::{OWNER_ATTRIBUTE, SESSIONS_BY_USER_INDEX, TITLE_ATTRIBUTE};
 pub use usage::{
     usage_day_sort_key, usage_partition_key, BUDGET_SORT_KEY, USAGE_DAY_PREFIX, USAGE_PARTITION_SUFFIX,
     USAGE_RETENTION_DAYS,

@@ -215,17 +215,21 @@ pub fn receive_part(config: &Config, part: WireBundlePart) -> Result<WirePartAns
     if held != part.offset {
         return Ok(WirePartAnswer { received: held, installed: false });
     }
-    let mut content = if part.offset == 0 {
-        Vec::new()
-    } else {
-        std::fs::read(&file).map_err(|err| internal("could not read the parts held", err))?
-    };
-    content.extend_from_slice(&bytes);
-    let received = content.len() as u64;
+    // Each part is appended where the last one ended, so a bundle of n parts costs its size once, not n².
+    let mut held_file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(part.offset == 0)
+        .append(part.offset != 0)
+        .open(&file)
+        .map_err(|err| internal("could not open the parts held", err))?;
+    std::io::Write::write_all(&mut held_file, &bytes).map_err(|err| internal("could not keep the part", err))?;
+    drop(held_file);
+    let received = part.offset + bytes.len() as u64;
     if received < part.size {
-        std::fs::write(&file, &content).map_err(|err| internal("could not keep the part", err))?;
         return Ok(WirePartAnswer { received, installed: false });
     }
+    let content = std::fs::read(&file).map_err(|err| internal("could not read the parts held", err))?;
     let _ = std::fs::remove_file(&file);
     install(config, &part.tenant, &part.sha256, &content)?;
     Ok(WirePartAnswer { received, installed: true })
