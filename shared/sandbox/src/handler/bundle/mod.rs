@@ -278,6 +278,31 @@ mod tests {
     }
 
     #[test]
+    fn parts_are_joined_in_order_and_a_repeated_part_changes_nothing() {
+        let dir = std::env::temp_dir().join(format!("bundle-parts-{}", std::process::id()));
+        let config = config(&dir);
+        // A bundle whose only flaw is a member the install refuses: reaching that refusal shows the
+        // joined bytes matched the name.
+        let bytes = tar_of(&[("../evil", b"x")]);
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let part = |offset: usize, end: usize| WireBundlePart {
+            tenant: "user-1".into(),
+            sha256: sha256.clone(),
+            size: bytes.len() as u64,
+            offset: offset as u64,
+            data: WireFile::encode("bundle", &bytes[offset..end]).data,
+        };
+        let answer = |part| receive_part(&config, part).map(|answer| (answer.received, answer.installed));
+        assert_eq!(answer(part(0, 700)).unwrap(), (700, false));
+        assert_eq!(answer(part(0, 700)).unwrap(), (700, false), "a part at offset 0 starts over");
+        assert_eq!(answer(part(700, 1400)).unwrap(), (1400, false));
+        assert_eq!(answer(part(700, 1400)).unwrap(), (1400, false), "a repeated part is not appended twice");
+        let last = answer(part(1400, bytes.len())).expect_err("the member is refused");
+        assert!(matches!(last, HandlerError::BadBundle(ref reason) if reason.contains("not a file")), "{last}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
     fn tenants_get_folders_of_their_own_that_no_id_can_steer() {
         let config = config(Path::new("/tmp/bundles-x"));
         let (a, b) = (tenant_dir(&config, "user-a"), tenant_dir(&config, "../user-a"));
