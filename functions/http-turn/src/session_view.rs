@@ -122,9 +122,6 @@ fn shown_text(text: &str) -> String {
     if text.len() <= MAX_SHOWN_TEXT_BYTES {
         return text.to_owned();
     }
-    let mut end = MAX_SHOWN_TEXT_BYTES;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
+    let end = text.floor_char_boundary(MAX_SHOWN_TEXT_BYTES);
     format!("{}[... {} more bytes]", &text[..end], text.len() - end)
 }

@@ -200,14 +200,7 @@ fn one_line(text: &str) -> String {
 
 /// The longest prefix of `text` of at most `max` bytes that ends at a character boundary.
 fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
+    &text[..text.floor_char_boundary(max)]
 }
 
 #[cfg(test)]

@@ -86,14 +86,8 @@ pub fn cut_middle(text: String, max_bytes: usize) -> String {
     }
     let note = format!("\n[{} bytes cut here to fit the model's context]\n", text.len());
     let keep = max_bytes.saturating_sub(note.len()) / 2;
-    let mut start = keep;
-    while !text.is_char_boundary(start) {
-        start -= 1;
-    }
-    let mut end = text.len() - keep;
-    while !text.is_char_boundary(end) {
-        end += 1;
-    }
+    let start = text.floor_char_boundary(keep);
+    let end = text.ceil_char_boundary(text.len() - keep);
     format!("{}{note}{}", &text[..start], &text[end..])
 }
 

@@ -488,11 +488,7 @@ fn cut_text(text: &mut String, max: usize, marker: &str) {
     if text.len() <= max {
         return;
     }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    text.truncate(cut);
+    text.truncate(text.floor_char_boundary(max));
     if !marker.is_empty() {
         text.push('\n');
         text.push_str(marker);

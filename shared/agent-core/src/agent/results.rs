@@ -29,9 +29,9 @@ pub(super) async fn place(env: &mut dyn TurnEnv, call: &ToolCall, mut content: S
     }
     let total = content.len();
     let saved = if total > MAX_SAVED_RESULT_BYTES {
-        let mut whole = content.clone();
-        cut(&mut whole, MAX_SAVED_RESULT_BYTES);
-        whole.push_str(&format!("\n[result cut: showing {} of {total} bytes]", whole.len()));
+        // Only the part that is saved is copied, not the whole result.
+        let kept = &content[..content.floor_char_boundary(MAX_SAVED_RESULT_BYTES)];
+        let whole = format!("{kept}\n[result cut: showing {} of {total} bytes]", kept.len());
         env.save_result(call, &whole).await
     } else {
         env.save_result(call, &content).await
@@ -49,13 +49,8 @@ pub(super) async fn place(env: &mut dyn TurnEnv, call: &ToolCall, mut content: S
 /// about half of `bound` bytes.
 fn preview(content: &str, path: &str, bound: usize) -> String {
     let (head_bytes, tail_bytes) = (bound / 4, bound / 8);
-    let mut head = content.to_owned();
-    cut(&mut head, head_bytes);
-    let mut from = content.len().saturating_sub(tail_bytes).max(head.len());
-    while !content.is_char_boundary(from) {
-        from += 1;
-    }
-    let tail = &content[from..];
+    let head = &content[..content.floor_char_boundary(head_bytes)];
+    let tail = &content[content.ceil_char_boundary(content.len().saturating_sub(tail_bytes).max(head.len()))..];
     format!(
         "[This result is {total} bytes, more than the {bound} bytes kept in the conversation; the whole of it was \
          saved to {path}. Read it in parts with read_file (offset and limit) or search it with grep.]\n\
@@ -66,25 +61,13 @@ fn preview(content: &str, path: &str, bound: usize) -> String {
     )
 }
 
-/// Cuts `text` to at most `max` bytes at a character boundary.
-fn cut(text: &mut String, max: usize) {
-    if text.len() <= max {
-        return;
-    }
-    let mut at = max;
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    text.truncate(at);
-}
-
 /// Cuts a result that could not be saved to [`MAX_TOOL_RESULT_BYTES`], saying so.
 pub(super) fn truncate(content: &mut String) {
     if content.len() <= MAX_TOOL_RESULT_BYTES {
         return;
     }
     let total = content.len();
-    cut(content, MAX_TOOL_RESULT_BYTES);
+    content.truncate(content.floor_char_boundary(MAX_TOOL_RESULT_BYTES));
     content.push_str(&format!("\n[truncated: showing {} of {total} bytes; read a smaller range]", content.len()));
 }
 

@@ -49,11 +49,7 @@ pub fn cut_arguments(tool: &str, arguments: &Value) -> Option<Value> {
 
 /// Cuts `text` to at most `keep` bytes (at a character boundary) and appends [`TRUNCATED_MARKER`].
 pub fn truncate_text(text: &mut String, keep: usize) {
-    let mut at = keep.min(text.len());
-    while !text.is_char_boundary(at) {
-        at -= 1;
-    }
-    text.truncate(at);
+    text.truncate(text.floor_char_boundary(keep));
     text.push_str(TRUNCATED_MARKER);
 }
 

@@ -74,16 +74,12 @@ impl TurnService {
             let sha = hex::encode(sha2::Sha256::digest(content.as_bytes()));
             let key = crate::keys::tool_result_key(&request.user, &request.session, &sha);
             self.objects.put(&key, content.as_bytes().to_vec()).await?;
-            let mut cut = TOOL_RESULT_PREVIEW_BYTES;
-            while !content.is_char_boundary(cut) {
-                cut -= 1;
-            }
             let total = content.len();
-            content.truncate(cut);
+            content.truncate(content.floor_char_boundary(TOOL_RESULT_PREVIEW_BYTES));
+            let omitted = total - content.len();
             content.push_str(&format!(
-                "\n[... {} more bytes of this result are not kept in the conversation; run the tool again to \
-                 see them. Stored as result {sha}]",
-                total - cut
+                "\n[... {omitted} more bytes of this result are not kept in the conversation; run the tool again \
+                 to see them. Stored as result {sha}]"
             ));
         }
         Ok(messages)

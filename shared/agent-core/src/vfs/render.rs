@@ -179,14 +179,7 @@ fn cut_window(body: &str, window: &Window, notices: &[String], budget: usize) ->
 
 /// The longest prefix of `text` of at most `max` bytes that ends at a character boundary.
 pub(super) fn prefix_within(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut cut = max;
-    while !text.is_char_boundary(cut) {
-        cut -= 1;
-    }
-    &text[..cut]
+    &text[..text.floor_char_boundary(max)]
 }
 
 /// A long text result cut to `budget` bytes, as deepagents cuts a `grep` result: the head, then
