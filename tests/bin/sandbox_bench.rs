@@ -61,8 +61,9 @@ const WARMUP: usize = 3;
 /// Files of the larger workspace, and the size of each.
 const WORKSPACE_FILES: usize = 50;
 const FILE_BYTES: usize = 4096;
-/// The tenants' library sizes.
-const CATALOGS: [usize; 2] = [10, 10_000];
+/// The tenants' library sizes, each with the size of another tenant's library held in the same
+/// embedded store: the middle one tells a cost of the library from a cost of the process's size.
+const CATALOGS: [(usize, usize); 3] = [(10, 0), (10, 10_000), (10_000, 0)];
 const FILL_FORM: &str =
     "python /skills/pdf-form/scripts/fill_form.py /skills/pdf-form/assets/form.pdf values.json filled.pdf";
 /// A sheet with formulas, then LibreOffice's recalculation of it (a fresh profile each call).
@@ -428,6 +429,8 @@ fn turn_request(user: &UserId, session: &SessionId, message: &str) -> TurnReques
 struct TurnFigures {
     files: usize,
     skills: usize,
+    /// Skills of another tenant in the same store.
+    neighbours: usize,
     /// The direct call of `true` over the same workspace, made beside each pair of turns.
     direct: Vec<Duration>,
     with_execute: Vec<Duration>,
@@ -452,12 +455,13 @@ async fn time_turns(
     objects: &MemoryObjectStore,
     user: &UserId,
     files: &[SandboxFile],
-    skills: usize,
+    (skills, neighbours): (usize, usize),
     runs: usize,
 ) -> TurnFigures {
     let mut figures = TurnFigures {
         files: files.len(),
         skills,
+        neighbours,
         direct: Vec::new(),
         with_execute: Vec::new(),
         without: Vec::new(),
@@ -511,6 +515,14 @@ async fn time_turns(
     }
     figures.rss_kib = rss_kib();
     figures
+}
+
+/// A tenant's library as the tables name it.
+fn tenant_name(skills: usize, neighbours: usize) -> String {
+    match neighbours {
+        0 => format!("{} skills", thousands(skills as u64)),
+        _ => format!("{} skills beside another tenant's {}", thousands(skills as u64), thousands(neighbours as u64)),
+    }
 }
 
 /// This process's resident memory (VmRSS).
@@ -983,11 +995,12 @@ fn main() {
         let timed = Arc::new(TimedSandbox { inner: local.clone(), calls: Mutex::new(Vec::new()) });
         let workspaces = [Vec::new(), workspace_files(WORKSPACE_FILES)];
         let mut turns = Vec::new();
-        for skills in CATALOGS.into_iter().filter(|_| wanted(4)) {
+        for (skills, neighbours) in CATALOGS.into_iter().filter(|_| wanted(4)) {
             let objects = Arc::new(MemoryObjectStore::new());
             let sessions = Arc::new(MemorySessionStore::new());
             let user = UserId::parse(format!("tenant-{skills}")).unwrap();
             upload_tenant(&objects, &user, skills);
+            upload_tenant(&objects, &UserId::parse("neighbour").unwrap(), neighbours);
             let service =
                 TurnService::new(sessions.clone(), objects.clone(), Arc::new(ScriptedModel), AgentConfig::default())
                     .with_sandbox(timed.clone());
@@ -995,15 +1008,16 @@ fn main() {
             let warm = SessionId::parse("warm-up").unwrap();
             service.run_turn(turn_request(&user, &warm, READ_TODOS)).await.expect("the warm-up turn");
             for files in &workspaces {
-                eprintln!("turns: {} skills, workspace of {} files", thousands(skills as u64), files.len());
-                turns.push(time_turns(&service, &timed, &local, &sessions, &objects, &user, files, skills, runs).await);
+                eprintln!("turns: {}, workspace of {} files", tenant_name(skills, neighbours), files.len());
+                let catalog = (skills, neighbours);
+                turns.push(time_turns(&service, &timed, &local, &sessions, &objects, &user, files, catalog, runs).await);
             }
         }
         if wanted(4) {
             println!("\n## 4. A whole turn (embedded store, scripted model: one tool call, then an answer)\n");
             header(&["tenant, workspace", "series", "median", "p95", "min"]);
             for t in &turns {
-                let name = format!("{} skills, {} files", thousands(t.skills as u64), t.files);
+                let name = format!("{}, {} files", tenant_name(t.skills, t.neighbours), t.files);
                 for (series, values) in [
                     ("direct call of `true` over the same workspace", &t.direct),
                     ("turn with `execute true`", &t.with_execute),
@@ -1036,7 +1050,7 @@ fn main() {
                 let difference = with.as_secs_f64() - without.as_secs_f64();
                 let direct = stats(&t.direct).median;
                 row(&[
-                    format!("{} skills, {} files", thousands(t.skills as u64), t.files),
+                    format!("{}, {} files", tenant_name(t.skills, t.neighbours), t.files),
                     ms(with),
                     ms(without),
                     format!("{:.2} ms", difference * 1e3),
@@ -1048,25 +1062,31 @@ fn main() {
                 ]);
             }
             // The library's size: the figures that must not grow with it.
-            let find = |skills: usize, files: usize| turns.iter().find(|t| t.skills == skills && t.files == files);
+            let find = |(skills, neighbours): (usize, usize), files: usize| {
+                turns.iter().find(|t| t.skills == skills && t.neighbours == neighbours && t.files == files)
+            };
             println!();
             for files in [0, WORKSPACE_FILES] {
-                let (Some(small), Some(large)) = (find(CATALOGS[0], files), find(CATALOGS[1], files)) else { continue };
+                let [small, beside, large] = CATALOGS.map(|catalog| find(catalog, files));
+                let (Some(small), Some(beside), Some(large)) = (small, beside, large) else { continue };
                 let overhead = |t: &TurnFigures| {
                     Duration::from_secs_f64(
                         (stats(&t.rest_of_turn).median.as_secs_f64() - stats(&t.without).median.as_secs_f64()).max(0.0),
                     )
                 };
-                for (figure, small, large) in [
-                    ("turn without execute", stats(&small.without).median, stats(&large.without).median),
-                    ("overhead (turn less its own call)", overhead(small), overhead(large)),
+                let without = |t: &TurnFigures| stats(&t.without).median;
+                for (figure, small, beside, large) in [
+                    ("turn without execute", without(small), without(beside), without(large)),
+                    ("overhead (turn less its own call)", overhead(small), overhead(beside), overhead(large)),
                 ] {
                     println!(
-                        "- {figure}, {files} files: {} at {} skills, {} at {} skills",
+                        "- {figure}, {files} files: {} at {}, {} at {}, {} at {}",
                         ms(small),
-                        thousands(CATALOGS[0] as u64),
+                        tenant_name(CATALOGS[0].0, CATALOGS[0].1),
+                        ms(beside),
+                        tenant_name(CATALOGS[1].0, CATALOGS[1].1),
                         ms(large),
-                        thousands(CATALOGS[1] as u64),
+                        tenant_name(CATALOGS[2].0, CATALOGS[2].1),
                     );
                 }
             }
