@@ -5,7 +5,8 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 
 import { Api, ApiError, getConfig, newSessionId, type ConsoleConfig, type Skill } from "./api";
 import { Conversation } from "./conversation";
-import { Catalog, messageOf, Sessions, SideTabs, Usage, Workspace, type WorkspaceFile } from "./panels";
+import { messageOf } from "./errors";
+import { Catalog, Sessions, SideTabs, Usage, Workspace, type WorkspaceFile } from "./panels";
 import { applyEvent, failTurn, mergeFiles, newTurn, turnsFromHistory, type Turn, type TurnError } from "./turns";
 
 /** The number the next turn of a session gets: one past the newest shown. */

@@ -1,4 +1,4 @@
-// Short texts the page shows: sizes, counts, durations and the timeline's row titles.
+// Short texts the page shows: sizes, counts, durations, times and the timeline's row titles.
 
 import type { TimelineEntry } from "./turns";
 
@@ -19,6 +19,14 @@ export function formatDuration(ms: number): string {
   if (ms < 60_000) return `${(ms / 1000).toFixed(1)} s`;
   const minutes = Math.floor(ms / 60_000);
   return `${minutes} min ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+/** A server time (RFC 3339 text or Unix seconds) as `YYYY-MM-DD HH:MM UTC`. */
+export function formatTime(value: string | number | null | undefined): string {
+  if (value === null || value === undefined || value === "") return "";
+  const ms = typeof value === "number" ? (value < 1e12 ? value * 1000 : value) : Date.parse(value);
+  if (!Number.isFinite(ms)) return String(value);
+  return `${new Date(ms).toISOString().slice(0, 16).replace("T", " ")} UTC`;
 }
 
 /** A file's name without its folders: what a download is saved as. */

@@ -5,25 +5,8 @@ import { useEffect, useRef, useState } from "preact/hooks";
 import type { ComponentChildren, JSX } from "preact";
 
 import { fileRoute, type Api, type BasePrompt, type SessionSummary, type Skill, type SkippedFile, type UsageReport } from "./api";
-import { basename, formatBytes, formatCount, workspaceRelative } from "./format";
-
-/** A caught error as a line to show. */
-export function messageOf(err: unknown): string {
-  if (err instanceof Error) return err.message;
-  return String(err);
-}
-
-function isAbort(err: unknown): boolean {
-  return err instanceof DOMException && err.name === "AbortError";
-}
-
-/** A server time (RFC 3339 text or Unix seconds) as `YYYY-MM-DD HH:MM UTC`. */
-export function formatTime(value: string | number | null | undefined): string {
-  if (value === null || value === undefined || value === "") return "";
-  const ms = typeof value === "number" ? (value < 1e12 ? value * 1000 : value) : Date.parse(value);
-  if (!Number.isFinite(ms)) return String(value);
-  return `${new Date(ms).toISOString().slice(0, 16).replace("T", " ")} UTC`;
-}
+import { isAbort, messageOf } from "./errors";
+import { basename, formatBytes, formatCount, formatTime, workspaceRelative } from "./format";
 
 export interface SessionsProps {
   api: Api;
