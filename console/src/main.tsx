@@ -1,7 +1,7 @@
 // Entry point: mounts the console page.
 import { render } from "preact";
 
-import { App } from "./app";
+import { App } from "./components/App";
 import "./style.css";
 
 const root = document.getElementById("app");

@@ -3,11 +3,15 @@
 
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 
-import { Api, ApiError, getConfig, newSessionId, type ConsoleConfig, type Skill } from "./api";
-import { Conversation } from "./conversation";
-import { messageOf } from "./errors";
-import { Catalog, Sessions, SideTabs, Usage, Workspace, type WorkspaceFile } from "./panels";
-import { applyEvent, failTurn, mergeFiles, newTurn, turnsFromHistory, type Turn, type TurnError } from "./turns";
+import { Api, ApiError, getConfig, newSessionId, type ConsoleConfig, type Skill } from "../api";
+import { messageOf } from "../errors";
+import { applyEvent, failTurn, mergeFiles, newTurn, turnsFromHistory, type Turn, type TurnError } from "../turns";
+import { Catalog } from "./Catalog";
+import { Conversation } from "./Conversation";
+import { Sessions } from "./Sessions";
+import { SideTabs } from "./SideTabs";
+import { Usage } from "./Usage";
+import { Workspace, type WorkspaceFile } from "./Workspace";
 
 /** The number the next turn of a session gets: one past the newest shown. */
 function nextNumber(turns: Turn[]): number {
@@ -265,6 +269,7 @@ export function App() {
           </select>
         </div>
       </header>
+      {/* Each panel that loads data is keyed by the user, so switching users starts it afresh. */}
       <div class="layout">
         <div class="left">
           <Sessions

@@ -1,0 +1,89 @@
+// The conversation column: the open session's turns, the "Older turns" pager and the composer.
+
+import { useEffect, useRef } from "preact/hooks";
+
+import type { Skill } from "../api";
+import type { Turn } from "../turns";
+import { Composer } from "./Composer";
+import { TurnView } from "./TurnView";
+
+export interface ConversationProps {
+  sessionId: string | null;
+  turns: Turn[];
+  olderCursor: string | null;
+  loading: boolean;
+  error: string | null;
+  /** The last page read was too large to show whole: some of its messages were left out. */
+  cut: boolean;
+  running: boolean;
+  skills: Skill[];
+  onOlder: () => void;
+  onSend: (message: string) => void;
+}
+
+export function Conversation(props: ConversationProps) {
+  const { sessionId, turns } = props;
+  const end = useRef<HTMLDivElement>(null);
+  const list = useRef<HTMLDivElement>(null);
+  const pagingByKeyboard = useRef(false);
+  const last = turns[turns.length - 1];
+  // The "Older turns" button goes away on the first page: its focus moves to the oldest turn.
+  useEffect(() => {
+    if (props.olderCursor === null && pagingByKeyboard.current) {
+      pagingByKeyboard.current = false;
+      list.current?.querySelector<HTMLElement>("article h3")?.focus();
+    }
+  }, [props.olderCursor]);
+  // Keep the newest turn in view as it grows, unless older turns were just added above it.
+  useEffect(() => {
+    end.current?.scrollIntoView?.({ block: "end" });
+  }, [last?.key, last?.answer.length, last?.timeline.length, last?.status]);
+  return (
+    <main class="conversation" aria-labelledby="conversation-heading">
+      <div class="panel-head">
+        <h2 id="conversation-heading">Conversation</h2>
+        <p class="muted session-line">
+          {sessionId ? (
+            <>
+              Session <code>{sessionId}</code>
+            </>
+          ) : (
+            "No session open: sending a message starts a new one."
+          )}
+        </p>
+      </div>
+      <div class="turns" ref={list}>
+        {props.olderCursor && (
+          <button
+            type="button"
+            class="secondary older"
+            // Not disabled while loading: a disabled button would drop the keyboard focus.
+            aria-busy={props.loading}
+            onClick={(event) => {
+              if (props.loading) return;
+              pagingByKeyboard.current = document.activeElement === event.currentTarget;
+              props.onOlder();
+            }}
+          >
+            Older turns
+          </button>
+        )}
+        {props.loading && <p class="muted">Loading…</p>}
+        {props.cut && <p class="muted">Some messages of the last page read were too large to show and were left out.</p>}
+        {props.error && (
+          <p role="alert" class="error">
+            {props.error}
+          </p>
+        )}
+        {sessionId && turns.length === 0 && !props.loading && !props.error && (
+          <p class="muted">No turns yet. Write a message below; start it with / to force a skill.</p>
+        )}
+        {turns.map((turn) => (
+          <TurnView key={turn.key} turn={turn} />
+        ))}
+        <div ref={end} />
+      </div>
+      <Composer running={props.running} skills={props.skills} onSend={props.onSend} />
+    </main>
+  );
+}

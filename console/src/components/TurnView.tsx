@@ -1,0 +1,49 @@
+// One turn of the conversation: the user's message, its timeline, the answer and its summary.
+
+import type { Turn } from "../turns";
+import { TimelineRow } from "./TimelineRow";
+import { TurnStats } from "./TurnStats";
+
+export function TurnView({ turn }: { turn: Turn }) {
+  const label = turn.number === null ? "Turn" : `Turn ${turn.number}`;
+  const headingId = `heading-${turn.key}`;
+  const running = turn.status === "running";
+  return (
+    <article class={`turn turn-${turn.status}`} aria-labelledby={headingId}>
+      <header class="turn-head">
+        <h3 id={headingId} tabIndex={-1}>
+          {label}
+        </h3>
+        <span class={`badge badge-${turn.status}`}>
+          {turn.status === "stored" ? "saved" : turn.status}
+        </span>
+      </header>
+      <div class="user-message">
+        <span class="who">You</span>
+        <p class="text">{turn.message}</p>
+      </div>
+      {turn.timeline.length > 0 && (
+        <ol class="timeline" aria-label={`Timeline of ${label.toLowerCase()}`}>
+          {turn.timeline.map((entry, index) => (
+            <TimelineRow key={index} entry={entry} id={`${turn.key}-${index}`} />
+          ))}
+        </ol>
+      )}
+      {/* A failed turn that said nothing shows only its error. */}
+      <div class="assistant-message" hidden={!running && turn.answer === ""}>
+        <span class="who">Assistant</span>
+        <div class="text answer" role="group" aria-label="Answer" aria-live="polite" aria-busy={running}>
+          {turn.answer}
+          {running && turn.answer === "" && <span class="muted">Working…</span>}
+        </div>
+      </div>
+      {turn.error && (
+        <p role="alert" class="error">
+          Error {turn.error.code}
+          {turn.error.status ? ` (${turn.error.status})` : ""}: {turn.error.message}
+        </p>
+      )}
+      {(turn.reply || turn.durationMs !== null) && <TurnStats turn={turn} />}
+    </article>
+  );
+}
