@@ -1,10 +1,10 @@
 // The Catalog tab: the user's skills, searched as the author types, with the files that were skipped.
 
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 
 import type { Api, BasePrompt, Skill, SkippedFile } from "../api";
-import { isAbort, messageOf } from "../errors";
 import { formatCount } from "../format";
+import { useAbortableLoad } from "../hooks/useAbortableLoad";
 import { BasePromptStatus } from "./BasePromptStatus";
 import { SkillItem } from "./SkillItem";
 
@@ -16,32 +16,20 @@ export function Catalog({ api, refresh }: { api: Api; refresh: number }) {
   const [skipped, setSkipped] = useState<SkippedFile[]>([]);
   const [skippedCount, setSkippedCount] = useState(0);
   const [basePrompt, setBasePrompt] = useState<BasePrompt | null | undefined>(undefined);
-  const [loading, setLoading] = useState(false);
-  const [error, setError] = useState<string | null>(null);
   const [search, setSearch] = useState("");
   const [query, setQuery] = useState("");
-  const controller = useRef<AbortController | null>(null);
+  const { loading, error, run } = useAbortableLoad();
 
-  const load = async (q: string, from: string | null) => {
-    controller.current?.abort();
-    const abort = new AbortController();
-    controller.current = abort;
-    setLoading(true);
-    setError(null);
-    try {
-      const page = await api.skills(from, q || null, abort.signal);
+  const load = (q: string, from: string | null) =>
+    run(async (signal) => {
+      const page = await api.skills(from, q || null, signal);
       setSkills((shown) => (from === null ? page.skills : [...shown, ...page.skills]));
       setCursor(page.next_cursor ?? null);
       setCount(page.count ?? null);
       setSkipped(page.skipped ?? []);
       setSkippedCount(page.skipped_count ?? (page.skipped ?? []).length);
       setBasePrompt(page.base_prompt ?? null);
-    } catch (err) {
-      if (!isAbort(err)) setError(messageOf(err));
-    } finally {
-      if (controller.current === abort) setLoading(false);
-    }
-  };
+    });
 
   // Searches as the author types, a moment after the last key.
   useEffect(() => {
@@ -54,7 +42,6 @@ export function Catalog({ api, refresh }: { api: Api; refresh: number }) {
   const [reloads, setReloads] = useState(0);
   useEffect(() => {
     void load(query, null);
-    return () => controller.current?.abort();
   }, [api, query, refresh, reloads]);
 
   return (

@@ -1,10 +1,10 @@
 // The left column's list of the user's sessions, with "New session" and "Load more sessions".
 
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
 
 import type { Api, SessionSummary } from "../api";
-import { isAbort, messageOf } from "../errors";
 import { formatTime } from "../format";
+import { useAbortableLoad } from "../hooks/useAbortableLoad";
 
 export interface SessionsProps {
   api: Api;
@@ -18,34 +18,21 @@ export interface SessionsProps {
 export function Sessions({ api, refresh, activeId, onOpen, onNew }: SessionsProps) {
   const [sessions, setSessions] = useState<SessionSummary[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
-  const [loading, setLoading] = useState(false);
-  const [error, setError] = useState<string | null>(null);
-  const controller = useRef<AbortController | null>(null);
+  const { loading, error, run } = useAbortableLoad();
 
-  const load = async (from: string | null) => {
-    controller.current?.abort();
-    const abort = new AbortController();
-    controller.current = abort;
-    setLoading(true);
-    setError(null);
-    try {
-      const page = await api.sessions(from, abort.signal);
+  const load = (from: string | null) =>
+    run(async (signal) => {
+      const page = await api.sessions(from, signal);
       setSessions((shown) => {
         if (from === null) return page.sessions;
         const seen = new Set(shown.map((session) => session.session_id));
         return [...shown, ...page.sessions.filter((session) => !seen.has(session.session_id))];
       });
       setCursor(page.next_cursor ?? null);
-    } catch (err) {
-      if (!isAbort(err)) setError(messageOf(err));
-    } finally {
-      if (controller.current === abort) setLoading(false);
-    }
-  };
+    });
 
   useEffect(() => {
     void load(null);
-    return () => controller.current?.abort();
   }, [api, refresh]);
 
   const unsaved = activeId !== null && !sessions.some((session) => session.session_id === activeId);

@@ -3,24 +3,14 @@
 import { useEffect, useState } from "preact/hooks";
 
 import type { Api, UsageReport } from "../api";
-import { isAbort, messageOf } from "../errors";
 import { formatCount } from "../format";
+import { useAbortableLoad } from "../hooks/useAbortableLoad";
 
 export function Usage({ api, refresh }: { api: Api; refresh: number }) {
   const [usage, setUsage] = useState<UsageReport | null>(null);
-  const [error, setError] = useState<string | null>(null);
+  const { error, run } = useAbortableLoad();
   useEffect(() => {
-    const abort = new AbortController();
-    api.usage(abort.signal).then(
-      (report) => {
-        setUsage(report);
-        setError(null);
-      },
-      (err) => {
-        if (!isAbort(err)) setError(messageOf(err));
-      },
-    );
-    return () => abort.abort();
+    void run(async (signal) => setUsage(await api.usage(signal)));
   }, [api, refresh]);
   const totals = usage?.totals;
   return (
