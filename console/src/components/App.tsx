@@ -5,6 +5,7 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 
 import { Api, ApiError, getConfig, newSessionId, type ConsoleConfig, type Skill } from "../api";
 import { messageOf } from "../errors";
+import { useAbortableLoad } from "../hooks/useAbortableLoad";
 import { applyEvent, failTurn, mergeFiles, newTurn, turnsFromHistory, type Turn, type TurnError } from "../turns";
 import { Catalog } from "./Catalog";
 import { Conversation } from "./Conversation";
@@ -25,7 +26,7 @@ function turnError(err: unknown): TurnError {
 
 export function App() {
   const [config, setConfig] = useState<ConsoleConfig | null>(null);
-  const [configError, setConfigError] = useState<string | null>(null);
+  const configLoad = useAbortableLoad();
   const [userId, setUserId] = useState("");
   const user = config?.users.find((candidate) => candidate.id === userId) ?? null;
   const token = user?.token ?? null;
@@ -34,56 +35,54 @@ export function App() {
   const [sessionId, setSessionId] = useState<string | null>(null);
   const [turns, setTurns] = useState<Turn[]>([]);
   const [olderCursor, setOlderCursor] = useState<string | null>(null);
-  const [historyLoading, setHistoryLoading] = useState(false);
-  const [historyError, setHistoryError] = useState<string | null>(null);
+  const history = useAbortableLoad();
   const [historyCut, setHistoryCut] = useState(false);
   const [files, setFiles] = useState<WorkspaceFile[]>([]);
   const [running, setRunning] = useState(false);
   const [refresh, setRefresh] = useState(0);
   const [skills, setSkills] = useState<Skill[]>([]);
+  const completion = useAbortableLoad();
   const [announcement, setAnnouncement] = useState("");
 
+  // The streamed turn keeps its own controller rather than useAbortableLoad: the controller is
+  // also `send`'s guard against a second turn, a failure goes into the turn rather than an error
+  // line, and only a turn that was not aborted refreshes the panels and the workspace after it.
   const stream = useRef<AbortController | null>(null);
-  const history = useRef<AbortController | null>(null);
   const liveTurns = useRef(0);
   // The session the page shows: answers that arrive late for another one are dropped.
   const shown = useRef<string | null>(null);
 
   useEffect(() => {
-    const abort = new AbortController();
-    getConfig(abort.signal).then(
-      (loaded) => {
+    void configLoad.run(
+      async (signal) => {
+        const loaded = await getConfig(signal);
         setConfig(loaded);
         setUserId(loaded.users[0]?.id ?? "");
       },
-      (err) => setConfigError(`The console's configuration could not be loaded: ${messageOf(err)}`),
+      (err) => `The console's configuration could not be loaded: ${messageOf(err)}`,
     );
-    return () => abort.abort();
   }, []);
 
   // Every skill of the catalog, for the slash-command completion.
   useEffect(() => {
     setSkills([]);
-    if (!api) return;
-    const abort = new AbortController();
-    api.allSkills(abort.signal).then(setSkills, () => {
-      // The catalog panel shows the error; the completion stays empty.
-    });
-    return () => abort.abort();
+    if (!api) {
+      completion.cancel();
+      return;
+    }
+    // The catalog panel shows the error; the completion stays empty.
+    void completion.run(async (signal) => setSkills(await api.allSkills(signal)), () => null);
   }, [api, refresh]);
 
   /** Closes the open session: its stream stops being read and nothing of it stays on the page. */
   const closeConversation = () => {
     stream.current?.abort();
     stream.current = null;
-    history.current?.abort();
-    history.current = null;
+    history.cancel();
     shown.current = null;
     setSessionId(null);
     setTurns([]);
     setOlderCursor(null);
-    setHistoryLoading(false);
-    setHistoryError(null);
     setHistoryCut(false);
     setFiles([]);
     setRunning(false);
@@ -99,38 +98,31 @@ export function App() {
 
   const loadHistory = async (id: string, cursor: string | null) => {
     if (!api) return;
-    history.current?.abort();
-    const abort = new AbortController();
-    history.current = abort;
-    setHistoryLoading(true);
-    setHistoryError(null);
-    try {
-      const view = await api.session(id, cursor, abort.signal);
-      if (shown.current !== id) return;
-      const page = turnsFromHistory(view, "h");
-      setTurns((current) => {
-        const kept = cursor === null ? current.filter((turn) => turn.status !== "stored") : current;
-        const seen = new Set(kept.map((turn) => turn.key));
-        return [...page.filter((turn) => !seen.has(turn.key)), ...kept];
-      });
-      setOlderCursor(view.next_cursor ?? null);
-      setHistoryCut(view.truncated === true);
-      if (cursor === null) setFiles(view.workspace ?? []);
-    } catch (err) {
-      if (abort.signal.aborted || shown.current !== id) return;
-      // A session id nobody has sent a turn to yet is a new, empty session.
-      if (err instanceof ApiError && err.status === 404 && cursor === null) {
-        setOlderCursor(null);
-        setFiles([]);
-      } else {
-        setHistoryError(`The session could not be loaded: ${messageOf(err)}`);
-      }
-    } finally {
-      if (history.current === abort) {
-        history.current = null;
-        setHistoryLoading(false);
-      }
-    }
+    await history.run(
+      async (signal) => {
+        const view = await api.session(id, cursor, signal);
+        if (shown.current !== id) return;
+        const page = turnsFromHistory(view, "h");
+        setTurns((current) => {
+          const kept = cursor === null ? current.filter((turn) => turn.status !== "stored") : current;
+          const seen = new Set(kept.map((turn) => turn.key));
+          return [...page.filter((turn) => !seen.has(turn.key)), ...kept];
+        });
+        setOlderCursor(view.next_cursor ?? null);
+        setHistoryCut(view.truncated === true);
+        if (cursor === null) setFiles(view.workspace ?? []);
+      },
+      (err) => {
+        if (shown.current !== id) return null;
+        // A session id nobody has sent a turn to yet is a new, empty session.
+        if (err instanceof ApiError && err.status === 404 && cursor === null) {
+          setOlderCursor(null);
+          setFiles([]);
+          return null;
+        }
+        return `The session could not be loaded: ${messageOf(err)}`;
+      },
+    );
   };
 
   const openSession = (id: string) => {
@@ -229,12 +221,12 @@ export function App() {
     }
   };
 
-  if (configError) {
+  if (configLoad.error) {
     return (
       <main class="fatal">
         <h1>Skill console</h1>
         <p role="alert" class="error">
-          {configError}
+          {configLoad.error}
         </p>
       </main>
     );
@@ -287,8 +279,8 @@ export function App() {
           sessionId={sessionId}
           turns={turns}
           olderCursor={olderCursor}
-          loading={historyLoading}
-          error={historyError}
+          loading={history.loading}
+          error={history.error}
           cut={historyCut}
           running={running}
           skills={skills}
