@@ -305,7 +305,7 @@ fn cut_call(message: &mut Message, call: usize) -> usize {
 fn shrink_text(message: &mut Message, over_bytes: usize) -> usize {
     let before = estimate_message(message);
     match message {
-        Message::Tool { name, content, .. } if name == crate::tools::FIND_SKILLS => {
+        Message::Tool { name, content, .. } if name == crate::tool_names::FIND_SKILLS => {
             let Some(shrunk) = crate::tools::shrink_found_skills(content, content.len().saturating_sub(over_bytes))
             else {
                 return 0;

@@ -65,10 +65,11 @@ pub use exchange::SandboxFiles;
 pub fn is_clean_workspace_path(rel: &str) -> bool {
     rel.len() <= MAX_WORKSPACE_PATH_BYTES && path::is_clean_relative(rel)
 }
+pub use crate::tool_names::FILE_TOOL_NAMES;
 pub use glob::{MAX_GLOB_EXPANSIONS, MAX_GLOB_NESTING, MAX_GLOB_PATTERN_BYTES};
 pub use render::EMPTY_FILE_NOTE;
 pub use storage::BlobCache;
-pub use tools::{file_tool_specs, run_file_tool, FILE_TOOL_NAMES};
+pub use tools::{file_tool_specs, run_file_tool};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
