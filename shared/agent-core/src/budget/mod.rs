@@ -306,8 +306,7 @@ fn shrink_text(message: &mut Message, over_bytes: usize) -> usize {
     let before = estimate_message(message);
     match message {
         Message::Tool { name, content, .. } if name == crate::tool_names::FIND_SKILLS => {
-            let Some(shrunk) = crate::tools::shrink_found_skills(content, content.len().saturating_sub(over_bytes))
-            else {
+            let Some(shrunk) = crate::skills::found::shrink(content, content.len().saturating_sub(over_bytes)) else {
                 return 0;
             };
             *content = shrunk;

@@ -5,13 +5,11 @@
 //! [`crate::tool_names`].
 
 mod execute;
-mod found;
 mod saved;
 mod todos;
 
 pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_SKILL, TODO_READ, TODO_WRITE};
 pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess};
-pub use found::shrink as shrink_found_skills;
 pub use saved::{result_path, RESULTS_FOLDER};
 
 use std::collections::BTreeSet;
@@ -24,7 +22,7 @@ use crate::agent::{PromptState, ToolOutput, TurnEnv};
 use crate::ids::UserId;
 use crate::message::{ToolCall, ToolSpec};
 use crate::prompt::{self, PromptTemplate, PromptVars, Section, SectionKind, SkillPromptMode, SystemPrompt};
-use crate::skills::{Catalog, Listing, Resolved, SkillDoc, SkillLibrary};
+use crate::skills::{found, Catalog, Listing, Resolved, SkillDoc, SkillLibrary};
 use crate::store::{ObjectStore, TodoItem};
 use crate::vfs::{self, Vfs};
 
