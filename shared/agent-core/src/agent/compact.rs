@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::Limits;
-use crate::budget;
+use crate::budget::estimate::estimate_text;
 use crate::message::{ChatRequest, Message, ToolCall, Usage};
 use crate::model::ChatModel;
 use crate::telemetry;
@@ -86,7 +86,7 @@ pub async fn compact(
         _ => "",
     };
     let opening = format!("The user's request:\n{}\n\nThe steps:\n", head(request, REQUEST_CHARS));
-    let room = limits.input_tokens.saturating_sub(budget::estimate_text(INSTRUCTIONS) + 16).saturating_mul(3);
+    let room = limits.input_tokens.saturating_sub(estimate_text(INSTRUCTIONS) + 16).saturating_mul(3);
     let text = transcript(previous_text, steps, room.saturating_sub(opening.len()), skill_text);
     let chat = ChatRequest {
         system: INSTRUCTIONS.to_owned(),

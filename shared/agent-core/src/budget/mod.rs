@@ -2,6 +2,9 @@
 //! model's input limit, trim in a fixed order that never touches skill instructions or the user's request.
 
 pub mod cut;
+pub mod estimate;
+
+pub use estimate::estimate_text;
 
 use crate::message::{Message, ToolSpec};
 use crate::prompt::{SectionKind, SystemPrompt};
@@ -73,12 +76,6 @@ pub fn default_context_tokens(model: &str) -> usize {
         name = rest;
     }
     KNOWN_LIMITS.iter().find(|(prefix, _)| name.starts_with(prefix)).map_or(DEFAULT_CONTEXT_TOKENS, |(_, limit)| *limit)
-}
-
-/// A deliberately pessimistic estimate: about three bytes per token, which over-counts English
-/// and holds for Spanish and code, so a request that fits here fits at the provider.
-pub fn estimate_text(text: &str) -> usize {
-    text.len().div_ceil(3)
 }
 
 /// Tokens of one message, with a small per-message overhead for roles and separators.

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::frontmatter::SPEC_DESCRIPTION_MAX;
 use super::index::SkillEntry;
-use crate::budget::estimate_text;
+use crate::budget::estimate::estimate_text;
 
 /// Characters of a description kept when it is shortened to save space.
 const SHORT_DESCRIPTION_CHARS: usize = 100;
