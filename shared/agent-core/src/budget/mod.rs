@@ -251,7 +251,7 @@ pub fn fit(
         };
         let saved = match piece {
             (index, Some(call)) => cut_call(&mut messages[index], call),
-            (index, None) => shrink_text(&mut messages[index], (total - limit) * 3 + 64),
+            (index, None) => shrink_text(&mut messages[index], (total - limit) * estimate::BYTES_PER_TOKEN + 64),
         };
         if saved == 0 {
             exhausted.insert(piece);
