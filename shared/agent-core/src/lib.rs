@@ -15,6 +15,7 @@ pub mod sandbox;
 pub mod skills;
 pub mod store;
 pub mod telemetry;
+pub mod tool_names;
 pub mod tools;
 pub mod transcript;
 pub mod turn;

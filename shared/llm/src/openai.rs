@@ -8,8 +8,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::config::LlmConfig;
-use crate::retry::{http_client, send_with_retry, stream_with_retry, streaming_client, RetryPolicy};
-use crate::stream::{Assembler, StreamFault};
+use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
+use crate::stream::{stream_with_retry, Assembler, StreamFault};
 
 const PROVIDER: &str = "openai";
 

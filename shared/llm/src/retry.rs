@@ -6,13 +6,12 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use agent_core::{ChatResponse, DeltaSink, ModelError};
+use agent_core::{DeltaSink, ModelError};
 use rand::Rng;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{RequestBuilder, StatusCode};
 
 use crate::config::LlmConfig;
-use crate::stream::{read_stream, Assembler};
 
 /// Longest wait between two attempts, whether computed or asked for by `Retry-After`.
 pub const DEFAULT_MAX_DELAY: Duration = Duration::from_secs(20);
@@ -170,22 +169,6 @@ pub(crate) async fn pause_before_retry(
     );
     tokio::time::sleep(delay).await;
     Ok(())
-}
-
-/// Sends the streaming request built by `make_request` and assembles its events with a fresh
-/// assembler from `assembler` per attempt. Failures are retried like [`send_with_retry`]'s until the
-/// first delta has been handed to `sink`; after that a failure is final, since the text already
-/// shown cannot be taken back.
-pub(crate) async fn stream_with_retry<A: Assembler>(
-    policy: &RetryPolicy,
-    provider: &'static str,
-    secret: Option<&str>,
-    make_request: impl Fn() -> RequestBuilder,
-    assembler: impl Fn() -> A,
-    sink: &dyn DeltaSink,
-) -> Result<ChatResponse, ModelError> {
-    let watched = Watched::new(sink);
-    retry_streamed(policy, provider, &watched, || read_stream(make_request(), secret, assembler(), &watched)).await
 }
 
 /// Passes deltas through and remembers that one went out, which ends the retries.

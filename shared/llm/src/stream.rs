@@ -1,5 +1,6 @@
 //! One streamed provider call: the response's Server-Sent Events, read as they arrive within fixed
-//! bounds and handed to a provider's assembler. The retries around it live in [`crate::retry`].
+//! bounds and handed to a provider's assembler; and [`stream_with_retry`], which tries the call
+//! again through [`crate::retry`]'s loop until the first delta is shown.
 
 use std::fmt;
 use std::time::SystemTime;
@@ -9,7 +10,10 @@ use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use reqwest::RequestBuilder;
 
-use crate::retry::{describe_transport_error, parse_retry_after_header, redact, send_failure, status_failure, Attempt};
+use crate::retry::{
+    describe_transport_error, parse_retry_after_header, redact, retry_streamed, send_failure, status_failure, Attempt,
+    RetryPolicy, Watched,
+};
 
 /// One event may not exceed this (nor may any line of the stream), so a runaway event is cut off early.
 pub(crate) const MAX_EVENT_BYTES: usize = 1024 * 1024;
@@ -81,6 +85,22 @@ impl Bounds {
         }
         Ok(())
     }
+}
+
+/// Sends the streaming request built by `make_request` and assembles its events with a fresh
+/// assembler from `assembler` per attempt. Failures are retried like
+/// [`crate::retry::send_with_retry`]'s until the first delta has been handed to `sink`; after that
+/// a failure is final, since the text already shown cannot be taken back.
+pub(crate) async fn stream_with_retry<A: Assembler>(
+    policy: &RetryPolicy,
+    provider: &'static str,
+    secret: Option<&str>,
+    make_request: impl Fn() -> RequestBuilder,
+    assembler: impl Fn() -> A,
+    sink: &dyn DeltaSink,
+) -> Result<ChatResponse, ModelError> {
+    let watched = Watched::new(sink);
+    retry_streamed(policy, provider, &watched, || read_stream(make_request(), secret, assembler(), &watched)).await
 }
 
 /// Sends one streaming request and assembles its reply, handing text to `sink` as it arrives.

@@ -8,7 +8,7 @@ use tokio::time::Instant;
 use tracing::Instrument;
 
 use super::Limits;
-use crate::budget;
+use crate::budget::estimate::{estimate_text, BYTES_PER_TOKEN};
 use crate::message::{ChatRequest, Message, ToolCall, Usage};
 use crate::model::ChatModel;
 use crate::telemetry;
@@ -80,13 +80,13 @@ pub async fn compact(
     let from = previous.map_or(first_new + 1, |previous| previous.covers);
     let steps = &conversation[from..until];
     let previous_text = previous.map(|previous| previous.text.as_str());
-    let max_bytes = limits.input_tokens.saturating_mul(3) / 8;
+    let max_bytes = limits.input_tokens.saturating_mul(BYTES_PER_TOKEN) / 8;
     let request = match &conversation[first_new] {
         Message::User { content } => content.as_str(),
         _ => "",
     };
     let opening = format!("The user's request:\n{}\n\nThe steps:\n", head(request, REQUEST_CHARS));
-    let room = limits.input_tokens.saturating_sub(budget::estimate_text(INSTRUCTIONS) + 16).saturating_mul(3);
+    let room = limits.input_tokens.saturating_sub(estimate_text(INSTRUCTIONS) + 16).saturating_mul(BYTES_PER_TOKEN);
     let text = transcript(previous_text, steps, room.saturating_sub(opening.len()), skill_text);
     let chat = ChatRequest {
         system: INSTRUCTIONS.to_owned(),

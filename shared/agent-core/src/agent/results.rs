@@ -3,6 +3,7 @@
 //! is given its path with its head and tail; one that cannot be saved is cut to the loop's bound.
 
 use super::{TurnEnv, MAX_TOOL_RESULT_BYTES};
+use crate::budget::estimate::BYTES_PER_TOKEN;
 use crate::message::ToolCall;
 
 /// The largest result saved whole: the largest file a write may make (`vfs::MAX_FILE_BYTES`).
@@ -17,7 +18,7 @@ const MAX_OFFLOAD_BYTES: usize = 16 * 1024;
 /// budget's three bytes a token), between 2 and 16 KiB. 10,752 bytes for a 32,768-token model that
 /// keeps 4,096 tokens for its answer.
 pub fn offload_bound(input_tokens: usize) -> usize {
-    (input_tokens.saturating_mul(3) / 8).clamp(MIN_OFFLOAD_BYTES, MAX_OFFLOAD_BYTES)
+    (input_tokens.saturating_mul(BYTES_PER_TOKEN) / 8).clamp(MIN_OFFLOAD_BYTES, MAX_OFFLOAD_BYTES)
 }
 
 /// What the conversation keeps of `content`, the result of `call`: itself when it is within

@@ -2,6 +2,9 @@
 //! model's input limit, trim in a fixed order that never touches skill instructions or the user's request.
 
 pub mod cut;
+pub mod estimate;
+
+pub use estimate::estimate_text;
 
 use crate::message::{Message, ToolSpec};
 use crate::prompt::{SectionKind, SystemPrompt};
@@ -73,12 +76,6 @@ pub fn default_context_tokens(model: &str) -> usize {
         name = rest;
     }
     KNOWN_LIMITS.iter().find(|(prefix, _)| name.starts_with(prefix)).map_or(DEFAULT_CONTEXT_TOKENS, |(_, limit)| *limit)
-}
-
-/// A deliberately pessimistic estimate: about three bytes per token, which over-counts English
-/// and holds for Spanish and code, so a request that fits here fits at the provider.
-pub fn estimate_text(text: &str) -> usize {
-    text.len().div_ceil(3)
 }
 
 /// Tokens of one message, with a small per-message overhead for roles and separators.
@@ -254,7 +251,7 @@ pub fn fit(
         };
         let saved = match piece {
             (index, Some(call)) => cut_call(&mut messages[index], call),
-            (index, None) => shrink_text(&mut messages[index], (total - limit) * 3 + 64),
+            (index, None) => shrink_text(&mut messages[index], (total - limit) * estimate::BYTES_PER_TOKEN + 64),
         };
         if saved == 0 {
             exhausted.insert(piece);
@@ -305,9 +302,8 @@ fn cut_call(message: &mut Message, call: usize) -> usize {
 fn shrink_text(message: &mut Message, over_bytes: usize) -> usize {
     let before = estimate_message(message);
     match message {
-        Message::Tool { name, content, .. } if name == crate::tools::FIND_SKILLS => {
-            let Some(shrunk) = crate::tools::shrink_found_skills(content, content.len().saturating_sub(over_bytes))
-            else {
+        Message::Tool { name, content, .. } if name == crate::tool_names::FIND_SKILLS => {
+            let Some(shrunk) = crate::skills::found::shrink(content, content.len().saturating_sub(over_bytes)) else {
                 return 0;
             };
             *content = shrunk;

@@ -4,8 +4,7 @@
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::tools::ESSENTIAL_TOOLS;
-use crate::vfs::FILE_TOOL_NAMES;
+use crate::tool_names::{ESSENTIAL_TOOLS, FILE_TOOL_NAMES};
 
 /// The Agent Skills specification's limits.
 pub const SPEC_NAME_MAX: usize = 64;

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use super::frontmatter::SPEC_DESCRIPTION_MAX;
 use super::index::SkillEntry;
-use crate::budget::estimate_text;
+use crate::budget::estimate::{estimate_text, BYTES_PER_TOKEN};
 
 /// Characters of a description kept when it is shortened to save space.
 const SHORT_DESCRIPTION_CHARS: usize = 100;
@@ -181,7 +181,7 @@ pub fn render(entries: &[&SkillEntry], budget_tokens: usize) -> Listing {
     for entry in entries {
         groups.entry(group_of(entry)).or_default().push(entry);
     }
-    let budget_bytes = budget_tokens.saturating_mul(3);
+    let budget_bytes = budget_tokens.saturating_mul(BYTES_PER_TOKEN);
     let fits = |text: &str| estimate_text(text) <= budget_tokens;
 
     // Largest first: descriptions as the budget allows (when every name fits), then as half of it

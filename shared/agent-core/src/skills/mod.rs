@@ -9,9 +9,11 @@
 //!   [`SkillLibrary`] caches.
 //! - [`listing`]: the state-1 listing under its token budget, in tiers.
 //! - [`search`]: BM25 over names, categories and descriptions.
+//! - [`found`]: the text of a `find_skills` result, and how the context budget shrinks it.
 
 pub mod bundle;
 pub mod catalog;
+pub mod found;
 pub mod frontmatter;
 pub mod index;
 pub mod listing;

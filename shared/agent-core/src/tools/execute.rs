@@ -10,8 +10,7 @@ use tokio::time::Instant;
 use super::SkillsEnv;
 use crate::message::ToolSpec;
 use crate::sandbox::{self, Sandbox, SandboxLayout, DEFAULT_TIMEOUT, MAX_COMMAND_BYTES, MAX_TIMEOUT};
-
-pub const EXECUTE: &str = "execute";
+use crate::tool_names::EXECUTE;
 
 /// Time kept between a command's timeout and the turn's reserve, for the sandbox to stop the
 /// command and send its files back.

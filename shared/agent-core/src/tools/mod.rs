@@ -1,15 +1,15 @@
 //! The skills strategy's tools (`load_skill`, the file tools, and the essentials `abort`,
 //! `todowrite`, `todoread`) and the environment that gives the loop its state-dependent prompt,
 //! including a forced skill's guarantees: filtered tools, enforced at execution, and reminders.
-//! `execute` (a command in the sandbox) has a file of its own.
+//! `execute` (a command in the sandbox) has a file of its own; the tools' names are in
+//! [`crate::tool_names`].
 
 mod execute;
-mod found;
 mod saved;
 mod todos;
 
-pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess, EXECUTE};
-pub use found::shrink as shrink_found_skills;
+pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_SKILL, TODO_READ, TODO_WRITE};
+pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess};
 pub use saved::{result_path, RESULTS_FOLDER};
 
 use std::collections::BTreeSet;
@@ -22,17 +22,9 @@ use crate::agent::{PromptState, ToolOutput, TurnEnv};
 use crate::ids::UserId;
 use crate::message::{ToolCall, ToolSpec};
 use crate::prompt::{self, PromptTemplate, PromptVars, Section, SectionKind, SkillPromptMode, SystemPrompt};
-use crate::skills::{Catalog, Listing, Resolved, SkillDoc, SkillLibrary};
+use crate::skills::{found, Catalog, Listing, Resolved, SkillDoc, SkillLibrary};
 use crate::store::{ObjectStore, TodoItem};
 use crate::vfs::{self, Vfs};
-
-pub const LOAD_SKILL: &str = "load_skill";
-pub const FIND_SKILLS: &str = "find_skills";
-pub const ABORT: &str = "abort";
-pub const TODO_WRITE: &str = "todowrite";
-pub const TODO_READ: &str = "todoread";
-/// Tools a forced skill always keeps, whatever it declares.
-pub const ESSENTIAL_TOOLS: [&str; 3] = [ABORT, TODO_WRITE, TODO_READ];
 
 /// `find_skills` answers at most this many matches.
 const MAX_FOUND_SKILLS: usize = 20;

@@ -60,7 +60,8 @@ impl TurnService {
             return unchanged;
         }
         // The summariser gets the same model, so its one message must fit that model's input budget.
-        let room = self.config.input_tokens().saturating_sub(budget::estimate_text(SUMMARY_INSTRUCTIONS) + 16) * 3;
+        let room = self.config.input_tokens().saturating_sub(budget::estimate_text(SUMMARY_INSTRUCTIONS) + 16)
+            * budget::estimate::BYTES_PER_TOKEN;
         let transcript = transcript(
             previous.as_ref().map(|s| s.text.as_str()),
             &visible[..cut],

@@ -5,8 +5,8 @@
 use std::collections::BTreeMap;
 
 use super::resolve::RootRef;
-use super::storage::{sha256_hex, Entry};
-use super::{path, Vfs, VfsError, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES, MAX_WORKSPACE_PATH_BYTES};
+use super::storage::sha256_hex;
+use super::{path, Entry, Vfs, VfsError, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES, MAX_WORKSPACE_PATH_BYTES};
 use crate::sandbox::{SandboxError, SandboxFile, SkillMount, WorkspaceChanges, MAX_CALL_FILES, MAX_CALL_FILE_BYTES};
 use crate::store::WorkspaceFile;
 

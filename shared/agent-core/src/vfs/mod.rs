@@ -38,9 +38,10 @@
 //!
 //! # Files
 //!
-//! This file holds the types, the bounds and the mounts; `read` has the reading tools (`ls`,
-//! `read_file`, `glob`, `grep`), `write` the writing ones (`write_file`, `edit_file`, `delete`),
-//! `resolve` what a model path names, and `storage` the listings, loads and caches behind them.
+//! This file holds the types (a root's listed files, `Entry`, among them), the bounds and the
+//! mounts; `read` has the reading tools (`ls`, `read_file`, `glob`, `grep`), `write` the writing
+//! ones (`write_file`, `edit_file`, `delete`), `resolve` what a model path names, and `storage` the
+//! listings, loads and caches behind them.
 //!
 //! [`keys::workspace_blob_key`]: crate::keys::workspace_blob_key
 //! [`keys::ticket_prefix`]: crate::keys::ticket_prefix
@@ -65,10 +66,11 @@ pub use exchange::SandboxFiles;
 pub fn is_clean_workspace_path(rel: &str) -> bool {
     rel.len() <= MAX_WORKSPACE_PATH_BYTES && path::is_clean_relative(rel)
 }
+pub use crate::tool_names::FILE_TOOL_NAMES;
 pub use glob::{MAX_GLOB_EXPANSIONS, MAX_GLOB_NESTING, MAX_GLOB_PATTERN_BYTES};
 pub use render::EMPTY_FILE_NOTE;
 pub use storage::BlobCache;
-pub use tools::{file_tool_specs, run_file_tool, FILE_TOOL_NAMES};
+pub use tools::{file_tool_specs, run_file_tool};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -78,7 +80,7 @@ use thiserror::Error;
 use crate::ids::{SessionId, SkillPath, TicketId, UserId};
 use crate::skills::Catalog;
 use crate::store::{ObjectStore, StoreError, WorkspaceFile};
-use storage::{ContentCache, Entry};
+use storage::ContentCache;
 
 /// Longest path accepted from the model, in bytes.
 pub const MAX_PATH_BYTES: usize = 1024;
@@ -219,6 +221,22 @@ impl GrepOutput {
             _ => None,
         }
     }
+}
+
+/// A file of one root: its path relative to the root and where its bytes live.
+#[derive(Debug, Clone)]
+struct Entry {
+    rel: String,
+    size: u64,
+    source: Source,
+}
+
+#[derive(Debug, Clone)]
+enum Source {
+    /// A workspace file, by SHA-256.
+    Blob(String),
+    /// A listed object's key.
+    Object(String),
 }
 
 /// The agent's filesystem for one turn. See the module documentation.

@@ -7,10 +7,9 @@ use futures::stream::{self, StreamExt};
 
 use super::glob::Glob;
 use super::resolve::{stat, Node, Stat};
-use super::storage::Entry;
 use super::{
-    render, GrepOutput, Vfs, VfsError, BINARY_SNIFF_BYTES, GREP_REGEX_HINT, GREP_TRUNCATION_NOTE, LOAD_CONCURRENCY,
-    MAX_GREP_MATCHES, MAX_GREP_PATTERN_BYTES, MAX_OUTPUT_BYTES, MAX_READ_BYTES,
+    render, Entry, GrepOutput, Vfs, VfsError, BINARY_SNIFF_BYTES, GREP_REGEX_HINT, GREP_TRUNCATION_NOTE,
+    LOAD_CONCURRENCY, MAX_GREP_MATCHES, MAX_GREP_PATTERN_BYTES, MAX_OUTPUT_BYTES, MAX_READ_BYTES,
 };
 
 impl Vfs<'_> {

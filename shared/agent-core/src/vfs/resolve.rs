@@ -1,8 +1,7 @@
 //! What a model path names: a root, the `/skills` directory or a path inside a root, and whether
 //! it is a file, a directory or nothing there.
 
-use super::storage::Entry;
-use super::{path, Vfs, VfsError};
+use super::{path, Entry, Vfs, VfsError};
 use crate::ids::{SkillPath, TicketId};
 
 #[derive(Debug, Clone, Copy)]

@@ -1,6 +1,5 @@
 //! Where a file's bytes live: the listings of the roots (a mounted skill's from the catalog
-//! index when it keeps them), loads through the turn's and the process's caches, and the entries
-//! of a listing.
+//! index when it keeps them), and loads through the turn's and the process's caches.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -8,27 +7,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use sha2::{Digest, Sha256};
 
 use super::resolve::{Node, RootRef};
-use super::{path, Vfs, VfsError, CACHE_MAX_BYTES, MAX_READ_BYTES};
+use super::{path, Entry, Source, Vfs, VfsError, CACHE_MAX_BYTES, MAX_READ_BYTES};
 use crate::ids::SkillPath;
 use crate::keys;
 use crate::skills::bundle::{is_bundle_file, BundleRef, SkillBundle};
 use crate::store::ObjectMeta;
-
-/// A file of one root: its path relative to the root and where its bytes live.
-#[derive(Debug, Clone)]
-pub(super) struct Entry {
-    pub(super) rel: String,
-    pub(super) size: u64,
-    pub(super) source: Source,
-}
-
-#[derive(Debug, Clone)]
-pub(super) enum Source {
-    /// A workspace file, by SHA-256.
-    Blob(String),
-    /// A listed object's key.
-    Object(String),
-}
 
 /// Workspace blobs kept across the turns of a warm process. Blobs are content-addressed and never
 /// change, so a cached one is always right; keys include the tenant and the session.

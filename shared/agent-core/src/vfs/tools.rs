@@ -10,9 +10,7 @@ use super::{
     MAX_WORKSPACE_FILES,
 };
 use crate::message::ToolSpec;
-
-/// The file tools' names, as offered to the model.
-pub const FILE_TOOL_NAMES: [&str; 7] = ["ls", "read_file", "write_file", "edit_file", "delete", "glob", "grep"];
+use crate::tool_names::FILE_TOOL_NAMES;
 
 const ROOTS: &str = "The filesystem has up to three roots: /workspace (your private read-write \
     scratch space for this conversation), /ticket (read-only files of the current ticket, when there is one) \

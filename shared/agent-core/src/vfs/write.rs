@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use super::read::as_text;
-use super::storage::{sha256_hex, Entry, Source};
+use super::storage::sha256_hex;
 use super::{
-    Vfs, VfsError, MAX_FILE_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES, MAX_WORKSPACE_PATH_BYTES, SNIPPET_CHARS,
+    Entry, Source, Vfs, VfsError, MAX_FILE_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES, MAX_WORKSPACE_PATH_BYTES,
+    SNIPPET_CHARS,
 };
 use crate::keys;
 use crate::store::WorkspaceFile;

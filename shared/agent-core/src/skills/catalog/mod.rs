@@ -14,7 +14,7 @@ use tokio::sync::OnceCell;
 pub use library::SkillLibrary;
 
 use super::index::stored::{self, IndexHead, IndexPart, StoredListing, MAX_STORED_LISTINGS};
-use super::index::{BasePromptEntry, CatalogIndex, SkillEntry, SkippedEntry};
+use super::index::{hidden_skills, inside_a_skill, BasePromptEntry, CatalogIndex, SkillEntry, SkippedEntry};
 use super::listing::{self, Listing};
 use super::search::SkillSearch;
 use crate::ids::{SkillPath, UserId};
@@ -137,7 +137,7 @@ impl Catalog {
     /// The snapshot of an index this process holds whole (just built): every part is at hand.
     fn from_index(user: UserId, index: &CatalogIndex, head: IndexHead, etag: String) -> Self {
         let mut catalog = Self::from_head(user, IndexHead { inline: None, parts: Vec::new(), ..head }, etag, None);
-        let hidden = stored::hidden_skills(&index.skills);
+        let hidden = hidden_skills(&index.skills);
         let whole = IndexPart {
             skills: index.skills.clone(),
             hidden,
@@ -302,7 +302,7 @@ impl Catalog {
                 let mut skipped: Vec<SkippedEntry> = parts
                     .iter()
                     .flat_map(|part| part.skipped.iter())
-                    .filter(|skipped| !stored::inside_a_skill(&skipped.file, |path| usable.contains(path)))
+                    .filter(|skipped| !inside_a_skill(&skipped.file, |path| usable.contains(path)))
                     .cloned()
                     .collect();
                 skipped.sort_by(|a, b| a.file.cmp(&b.file));

@@ -2,6 +2,9 @@
 //! categorised, or a plugin marketplace's `[group/]plugin/skills/name`), the base prompt, or files
 //! of a skill, and which tenant a key belongs to.
 
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+
+use super::SkillEntry;
 use crate::ids::{SkillPath, UserId};
 use crate::skills::frontmatter::SkipReason;
 
@@ -86,4 +89,35 @@ pub(super) fn owners(rel: &str) -> Vec<(SkillPath, &str)> {
         }
     }
     found
+}
+
+/// The skills that are files of a plain skill (`category/name` or a plugin's skill whose first
+/// folder is a plain skill's folder), by path.
+pub fn hidden_skills(skills: &BTreeMap<String, SkillEntry>) -> BTreeSet<String> {
+    let plain: HashSet<&str> = skills.values().filter(|e| e.path.category().is_none()).map(|e| e.path.name()).collect();
+    skills
+        .values()
+        .filter(|e| e.path.top_folder().is_some_and(|folder| plain.contains(folder)))
+        .map(|e| e.path.to_string())
+        .collect()
+}
+
+/// Whether `file` (relative to `{user}/skills/`) lies below the folder of one of the usable
+/// skills `usable` knows, other than as that skill's own SKILL.md: such a file is one of that
+/// skill's files, not a skipped skill.
+pub fn inside_a_skill(file: &str, usable: impl Fn(&SkillPath) -> bool) -> bool {
+    enclosing_skill(file, usable).is_some()
+}
+
+/// The usable skill whose folder holds `file` (relative to `{user}/skills/`) below its own
+/// SKILL.md, the outermost first: a plain skill, a category's skill, a plugin's skill.
+pub fn enclosing_skill(file: &str, usable: impl Fn(&SkillPath) -> bool) -> Option<SkillPath> {
+    let parts: Vec<&str> = file.split('/').collect();
+    let candidates = [
+        (parts.len() >= 3).then(|| SkillPath::plain(parts[0])),
+        (parts.len() >= 4).then(|| SkillPath::new(parts[0], parts[1])),
+        (parts.len() >= 5 && parts[1] == "skills").then(|| SkillPath::in_plugin(None, parts[0], parts[2])),
+        (parts.len() >= 6 && parts[2] == "skills").then(|| SkillPath::in_plugin(Some(parts[0]), parts[1], parts[3])),
+    ];
+    candidates.into_iter().flatten().flatten().find(|path| usable(path))
 }

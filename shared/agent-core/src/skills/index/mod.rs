@@ -22,7 +22,7 @@ pub mod stored;
 mod update;
 
 use layout::owners;
-pub use layout::{classify, tenant_file, SkillFile, BASE_PROMPT_FILE};
+pub use layout::{classify, hidden_skills, inside_a_skill, tenant_file, SkillFile, BASE_PROMPT_FILE};
 pub use stored::IndexHead;
 pub use update::{decode_index, update_index, IndexRead, UpdateOutcome};
 
@@ -87,7 +87,7 @@ pub struct BasePromptEntry {
 pub struct CatalogIndex {
     pub format: u32,
     /// Skills by path (`category/name` or `name`); those inside a plain skill's folder are that
-    /// skill's files ([`stored::hidden_skills`]).
+    /// skill's files ([`hidden_skills`]).
     pub skills: BTreeMap<String, SkillEntry>,
     /// The files of each usable skill besides its SKILL.md (path relative to the skill's folder,
     /// size), in path order; a skill with more than [`MAX_INDEXED_FILES`] has no entry here.
@@ -431,14 +431,14 @@ pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<Cat
 /// Logs a warning naming each of `files` (relative to the tenant's `skills/`) that `index` skips, unless it lies inside a usable skill's
 /// folder (then it is one of that skill's files, as `GET /skills` shows it).
 fn log_skipped<'f>(index: &CatalogIndex, files: impl Iterator<Item = &'f String>) {
-    let hidden = stored::hidden_skills(&index.skills);
+    let hidden = hidden_skills(&index.skills);
     let usable = |path: &SkillPath| {
         let path = path.to_string();
         index.skills.contains_key(&path) && !hidden.contains(&path)
     };
     for file in files {
         if let Some(skipped) = index.skipped.get(file) {
-            if !stored::inside_a_skill(file, usable) {
+            if !inside_a_skill(file, usable) {
                 tracing::warn!(%file, reason = %skipped.reason, "skipping skill");
             }
         }

@@ -22,6 +22,8 @@ use crate::keys;
 use crate::skills::listing::{self, Listing};
 use crate::store::{ObjectStore, StoreError, WriteCondition};
 
+pub use super::layout::{enclosing_skill, hidden_skills, inside_a_skill};
+
 /// A catalog whose whole index encodes to at most this many bytes is stored in its head alone (a
 /// few hundred skills): one object, as cheap to read as the parts' ids would be.
 pub const INLINE_BYTES: usize = 64 * 1024;
@@ -121,37 +123,6 @@ pub fn part_of(name: &str, parts: usize) -> usize {
 /// The key of a part: `{user}/catalog/parts/{id}.json`.
 pub fn part_key(user: &UserId, id: &str) -> String {
     format!("{}parts/{id}.json", keys::catalog_prefix(user))
-}
-
-/// The skills that are files of a plain skill (`category/name` or a plugin's skill whose first
-/// folder is a plain skill's folder), by path.
-pub fn hidden_skills(skills: &BTreeMap<String, SkillEntry>) -> BTreeSet<String> {
-    let plain: HashSet<&str> = skills.values().filter(|e| e.path.category().is_none()).map(|e| e.path.name()).collect();
-    skills
-        .values()
-        .filter(|e| e.path.top_folder().is_some_and(|folder| plain.contains(folder)))
-        .map(|e| e.path.to_string())
-        .collect()
-}
-
-/// Whether `file` (relative to `{user}/skills/`) lies below the folder of one of the usable
-/// skills `usable` knows, other than as that skill's own SKILL.md: such a file is one of that
-/// skill's files, not a skipped skill.
-pub fn inside_a_skill(file: &str, usable: impl Fn(&SkillPath) -> bool) -> bool {
-    enclosing_skill(file, usable).is_some()
-}
-
-/// The usable skill whose folder holds `file` (relative to `{user}/skills/`) below its own
-/// SKILL.md, the outermost first: a plain skill, a category's skill, a plugin's skill.
-pub fn enclosing_skill(file: &str, usable: impl Fn(&SkillPath) -> bool) -> Option<SkillPath> {
-    let parts: Vec<&str> = file.split('/').collect();
-    let candidates = [
-        (parts.len() >= 3).then(|| SkillPath::plain(parts[0])),
-        (parts.len() >= 4).then(|| SkillPath::new(parts[0], parts[1])),
-        (parts.len() >= 5 && parts[1] == "skills").then(|| SkillPath::in_plugin(None, parts[0], parts[2])),
-        (parts.len() >= 6 && parts[2] == "skills").then(|| SkillPath::in_plugin(Some(parts[0]), parts[1], parts[3])),
-    ];
-    candidates.into_iter().flatten().flatten().find(|path| usable(path))
 }
 
 /// The usable skills of `index` in path order.

@@ -1,7 +1,7 @@
 //! The text of a `find_skills` result, and how the context budget shrinks it: descriptions go
 //! first, and the top matches' `load_skill` arguments, which the model asked the search for, stay.
 
-use crate::skills::SkillEntry;
+use super::index::SkillEntry;
 
 /// Characters of a description shown in a `find_skills` result.
 const DESCRIPTION_CHARS: usize = 300;
