@@ -10,7 +10,7 @@
 //! - [`listing`]: the state-1 listing under its token budget, in tiers.
 //! - [`search`]: BM25 over names, categories and descriptions.
 
-pub mod bundle;
+pub use agent_ports::bundle;
 pub mod catalog;
 pub mod frontmatter;
 pub mod index;
