@@ -4,16 +4,9 @@
 pub mod agent;
 pub mod budget;
 pub mod events;
-pub mod expert;
-pub mod ids;
-pub mod keys;
-pub mod message;
-pub mod model;
 pub mod planner;
 pub mod prompt;
-pub mod sandbox;
 pub mod skills;
-pub mod store;
 pub mod telemetry;
 pub mod tool_names;
 pub mod tools;
@@ -23,6 +16,10 @@ pub mod vfs;
 
 #[cfg(test)]
 mod test_support;
+
+// The ports, whole: the traits and plain types the adapters implement live in `agent-ports`, so
+// that adapters compile against them alone; `agent_core::store` and the rest still name them.
+pub use agent_ports::{expert, ids, keys, message, model, sandbox, store};
 
 pub use events::{NoObserver, TurnEvent, TurnObserver};
 pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};

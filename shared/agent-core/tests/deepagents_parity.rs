@@ -19,13 +19,12 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Mutex;
 
 use agent_core::events::is_error_result;
 use agent_core::keys::workspace_blob_key;
 use agent_core::vfs::{run_file_tool, Vfs};
-use agent_core::{Object, ObjectMeta, ObjectStore, SessionId, StoreError, UserId};
-use async_trait::async_trait;
+use agent_core::{SessionId, UserId};
+use local_store::MemoryObjectStore;
 use serde_json::{json, Value};
 
 /// One call's outcome, as both sides are compared.
@@ -187,7 +186,7 @@ fn run_deepagents(calls: &[(&str, Value)]) -> Vec<Outcome> {
 
 /// The calls through our dispatch, with the roots mapped (see the module documentation).
 async fn run_ours(calls: &[(&str, Value)]) -> Vec<Outcome> {
-    let store = MemStore::default();
+    let store = MemoryObjectStore::new();
     let (user, session) = (UserId::parse("u1").unwrap(), SessionId::parse("parity").unwrap());
     let mut vfs = Vfs::new(&store, user.clone(), session.clone(), None, BTreeMap::new());
     let mut outcomes = Vec::new();
@@ -197,7 +196,7 @@ async fn run_ours(calls: &[(&str, Value)]) -> Vec<Outcome> {
         let mut files = BTreeMap::new();
         for (rel, file) in vfs.workspace() {
             let key = workspace_blob_key(&user, &session, &file.sha256);
-            let bytes = store.objects.lock().unwrap()[&key].clone();
+            let bytes = store.bytes(&key).expect("the blob of a workspace file");
             files.insert(format!("/{rel}"), String::from_utf8(bytes).unwrap());
         }
         outcomes.push(Outcome { ok: !is_error_result(&content), content: content.replace("/workspace/", "/"), files });
@@ -255,32 +254,5 @@ fn parse_py_list(text: &str) -> Option<Vec<String>> {
             }
         }
         items.push(item);
-    }
-}
-
-/// An in-memory object store: the workspace's blobs are all this test writes.
-#[derive(Default)]
-struct MemStore {
-    objects: Mutex<BTreeMap<String, Vec<u8>>>,
-}
-
-#[async_trait]
-impl ObjectStore for MemStore {
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-        let objects = self.objects.lock().unwrap();
-        Ok(objects
-            .iter()
-            .filter(|(key, _)| key.starts_with(prefix))
-            .map(|(key, bytes)| ObjectMeta { key: key.clone(), etag: "e".into(), size: bytes.len() as u64 })
-            .collect())
-    }
-
-    async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
-        Ok(self.objects.lock().unwrap().get(key).map(|bytes| Object { bytes: bytes.clone(), etag: "e".into() }))
-    }
-
-    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
-        self.objects.lock().unwrap().insert(key.to_owned(), bytes);
-        Ok(())
     }
 }

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use agent_core::store::StoreError;
+use agent_ports::store::StoreError;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 pub(crate) type Item = HashMap<String, AttributeValue>;

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use agent_core::store::{Fetched, Object, ObjectMeta, ObjectStore, StoreError, WriteCondition};
+use agent_ports::store::{Fetched, Object, ObjectMeta, ObjectStore, StoreError, WriteCondition};
 use async_trait::async_trait;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::presigning::PresigningConfig;
@@ -10,7 +10,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use aws_smithy_types::error::display::DisplayErrorContext;
 
-/// Objects in one S3 bucket, keyed exactly as `agent_core::keys` builds them.
+/// Objects in one S3 bucket, keyed exactly as `agent_ports::keys` builds them.
 #[derive(Debug, Clone)]
 pub struct S3ObjectStore {
     client: Client,
@@ -188,7 +188,7 @@ impl ObjectStore for S3ObjectStore {
         &self,
         key: &str,
         expires_in: Duration,
-        headers: &agent_core::store::LinkHeaders,
+        headers: &agent_ports::store::LinkHeaders,
     ) -> Result<Option<String>, StoreError> {
         let config = PresigningConfig::expires_in(expires_in).map_err(|err| {
             StoreError::Backend(format!(

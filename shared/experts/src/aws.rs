@@ -279,7 +279,7 @@ fn parameter_name(name: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_core::UserId;
+    use agent_ports::UserId;
 
     fn sm(id: &str) -> SecretRef {
         SecretRef::SecretsManager { secret_id: id.into(), json_key: None }

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use agent_core::{ObjectStore, UserId};
+use agent_ports::{ObjectStore, UserId};
 use futures::future::join_all;
 use http::{HeaderName, HeaderValue};
 use serde::Deserialize;

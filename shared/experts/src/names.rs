@@ -7,7 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use agent_core::ToolSpec;
+use agent_ports::ToolSpec;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 

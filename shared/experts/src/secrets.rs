@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use agent_core::UserId;
+use agent_ports::UserId;
 use async_trait::async_trait;
 use serde::Deserialize;
 use thiserror::Error;

@@ -6,10 +6,10 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::expert::{
+use agent_ports::expert::{
     ExpertError, ExpertInfo, ExpertSession, ExpertToolResult, Experts, PromptArgument, PromptInfo, PromptText,
 };
-use agent_core::{ObjectStore, ToolSpec, UserId};
+use agent_ports::{ObjectStore, ToolSpec, UserId};
 use async_trait::async_trait;
 use futures::future::join_all;
 use tokio::sync::{OnceCell, RwLock, RwLockReadGuard};

@@ -6,7 +6,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use agent_core::UserId;
+use agent_ports::UserId;
 use aws_config::{BehaviorVersion, SdkConfig};
 use aws_sdk_secretsmanager::config::{Credentials, Region};
 use aws_sdk_ssm::types::ParameterType;

@@ -6,8 +6,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_core::expert::{ExpertError, ExpertInfo, ExpertSession, Experts};
-use agent_core::UserId;
+use agent_ports::expert::{ExpertError, ExpertInfo, ExpertSession, Experts};
+use agent_ports::UserId;
 use experts::{experts_key, EnvSecretResolver, McpExperts, SecretResolver};
 use local_store::MemoryObjectStore;
 use serde_json::json;

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::{Object, ObjectMeta, ObjectStore, StoreError, UserId};
+use agent_ports::{Object, ObjectMeta, ObjectStore, StoreError, UserId};
 use async_trait::async_trait;
 use axum::body::Bytes;
 use axum::extract::State;
@@ -18,6 +18,7 @@ use experts::{
     experts_key, load_experts, EnvSecretResolver, Expert, McpClient, McpError, PromptRole, SecretError, SecretRef,
     SecretResolver, SecretScope,
 };
+use local_store::MemoryObjectStore;
 use serde_json::{json, Value};
 
 mod common;
@@ -138,43 +139,28 @@ async fn a_restarted_server_gets_a_new_session() {
 // ---------------------------------------------------------------------------------------------
 // Configuration, secrets and the tenant's file
 
-/// An in-memory object store; `broken` makes every read fail like an unreachable backend.
-#[derive(Default)]
-struct MemStore {
-    objects: Mutex<BTreeMap<String, Vec<u8>>>,
-    broken: bool,
+/// The in-memory store holding one object.
+fn store_with(key: &str, bytes: &[u8]) -> MemoryObjectStore {
+    let store = MemoryObjectStore::new();
+    store.insert(key, bytes);
+    store
 }
 
-impl MemStore {
-    fn with(key: &str, bytes: &[u8]) -> MemStore {
-        let store = MemStore::default();
-        store.objects.lock().unwrap().insert(key.to_owned(), bytes.to_vec());
-        store
-    }
-}
+/// A store whose every read fails like an unreachable backend.
+struct BrokenStore;
 
 #[async_trait]
-impl ObjectStore for MemStore {
-    async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
-        let objects = self.objects.lock().unwrap();
-        Ok(objects
-            .iter()
-            .filter(|(key, _)| key.starts_with(prefix))
-            .map(|(key, bytes)| ObjectMeta { key: key.clone(), etag: "e".into(), size: bytes.len() as u64 })
-            .collect())
+impl ObjectStore for BrokenStore {
+    async fn list(&self, _prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
+        Err(StoreError::Backend("unreachable".into()))
     }
 
-    async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
-        if self.broken {
-            return Err(StoreError::Backend("unreachable".into()));
-        }
-        let objects = self.objects.lock().unwrap();
-        Ok(objects.get(key).map(|bytes| Object { bytes: bytes.clone(), etag: "e".into() }))
+    async fn get(&self, _key: &str) -> Result<Option<Object>, StoreError> {
+        Err(StoreError::Backend("unreachable".into()))
     }
 
-    async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
-        self.objects.lock().unwrap().insert(key.to_owned(), bytes);
-        Ok(())
+    async fn put(&self, _key: &str, _bytes: Vec<u8>) -> Result<(), StoreError> {
+        Err(StoreError::Backend("unreachable".into()))
     }
 }
 
@@ -233,7 +219,7 @@ async fn loads_merges_and_resolves_the_experts_of_a_tenant() {
         "local": {"url": "http://127.0.0.1:9001/2018-06-01/runtime/invocation/next"}
     }})
     .to_string();
-    let store = MemStore::with(&experts_key(&user), tenant.as_bytes());
+    let store = store_with(&experts_key(&user), tenant.as_bytes());
     let resolver = FakeResolver {
         env: EnvSecretResolver::from_vars([("EXPERT_KEY", "s3cret")]),
         secrets: BTreeMap::from([
@@ -265,15 +251,15 @@ async fn a_missing_corrupt_or_unreadable_tenant_file_leaves_the_deployment_exper
     let deployment = r#"{"mcpServers": {"legal": {"url": "https://legal.example/mcp"}}}"#;
     let names = |experts: Vec<Expert>| experts.into_iter().map(|e| e.name).collect::<Vec<_>>();
 
-    let empty = MemStore::default();
+    let empty = MemoryObjectStore::new();
     assert_eq!(names(load_experts(Some(deployment), &empty, &user, &resolver).await), ["legal"]);
-    let corrupt = MemStore::with(&experts_key(&user), b"{not json");
+    let corrupt = store_with(&experts_key(&user), b"{not json");
     assert_eq!(names(load_experts(Some(deployment), &corrupt, &user, &resolver).await), ["legal"]);
-    let broken = MemStore { broken: true, ..MemStore::default() };
+    let broken = BrokenStore;
     assert_eq!(names(load_experts(Some(deployment), &broken, &user, &resolver).await), ["legal"]);
 
     // A bad deployment document only costs the deployment's experts.
-    let tenant = MemStore::with(&experts_key(&user), br#"{"mcpServers": {"own": {"url": "https://own.example"}}}"#);
+    let tenant = store_with(&experts_key(&user), br#"{"mcpServers": {"own": {"url": "https://own.example"}}}"#);
     assert_eq!(names(load_experts(Some("[1, 2"), &tenant, &user, &resolver).await), ["own"]);
     assert!(load_experts(None, &empty, &user, &resolver).await.is_empty());
 }

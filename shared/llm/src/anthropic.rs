@@ -1,6 +1,6 @@
 //! Anthropic Messages API provider, converting to and from core types.
 
-use agent_core::{
+use agent_ports::{
     ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, ToolCall, Usage,
 };
 use async_trait::async_trait;
@@ -82,7 +82,7 @@ impl ChatModel for AnthropicModel {
     ) -> Result<ChatResponse, ModelError> {
         // A structured reply arrives as a forced tool's input, not as text: nothing to stream.
         if request.response_format.is_some() {
-            return agent_core::complete_as_one_delta(self, request, sink).await;
+            return agent_ports::complete_as_one_delta(self, request, sink).await;
         }
         let model = crate::effective_model(request, &self.model);
         let mut body = serde_json::to_value(to_wire(model, self.max_tokens, request)?)
@@ -495,7 +495,7 @@ fn from_wire(response: MessagesResponse, structured: Option<&str>) -> Result<Cha
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_core::{StopReason, ToolCall};
+    use agent_ports::{StopReason, ToolCall};
     use serde_json::json;
 
     fn call(id: &str) -> ToolCall {

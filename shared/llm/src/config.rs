@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent_core::ModelError;
+use agent_ports::ModelError;
 
 /// Default endpoint of the OpenAI Chat Completions API.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -47,7 +47,7 @@ impl fmt::Display for ProviderKind {
     }
 }
 
-/// Everything needed to build a [`agent_core::ChatModel`].
+/// Everything needed to build a [`agent_ports::ChatModel`].
 #[derive(Clone, PartialEq)]
 pub struct LlmConfig {
     pub provider: ProviderKind,

@@ -13,7 +13,7 @@ mod structured;
 
 use std::sync::Arc;
 
-use agent_core::{ChatModel, ChatRequest, ModelError};
+use agent_ports::{ChatModel, ChatRequest, ModelError};
 
 pub use anthropic::AnthropicModel;
 pub use bedrock::BedrockModel;
@@ -52,7 +52,7 @@ pub(crate) fn effective_model<'a>(request: &'a ChatRequest, configured: &'a str)
 }
 
 /// The one debug line every provider writes after a call: model, token usage and how it stopped.
-pub(crate) fn log_call_done(provider: &str, model: &str, response: &agent_core::ChatResponse) {
+pub(crate) fn log_call_done(provider: &str, model: &str, response: &agent_ports::ChatResponse) {
     tracing::debug!(
         provider,
         model,

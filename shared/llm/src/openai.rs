@@ -1,6 +1,6 @@
 //! OpenAI-compatible Chat Completions provider (OpenAI, Ollama, vLLM, ...), converting to and from core types.
 
-use agent_core::{
+use agent_ports::{
     ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, Usage,
 };
 use async_trait::async_trait;

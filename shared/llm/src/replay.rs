@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agent_core::{ChatModel, ChatRequest, ChatResponse, DeltaSink, ModelError};
+use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, ModelError};
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
@@ -91,8 +91,8 @@ impl ReplayModel {
                 let reply = ChatResponse {
                     content,
                     tool_calls: Vec::new(),
-                    usage: agent_core::Usage::default(),
-                    stop_reason: agent_core::StopReason::EndTurn,
+                    usage: agent_ports::Usage::default(),
+                    stop_reason: agent_ports::StopReason::EndTurn,
                 };
                 return Ok((reply, None));
             }
@@ -217,7 +217,7 @@ impl DeltaSink for Recorder<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_core::{StopReason, Usage};
+    use agent_ports::{StopReason, Usage};
 
     fn request() -> ChatRequest {
         ChatRequest::default()

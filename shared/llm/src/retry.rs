@@ -6,7 +6,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use agent_core::{DeltaSink, ModelError};
+use agent_ports::{DeltaSink, ModelError};
 use rand::Rng;
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 use reqwest::{RequestBuilder, StatusCode};

@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use agent_core::{ChatResponse, DeltaSink, ModelError};
+use agent_ports::{ChatResponse, DeltaSink, ModelError};
 use eventsource_stream::{EventStreamError, Eventsource};
 use futures::StreamExt;
 use reqwest::RequestBuilder;

@@ -1,7 +1,7 @@
 //! What providers with a forced-tool structured output (Anthropic, Bedrock) share: the forced tool's
 //! input becomes the reply, tool inputs are objects, and stop reasons have the same names.
 
-use agent_core::{ModelError, StopReason};
+use agent_ports::{ModelError, StopReason};
 use serde_json::Value;
 
 /// A missing or null tool input means no arguments.

@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, ToolSpec, Usage};
+use agent_ports::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, ToolSpec, Usage};
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_bedrockruntime::config::{Credentials, SharedCredentialsProvider};
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message as Frame};

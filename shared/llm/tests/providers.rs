@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_core::{
+use agent_ports::{
     ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, ToolSpec, Usage,
 };
 use axum::body::Bytes;

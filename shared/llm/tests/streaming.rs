@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_core::{ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, ModelError, StopReason};
+use agent_ports::{ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, ModelError, StopReason};
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};

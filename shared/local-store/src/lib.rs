@@ -7,11 +7,11 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use agent_core::message::session_title;
-use agent_core::store::{BudgetOverride, BudgetState, Fetched, Reservation, TurnUsage, UsageDay, WriteCondition};
-use agent_core::store::{SessionCursor, SessionList, SessionSummary, MAX_SESSIONS_PAGE};
-use agent_core::store::{MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
-use agent_core::{
+use agent_ports::message::session_title;
+use agent_ports::store::{BudgetOverride, BudgetState, Fetched, Reservation, TurnUsage, UsageDay, WriteCondition};
+use agent_ports::store::{SessionCursor, SessionList, SessionSummary, MAX_SESSIONS_PAGE};
+use agent_ports::store::{MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
+use agent_ports::{
     Accepted, Claim, HistoryPage, IdempotencyKey, Message, Object, ObjectMeta, ObjectStore, Session, SessionId,
     SessionState, SessionStore, StoreError, TurnCommit, TurnStatus, UserId,
 };
@@ -51,11 +51,36 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 pub struct MemoryObjectStore {
     objects: Mutex<BTreeMap<String, (Vec<u8>, String)>>,
     pub calls: CallCounts,
+    /// Every call in order, kept only by a store made with [`MemoryObjectStore::recording`]: tests
+    /// assert which keys a piece of the core asked for, the benchmark keeps nothing.
+    log: Option<Mutex<Vec<String>>>,
 }
 
 impl MemoryObjectStore {
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// A store that also keeps every call of the runtime, in order, for [`Self::recorded`].
+    pub fn recording() -> Self {
+        Self { log: Some(Mutex::new(Vec::new())), ..Self::default() }
+    }
+
+    /// The calls so far, in order: `list {prefix}`, `get {key}`, `put {key}`, `delete {key}`
+    /// (conditional reads and writes as `get` and `put`); empty unless made [`Self::recording`].
+    pub fn recorded(&self) -> Vec<String> {
+        self.log.as_ref().map(|log| lock(log).clone()).unwrap_or_default()
+    }
+
+    fn record(&self, call: &str, key: &str) {
+        if let Some(log) = &self.log {
+            lock(log).push(format!("{call} {key}"));
+        }
+    }
+
+    /// An object's bytes, for assertions; not counted as a call.
+    pub fn bytes(&self, key: &str) -> Option<Vec<u8>> {
+        lock(&self.objects).get(key).map(|(bytes, _)| bytes.clone())
     }
 
     /// Copies every file under `dir` to `{prefix}{relative path}`; used to seed example skills.
@@ -79,7 +104,8 @@ impl MemoryObjectStore {
     }
 
     /// Writes an object without counting it as a call of the runtime; returns its ETag.
-    pub fn insert(&self, key: &str, bytes: Vec<u8>) -> String {
+    pub fn insert(&self, key: &str, bytes: impl Into<Vec<u8>>) -> String {
+        let bytes = bytes.into();
         let etag = hex::encode(&Sha256::digest(&bytes)[..16]);
         lock(&self.objects).insert(key.to_owned(), (bytes, etag.clone()));
         etag
@@ -100,6 +126,7 @@ impl MemoryObjectStore {
 impl ObjectStore for MemoryObjectStore {
     async fn list(&self, prefix: &str) -> Result<Vec<ObjectMeta>, StoreError> {
         bump(&self.calls.object_lists);
+        self.record("list", prefix);
         let objects = lock(&self.objects);
         Ok(objects
             .range(prefix.to_owned()..)
@@ -110,23 +137,27 @@ impl ObjectStore for MemoryObjectStore {
 
     async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
         bump(&self.calls.object_gets);
+        self.record("get", key);
         Ok(lock(&self.objects).get(key).map(|(bytes, etag)| Object { bytes: bytes.clone(), etag: etag.clone() }))
     }
 
     async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
         bump(&self.calls.object_puts);
+        self.record("put", key);
         self.insert(key, bytes);
         Ok(())
     }
 
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
         bump(&self.calls.object_puts);
+        self.record("delete", key);
         lock(&self.objects).remove(key);
         Ok(())
     }
 
     async fn get_if_changed(&self, key: &str, etag: Option<&str>) -> Result<Fetched, StoreError> {
         bump(&self.calls.object_gets);
+        self.record("get", key);
         Ok(match lock(&self.objects).get(key) {
             None => Fetched::Missing,
             Some((_, current)) if Some(current.as_str()) == etag => Fetched::NotModified,
@@ -136,6 +167,7 @@ impl ObjectStore for MemoryObjectStore {
 
     async fn put_if(&self, key: &str, bytes: Vec<u8>, condition: WriteCondition) -> Result<String, StoreError> {
         bump(&self.calls.object_puts);
+        self.record("put", key);
         // One lock for the check and the write: the same atomicity as S3's conditional PUT.
         let mut objects = lock(&self.objects);
         let holds = match (&condition, objects.get(key)) {

@@ -31,7 +31,7 @@ pub fn tenant_id(user: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::UserId;
+    use agent_ports::UserId;
 
     use super::*;
 

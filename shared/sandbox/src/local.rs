@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use agent_core::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout};
+use agent_ports::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout};
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde::Serialize;

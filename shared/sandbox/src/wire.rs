@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::sandbox::{
+use agent_ports::sandbox::{
     cut_middle, ExecOutcome, ExecRequest, SandboxError, SandboxFile, WorkspaceChanges, MAX_CALL_FILES,
     MAX_CALL_FILE_BYTES, MAX_OUTPUT_CHARS, MAX_RESULT_FILE_BYTES,
 };
@@ -314,8 +314,8 @@ pub fn check_relative_path(path: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::sandbox::SkillMount;
-    use agent_core::{SessionId, UserId};
+    use agent_ports::sandbox::SkillMount;
+    use agent_ports::{SessionId, UserId};
 
     use super::*;
 

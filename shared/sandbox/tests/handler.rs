@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
-use agent_core::sandbox::{render_outcome, ExecRequest, Sandbox, SandboxError, SandboxFile, MAX_OUTPUT_CHARS};
-use agent_core::{SessionId, UserId};
+use agent_ports::sandbox::{render_outcome, ExecRequest, Sandbox, SandboxError, SandboxFile, MAX_OUTPUT_CHARS};
+use agent_ports::{SessionId, UserId};
 use sandbox::handler::{self, Config, HandlerError, Isolation};
 use sandbox::{LocalSandbox, WireFile, WireRequest, WireResponse, WireSkill};
 

@@ -11,7 +11,7 @@
 //! - [`search`]: BM25 over names, categories and descriptions.
 //! - [`found`]: the text of a `find_skills` result, and how the context budget shrinks it.
 
-pub mod bundle;
+pub use agent_ports::bundle;
 pub mod catalog;
 pub mod found;
 pub mod frontmatter;

@@ -14,15 +14,16 @@ use crate::budget;
 use crate::events::{ListingShown, TurnEvent, TurnObserver};
 use crate::message::{ChatRequest, Message};
 use crate::prompt::DEFAULT_TEMPLATE;
-use crate::test_support::{MemStore, ScriptedModel};
+use crate::test_support::ScriptedModel;
 use crate::{SessionId, UserId};
+use local_store::MemoryObjectStore as MemStore;
 
 const USER: &str = "u1";
 
 /// Two skills under `u1/skills`, with descriptions long enough that the listing has smaller tiers
 /// (the names alone take far less room).
 fn seeded() -> MemStore {
-    let store = MemStore::default();
+    let store = MemStore::recording();
     for (path, description) in [
         ("escrituras/compraventa", "Redacta escrituras de compraventa de inmuebles con todas sus cláusulas. "),
         ("escrituras/hipoteca", "Redacta escrituras de préstamo hipotecario y revisa sus condiciones. "),
@@ -30,7 +31,7 @@ fn seeded() -> MemStore {
         let description = description.repeat(4);
         let name = path.rsplit('/').next().unwrap();
         let skill_md = format!("---\nname: {name}\ndescription: {description}\n---\n# {name}\nInstrucciones.\n");
-        store.insert(format!("{USER}/skills/{path}/SKILL.md"), skill_md);
+        store.insert(&format!("{USER}/skills/{path}/SKILL.md"), skill_md);
     }
     store
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::storage::sha256_hex;
 use super::*;
 use crate::store::{Object, ObjectMeta};
-use crate::test_support::MemStore;
+use local_store::MemoryObjectStore as MemStore;
 
 const SECRET: &str = "SECRETO-DEL-INQUILINO-U2";
 const SKILL_MD: &str = "---\nname: compraventa\n---\n# Compraventa\nRedacta escrituras de compraventa.\n";
@@ -17,7 +17,7 @@ const EJEMPLO: &str = "linea uno\nlinea dos\nlinea tres\nlinea cuatro\nlinea cin
 
 /// The store the tests read: tenant `u1`'s skills and tickets, and tenant `u2`'s secrets.
 fn seeded() -> MemStore {
-    let store = MemStore::default();
+    let store = MemStore::recording();
     let skill = "u1/skills/escrituras/compraventa";
     let mut pdf = b"%PDF-1.4\n".to_vec();
     pdf.extend_from_slice(&[0, 1, 2, 0]);
@@ -37,7 +37,7 @@ fn seeded() -> MemStore {
         ("u2/skills/escrituras/compraventa/SKILL.md".to_owned(), format!("{SECRET}\nclausula\n").into_bytes()),
         ("u2/tickets/T1/a.txt".to_owned(), format!("{SECRET}\n").into_bytes()),
     ] {
-        store.insert(key, bytes);
+        store.insert(&key, bytes);
     }
     store
 }
@@ -130,7 +130,7 @@ async fn ls_skills_shows_only_mounted_skills_and_their_tree() {
     assert_eq!(vfs.ls("/etc").await.unwrap(), "No files found");
     // The skill's prefix is listed once for the whole turn.
     vfs.read_file("/skills/compraventa/SKILL.md", 0, 10).await.unwrap();
-    let lists = store.calls().iter().filter(|c| c.starts_with("list u1/skills/escrituras/compraventa/")).count();
+    let lists = store.recorded().iter().filter(|c| c.starts_with("list u1/skills/escrituras/compraventa/")).count();
     assert_eq!(lists, 1);
 }
 
@@ -149,7 +149,7 @@ async fn reads_a_mounted_skill_but_not_an_unmounted_one() {
         "Error: Is a directory: /skills/compraventa (use ls to list it)"
     );
     assert_eq!(text(vfs.read_file("/", 0, 10).await), "Error: Is a directory: / (use ls to list it)");
-    assert!(store.calls().iter().all(|c| !c.contains("hipoteca")), "{:?}", store.calls());
+    assert!(store.recorded().iter().all(|c| !c.contains("hipoteca")), "{:?}", store.recorded());
 }
 
 #[tokio::test]
@@ -198,7 +198,7 @@ async fn escapes_are_not_found_and_never_reach_another_tenant() {
         assert!(!output.contains("u1/") && !output.contains("secret-bucket"), "key leaked: {output}");
     }
     assert!(outputs.iter().any(|o| o.contains("/ticket/a.txt:\n  1: ticket: clausula del cliente")), "{outputs:?}");
-    assert!(store.calls().iter().all(|c| c.split(' ').nth(1).unwrap().starts_with("u1/")), "{:?}", store.calls());
+    assert!(store.recorded().iter().all(|c| c.split(' ').nth(1).unwrap().starts_with("u1/")), "{:?}", store.recorded());
     assert!(store.keys().iter().all(|k| !k.contains("..")));
 }
 
@@ -275,15 +275,15 @@ async fn workspace_write_overwrite_read_edit_and_manifest() {
     let sha = sha256_hex(content.as_bytes());
     assert_eq!(vfs.workspace()["notes/a.md"], WorkspaceFile { sha256: sha.clone(), size: content.len() as u64 });
     let blob = format!("u1/workspaces/S1/blobs/{sha}");
-    assert_eq!(store.objects.lock().unwrap()[&blob], content.as_bytes());
+    assert_eq!(store.bytes(&blob).as_deref(), Some(content.as_bytes()));
     assert_eq!(vfs.read_file("/workspace/notes/a.md", 0, 10).await.unwrap(), "@@ lines 1-3 of 3 @@\nuno\ndos\ndos");
-    assert!(!store.calls().contains(&format!("get {blob}")), "read of a blob written this turn hits the cache");
+    assert!(!store.recorded().contains(&format!("get {blob}")), "read of a blob written this turn hits the cache");
     assert_eq!(vfs.ls("/workspace").await.unwrap(), "['/workspace/notes/']");
     assert_eq!(vfs.ls("/workspace/notes").await.unwrap(), "['/workspace/notes/a.md']");
 
     // Same content elsewhere: no second put.
     vfs.write_file("/workspace/b.md", content).await.unwrap();
-    assert_eq!(store.calls().iter().filter(|c| c.starts_with("put ")).count(), 1);
+    assert_eq!(store.recorded().iter().filter(|c| c.starts_with("put ")).count(), 1);
 
     // Writing over an existing file replaces it, as in deepagents 0.7.
     assert_eq!(
@@ -364,7 +364,7 @@ async fn workspace_write_overwrite_read_edit_and_manifest() {
     assert_eq!(manifest["b.md"].sha256, sha);
     let next = Vfs::new(&store, user(), session(), None, manifest);
     assert_eq!(next.read_file("/workspace/notes/a.md", 0, 10).await.unwrap(), "@@ lines 1-3 of 3 @@\n1\n2\n2");
-    assert!(store.calls().contains(&format!("get u1/workspaces/S1/blobs/{new_sha}")));
+    assert!(store.recorded().contains(&format!("get u1/workspaces/S1/blobs/{new_sha}")));
 
     // A manifest entry whose blob is gone is reported without its key.
     let mut broken = BTreeMap::new();
@@ -393,7 +393,7 @@ async fn ticket_and_skills_are_read_only() {
         assert_eq!(text(vfs.write_file(path, "x").await), expected);
         assert_eq!(text(vfs.edit_file(path, "a", "b", true).await), expected);
     }
-    assert!(store.calls().iter().all(|c| !c.starts_with("put ")));
+    assert!(store.recorded().iter().all(|c| !c.starts_with("put ")));
     assert!(vfs.workspace().is_empty());
 }
 
@@ -405,7 +405,7 @@ async fn ticket_is_absent_without_a_ticket_id() {
     assert_eq!(text(vfs.read_file("/ticket/a.txt", 0, 10).await), "Error: File '/ticket/a.txt' not found");
     assert_eq!(vfs.ls("/ticket").await.unwrap(), "No files found");
     assert_eq!(vfs.grep("clausula", None, None).await.unwrap(), "No matches found");
-    assert!(store.calls().is_empty(), "{:?}", store.calls());
+    assert!(store.recorded().is_empty(), "{:?}", store.recorded());
 
     let with_ticket = self::vfs(&store);
     assert_eq!(with_ticket.read_file("/ticket/a.txt", 1, 1).await.unwrap(), "@@ lines 2-2 of 2 @@\nsegunda");

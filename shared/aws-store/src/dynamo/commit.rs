@@ -7,10 +7,10 @@
 
 use std::collections::HashMap;
 
-use agent_core::ids::{SessionId, UserId};
-use agent_core::keys;
-use agent_core::message::session_title;
-use agent_core::store::{StoreError, TurnCommit};
+use agent_ports::ids::{SessionId, UserId};
+use agent_ports::keys;
+use agent_ports::message::session_title;
+use agent_ports::store::{StoreError, TurnCommit};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::types::{AttributeValue, Delete, Put, TransactWriteItem, Update};
 use sha2::{Digest, Sha256};

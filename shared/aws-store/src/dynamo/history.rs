@@ -2,9 +2,9 @@
 //! the meta item's sort key, only as far as the turn needs (the summary's boundary); a history page
 //! reads the meta item and the turns it asks for. Never the whole partition.
 
-use agent_core::ids::{SessionId, UserId};
-use agent_core::message::Message;
-use agent_core::store::{HistoryPage, Session, StoreError, MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
+use agent_ports::ids::{SessionId, UserId};
+use agent_ports::message::Message;
+use agent_ports::store::{HistoryPage, Session, StoreError, MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use super::{decode_state, partition_key, turn_sort_key, unix_now, DynamoSessionStore, META_SORT_KEY};

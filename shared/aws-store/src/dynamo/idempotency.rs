@@ -10,8 +10,8 @@
 
 use std::collections::HashMap;
 
-use agent_core::store::{Accepted, Claim, CommitKey, IdempotencyKey, TurnStatus};
-use agent_core::{SessionId, StoreError, UserId};
+use agent_ports::store::{Accepted, Claim, CommitKey, IdempotencyKey, TurnStatus};
+use agent_ports::{SessionId, StoreError, UserId};
 use aws_sdk_dynamodb::types::Update;
 
 use super::{partition_key, DynamoSessionStore};

@@ -7,8 +7,8 @@
 //! existed are not in it: they appear after their next turn. The index is read eventually
 //! consistent, so a commit may show in the listing a moment after it was made.
 
-use agent_core::ids::{SessionId, UserId};
-use agent_core::store::{SessionCursor, SessionList, SessionSummary, StoreError, MAX_SESSIONS_PAGE};
+use agent_ports::ids::{SessionId, UserId};
+use agent_ports::store::{SessionCursor, SessionList, SessionSummary, StoreError, MAX_SESSIONS_PAGE};
 
 use super::{partition_key, unix_now, DynamoSessionStore, META_SORT_KEY};
 use crate::codec::{n, s, Item, Reader};
@@ -18,7 +18,7 @@ use crate::codec::{n, s, Item, Reader};
 /// an index's projection in place.
 pub const SESSIONS_BY_USER_INDEX: &str = "sessions-by-user-v2";
 /// A session's title on its meta item, written by its first turn (see
-/// [`agent_core::message::session_title`]).
+/// [`agent_ports::message::session_title`]).
 pub const TITLE_ATTRIBUTE: &str = "title";
 /// The user id on a session's meta item, and only there: the index's partition key. Not `user_id`,
 /// which older meta items at `sk = "META"` carry too.

@@ -28,9 +28,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use agent_core::ids::{SessionId, SkillPath, UserId};
-use agent_core::message::Message;
-use agent_core::store::{
+use agent_ports::ids::{SessionId, SkillPath, UserId};
+use agent_ports::message::Message;
+use agent_ports::store::{
     Accepted, BudgetState, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionCursor, SessionList,
     SessionState, SessionStore, StoreError, TurnCommit, TurnStatus, TurnUsage, UsageDay, WorkspaceFile,
 };
@@ -365,7 +365,7 @@ impl SessionStore for DynamoSessionStore {
         want: u64,
         budget: u64,
         seen: u64,
-    ) -> Result<agent_core::store::Reservation, StoreError> {
+    ) -> Result<agent_ports::store::Reservation, StoreError> {
         self.reserve(user, day, want, budget, seen).await
     }
 

@@ -25,9 +25,9 @@
 
 use std::collections::BTreeMap;
 
-use agent_core::store::Reservation;
-use agent_core::store::{BudgetOverride, BudgetState, ModelUsage, TurnUsage, UsageCounts, UsageDay};
-use agent_core::{StoreError, UserId};
+use agent_ports::store::Reservation;
+use agent_ports::store::{BudgetOverride, BudgetState, ModelUsage, TurnUsage, UsageCounts, UsageDay};
+use agent_ports::{StoreError, UserId};
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::{AttributeValue, ReturnValue, TransactWriteItem, Update};
@@ -274,7 +274,7 @@ impl DynamoSessionStore {
         Ok((claimed_of(&reader)?, optional_count(&reader, "tokens")?))
     }
 
-    /// See [`agent_core::store::SessionStore::reserve_tokens`]: an `ADD` of `reserved` and `claimed`
+    /// See [`agent_ports::store::SessionStore::reserve_tokens`]: an `ADD` of `reserved` and `claimed`
     /// on condition that `claimed` stays within `budget`, its size capped by what the last read
     /// left; a lost condition re-reads and tries again.
     pub(super) async fn reserve(
@@ -471,7 +471,7 @@ mod tests {
     fn usage_keys_sort_as_the_reads_need() {
         let user = UserId::parse("auth0|42").unwrap();
         assert_eq!(usage_partition_key(&user), "auth0|42#@usage");
-        assert!(agent_core::SessionId::parse("@usage").is_err(), "no session shares the partition");
+        assert!(agent_ports::SessionId::parse("@usage").is_err(), "no session shares the partition");
         let today = usage_day_sort_key("2026-11-25");
         let model = model_sort_key("2026-11-25", "anthropic.claude-3:0");
         assert!(today < model && model.as_str() < "DAY#2026-11-25~" && "DAY#2026-11-25~" < "DAY#2026-11-26");

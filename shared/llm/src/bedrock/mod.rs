@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agent_core::{
+use agent_ports::{
     ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, ToolCall, Usage,
 };
 use async_trait::async_trait;
@@ -187,7 +187,7 @@ impl ChatModel for BedrockModel {
     ) -> Result<ChatResponse, ModelError> {
         // A structured reply arrives as a forced tool's input, not as text: nothing to stream.
         if request.response_format.is_some() {
-            return agent_core::complete_as_one_delta(self, request, sink).await;
+            return agent_ports::complete_as_one_delta(self, request, sink).await;
         }
         let model = crate::effective_model(request, &self.model);
         let wire = to_wire(self.max_tokens, request)?;
@@ -204,7 +204,7 @@ impl ChatModel for BedrockModel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_core::StopReason;
+    use agent_ports::StopReason;
     use serde_json::json;
 
     fn call(id: &str) -> ToolCall {
@@ -233,7 +233,7 @@ mod tests {
                 Message::assistant("  "),
                 Message::assistant("done"),
             ],
-            tools: vec![agent_core::ToolSpec {
+            tools: vec![agent_ports::ToolSpec {
                 name: "read".into(),
                 description: String::new(),
                 parameters: json!({"type": "object"}),

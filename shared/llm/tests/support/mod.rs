@@ -3,7 +3,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use agent_core::{ChatRequest, DeltaSink, JsonSchemaFormat, Message};
+use agent_ports::{ChatRequest, DeltaSink, JsonSchemaFormat, Message};
 use serde_json::json;
 use tokio::sync::Notify;
 

@@ -7,7 +7,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_core::sandbox::{
+use agent_ports::sandbox::{
     ExecRequest, SandboxError, SandboxFile, WorkspaceChanges, MAX_CALL_FILES, MAX_CALL_FILE_BYTES, MAX_COMMAND_BYTES,
     MAX_RESULT_FILE_BYTES, MAX_TIMEOUT,
 };
@@ -458,8 +458,8 @@ fn bounded(text: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::sandbox::SkillMount;
-    use agent_core::{SessionId, UserId};
+    use agent_ports::sandbox::SkillMount;
+    use agent_ports::{SessionId, UserId};
 
     use super::*;
 

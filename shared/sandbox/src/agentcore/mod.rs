@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use agent_core::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout};
+use agent_ports::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout};
 use async_trait::async_trait;
 use aws_sdk_bedrockagentcore::config::StalledStreamProtectionConfig;
 use aws_sdk_bedrockagentcore::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
@@ -529,7 +529,7 @@ fn bounded(text: &str, chars: usize) -> String {
 
 #[cfg(test)]
 mod tests {
-    use agent_core::{SessionId, UserId};
+    use agent_ports::{SessionId, UserId};
 
     use super::*;
 

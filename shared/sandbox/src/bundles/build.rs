@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agent_core::skills::bundle::{bundle_file, unmet_marker, MAX_BUNDLE_BYTES, MAX_BUNDLE_WHEELS};
+use agent_ports::bundle::{bundle_file, unmet_marker, MAX_BUNDLE_BYTES, MAX_BUNDLE_WHEELS};
 use sha2::{Digest, Sha256};
 
 /// The longest one `pip download` may take.

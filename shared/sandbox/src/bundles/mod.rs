@@ -7,10 +7,10 @@ pub mod build;
 
 use std::sync::Arc;
 
-use agent_core::keys;
-use agent_core::sandbox::{BundleRef, ExecRequest, SandboxError};
-use agent_core::skills::bundle::MAX_BUNDLE_BYTES;
-use agent_core::store::ObjectStore;
+use agent_ports::bundle::MAX_BUNDLE_BYTES;
+use agent_ports::keys;
+use agent_ports::sandbox::{BundleRef, ExecRequest, SandboxError};
+use agent_ports::store::ObjectStore;
 use sha2::{Digest, Sha256};
 
 /// Reads the bundles a sandbox said it lacks.

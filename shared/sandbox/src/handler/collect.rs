@@ -8,7 +8,7 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
-use agent_core::sandbox::MAX_RESULT_FILE_BYTES;
+use agent_ports::sandbox::MAX_RESULT_FILE_BYTES;
 use sha2::{Digest, Sha256};
 
 use super::human_bytes;

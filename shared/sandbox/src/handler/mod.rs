@@ -19,8 +19,8 @@ use std::path::PathBuf;
 use std::sync::{Mutex, Once};
 use std::time::Duration;
 
-use agent_core::sandbox::{SandboxLayout, MAX_COMMAND_BYTES, MAX_TIMEOUT};
-use agent_core::{SessionId, UserId};
+use agent_ports::sandbox::{SandboxLayout, MAX_COMMAND_BYTES, MAX_TIMEOUT};
+use agent_ports::{SessionId, UserId};
 use thiserror::Error;
 
 use crate::wire::{

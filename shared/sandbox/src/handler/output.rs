@@ -1,7 +1,7 @@
 //! The command's combined output, kept in bounded memory: the first 32 KiB, a ring of the last
 //! 32 KiB and a count of everything, however much the command prints.
 
-use agent_core::sandbox::{cut_middle, MAX_OUTPUT_CHARS};
+use agent_ports::sandbox::{cut_middle, MAX_OUTPUT_CHARS};
 
 pub(crate) const HEAD_BYTES: usize = 32 * 1024;
 pub(crate) const TAIL_BYTES: usize = 32 * 1024;

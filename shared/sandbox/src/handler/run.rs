@@ -10,7 +10,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use agent_core::sandbox::SandboxLayout;
+use agent_ports::sandbox::SandboxLayout;
 
 use super::bundle::BUNDLE_MOUNT;
 use super::collect::{over_bounds, Bounds};

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
-use agent_core::sandbox::{MAX_CALL_FILES, MAX_CALL_FILE_BYTES};
+use agent_ports::sandbox::{MAX_CALL_FILES, MAX_CALL_FILE_BYTES};
 
 use super::{Config, HandlerError, Isolation};
 use crate::wire::{check_relative_path, WireFile, WireSkill};

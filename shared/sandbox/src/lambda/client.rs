@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 
-use agent_core::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout, MAX_CALL_FILES};
+use agent_ports::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout, MAX_CALL_FILES};
 use async_trait::async_trait;
 use aws_sdk_lambda::config::retry::RetryConfig;
 use aws_sdk_lambda::config::timeout::TimeoutConfig;

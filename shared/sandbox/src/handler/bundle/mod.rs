@@ -13,7 +13,7 @@ use std::path::{Component, Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use agent_core::skills::bundle::{
+use agent_ports::bundle::{
     is_sha256, MAX_BUNDLE_BYTES, MAX_BUNDLE_FILES, MAX_BUNDLE_INSTALLED_BYTES, MAX_BUNDLE_WHEELS,
 };
 use sha2::{Digest, Sha256};
@@ -197,7 +197,7 @@ fn run_installer(config: &Config, staging: &Path) -> Result<Installed, HandlerEr
 /// Takes one part of a bundle (the Lambda function's path), and installs the bundle after its
 /// last part. Parts are appended in order; a part at offset 0 starts over.
 pub fn receive_part(config: &Config, part: WireBundlePart) -> Result<WirePartAnswer, HandlerError> {
-    agent_core::UserId::parse(part.tenant.as_str()).map_err(|err| HandlerError::InvalidRequest(err.to_string()))?;
+    agent_ports::UserId::parse(part.tenant.as_str()).map_err(|err| HandlerError::InvalidRequest(err.to_string()))?;
     check(&WireBundle { sha256: part.sha256.clone(), size: part.size })?;
     if installed_site(config, &part.tenant, &part.sha256).is_some() {
         return Ok(WirePartAnswer { received: part.size, installed: true });

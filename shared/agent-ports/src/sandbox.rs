@@ -13,8 +13,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use thiserror::Error;
 
+pub use crate::bundle::BundleRef;
 use crate::ids::{SessionId, UserId};
-pub use crate::skills::bundle::BundleRef;
 
 /// The default timeout of one command (deepagents' and peers' minute).
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);

@@ -1,0 +1,20 @@
+//! The ports: the traits the agent talks to storage, the model, the sandbox and the experts
+//! through, and the plain types they carry. Adapters (llm, aws-store, local-store, experts,
+//! sandbox) depend on this crate alone, never on `agent-core`, which re-exports it whole.
+
+pub mod bundle;
+pub mod expert;
+pub mod ids;
+pub mod keys;
+pub mod message;
+pub mod model;
+pub mod sandbox;
+pub mod store;
+
+pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};
+pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
+pub use model::{complete_as_one_delta, ChatModel, DeltaSink, ModelError};
+pub use store::{
+    Accepted, Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore, Session,
+    SessionState, SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit, TurnStatus, WorkspaceFile,
+};
