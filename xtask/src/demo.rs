@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
 
+use agent_app::api::{parse_turn_body, turn_request};
 use agent_core::turn::{TurnService, UserProfile};
 use agent_core::{
     ChatModel, ChatRequest, ChatResponse, DeltaSink, Message, ModelError, SessionId, TurnEvent, TurnObserver, UserId,
@@ -81,10 +82,10 @@ async fn conversation(root: &Path) -> Result<(), String> {
     for (turn, message) in DEMO_MESSAGES.iter().enumerate() {
         println!("\n━━ Turn {} ━━\nuser: {message}", turn + 1);
         let body = json!({ "message": message }).to_string();
-        let body = http_turn::parse_turn_body(Some(&body), false).map_err(|err| err.message)?;
+        let body = parse_turn_body(Some(&body), false).map_err(|err| err.message)?;
         let user = UserId::parse(DEMO_USER).map_err(|err| err.to_string())?;
         let session = SessionId::parse("demo-session").map_err(|err| err.to_string())?;
-        let request = http_turn::turn_request(user, session, body, &Default::default(), UserProfile::default(), None)
+        let request = turn_request(user, session, body, &Default::default(), UserProfile::default(), None)
             .map_err(|err| err.message)?;
         let printer = StreamPrinter::default();
         narrator.start_turn();
