@@ -1,6 +1,6 @@
 //! The demo: a short conversation over the embedded store, each turn validated by the HTTP
-//! contract (`http-turn`) and run as the streaming endpoint runs it, printing the model's text as it
-//! streams and, for every model call, the prompt state, the tool calls and their results.
+//! contract (`agent_app::api`) and run as the streaming endpoint runs it, printing the model's text
+//! as it streams and, for every model call, the prompt state, the tool calls and their results.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -9,13 +9,13 @@ use std::sync::Arc;
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
 
-use agent_core::turn::{TurnService, UserProfile};
+use agent_app::api::{parse_turn_body, turn_request};
+use agent_core::store::LinkHeaders;
+use agent_core::turn::{FileDownload, TurnService, UserProfile};
 use agent_core::{
     ChatModel, ChatRequest, ChatResponse, DeltaSink, Message, ModelError, SessionId, TurnEvent, TurnObserver, UserId,
 };
 use async_trait::async_trait;
-use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
-use aws_lambda_events::encodings::Body;
 use local_store::{MemoryObjectStore, MemorySessionStore};
 use serde_json::{json, Value};
 
@@ -73,18 +73,13 @@ async fn conversation(root: &Path) -> Result<(), String> {
         "Demo: {uploaded} files of examples/skills uploaded for tenant `{DEMO_USER}`; model: {}.",
         if live { "live (LLM_PROVIDER)" } else { "replayed from examples/demo/replay.jsonl" }
     );
-    let template: Value = serde_json::from_str(
-        &std::fs::read_to_string(root.join("events/http-turn.json")).map_err(|err| err.to_string())?,
-    )
-    .map_err(|err| err.to_string())?;
-
     for (turn, message) in DEMO_MESSAGES.iter().enumerate() {
         println!("\n━━ Turn {} ━━\nuser: {message}", turn + 1);
         let body = json!({ "message": message }).to_string();
-        let body = http_turn::parse_turn_body(Some(&body), false).map_err(|err| err.message)?;
+        let body = parse_turn_body(Some(&body), false).map_err(|err| err.message)?;
         let user = UserId::parse(DEMO_USER).map_err(|err| err.to_string())?;
         let session = SessionId::parse("demo-session").map_err(|err| err.to_string())?;
-        let request = http_turn::turn_request(user, session, body, &Default::default(), UserProfile::default(), None)
+        let request = turn_request(user, session, body, &Default::default(), UserProfile::default(), None)
             .map_err(|err| err.message)?;
         let printer = StreamPrinter::default();
         narrator.start_turn();
@@ -99,39 +94,46 @@ async fn conversation(root: &Path) -> Result<(), String> {
         );
     }
 
-    let mut get = template.clone();
-    get["requestContext"]["http"]["method"] = json!("GET");
-    get["rawPath"] = json!("/sessions/demo-session");
-    get["routeKey"] = json!("GET /sessions/{session_id}");
-    get["body"] = Value::Null;
-    let mut download = get.clone();
-    download["rawPath"] = json!(format!("/sessions/demo-session/files/{DEMO_DOCUMENT}"));
-    let request: ApiGatewayV2httpRequest = serde_json::from_value(download).map_err(|err| err.to_string())?;
-    let response = http_turn::handle(&service, request, None, None).await;
-    if let (200, Some(Body::Binary(bytes))) = (response.status_code, &response.body) {
-        let saved = root.join(DEMO_DOCUMENT_SAVED);
-        if let Some(parent) = saved.parent() {
-            std::fs::create_dir_all(parent).map_err(|err| err.to_string())?;
+    // What `GET /sessions/demo-session/files/...` and `GET /sessions/demo-session` answer, asked of
+    // the turn service as http-turn's routes ask it, without an API Gateway event.
+    let user = UserId::parse(DEMO_USER).map_err(|err| err.to_string())?;
+    let session_id = SessionId::parse("demo-session").map_err(|err| err.to_string())?;
+    let heading = format!("\n━━ GET /sessions/demo-session/files/{DEMO_DOCUMENT} ━━");
+    let path = format!("/workspace/{DEMO_DOCUMENT}");
+    // The bytes whatever their size: the demo saves the file, it hands out no link.
+    match service.workspace_file(&user, &session_id, &path, u64::MAX, &LinkHeaders::default()).await {
+        Ok(Some(FileDownload::Bytes { bytes, .. })) => {
+            let saved = root.join(DEMO_DOCUMENT_SAVED);
+            if let Some(parent) = saved.parent() {
+                std::fs::create_dir_all(parent).map_err(|err| err.to_string())?;
+            }
+            std::fs::write(&saved, &bytes).map_err(|err| err.to_string())?;
+            println!("{heading}\n{} bytes, saved to {DEMO_DOCUMENT_SAVED}", bytes.len());
+            if let Some(headings) = word_headings(&saved) {
+                println!("Word headings in it: {headings}");
+            }
         }
-        std::fs::write(&saved, bytes).map_err(|err| err.to_string())?;
-        println!(
-            "\n━━ GET /sessions/demo-session/files/{DEMO_DOCUMENT} ━━\n{} bytes, saved to {DEMO_DOCUMENT_SAVED}",
-            bytes.len()
-        );
-        if let Some(headings) = word_headings(&saved) {
-            println!("Word headings in it: {headings}");
-        }
-    } else {
-        println!("\n━━ GET /sessions/demo-session/files/{DEMO_DOCUMENT} ━━\n{}", response.status_code);
+        Ok(Some(FileDownload::Link { url, .. })) => println!("{heading}\na link: {url}"),
+        Ok(None) => println!("{heading}\nnot in the session's workspace"),
+        Err(err) => println!("{heading}\n{err}"),
     }
-    let session = invoke(&service, get).await?;
-    let body = &session["body"];
+    let (session, history) = service
+        .session_page(&user, &session_id, None, DEMO_MESSAGES.len(), usize::MAX)
+        .await
+        .map_err(|err| err.to_string())?
+        .ok_or("the demo's session was not stored")?;
+    let messages: usize = history.turns.iter().map(|(_, messages)| messages.len()).sum();
+    let workspace: Vec<Value> = session
+        .state
+        .workspace
+        .iter()
+        .map(|(path, file)| json!({"path": format!("/workspace/{path}"), "size": file.size}))
+        .collect();
     println!(
-        "\n━━ GET /sessions/demo-session ━━\nversion {}, {} messages in history, current_skill {}, workspace {}",
-        body["version"],
-        body["history"].as_array().map_or(0, Vec::len),
-        body["current_skill"],
-        body["workspace"]
+        "\n━━ GET /sessions/demo-session ━━\nversion {}, {messages} messages in history, current_skill {}, workspace {}",
+        session.version,
+        json!(session.state.current_skill),
+        Value::from(workspace)
     );
     Ok(())
 }
@@ -146,16 +148,6 @@ fn word_headings(document: &Path) -> Option<String> {
                   if p.style is not None and p.style.name.startswith('Heading')))";
     let output = ::tests::image::run_in_image(dir, "python3", &["-c", script, name]);
     output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
-}
-
-async fn invoke(service: &TurnService, event: Value) -> Result<Value, String> {
-    let request: ApiGatewayV2httpRequest = serde_json::from_value(event).map_err(|err| err.to_string())?;
-    let response = http_turn::handle(service, request, None, None).await;
-    let body = match response.body {
-        Some(Body::Text(text)) => serde_json::from_str(&text).unwrap_or(Value::String(text)),
-        _ => Value::Null,
-    };
-    Ok(json!({"statusCode": response.status_code, "body": body}))
 }
 
 /// Prints the model's text as it streams, and the skills that become current.

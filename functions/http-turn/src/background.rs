@@ -2,13 +2,14 @@
 //! queued, sent to the FIFO turn queue (message group = session) and answered `202` with a turn id;
 //! `GET /sessions/{id}/turns/{turn_id}` tells its owner whether it is pending, completed or failed.
 
+use agent_app::api::{client_key, ApiError, TurnBody};
 use agent_app::queue::TurnQueue;
 use agent_core::turn::TurnService;
 use agent_core::{Accepted, IdempotencyKey, SessionId, TurnStatus, UserId};
 use aws_lambda_events::http::HeaderMap;
 use serde_json::{json, Value};
 
-use crate::{client_key, Answer, ApiError, TurnBody};
+use crate::Answer;
 
 /// Whether the client asked for an asynchronous answer (RFC 7240 `Prefer: respond-async`).
 pub(crate) fn prefers_async(headers: &HeaderMap) -> bool {

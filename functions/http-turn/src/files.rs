@@ -1,13 +1,14 @@
 //! `GET /sessions/{session_id}/files/{path...}`: a workspace file of the caller's own session, as
 //! bytes up to [`INLINE_MAX_BYTES`] or as a `303` to a short-lived presigned link beyond.
 
+use agent_app::api::ApiError;
 use agent_core::store::LinkHeaders;
 use agent_core::turn::{FileDownload, TurnService};
 use agent_core::{SessionId, UserId};
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::json;
 
-use crate::{Answer, ApiError, Payload};
+use crate::{Answer, Payload};
 
 /// The largest file answered inline: base64 makes it 4 MiB, under Lambda's 6 MB response limit.
 pub const INLINE_MAX_BYTES: u64 = 3 * 1024 * 1024;

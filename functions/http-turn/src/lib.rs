@@ -1,169 +1,31 @@
-//! The HTTP API contract: routing, identity from the JWT, body validation, and the mapping of
-//! every failure to a precise status with a JSON error body safe to show a client.
+//! The HTTP API's routes: routing on the raw path, identity from the JWT, and each route's answer.
+//! The turn's body, its validation and the mapping of failures to statuses are `agent_app::api`,
+//! shared with the other turn functions.
 
+use agent_app::api::{internal_error, parse_session_id, parse_turn_body, turn_request, ApiError, REPLAYED_HEADER};
 use agent_app::queue::TurnQueue;
-use agent_core::skills::{Catalog, CatalogView, SkillEntry};
-use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile, MAX_MESSAGE_BYTES};
-use agent_core::{IdempotencyKey, ModelError, SessionId, StoreError, TicketId, UserId};
+use agent_core::turn::{TurnService, UserProfile};
+use agent_core::UserId;
 use aws_lambda_events::apigw::{ApiGatewayV2httpRequest, ApiGatewayV2httpResponse};
 use aws_lambda_events::encodings::Body;
 use aws_lambda_events::http::{HeaderMap, HeaderValue, Method};
-use base64::Engine;
 use futures::FutureExt;
-use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::time::Instant;
-
-/// Bodies larger than this are refused before parsing: the message limit after the worst JSON
-/// escaping (`\u0000` is six bytes for one), plus room for the other fields. The message itself
-/// is measured after decoding.
-const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096;
 
 mod background;
 mod files;
 mod session_view;
 mod sessions_list;
+mod skills_view;
 mod usage;
 pub use files::INLINE_MAX_BYTES;
 use session_view::session_view;
 pub use session_view::PageRequest;
 pub use sessions_list::{decode_cursor, encode_cursor, set_cursor_key, SessionsPage, CURSOR_KEY_ENV, MIN_KEY_BYTES};
+pub use skills_view::MAX_SKILLS_QUERY_CHARS;
+use skills_view::{skills_search_view, skills_view, SkillsPage};
 pub use usage::{parse_day, usage_range, MAX_USAGE_DAYS};
-
-/// The request header that carries a client's idempotency key.
-pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
-/// The response header that marks a replayed reply.
-pub const REPLAYED_HEADER: &str = "idempotent-replayed";
-
-/// A failure with its HTTP status, machine-readable code and client-safe message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiError {
-    pub status: u16,
-    pub code: &'static str,
-    pub message: String,
-    /// Seconds after which the same request may succeed (`Retry-After`), when the failure says.
-    pub retry_after: Option<u64>,
-}
-
-impl ApiError {
-    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
-        Self { status, code, message: message.into(), retry_after: None }
-    }
-
-    /// The JSON body every error answers with.
-    pub fn body(&self) -> Value {
-        json!({"error": {"code": self.code, "message": self.message}})
-    }
-
-    /// What a failed background turn keeps for its poller: the status, code and message.
-    pub fn stored(&self) -> Value {
-        json!({"status": self.status, "code": self.code, "message": self.message})
-    }
-
-    pub fn bad_request(message: impl Into<String>) -> Self {
-        Self::new(400, "bad_request", message)
-    }
-
-    pub fn not_found(message: impl Into<String>) -> Self {
-        Self::new(404, "not_found", message)
-    }
-}
-
-impl From<TurnError> for ApiError {
-    fn from(err: TurnError) -> Self {
-        match err {
-            TurnError::InvalidInput(message) => ApiError::bad_request(message),
-            unknown @ TurnError::UnknownSkill { .. } => ApiError::new(400, "unknown_skill", unknown.to_string()),
-            TurnError::Conflict => ApiError::new(
-                409,
-                "conflict",
-                "another turn of this session finished first; nothing was saved, send the message again",
-            ),
-            TurnError::InProgress => ApiError::new(
-                409,
-                "turn_in_progress",
-                "a turn with this Idempotency-Key is still running; retry later to get its reply",
-            ),
-            TurnError::IdempotencyMismatch => ApiError::new(
-                422,
-                "idempotency_key_reused",
-                "this Idempotency-Key was already used with a different request",
-            ),
-            TurnError::AlreadyFailed { error } => {
-                let earlier = error.get("message").and_then(Value::as_str).unwrap_or("it failed").to_owned();
-                ApiError::new(
-                    422,
-                    "turn_failed",
-                    format!("the turn with this Idempotency-Key failed earlier ({earlier}); send it with a new key"),
-                )
-            }
-            TurnError::QuotaExceeded { used, budget, retry_after_secs } => ApiError {
-                retry_after: Some(retry_after_secs),
-                ..ApiError::new(
-                    429,
-                    "quota_exceeded",
-                    format!(
-                        "today's token budget is spent ({used} of {budget} tokens); nothing was sent to the \
-                         model. It renews at 00:00 UTC"
-                    ),
-                )
-            },
-            TurnError::OutOfTime => ApiError::new(
-                503,
-                "out_of_time",
-                "the request's time ran out before the model could be called; nothing was saved, try again",
-            ),
-            TurnError::Internal(detail) => {
-                tracing::error!(error = %detail, "internal error");
-                internal_error()
-            }
-            TurnError::Model(ModelError::ContextTooLarge { tokens, limit }) => {
-                tracing::warn!(tokens, limit, "the turn does not fit the model's context");
-                ApiError::new(
-                    413,
-                    "context_too_large",
-                    format!(
-                        "the message and the skill's instructions need about {tokens} tokens, over the model's \
-                         input limit of {limit}, even with the history and tool output cut; nothing was saved. \
-                         Send a shorter message"
-                    ),
-                )
-            }
-            TurnError::Model(model) => {
-                tracing::error!(error = %model, "model provider failed");
-                let message = match model {
-                    ModelError::Unavailable { .. } => "the model provider is unavailable; nothing was saved, try again",
-                    ModelError::Rejected { .. }
-                    | ModelError::InvalidResponse(_)
-                    | ModelError::Config(_)
-                    | ModelError::ContextTooLarge { .. } => "the model provider failed to answer; nothing was saved",
-                };
-                ApiError::new(502, "model_provider_failed", message)
-            }
-            TurnError::Store(store) => {
-                tracing::error!(error = %store, "storage failed");
-                let message = match store {
-                    StoreError::Corrupt(_) => "the stored session could not be read",
-                    _ => "storage is unavailable; nothing was saved, try again",
-                };
-                ApiError::new(503, "storage_unavailable", message)
-            }
-            TurnError::Config(config) => {
-                tracing::error!(error = %config, "invalid tenant configuration");
-                ApiError::new(500, "configuration_error", config.to_string())
-            }
-        }
-    }
-}
-
-/// The body of `POST /sessions/{session_id}/turns`.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TurnBody {
-    pub message: String,
-    #[serde(default)]
-    pub ticket_id: Option<String>,
-}
 
 /// Handles one API Gateway (HTTP API, payload 2.0) event. Never fails: every error becomes a
 /// response. With `queue`, a turn sent with `Prefer: respond-async` runs in the background.
@@ -205,11 +67,6 @@ pub async fn handle(
             response
         }
     }
-}
-
-/// The answer to a defect: nothing about it reaches the client.
-pub fn internal_error() -> ApiError {
-    ApiError::new(500, "internal_error", "an internal error occurred; nothing was saved")
 }
 
 /// A successful answer: its status, body and extra headers, and whether it replays an earlier delivery.
@@ -344,150 +201,6 @@ enum Route<'a> {
     Usage,
 }
 
-/// Skills per page of `GET /skills`, by default and at most: a page stays far below Lambda's
-/// 6 MB response limit even with 1,024-character descriptions.
-const DEFAULT_SKILLS_PAGE: usize = 200;
-const MAX_SKILLS_PAGE: usize = 1000;
-/// Matches a search (`GET /skills?q=`) answers by default.
-const DEFAULT_SKILLS_FOUND: usize = 20;
-/// Longest search accepted, in characters (the search itself reads at most
-/// [`agent_core::skills::search::MAX_QUERY_CHARS`]).
-pub const MAX_SKILLS_QUERY_CHARS: usize = 256;
-
-/// `GET /skills?limit=&cursor=`: the cursor is the last path of the previous page.
-/// `GET /skills?q=&limit=`: the best matches for `q`, in one page.
-struct SkillsPage {
-    limit: usize,
-    after: Option<String>,
-    query: Option<String>,
-}
-
-impl SkillsPage {
-    fn from_query(event: &ApiGatewayV2httpRequest) -> Result<Self, ApiError> {
-        let query = &event.query_string_parameters;
-        let search = match query.first("q") {
-            None => None,
-            Some(raw) => {
-                let text = raw.trim();
-                if text.is_empty() {
-                    return Err(ApiError::bad_request("`q` must not be empty: send a few words about the task"));
-                }
-                if text.chars().count() > MAX_SKILLS_QUERY_CHARS {
-                    return Err(ApiError::bad_request(format!(
-                        "`q` must be at most {MAX_SKILLS_QUERY_CHARS} characters"
-                    )));
-                }
-                Some(text.to_owned())
-            }
-        };
-        let limit = match query.first("limit") {
-            None if search.is_some() => DEFAULT_SKILLS_FOUND,
-            None => DEFAULT_SKILLS_PAGE,
-            Some(raw) => match raw.parse::<usize>() {
-                Ok(limit) if (1..=MAX_SKILLS_PAGE).contains(&limit) => limit,
-                _ => {
-                    return Err(ApiError::bad_request(format!(
-                        "`limit` must be a whole number from 1 to {MAX_SKILLS_PAGE}"
-                    )))
-                }
-            },
-        };
-        let after = query.first("cursor").map(str::to_owned).filter(|cursor| !cursor.is_empty());
-        if after.as_ref().is_some_and(|cursor| cursor.len() > 256) {
-            return Err(ApiError::bad_request("`cursor` is too long"));
-        }
-        if search.is_some() && after.is_some() {
-            return Err(ApiError::bad_request("a search (`q`) answers in one page: send it without `cursor`"));
-        }
-        Ok(Self { limit, after, query: search })
-    }
-}
-
-/// The tenant's skills as the operator needs to see them: every usable skill with what it
-/// declares and what was repaired, and every skipped SKILL.md with the reason.
-/// One page of the catalog, in path order, as its owner reads it (see [`skill_entry_view`]).
-fn skills_view(catalog: &Catalog, view: &CatalogView, page: &SkillsPage, has_sandbox: bool) -> Value {
-    let entries = &view.entries;
-    let start = match &page.after {
-        Some(after) => entries.partition_point(|entry| entry.path.to_string().as_str() <= after.as_str()),
-        None => 0,
-    };
-    let shown = &entries[start..(start + page.limit).min(entries.len())];
-    let skills: Vec<Value> = shown.iter().map(|entry| skill_entry_view(entry, has_sandbox)).collect();
-    let next_cursor = (start + shown.len() < entries.len()).then(|| shown.last().map(|e| e.path.to_string())).flatten();
-    catalog_answer(catalog, view, skills, next_cursor)
-}
-
-/// `GET /skills?q=`: the best matches for `query`, best first, found by the same search and ranking
-/// as the model's `find_skills`, in the shape of a listing page (no `next_cursor`) with the query.
-fn skills_search_view(catalog: &Catalog, view: &CatalogView, query: &str, limit: usize, has_sandbox: bool) -> Value {
-    let found = view.find(query, limit);
-    let skills: Vec<Value> = found.iter().map(|entry| skill_entry_view(entry, has_sandbox)).collect();
-    let mut answer = catalog_answer(catalog, view, skills, None);
-    answer["query"] = Value::from(query);
-    answer
-}
-
-/// The fields every `GET /skills` answer has around its `skills`: the catalog's count, its skipped
-/// files and its base prompt.
-fn catalog_answer(catalog: &Catalog, view: &CatalogView, skills: Vec<Value>, next_cursor: Option<String>) -> Value {
-    // Skipped files are few in practice; a page of them keeps the answer bounded all the same.
-    let skipped: Vec<Value> = view
-        .skipped
-        .iter()
-        .take(MAX_SKILLS_PAGE)
-        .map(|skipped| json!({"file": skipped.file, "reason": skipped.reason}))
-        .collect();
-    let base_prompt = catalog.base_prompt_entry().map(|base| {
-        json!({"file": "BASE_PROMPT.md", "size": base.size, "usable": base.text.is_some(), "problem": base.problem})
-    });
-    json!({
-        "count": view.entries.len(),
-        "skills": skills,
-        "next_cursor": next_cursor,
-        "skipped": skipped,
-        "skipped_count": view.skipped.len(),
-        "base_prompt": base_prompt,
-    })
-}
-
-/// One usable skill as its owner reads it. Without a sandbox, `execute` is not among its tools and
-/// its `Bash` declarations get the warning any tool this deployment lacks gets.
-fn skill_entry_view(entry: &SkillEntry, has_sandbox: bool) -> Value {
-    let mut tools = entry.tools.clone();
-    let mut warnings = entry.warnings.clone();
-    warnings.extend(agent_core::skills::bundle::unmet_warning(&entry.unmet_needs));
-    if !has_sandbox {
-        let bash: Vec<&str> = entry
-            .declared_tools
-            .iter()
-            .flatten()
-            .map(|name| name.trim())
-            .filter(|name| *name == "Bash" || name.starts_with("Bash("))
-            .collect();
-        if let Some(tools) = tools.as_mut() {
-            tools.retain(|tool| tool != agent_core::tools::EXECUTE);
-        }
-        if !bash.is_empty() {
-            warnings.push(format!(
-                "`allowed-tools` names {}, which runs commands, and this deployment has no sandbox (SANDBOX)",
-                bash.join(", ")
-            ));
-        }
-    }
-    json!({
-        "path": entry.path.to_string(),
-        "name": entry.name,
-        "description": entry.description,
-        // The category the listing groups it under: its folder's, else its frontmatter's.
-        "category": entry.path.category().or(entry.category.as_deref()),
-        "tools": tools,
-        "declared_tools": entry.declared_tools,
-        "warnings": warnings,
-        "unmet_needs": entry.unmet_needs,
-    })
-}
-
 /// The JWT `sub` verified by API Gateway's authorizer; the body is never consulted.
 fn authenticated_user(event: &ApiGatewayV2httpRequest) -> Result<UserId, ApiError> {
     let unauthorized = |message: &str| ApiError::new(401, "unauthorized", message);
@@ -506,92 +219,6 @@ fn profile_from_claims(event: &ApiGatewayV2httpRequest) -> UserProfile {
     let claims = event.request_context.authorizer.as_ref().and_then(|a| a.jwt.as_ref()).map(|jwt| &jwt.claims);
     let claim = |name: &str| claims.and_then(|c| c.get(name)).filter(|v| !v.trim().is_empty()).cloned();
     UserProfile { name: claim("name"), language: claim("locale"), description: claim("profile") }
-}
-
-/// The session id of a path, validated.
-pub fn parse_session_id(from_path: &str) -> Result<SessionId, ApiError> {
-    SessionId::parse(from_path).map_err(|err| ApiError::bad_request(format!("`session_id`: {err}")))
-}
-
-/// The validated request for one turn: the body's message and ticket, the `Idempotency-Key`
-/// header fingerprinted with them, and the caller's verified identity.
-pub fn turn_request(
-    user: UserId,
-    session: SessionId,
-    body: TurnBody,
-    headers: &HeaderMap,
-    profile: UserProfile,
-    deadline: Option<Instant>,
-) -> Result<TurnRequest, ApiError> {
-    let idempotency = idempotency_key(headers, &body)?;
-    let ticket = body
-        .ticket_id
-        .map(TicketId::parse)
-        .transpose()
-        .map_err(|err| ApiError::bad_request(format!("`ticket_id`: {err}")))?;
-    Ok(TurnRequest {
-        user,
-        session,
-        message: body.message,
-        ticket,
-        profile,
-        deadline,
-        now: time::OffsetDateTime::now_utc(),
-        idempotency,
-    })
-}
-
-/// The `Idempotency-Key` header as sent, validated as a header value; `None` without one.
-fn client_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
-    let Some(value) = headers.get(IDEMPOTENCY_KEY_HEADER) else { return Ok(None) };
-    value.to_str().map(Some).map_err(|_| ApiError::bad_request("`Idempotency-Key` must be visible ASCII"))
-}
-
-/// The `Idempotency-Key` header, fingerprinted with what the turn is asked; `None` without one.
-fn idempotency_key(headers: &HeaderMap, body: &TurnBody) -> Result<Option<IdempotencyKey>, ApiError> {
-    let Some(key) = client_key(headers)? else { return Ok(None) };
-    let request = [body.message.as_str(), body.ticket_id.as_deref().unwrap_or("")];
-    IdempotencyKey::new(key, &request)
-        .map(Some)
-        .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))
-}
-
-/// The body of `POST /sessions/{session_id}/turns`, bounded and validated; `base64` when the
-/// integration encoded it.
-pub fn parse_turn_body(raw: Option<&str>, base64: bool) -> Result<TurnBody, ApiError> {
-    let raw = raw.unwrap_or("");
-    if raw.len() > 2 * MAX_BODY_BYTES {
-        return Err(too_large());
-    }
-    let bytes = if base64 {
-        base64::engine::general_purpose::STANDARD
-            .decode(raw)
-            .map_err(|_| ApiError::bad_request("the body is not valid base64"))?
-    } else {
-        raw.as_bytes().to_vec()
-    };
-    if bytes.len() > MAX_BODY_BYTES {
-        return Err(too_large());
-    }
-    if bytes.iter().all(u8::is_ascii_whitespace) {
-        return Err(ApiError::bad_request("the body is empty; send {\"message\": \"...\"}"));
-    }
-    let body: TurnBody = serde_json::from_slice(&bytes).map_err(|err| {
-        let message =
-            if err.is_data() { format!("invalid body: {err}") } else { format!("the body is not valid JSON: {err}") };
-        ApiError::bad_request(message)
-    })?;
-    if body.message.len() > MAX_MESSAGE_BYTES {
-        return Err(too_large());
-    }
-    if body.message.trim().is_empty() {
-        return Err(ApiError::bad_request("`message` must not be empty"));
-    }
-    Ok(body)
-}
-
-fn too_large() -> ApiError {
-    ApiError::new(413, "payload_too_large", format!("`message` must be at most {} KiB", MAX_MESSAGE_BYTES / 1024))
 }
 
 fn respond(status: u16, body: &Value) -> ApiGatewayV2httpResponse {

@@ -1,11 +1,10 @@
 //! `GET /sessions/{session_id}?limit=&cursor=`: the session's state and one page of its history,
 //! newest turns first, bounded so an answer stays far below Lambda's 6 MB response limit.
 
+use agent_app::api::ApiError;
 use agent_core::{HistoryPage, Message, Session};
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use serde_json::{json, Value};
-
-use crate::ApiError;
 
 /// Turns per page, by default and at most.
 pub const DEFAULT_TURNS_PAGE: usize = 20;

@@ -5,6 +5,7 @@
 
 use std::sync::OnceLock;
 
+use agent_app::api::ApiError;
 use agent_core::store::{SessionCursor, SessionList, MAX_SESSIONS_PAGE};
 use agent_core::{SessionId, UserId};
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
@@ -12,8 +13,6 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{json, Value};
-
-use crate::ApiError;
 
 type CursorMac = Hmac<sha2_hmac::Sha256>;
 

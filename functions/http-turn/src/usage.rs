@@ -1,12 +1,11 @@
 //! `GET /usage?from=YYYY-MM-DD&to=YYYY-MM-DD`: the caller's own usage by UTC day and model.
 
+use agent_app::api::ApiError;
 use agent_core::turn::{utc_day, TurnService};
 use agent_core::UserId;
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use serde_json::{json, Value};
 use time::{Date, Duration, Month, OffsetDateTime};
-
-use crate::ApiError;
 
 /// The longest range one request may ask for, in days (both ends included).
 pub const MAX_USAGE_DAYS: i64 = 366;

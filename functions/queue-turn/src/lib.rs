@@ -6,12 +6,12 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
+use agent_app::api::ApiError;
 use agent_core::agent::Ending;
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile};
 use agent_core::{IdempotencyKey, SessionId, TicketId, UserId};
 use aws_lambda_events::sqs::{SqsBatchResponse, SqsEvent, SqsMessage};
 use futures::FutureExt;
-use http_turn::ApiError;
 use serde::Deserialize;
 use tokio::time::Instant;
 use tracing::Instrument;

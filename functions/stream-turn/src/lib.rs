@@ -9,6 +9,7 @@ use std::convert::Infallible;
 use std::pin::Pin;
 use std::time::Duration;
 
+use agent_app::api::{internal_error, parse_session_id, parse_turn_body, turn_request, ApiError, REPLAYED_HEADER};
 use agent_app::jwt::{bearer_token, JwtVerifier, VerifiedClaims};
 use agent_app::App;
 use agent_core::turn::{TurnRequest, UserProfile};
@@ -17,7 +18,6 @@ use aws_lambda_events::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use aws_lambda_events::lambda_function_urls::LambdaFunctionUrlRequest;
 use bytes::Bytes;
 use futures::{FutureExt, Stream};
-use http_turn::{internal_error, parse_session_id, parse_turn_body, turn_request, ApiError, REPLAYED_HEADER};
 use lambda_runtime::{MetadataPrelude, StreamResponse};
 use serde_json::Value;
 use tokio::sync::mpsc;

@@ -11,6 +11,7 @@ use agent_core::prompt::SkillPromptMode;
 use agent_core::turn::{AgentConfig, TurnService};
 use thiserror::Error;
 
+pub mod api;
 pub mod cursor_key;
 pub mod jwt;
 pub mod metrics;

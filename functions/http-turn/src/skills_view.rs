@@ -1,0 +1,158 @@
+//! `GET /skills`: the tenant's skills as the operator needs to see them, one page of the catalog
+//! (`?limit=&cursor=`) or the best matches of a search (`?q=&limit=`), with what each skill declares,
+//! what was repaired, and every skipped SKILL.md with the reason.
+
+use agent_app::api::ApiError;
+use agent_core::skills::{Catalog, CatalogView, SkillEntry};
+use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
+use serde_json::{json, Value};
+
+/// Skills per page of `GET /skills`, by default and at most: a page stays far below Lambda's
+/// 6 MB response limit even with 1,024-character descriptions.
+const DEFAULT_SKILLS_PAGE: usize = 200;
+const MAX_SKILLS_PAGE: usize = 1000;
+/// Matches a search (`GET /skills?q=`) answers by default.
+const DEFAULT_SKILLS_FOUND: usize = 20;
+/// Longest search accepted, in characters (the search itself reads at most
+/// [`agent_core::skills::search::MAX_QUERY_CHARS`]).
+pub const MAX_SKILLS_QUERY_CHARS: usize = 256;
+
+/// `GET /skills?limit=&cursor=`: the cursor is the last path of the previous page.
+/// `GET /skills?q=&limit=`: the best matches for `q`, in one page.
+pub(crate) struct SkillsPage {
+    pub(crate) limit: usize,
+    pub(crate) after: Option<String>,
+    pub(crate) query: Option<String>,
+}
+
+impl SkillsPage {
+    pub(crate) fn from_query(event: &ApiGatewayV2httpRequest) -> Result<Self, ApiError> {
+        let query = &event.query_string_parameters;
+        let search = match query.first("q") {
+            None => None,
+            Some(raw) => {
+                let text = raw.trim();
+                if text.is_empty() {
+                    return Err(ApiError::bad_request("`q` must not be empty: send a few words about the task"));
+                }
+                if text.chars().count() > MAX_SKILLS_QUERY_CHARS {
+                    return Err(ApiError::bad_request(format!(
+                        "`q` must be at most {MAX_SKILLS_QUERY_CHARS} characters"
+                    )));
+                }
+                Some(text.to_owned())
+            }
+        };
+        let limit = match query.first("limit") {
+            None if search.is_some() => DEFAULT_SKILLS_FOUND,
+            None => DEFAULT_SKILLS_PAGE,
+            Some(raw) => match raw.parse::<usize>() {
+                Ok(limit) if (1..=MAX_SKILLS_PAGE).contains(&limit) => limit,
+                _ => {
+                    return Err(ApiError::bad_request(format!(
+                        "`limit` must be a whole number from 1 to {MAX_SKILLS_PAGE}"
+                    )))
+                }
+            },
+        };
+        let after = query.first("cursor").map(str::to_owned).filter(|cursor| !cursor.is_empty());
+        if after.as_ref().is_some_and(|cursor| cursor.len() > 256) {
+            return Err(ApiError::bad_request("`cursor` is too long"));
+        }
+        if search.is_some() && after.is_some() {
+            return Err(ApiError::bad_request("a search (`q`) answers in one page: send it without `cursor`"));
+        }
+        Ok(Self { limit, after, query: search })
+    }
+}
+
+/// The tenant's skills as the operator needs to see them: every usable skill with what it
+/// declares and what was repaired, and every skipped SKILL.md with the reason.
+/// One page of the catalog, in path order, as its owner reads it (see [`skill_entry_view`]).
+pub(crate) fn skills_view(catalog: &Catalog, view: &CatalogView, page: &SkillsPage, has_sandbox: bool) -> Value {
+    let entries = &view.entries;
+    let start = match &page.after {
+        Some(after) => entries.partition_point(|entry| entry.path.to_string().as_str() <= after.as_str()),
+        None => 0,
+    };
+    let shown = &entries[start..(start + page.limit).min(entries.len())];
+    let skills: Vec<Value> = shown.iter().map(|entry| skill_entry_view(entry, has_sandbox)).collect();
+    let next_cursor = (start + shown.len() < entries.len()).then(|| shown.last().map(|e| e.path.to_string())).flatten();
+    catalog_answer(catalog, view, skills, next_cursor)
+}
+
+/// `GET /skills?q=`: the best matches for `query`, best first, found by the same search and ranking
+/// as the model's `find_skills`, in the shape of a listing page (no `next_cursor`) with the query.
+pub(crate) fn skills_search_view(
+    catalog: &Catalog,
+    view: &CatalogView,
+    query: &str,
+    limit: usize,
+    has_sandbox: bool,
+) -> Value {
+    let found = view.find(query, limit);
+    let skills: Vec<Value> = found.iter().map(|entry| skill_entry_view(entry, has_sandbox)).collect();
+    let mut answer = catalog_answer(catalog, view, skills, None);
+    answer["query"] = Value::from(query);
+    answer
+}
+
+/// The fields every `GET /skills` answer has around its `skills`: the catalog's count, its skipped
+/// files and its base prompt.
+fn catalog_answer(catalog: &Catalog, view: &CatalogView, skills: Vec<Value>, next_cursor: Option<String>) -> Value {
+    // Skipped files are few in practice; a page of them keeps the answer bounded all the same.
+    let skipped: Vec<Value> = view
+        .skipped
+        .iter()
+        .take(MAX_SKILLS_PAGE)
+        .map(|skipped| json!({"file": skipped.file, "reason": skipped.reason}))
+        .collect();
+    let base_prompt = catalog.base_prompt_entry().map(|base| {
+        json!({"file": "BASE_PROMPT.md", "size": base.size, "usable": base.text.is_some(), "problem": base.problem})
+    });
+    json!({
+        "count": view.entries.len(),
+        "skills": skills,
+        "next_cursor": next_cursor,
+        "skipped": skipped,
+        "skipped_count": view.skipped.len(),
+        "base_prompt": base_prompt,
+    })
+}
+
+/// One usable skill as its owner reads it. Without a sandbox, `execute` is not among its tools and
+/// its `Bash` declarations get the warning any tool this deployment lacks gets.
+fn skill_entry_view(entry: &SkillEntry, has_sandbox: bool) -> Value {
+    let mut tools = entry.tools.clone();
+    let mut warnings = entry.warnings.clone();
+    warnings.extend(agent_core::skills::bundle::unmet_warning(&entry.unmet_needs));
+    if !has_sandbox {
+        let bash: Vec<&str> = entry
+            .declared_tools
+            .iter()
+            .flatten()
+            .map(|name| name.trim())
+            .filter(|name| *name == "Bash" || name.starts_with("Bash("))
+            .collect();
+        if let Some(tools) = tools.as_mut() {
+            tools.retain(|tool| tool != agent_core::tools::EXECUTE);
+        }
+        if !bash.is_empty() {
+            warnings.push(format!(
+                "`allowed-tools` names {}, which runs commands, and this deployment has no sandbox (SANDBOX)",
+                bash.join(", ")
+            ));
+        }
+    }
+    json!({
+        "path": entry.path.to_string(),
+        "name": entry.name,
+        "description": entry.description,
+        // The category the listing groups it under: its folder's, else its frontmatter's.
+        "category": entry.path.category().or(entry.category.as_deref()),
+        "tools": tools,
+        "declared_tools": entry.declared_tools,
+        "warnings": warnings,
+        "unmet_needs": entry.unmet_needs,
+    })
+}

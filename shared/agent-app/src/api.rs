@@ -1,0 +1,242 @@
+//! The HTTP contract the three turn functions share: the body of `POST /sessions/{session_id}/turns`
+//! and its parsing, the turn request built from it, and the mapping of every failure to a precise
+//! status with a JSON error body safe to show a client.
+
+use agent_core::turn::{TurnError, TurnRequest, UserProfile, MAX_MESSAGE_BYTES};
+use agent_core::{IdempotencyKey, ModelError, SessionId, StoreError, TicketId, UserId};
+use base64::Engine;
+use http::HeaderMap;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+/// Bodies larger than this are refused before parsing: the message limit after the worst JSON
+/// escaping (`\u0000` is six bytes for one), plus room for the other fields. The message itself
+/// is measured after decoding.
+const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096;
+
+/// The request header that carries a client's idempotency key.
+pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
+/// The response header that marks a replayed reply.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+
+/// A failure with its HTTP status, machine-readable code and client-safe message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+    /// Seconds after which the same request may succeed (`Retry-After`), when the failure says.
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: u16, code: &'static str, message: impl Into<String>) -> Self {
+        Self { status, code, message: message.into(), retry_after: None }
+    }
+
+    /// The JSON body every error answers with.
+    pub fn body(&self) -> Value {
+        json!({"error": {"code": self.code, "message": self.message}})
+    }
+
+    /// What a failed background turn keeps for its poller: the status, code and message.
+    pub fn stored(&self) -> Value {
+        json!({"status": self.status, "code": self.code, "message": self.message})
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "bad_request", message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(404, "not_found", message)
+    }
+}
+
+impl From<TurnError> for ApiError {
+    fn from(err: TurnError) -> Self {
+        match err {
+            TurnError::InvalidInput(message) => ApiError::bad_request(message),
+            unknown @ TurnError::UnknownSkill { .. } => ApiError::new(400, "unknown_skill", unknown.to_string()),
+            TurnError::Conflict => ApiError::new(
+                409,
+                "conflict",
+                "another turn of this session finished first; nothing was saved, send the message again",
+            ),
+            TurnError::InProgress => ApiError::new(
+                409,
+                "turn_in_progress",
+                "a turn with this Idempotency-Key is still running; retry later to get its reply",
+            ),
+            TurnError::IdempotencyMismatch => ApiError::new(
+                422,
+                "idempotency_key_reused",
+                "this Idempotency-Key was already used with a different request",
+            ),
+            TurnError::AlreadyFailed { error } => {
+                let earlier = error.get("message").and_then(Value::as_str).unwrap_or("it failed").to_owned();
+                ApiError::new(
+                    422,
+                    "turn_failed",
+                    format!("the turn with this Idempotency-Key failed earlier ({earlier}); send it with a new key"),
+                )
+            }
+            TurnError::QuotaExceeded { used, budget, retry_after_secs } => ApiError {
+                retry_after: Some(retry_after_secs),
+                ..ApiError::new(
+                    429,
+                    "quota_exceeded",
+                    format!(
+                        "today's token budget is spent ({used} of {budget} tokens); nothing was sent to the \
+                         model. It renews at 00:00 UTC"
+                    ),
+                )
+            },
+            TurnError::OutOfTime => ApiError::new(
+                503,
+                "out_of_time",
+                "the request's time ran out before the model could be called; nothing was saved, try again",
+            ),
+            TurnError::Internal(detail) => {
+                tracing::error!(error = %detail, "internal error");
+                internal_error()
+            }
+            TurnError::Model(ModelError::ContextTooLarge { tokens, limit }) => {
+                tracing::warn!(tokens, limit, "the turn does not fit the model's context");
+                ApiError::new(
+                    413,
+                    "context_too_large",
+                    format!(
+                        "the message and the skill's instructions need about {tokens} tokens, over the model's \
+                         input limit of {limit}, even with the history and tool output cut; nothing was saved. \
+                         Send a shorter message"
+                    ),
+                )
+            }
+            TurnError::Model(model) => {
+                tracing::error!(error = %model, "model provider failed");
+                let message = match model {
+                    ModelError::Unavailable { .. } => "the model provider is unavailable; nothing was saved, try again",
+                    ModelError::Rejected { .. }
+                    | ModelError::InvalidResponse(_)
+                    | ModelError::Config(_)
+                    | ModelError::ContextTooLarge { .. } => "the model provider failed to answer; nothing was saved",
+                };
+                ApiError::new(502, "model_provider_failed", message)
+            }
+            TurnError::Store(store) => {
+                tracing::error!(error = %store, "storage failed");
+                let message = match store {
+                    StoreError::Corrupt(_) => "the stored session could not be read",
+                    _ => "storage is unavailable; nothing was saved, try again",
+                };
+                ApiError::new(503, "storage_unavailable", message)
+            }
+            TurnError::Config(config) => {
+                tracing::error!(error = %config, "invalid tenant configuration");
+                ApiError::new(500, "configuration_error", config.to_string())
+            }
+        }
+    }
+}
+
+/// The body of `POST /sessions/{session_id}/turns`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnBody {
+    pub message: String,
+    #[serde(default)]
+    pub ticket_id: Option<String>,
+}
+
+/// The answer to a defect: nothing about it reaches the client.
+pub fn internal_error() -> ApiError {
+    ApiError::new(500, "internal_error", "an internal error occurred; nothing was saved")
+}
+
+/// The session id of a path, validated.
+pub fn parse_session_id(from_path: &str) -> Result<SessionId, ApiError> {
+    SessionId::parse(from_path).map_err(|err| ApiError::bad_request(format!("`session_id`: {err}")))
+}
+
+/// The validated request for one turn: the body's message and ticket, the `Idempotency-Key`
+/// header fingerprinted with them, and the caller's verified identity.
+pub fn turn_request(
+    user: UserId,
+    session: SessionId,
+    body: TurnBody,
+    headers: &HeaderMap,
+    profile: UserProfile,
+    deadline: Option<Instant>,
+) -> Result<TurnRequest, ApiError> {
+    let idempotency = idempotency_key(headers, &body)?;
+    let ticket = body
+        .ticket_id
+        .map(TicketId::parse)
+        .transpose()
+        .map_err(|err| ApiError::bad_request(format!("`ticket_id`: {err}")))?;
+    Ok(TurnRequest {
+        user,
+        session,
+        message: body.message,
+        ticket,
+        profile,
+        deadline,
+        now: time::OffsetDateTime::now_utc(),
+        idempotency,
+    })
+}
+
+/// The `Idempotency-Key` header as sent, validated as a header value; `None` without one.
+pub fn client_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
+    let Some(value) = headers.get(IDEMPOTENCY_KEY_HEADER) else { return Ok(None) };
+    value.to_str().map(Some).map_err(|_| ApiError::bad_request("`Idempotency-Key` must be visible ASCII"))
+}
+
+/// The `Idempotency-Key` header, fingerprinted with what the turn is asked; `None` without one.
+fn idempotency_key(headers: &HeaderMap, body: &TurnBody) -> Result<Option<IdempotencyKey>, ApiError> {
+    let Some(key) = client_key(headers)? else { return Ok(None) };
+    let request = [body.message.as_str(), body.ticket_id.as_deref().unwrap_or("")];
+    IdempotencyKey::new(key, &request)
+        .map(Some)
+        .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))
+}
+
+/// The body of `POST /sessions/{session_id}/turns`, bounded and validated; `base64` when the
+/// integration encoded it.
+pub fn parse_turn_body(raw: Option<&str>, base64: bool) -> Result<TurnBody, ApiError> {
+    let raw = raw.unwrap_or("");
+    if raw.len() > 2 * MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    let bytes = if base64 {
+        base64::engine::general_purpose::STANDARD
+            .decode(raw)
+            .map_err(|_| ApiError::bad_request("the body is not valid base64"))?
+    } else {
+        raw.as_bytes().to_vec()
+    };
+    if bytes.len() > MAX_BODY_BYTES {
+        return Err(too_large());
+    }
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(ApiError::bad_request("the body is empty; send {\"message\": \"...\"}"));
+    }
+    let body: TurnBody = serde_json::from_slice(&bytes).map_err(|err| {
+        let message =
+            if err.is_data() { format!("invalid body: {err}") } else { format!("the body is not valid JSON: {err}") };
+        ApiError::bad_request(message)
+    })?;
+    if body.message.len() > MAX_MESSAGE_BYTES {
+        return Err(too_large());
+    }
+    if body.message.trim().is_empty() {
+        return Err(ApiError::bad_request("`message` must not be empty"));
+    }
+    Ok(body)
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(413, "payload_too_large", format!("`message` must be at most {} KiB", MAX_MESSAGE_BYTES / 1024))
+}
