@@ -464,11 +464,12 @@ fn watched(alarm: &Value) -> Vec<(String, String, Map<String, Value>)> {
         .collect()
 }
 
-/// The 5xx statuses the HTTP and streaming functions answer a turn with, read from their source.
+/// The 5xx statuses the HTTP and streaming functions answer a turn with, read from their source
+/// and from the error mapping they share (agent-app's `api`).
 fn server_error_statuses() -> std::collections::BTreeSet<String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let mut statuses = std::collections::BTreeSet::new();
-    for dir in ["functions/http-turn/src", "functions/stream-turn/src"] {
+    for dir in ["functions/http-turn/src", "functions/stream-turn/src", "shared/agent-app/src"] {
         for entry in std::fs::read_dir(root.join(dir)).expect("the function's source") {
             let text = std::fs::read_to_string(entry.expect("an entry").path()).unwrap_or_default();
             for (index, _) in text.match_indices("ApiError::new(5") {
