@@ -73,14 +73,15 @@ async fn conversation(root: &Path) -> Result<(), String> {
         "Demo: {uploaded} files of examples/skills uploaded for tenant `{DEMO_USER}`; model: {}.",
         if live { "live (LLM_PROVIDER)" } else { "replayed from examples/demo/replay.jsonl" }
     );
+    let user = UserId::parse(DEMO_USER).map_err(|err| err.to_string())?;
+    let session_id = SessionId::parse("demo-session").map_err(|err| err.to_string())?;
     for (turn, message) in DEMO_MESSAGES.iter().enumerate() {
         println!("\n━━ Turn {} ━━\nuser: {message}", turn + 1);
         let body = json!({ "message": message }).to_string();
         let body = parse_turn_body(Some(&body), false).map_err(|err| err.message)?;
-        let user = UserId::parse(DEMO_USER).map_err(|err| err.to_string())?;
-        let session = SessionId::parse("demo-session").map_err(|err| err.to_string())?;
-        let request = turn_request(user, session, body, &Default::default(), UserProfile::default(), None)
-            .map_err(|err| err.message)?;
+        let request =
+            turn_request(user.clone(), session_id.clone(), body, &Default::default(), UserProfile::default(), None)
+                .map_err(|err| err.message)?;
         let printer = StreamPrinter::default();
         narrator.start_turn();
         let reply =
@@ -96,8 +97,6 @@ async fn conversation(root: &Path) -> Result<(), String> {
 
     // What `GET /sessions/demo-session/files/...` and `GET /sessions/demo-session` answer, asked of
     // the turn service as http-turn's routes ask it, without an API Gateway event.
-    let user = UserId::parse(DEMO_USER).map_err(|err| err.to_string())?;
-    let session_id = SessionId::parse("demo-session").map_err(|err| err.to_string())?;
     let heading = format!("\n━━ GET /sessions/demo-session/files/{DEMO_DOCUMENT} ━━");
     let path = format!("/workspace/{DEMO_DOCUMENT}");
     // The bytes whatever their size: the demo saves the file, it hands out no link.
