@@ -104,7 +104,12 @@ impl Vfs<'_> {
                         let skill_md = std::iter::once(("SKILL.md", entry.size));
                         let listed: Vec<ObjectMeta> = skill_md
                             .chain(files.iter().map(|(rel, size)| (rel.as_str(), *size)))
-                            .map(|(rel, size)| ObjectMeta { key: format!("{prefix}{rel}"), etag: String::new(), size })
+                            .map(|(rel, size)| ObjectMeta {
+                                key: format!("{prefix}{rel}"),
+                                etag: String::new(),
+                                size,
+                                last_modified: None,
+                            })
                             .collect();
                         entries_from(&prefix, &listed)
                     }
