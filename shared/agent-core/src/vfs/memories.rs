@@ -161,10 +161,17 @@ impl Vfs<'_> {
     /// Saves the turn's `/memories` changes to the store: each written file whole, each deleted one
     /// removed. The turn service calls it once the loop has run, just before the session commit.
     pub async fn save_memories(&self) -> Result<SavedMemories, StoreError> {
-        let changes = self.memories.staged.values().map(|change| (keys::memory_key(&self.user, &change.path), change));
+        // Owned items: a closure over borrowed ones trips rustc's higher-ranked `Send` check when
+        // the caller's future must be `Send`.
+        let changes: Vec<(String, Option<Arc<Vec<u8>>>)> = self
+            .memories
+            .staged
+            .values()
+            .map(|change| (keys::memory_key(&self.user, &change.path), change.bytes.clone()))
+            .collect();
         let saved: Vec<bool> = stream::iter(changes)
-            .map(|(key, change)| async move {
-                match &change.bytes {
+            .map(|(key, bytes)| async move {
+                match bytes {
                     Some(bytes) => self.objects.put(&key, bytes.to_vec()).await.map(|()| true),
                     None => self.objects.delete(&key).await.map(|()| false),
                 }

@@ -125,7 +125,8 @@ pub const MAX_GREP_PATTERN_BYTES: usize = 4096;
 
 const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 const CACHE_MAX_BYTES: usize = 64 << 20;
-const LOAD_CONCURRENCY: usize = 8;
+/// Object requests a file tool (or a save) keeps in flight at once.
+pub(crate) const LOAD_CONCURRENCY: usize = 8;
 /// Characters of an `old_string` repeated in an `edit_file` error.
 const SNIPPET_CHARS: usize = 200;
 
