@@ -38,12 +38,10 @@ again in a later turn if you still need it.
 /// What `/memories` is for, added to the system prompt in both states (a tenant's own base prompt
 /// and a loaded skill's instructions need not say it).
 pub const MEMORY_SECTION: &str = "\n\n## Memory\n\
-/memories is your long-term memory of this user: its files are kept across all of their conversations, \
-while /workspace lasts for this conversation only. At the start of a conversation, and whenever the user \
-refers to earlier work, look there (ls /memories) for what you saved before. When you learn something worth \
-knowing in a later conversation (their preferences, facts about them or their work, a correction they gave \
-you), save it there with write_file or edit_file: short files, one topic each, named for what they hold. \
-Never save passwords, keys or other secrets.\n";
+/memories is your long-term memory of this user, kept across all of their conversations (/workspace \
+lasts for this one only). At the start of a conversation, or when the user refers to earlier work, check \
+it (ls /memories). When you learn something a later conversation should know (their preferences, facts \
+about their work, corrections), save it there in short files, one topic each. Never save secrets.\n";
 
 /// A base template that cannot be used; the message names the problem precisely.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -346,7 +344,7 @@ mod tests {
             assert!(!last.is_protected(), "the budget may trim it");
             assert_eq!(prompt.sections.iter().filter(|s| s.kind == SectionKind::Memory).count(), 1);
         }
-        assert!(MEMORY_SECTION.len() < 700, "{} bytes", MEMORY_SECTION.len());
+        assert!(MEMORY_SECTION.len() < 500, "{} bytes", MEMORY_SECTION.len());
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::tool_names::FILE_TOOL_NAMES;
 
 const ROOTS: &str = "The filesystem has up to four roots: /workspace (your private read-write \
     scratch space for this conversation), /memories (read-write, your long-term memory of this user, kept across \
-    all of their conversations), /ticket (read-only files of the current ticket, when there is one) and /skills \
+    conversations), /ticket (read-only files of the current ticket, when there is one) and /skills \
     (read-only; only the skills you have loaded appear there, as /skills/<name>). Paths must be absolute.";
 
 const GLOB_RULES: &str = "Supports `*` (any characters within a path segment), `**` (any directories), `?` \
