@@ -101,9 +101,11 @@ async fn a_find_skills_result_cut_to_fit_keeps_the_top_matches_load_skill_argume
     }
     let query = "reconcile quarterly VAT returns against the bank ledger for the office and its documents";
     stack.model.push([Reply::tool("find_skills", json!({"query": query, "limit": 20})), Reply::text("Encontrada.")]);
-    // A small context and a long request: the search's result does not fit whole next to it.
+    // A small context and a long request: the search's result does not fit whole next to it, but
+    // its twenty arguments do (the request is sized to the system prompt and tools, which grew
+    // with /memories).
     let http = stack.http(&[("LLM_CONTEXT_TOKENS", "12000"), ("SKILL_LISTING_TOKENS", "200")]).await;
-    let message = format!("Concilia el IVA del trimestre. Datos: {}", "importe 1.234,56 EUR; ".repeat(500));
+    let message = format!("Concilia el IVA del trimestre. Datos: {}", "importe 1.234,56 EUR; ".repeat(450));
     let (status, body) = turn(&http, "find", &message).await;
     assert_eq!(status, 200, "{body}");
     let requests = stack.model.requests();
@@ -114,6 +116,7 @@ async fn a_find_skills_result_cut_to_fit_keeps_the_top_matches_load_skill_argume
     // Descriptions go before arguments: all twenty matches still name their skill.
     let arguments = found.lines().filter(|line| line.starts_with("- load_skill(\"")).count();
     assert_eq!(arguments, 20, "every match keeps its argument: {found}");
+    assert!(found.contains("[shortened to fit the model's context]"), "the result was cut: {found}");
 }
 
 #[tokio::test]
