@@ -33,7 +33,11 @@
 //! - Object keys are never built from a model path: a skill or ticket file is found by looking
 //!   its validated relative path up in the listing of the root's prefix (or the index's file list
 //!   of the skill, which came from such a listing), and only listed keys are fetched. Listed keys
-//!   that are not clean relative paths are invisible.
+//!   that are not clean relative paths are invisible. The one exception is a `/memories` file
+//!   written or deleted: its key is built from its path, validated as a [`MemoryPath`], under the
+//!   turn's own user.
+//!
+//! [`MemoryPath`]: crate::ids::MemoryPath
 //! - Errors are returned as [`VfsError`], whose `Display` is exactly what the model sees; it never
 //!   contains an object key, a bucket, a user id or a storage backend's message.
 //! - Every result is at most [`MAX_OUTPUT_BYTES`], under the loop's cut of a tool result, so what
