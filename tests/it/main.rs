@@ -25,6 +25,7 @@ mod secrets;
 mod sessions_list;
 mod storage_floor;
 mod streaming;
+mod subagents;
 mod template;
 mod traces;
 mod turn_logs;

@@ -232,6 +232,8 @@ fn our_tool_name(declared: &str) -> Option<&'static str> {
         "LS" => Some("ls"),
         "TodoWrite" => Some("todowrite"),
         "TodoRead" => Some("todoread"),
+        // Claude Code calls its subagent tool `Task` (later `Agent`).
+        "Task" | "Agent" | "task" => Some("task"),
         // `Bash(prefix:*)` keeps its pattern in `declared_tools`; a forced skill's commands obey it.
         "Bash" | "execute" => Some("execute"),
         bash if bash.starts_with("Bash(") && bash.ends_with(')') => Some("execute"),

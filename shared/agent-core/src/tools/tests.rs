@@ -13,7 +13,8 @@ use crate::agent::{self, Limits};
 use crate::budget;
 use crate::events::{ListingShown, TurnEvent, TurnObserver};
 use crate::message::{ChatRequest, Message};
-use crate::prompt::DEFAULT_TEMPLATE;
+use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode, DEFAULT_TEMPLATE};
+use crate::skills::SkillLibrary;
 use crate::test_support::ScriptedModel;
 use crate::{SessionId, UserId};
 use local_store::MemoryObjectStore as MemStore;
@@ -77,10 +78,11 @@ async fn turn(
     let vars = PromptVars::default();
     let vfs = Vfs::new(store, user.clone(), SessionId::parse("S1").unwrap(), None, BTreeMap::new());
     let source = SkillSource { library: &library, objects: store, user: &user, catalog: &catalog };
-    let mut env = SkillsEnv::new(vfs, source, listing, template, &vars, SkillPromptMode::Replace, Vec::new());
+    let shared = TurnShared::new(vfs, source, listing, template, &vars, SkillPromptMode::Replace);
+    let mut env = SkillsEnv::new(shared, Vec::new());
     if let Some(path) = force {
         let doc = env.load_skill(path).await.unwrap();
-        env.force(doc);
+        env.force(doc).await;
     }
     let limits = Limits { max_steps: 5, deadline: None, reserve: std::time::Duration::ZERO, input_tokens };
     let events = Collect::default();

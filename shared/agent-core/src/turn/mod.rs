@@ -37,6 +37,7 @@ use crate::planner::PlannerConfig;
 use crate::prompt::{PromptTemplate, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
 use crate::sandbox::Sandbox;
 use crate::skills::{Catalog, CatalogView, SkillLibrary};
+use crate::tools::SubagentConfig;
 use crate::store::{
     Accepted, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionStore, StoreError, TurnStatus,
 };
@@ -76,6 +77,9 @@ pub struct AgentConfig {
     /// The provider's name (`LLM_PROVIDER`: `openai`, `anthropic`, `bedrock`...), recorded on each
     /// model call's span; empty when unknown.
     pub model_provider: String,
+    /// The bounds of subagents started by `task` (`SUBAGENT_MAX_DEPTH`, `SUBAGENTS_PER_TURN`,
+    /// `SUBAGENT_MAX_STEPS`); a depth of 0 offers no `task`.
+    pub subagents: SubagentConfig,
 }
 
 /// How turns are answered.
@@ -115,6 +119,7 @@ impl Default for AgentConfig {
             model_id: String::new(),
             daily_token_budget: None,
             model_provider: String::new(),
+            subagents: SubagentConfig::default(),
         }
     }
 }
