@@ -146,3 +146,68 @@ async fn subagents_stop_at_their_depth_their_number_and_their_steps() {
     assert_eq!(file["statusCode"], 200, "{file}");
     assert_eq!(file["body"], "RGVlcCBub3Rlcy4=", "the file, base64-encoded as API Gateway carries it");
 }
+
+#[tokio::test]
+async fn a_subagents_events_reach_the_parents_stream_tagged_and_in_order() {
+    use crate::streaming::{all_events, names, stream_event};
+    use tests::identity::IdentityProvider;
+
+    let stack = Stack::new().await;
+    stack.upload_example_skills(USER).await;
+    let identity = IdentityProvider::start().await;
+    let function = Function::start("stream-turn", &stack.env(&identity.env())).await;
+    stack.model.push([Reply::tool("task", json!({"description": "Summarise the notes.", "subagent_type": "general-purpose"}))]);
+    stack.model.push_for(
+        "Summarise the notes",
+        [
+            Reply::tool("write_file", json!({"file_path": "/workspace/summary.md", "content": "Short."})),
+            Reply::text("The summary is in /workspace/summary.md."),
+        ],
+    );
+    stack.model.push([Reply::Chunks(vec!["Here ".into(), "it is.".into()])]);
+    let event = stream_event(Some(&identity.token(USER)), "s3", json!({"message": "Summarise my notes."}), true);
+    let mut stream = function.invoke_streaming(event, Duration::from_secs(120)).await;
+    let events = all_events(&mut stream).await;
+    assert_eq!(
+        names(&events),
+        [
+            "turn.started",
+            "model.call",
+            "tool.call",
+            "subagent.started",
+            "model.call",
+            "tool.call",
+            "tool.result",
+            "file.written",
+            "model.call",
+            "subagent.completed",
+            "tool.result",
+            "model.call",
+            "message.delta",
+            "message.delta",
+            "turn.completed",
+        ]
+    );
+    let task_call = &events[2].data;
+    assert_eq!(task_call["name"], "task");
+    let started = &events[3].data;
+    assert_eq!(started["subagent"], "sa-1");
+    assert_eq!(started["parent"], Value::Null);
+    assert_eq!(started["call_id"], task_call["id"]);
+    assert_eq!((started["agent_type"].as_str(), started["depth"].as_u64()), (Some("general-purpose"), Some(1)));
+    // The subagent's own events carry its id; the parent's carry none.
+    for event in &events[4..9] {
+        assert_eq!(event.data["subagent"], "sa-1", "{}: {}", event.name, event.data);
+    }
+    for event in events[..3].iter().chain(&events[10..]) {
+        assert!(event.data.get("subagent").is_none(), "{}: {}", event.name, event.data);
+    }
+    assert_eq!(events[7].data["path"], "/workspace/summary.md");
+    let completed = &events[9].data;
+    assert_eq!((completed["ending"].as_str(), completed["steps"].as_u64()), (Some("answered"), Some(2)));
+    assert_eq!(completed["ok"], true);
+    assert_eq!(events[10].data["content"], "The summary is in /workspace/summary.md.");
+    let done = &events.last().unwrap().data;
+    assert_eq!(done["reply"], "Here it is.");
+    assert!(done["files"].to_string().contains("/workspace/summary.md"), "{done}");
+}
