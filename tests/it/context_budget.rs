@@ -103,7 +103,7 @@ async fn a_find_skills_result_cut_to_fit_keeps_the_top_matches_load_skill_argume
     stack.model.push([Reply::tool("find_skills", json!({"query": query, "limit": 20})), Reply::text("Encontrada.")]);
     // A small context and a long request: the search's result does not fit whole next to it.
     let http = stack.http(&[("LLM_CONTEXT_TOKENS", "12000"), ("SKILL_LISTING_TOKENS", "200")]).await;
-    let message = format!("Concilia el IVA del trimestre. Datos: {}", "importe 1.234,56 EUR; ".repeat(500));
+    let message = format!("Concilia el IVA del trimestre. Datos: {}", "importe 1.234,56 EUR; ".repeat(450));
     let (status, body) = turn(&http, "find", &message).await;
     assert_eq!(status, 200, "{body}");
     let requests = stack.model.requests();
