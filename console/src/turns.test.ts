@@ -4,7 +4,17 @@ import { describe, expect, it } from "vitest";
 import type { SessionView, Skill } from "./api";
 import { insertSkill, matchSkills, slashQuery } from "./complete";
 import { entryTitle, subagentState } from "./format";
-import { applyEvent, entryKeys, failTurn, findSubagent, newTurn, turnsFromHistory, type TimelineEntry, type Turn } from "./turns";
+import {
+  applyEvent,
+  entryKeys,
+  failTurn,
+  findSubagent,
+  newTurn,
+  timelineSize,
+  turnsFromHistory,
+  type TimelineEntry,
+  type Turn,
+} from "./turns";
 
 const event = (name: string, data: unknown) => ({ event: name, data: JSON.stringify(data) });
 
@@ -114,6 +124,7 @@ describe("a streamed turn with subagents", () => {
       "  Tool write_file: file_path=/workspace/b.md",
       "  Skill escrituras/hipoteca loaded",
     ]);
+    expect(timelineSize(turn.timeline)).toBe(12);
     const first = findSubagent(turn.timeline, "sa-1");
     expect(first).toMatchObject({ status: "completed", ending: "answered", steps: 2, ok: true, summary: "Hecho A", callId: "c1", parent: null });
     expect(first?.timeline[1]).toMatchObject({ kind: "tool", result: { ok: true, content: "Updated a" } });

@@ -367,6 +367,11 @@ export function applyEvent(turn: Turn, event: SseEvent, now: number): Turn {
   }
 }
 
+/** How many rows a timeline has, its subagents' rows included. */
+export function timelineSize(timeline: TimelineEntry[]): number {
+  return timeline.reduce((size, entry) => size + 1 + (entry.kind === "subagent" ? timelineSize(entry.timeline) : 0), 0);
+}
+
 /**
  * A key for each of a timeline's entries that stays with the entry as the timeline grows: rows
  * other than subagents are only ever appended, so their place among their kind is stable, and a
