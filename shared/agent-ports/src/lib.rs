@@ -11,7 +11,7 @@ pub mod model;
 pub mod sandbox;
 pub mod store;
 
-pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};
+pub use ids::{AgentName, InvalidId, SessionId, SkillPath, TicketId, UserId};
 pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
 pub use model::{complete_as_one_delta, ChatModel, DeltaSink, ModelError};
 pub use store::{
