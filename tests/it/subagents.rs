@@ -48,7 +48,7 @@ async fn three_task_calls_in_one_reply_run_at_once_each_in_a_fresh_context() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["reply"], "All three topics are researched.");
     assert_eq!(body["steps"], 2, "the subagents' calls are not the parent's steps");
-    assert_eq!(body["usage"]["input_tokens"], 500, "five model calls, each counted once: {body}");
+    assert_eq!(body["usage"]["input_tokens"], 500, "five model calls, each counted once: {body} {:?}", tool_results(&stack.model.requests()[1]));
 
     let requests = stack.model.requests_with_arrivals();
     assert_eq!(requests.len(), 5);
@@ -210,4 +210,56 @@ async fn a_subagents_events_reach_the_parents_stream_tagged_and_in_order() {
     let done = &events.last().unwrap().data;
     assert_eq!(done["reply"], "Here it is.");
     assert!(done["files"].to_string().contains("/workspace/summary.md"), "{done}");
+}
+
+#[tokio::test]
+async fn a_tenant_agent_from_agents_runs_with_its_instructions_and_only_its_tools() {
+    let stack = Stack::new().await;
+    stack.upload_example_skills(USER).await;
+    stack
+        .put(
+            &format!("{USER}/agents/revisor.md"),
+            "---\nname: revisor\ndescription: Revisa escrituras y señala errores.\ntools: Read, Grep\nmodel: inherit\n---\n\
+             Eres un revisor de escrituras. Lee con cuidado y responde con una lista de errores.\n",
+        )
+        .await;
+    stack.model.push([Reply::Tools(vec![
+        ("task".to_owned(), json!({"description": "Revisa /workspace/borrador.md.", "subagent_type": "revisor"})),
+        ("task".to_owned(), json!({"description": "Otra cosa.", "subagent_type": "inventado"})),
+    ])]);
+    stack.model.push_for(
+        "Revisa /workspace/borrador.md",
+        [
+            Reply::tool("write_file", json!({"file_path": "/workspace/x.md", "content": "no"})),
+            Reply::tool("read_file", json!({"file_path": "/workspace/borrador.md"})),
+            Reply::text("Sin errores: el borrador no existe todavía."),
+        ],
+    );
+    stack.model.push([Reply::text("Revisado.")]);
+    let http = stack.http(&[]).await;
+    let (status, body) = turn(&http, "s4", "Revisa mi borrador.").await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["reply"], "Revisado.");
+
+    let requests = stack.model.requests();
+    // The parent is told of the tenant's agent beside the built-in type.
+    let task_spec = requests[0]["tools"].as_array().unwrap().iter().find(|t| t["function"]["name"] == "task").unwrap();
+    let description = task_spec["function"]["description"].as_str().unwrap();
+    assert!(description.contains("- revisor: Revisa escrituras y señala errores."), "{description}");
+    let revisor: Vec<&Value> = requests.iter().filter(|r| first_user(r).starts_with("Revisa /workspace")).collect();
+    assert_eq!(revisor.len(), 3);
+    let mut tools = tool_names(revisor[0]);
+    tools.sort();
+    assert_eq!(tools, ["grep", "read_file"], "Read and Grep, mapped to ours, and nothing else");
+    let system = system_of(revisor[0]);
+    assert!(system.starts_with("Eres un revisor de escrituras."), "its body is its prompt: {system}");
+    assert!(system.contains("<subagent>"), "{system}");
+    assert!(!system.contains("load_skill("), "no skill listing without load_skill");
+    // A tool outside its list is refused, and never runs.
+    assert!(tool_results(revisor[1])[0].starts_with("Error: there is no tool named `write_file`"), "{:?}", tool_results(revisor[1]));
+    assert!(stack.object_keys(&format!("{USER}/sessions/")).await.iter().all(|key| !key.contains("x.md")));
+    let results = tool_results(requests.last().unwrap());
+    assert_eq!(results[0], "Sin errores: el borrador no existe todavía.");
+    assert!(results[1].starts_with("Error: there is no agent type `inventado`. Agent types: general-purpose, revisor."), "{results:?}");
+    assert!(!body["files"].to_string().contains("x.md"), "{body}");
 }

@@ -110,7 +110,7 @@ impl<'a> SkillsEnv<'a> {
             tools.push(execute_spec(&access.sandbox.layout()));
         }
         if self.can_delegate() {
-            tools.push(task::task_spec());
+            tools.push(task::task_spec(self.shared.skills.catalog.agents()));
         }
         tools.extend(essential_tool_specs());
         tools

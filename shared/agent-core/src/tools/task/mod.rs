@@ -7,6 +7,7 @@
 mod prompt;
 
 pub use prompt::{agent_prompt, SUBAGENT_NOTE};
+pub use crate::skills::agents::BUILT_IN_AGENT as GENERAL_PURPOSE;
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -19,10 +20,9 @@ use crate::agent::{self, Ending, Limits, ToolOutput};
 use crate::events::{self, TurnEvent, TurnObserver};
 use crate::message::{Message, ToolCall, ToolSpec};
 use crate::model::ChatModel;
+use crate::skills::{AgentDoc, AgentEntry};
 use crate::tool_names::TASK;
 
-/// The built-in subagent type: the parent's tools, skills included.
-pub const GENERAL_PURPOSE: &str = "general-purpose";
 /// Longest task description accepted, in bytes.
 pub const MAX_DESCRIPTION_BYTES: usize = 32 * 1024;
 
@@ -66,13 +66,6 @@ impl<'a> Delegation<'a> {
     }
 }
 
-/// A tenant's own agent type: its name and the instructions that replace the base prompt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentInstructions {
-    pub name: String,
-    pub prompt: String,
-}
-
 /// Which agent of the turn an environment runs.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Role {
@@ -80,8 +73,8 @@ pub(crate) struct Role {
     pub depth: u32,
     /// The subagent's id within the turn (`sa-1`...); `None` for the turn's own agent.
     pub id: Option<String>,
-    /// A tenant agent's instructions; `None` for the turn's own agent and general-purpose ones.
-    pub agent: Option<Arc<AgentInstructions>>,
+    /// A tenant agent's file; `None` for the turn's own agent and general-purpose ones.
+    pub agent: Option<Arc<AgentDoc>>,
     /// The tools this agent may have, when its type names them (always within its parent's).
     pub allowed: Option<BTreeSet<String>>,
     /// A forced skill's command rules and its name, kept by a subagent that does not run the
@@ -95,8 +88,13 @@ impl Role {
     }
 }
 
-/// `task`'s spec: the types the model may start, with what each is for.
-pub fn task_spec() -> ToolSpec {
+/// `task`'s spec: the types the model may start (the built-in one and the tenant's `agents`), with
+/// what each is for.
+pub fn task_spec(agents: &[AgentEntry]) -> ToolSpec {
+    let mut types = String::new();
+    for agent in agents {
+        types.push_str(&format!("\n- {}: {}", agent.name, agent.description.replace('\n', " ")));
+    }
     ToolSpec {
         name: TASK.to_owned(),
         description: format!(
@@ -106,7 +104,7 @@ pub fn task_spec() -> ToolSpec {
              conversation keeps only the answer; several task calls in one reply run at the same time. Write \
              `description` as a complete brief: the goal, the files to use, and what the answer must contain. \
              Files under /workspace are shared with subagents.\n\nAgent types (subagent_type):\n- {GENERAL_PURPOSE}: \
-             has the same tools as you, skills included."
+             has the same tools as you, skills included.{types}"
         ),
         parameters: json!({
             "type": "object",
@@ -159,7 +157,7 @@ pub(crate) async fn run_tasks(
             outputs[index] = Some(refused);
             continue;
         }
-        match prepare_child(parent, call) {
+        match prepare_child(parent, call).await {
             Ok(child) => children.push((index, child)),
             Err(message) => outputs[index] = Some(ToolOutput::from(message)),
         }
@@ -188,18 +186,20 @@ struct Child<'a> {
     description: String,
 }
 
-fn prepare_child<'a>(parent: &SkillsEnv<'a>, call: &ToolCall) -> Result<Child<'a>, String> {
+async fn prepare_child<'a>(parent: &SkillsEnv<'a>, call: &ToolCall) -> Result<Child<'a>, String> {
     let arguments = parse_arguments(&call.arguments)?;
     let delegation = parent.shared.delegation.as_ref().ok_or("Error: this turn cannot start subagents")?;
     // What a subagent may use is what its parent was offered, less what its type leaves out.
     let offered: BTreeSet<String> = parent.offered_names().into_iter().collect();
     let (agent, allowed) = match arguments.agent_type.as_str() {
         GENERAL_PURPOSE => (None, offered),
-        other => {
-            return Err(format!(
-                "Error: there is no agent type `{}`. Agent types: {GENERAL_PURPOSE}.",
-                events::summarise_result(other)
-            ))
+        name => {
+            let doc = tenant_agent(parent, name).await?;
+            let allowed = match &doc.entry.tools {
+                Some(tools) => tools.iter().filter(|tool| offered.contains(*tool)).cloned().collect(),
+                None => offered,
+            };
+            (Some(doc), allowed)
         }
     };
     let Some(number) = delegation.start() else {
@@ -230,6 +230,30 @@ fn prepare_child<'a>(parent: &SkillsEnv<'a>, call: &ToolCall) -> Result<Child<'a
         agent_type: arguments.agent_type,
         description: arguments.description,
     })
+}
+
+/// The tenant's agent `name`, read from its file (cached by ETag), or the error the model is told.
+async fn tenant_agent(parent: &SkillsEnv<'_>, name: &str) -> Result<Arc<AgentDoc>, String> {
+    let skills = &parent.shared.skills;
+    let unknown = || {
+        let mut types = vec![GENERAL_PURPOSE.to_owned()];
+        types.extend(skills.catalog.agents().iter().map(|agent| agent.name.clone()));
+        format!("Error: there is no agent type `{}`. Agent types: {}.", events::summarise_result(name), types.join(", "))
+    };
+    let entry = skills.catalog.agent(name).ok_or_else(unknown)?;
+    match skills.library.agent_doc(skills.objects, skills.user, entry).await {
+        Ok(Some(doc)) => {
+            if let Some(model) = doc.entry.model.as_deref().filter(|model| *model != "inherit") {
+                tracing::info!(agent = name, model, "the agent names a model of its own; subagents use the turn's model");
+            }
+            Ok(doc)
+        }
+        Ok(None) => Err(unknown()),
+        Err(err) => {
+            tracing::warn!(agent = name, error = %err, "could not read an agent's file");
+            Err("Error: the agent's file could not be read from storage; try again later".to_owned())
+        }
+    }
 }
 
 /// Runs one subagent's loop and makes its result the `task` call's: its final message, or what it

@@ -1,9 +1,8 @@
 //! What a subagent is told: the note every subagent's prompt ends with, and a tenant agent's prompt
 //! (its own instructions in place of the base prompt).
 
-use super::AgentInstructions;
 use crate::prompt::{Section, SectionKind, SystemPrompt};
-use crate::skills::{Listing, SkillDoc};
+use crate::skills::{AgentDoc, Listing, SkillDoc};
 
 /// The last section of every subagent's system prompt.
 pub const SUBAGENT_NOTE: &str = "\n\n<subagent>You are a subagent: another agent handed you the task in the user \
@@ -13,7 +12,7 @@ pub const SUBAGENT_NOTE: &str = "\n\n<subagent>You are a subagent: another agent
 
 /// A tenant agent's prompt: its instructions, the skill listing when it may load skills, and the
 /// loaded skill's SKILL.md once one is loaded.
-pub fn agent_prompt(agent: &AgentInstructions, listing: Option<&Listing>, skill: Option<&SkillDoc>) -> SystemPrompt {
+pub fn agent_prompt(agent: &AgentDoc, listing: Option<&Listing>, skill: Option<&SkillDoc>) -> SystemPrompt {
     let mut sections = vec![Section::new(SectionKind::Base, agent.prompt.trim_end().to_owned())];
     match skill {
         Some(skill) => sections.push(Section::new(
