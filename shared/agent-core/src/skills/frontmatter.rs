@@ -90,7 +90,7 @@ struct RawFrontmatter {
 }
 
 /// Splits off the YAML between the opening and closing `---` lines, and the body after them.
-pub(crate) fn frontmatter_block(text: &str) -> Result<(&str, &str), SkipReason> {
+fn frontmatter_block(text: &str) -> Result<(&str, &str), SkipReason> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.split_inclusive('\n');
     let first = lines.next().unwrap_or("");
