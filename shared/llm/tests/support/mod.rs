@@ -1,6 +1,8 @@
 //! Fixtures shared by the llm crate's test binaries; each binary uses only some of them.
 #![allow(dead_code)]
 
+pub mod server;
+
 use std::sync::{Arc, Mutex};
 
 use agent_ports::{ChatRequest, DeltaSink, JsonSchemaFormat, Message};
