@@ -12,7 +12,7 @@ use crate::handler::collect::{over_bounds, Bounds};
 use crate::handler::memory::{self, Bound};
 use crate::handler::output::Capture;
 use crate::handler::scratch::Scratch;
-use crate::handler::{human_bytes, Config};
+use crate::handler::{human_bytes, seconds, Config};
 
 /// How often the workspace is measured while the command runs.
 const WATCH_EVERY: Duration = Duration::from_millis(50);
@@ -90,15 +90,6 @@ pub(super) fn wait_for_exit(
         let _ = child.kill();
     }
     result
-}
-
-/// "2 s" or "1.5 s".
-fn seconds(duration: Duration) -> String {
-    if duration.subsec_millis() == 0 {
-        format!("{} s", duration.as_secs())
-    } else {
-        format!("{:.1} s", duration.as_secs_f64())
-    }
 }
 
 /// Who may stop the command (the waiter, the output reader) and why it was stopped first.
