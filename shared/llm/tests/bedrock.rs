@@ -58,11 +58,8 @@ fn exception(kind: &'static str, message: &str) -> Piece {
 }
 
 fn config(server: &Server, model: &str) -> LlmConfig {
-    let mut config = LlmConfig::new(ProviderKind::Bedrock, server.base.clone(), model);
-    config.max_attempts = 3;
-    config.retry_base_delay = Duration::from_millis(1);
+    let mut config = support::config(ProviderKind::Bedrock, server.base.clone(), model);
     config.max_tokens = 256;
-    config.timeout = Duration::from_secs(5);
     config
 }
 

@@ -19,12 +19,9 @@ const KEY: &str = "sk-test-key-0123456789";
 // ---- Fixtures ----
 
 fn config(provider: ProviderKind, base_url: String) -> LlmConfig {
-    let mut config = LlmConfig::new(provider, base_url, "test-model");
+    let mut config = support::config(provider, base_url, "test-model");
     config.api_key = Some(KEY.to_string());
-    config.max_attempts = 3;
-    config.retry_base_delay = Duration::from_millis(1);
     config.max_tokens = 256;
-    config.timeout = Duration::from_secs(5);
     config
 }
 

@@ -35,11 +35,8 @@ fn config(server: &Server, provider: ProviderKind) -> LlmConfig {
         ProviderKind::OpenAi => format!("{}/v1", server.base),
         _ => server.base.clone(),
     };
-    let mut config = LlmConfig::new(provider, base, "test-model");
+    let mut config = support::config(provider, base, "test-model");
     config.api_key = Some(KEY.to_owned());
-    config.max_attempts = 3;
-    config.retry_base_delay = Duration::from_millis(1);
-    config.timeout = Duration::from_secs(5);
     config
 }
 
