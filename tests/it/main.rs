@@ -8,6 +8,7 @@ mod budgets;
 mod catalog;
 mod context_budget;
 mod exactly_once;
+mod expert_secrets;
 mod faults;
 mod forced;
 mod http;

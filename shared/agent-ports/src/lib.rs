@@ -10,6 +10,9 @@ pub mod message;
 pub mod model;
 pub mod sandbox;
 pub mod store;
+// Its own tests build it too, with the dev-dependency on tokio.
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 
 pub use ids::{AgentName, InvalidId, SessionId, SkillPath, TicketId, UserId};
 pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};

@@ -297,7 +297,7 @@ pub async fn run(
         steps += 1;
         usage.add(response.usage);
         let mut content = response.content;
-        cut_text(&mut content, MAX_REPLY_BYTES, "[reply cut: it was longer than the limit of one reply]");
+        results::cut_text(&mut content, MAX_REPLY_BYTES, "[reply cut: it was longer than the limit of one reply]");
         let mut calls = response.tool_calls;
         // What the model sent is bounded before it is run or stored.
         let oversized: Vec<Option<usize>> = calls
@@ -307,7 +307,7 @@ pub async fn run(
                 if call.id.is_empty() || call.id.len() > MAX_TOOL_CALL_ID_BYTES {
                     call.id = format!("call_{steps}_{index}");
                 }
-                cut_text(&mut call.name, MAX_TOOL_NAME_BYTES, "");
+                results::cut_text(&mut call.name, MAX_TOOL_NAME_BYTES, "");
                 let size = call.arguments.to_string().len();
                 let over = size > MAX_TOOL_ARGUMENT_BYTES || argument_bytes + size > MAX_TURN_ARGUMENT_BYTES;
                 if over {
@@ -417,17 +417,5 @@ fn log_trim(trim: &Trim, step: u32) {
         Trim::StillOver { tokens, limit } => {
             tracing::warn!(step, tokens, limit, "context budget: still over the limit with nothing left to trim")
         }
-    }
-}
-
-/// Cuts `text` to at most `max` bytes at a character boundary, then appends `marker` (on its own line).
-fn cut_text(text: &mut String, max: usize, marker: &str) {
-    if text.len() <= max {
-        return;
-    }
-    text.truncate(text.floor_char_boundary(max));
-    if !marker.is_empty() {
-        text.push('\n');
-        text.push_str(marker);
     }
 }
