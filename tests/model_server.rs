@@ -73,7 +73,8 @@ impl Script {
             .and_then(|messages| messages.iter().find(|message| message["role"] == "user"))
             .and_then(|message| message["content"].as_str())
             .unwrap_or_default();
-        let keyed = self.keyed.iter_mut().find(|(key, replies)| first_user.contains(key.as_str()) && !replies.is_empty());
+        let keyed =
+            self.keyed.iter_mut().find(|(key, replies)| first_user.contains(key.as_str()) && !replies.is_empty());
         match keyed {
             Some((_, replies)) => replies.pop_front(),
             None => self.replies.pop_front(),

@@ -48,7 +48,12 @@ async fn three_task_calls_in_one_reply_run_at_once_each_in_a_fresh_context() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["reply"], "All three topics are researched.");
     assert_eq!(body["steps"], 2, "the subagents' calls are not the parent's steps");
-    assert_eq!(body["usage"]["input_tokens"], 500, "five model calls, each counted once: {body} {:?}", tool_results(&stack.model.requests()[1]));
+    assert_eq!(
+        body["usage"]["input_tokens"],
+        500,
+        "five model calls, each counted once: {body} {:?}",
+        tool_results(&stack.model.requests()[1])
+    );
 
     let requests = stack.model.requests_with_arrivals();
     assert_eq!(requests.len(), 5);
@@ -98,7 +103,10 @@ async fn subagents_stop_at_their_depth_their_number_and_their_steps() {
     let settings = [("SUBAGENT_MAX_DEPTH", "2"), ("SUBAGENTS_PER_TURN", "4"), ("SUBAGENT_MAX_STEPS", "2")];
     // The parent starts one subagent, which starts one of its own (level 2, the deepest), which loops
     // on a tool until its steps run out. A second call of the parent's is past the turn's number.
-    stack.model.push([Reply::tool("task", json!({"description": "Level one: delegate.", "subagent_type": "general-purpose"}))]);
+    stack.model.push([Reply::tool(
+        "task",
+        json!({"description": "Level one: delegate.", "subagent_type": "general-purpose"}),
+    )]);
     stack.model.push_for(
         "Level one",
         [
@@ -109,13 +117,14 @@ async fn subagents_stop_at_their_depth_their_number_and_their_steps() {
     stack.model.push_for(
         "Level two",
         [
-            Reply::Tools(vec![("write_file".to_owned(), json!({"file_path": "/workspace/deep.md", "content": "Deep notes."}))]),
+            Reply::Tools(vec![(
+                "write_file".to_owned(),
+                json!({"file_path": "/workspace/deep.md", "content": "Deep notes."}),
+            )]),
             Reply::tool("ls", json!({"path": "/workspace"})),
         ],
     );
-    stack.model.push([
-        Reply::Tools(vec![task("Extra one."), task("Extra two."), task("Extra three.")]),
-    ]);
+    stack.model.push([Reply::Tools(vec![task("Extra one."), task("Extra two."), task("Extra three.")])]);
     stack.model.push_for("Extra one", [Reply::text("One.")]);
     stack.model.push_for("Extra two", [Reply::text("Two.")]);
     stack.model.push([Reply::text("Done with what could be started.")]);
@@ -156,7 +165,10 @@ async fn a_subagents_events_reach_the_parents_stream_tagged_and_in_order() {
     stack.upload_example_skills(USER).await;
     let identity = IdentityProvider::start().await;
     let function = Function::start("stream-turn", &stack.env(&identity.env())).await;
-    stack.model.push([Reply::tool("task", json!({"description": "Summarise the notes.", "subagent_type": "general-purpose"}))]);
+    stack.model.push([Reply::tool(
+        "task",
+        json!({"description": "Summarise the notes.", "subagent_type": "general-purpose"}),
+    )]);
     stack.model.push_for(
         "Summarise the notes",
         [
@@ -256,10 +268,17 @@ async fn a_tenant_agent_from_agents_runs_with_its_instructions_and_only_its_tool
     assert!(system.contains("<subagent>"), "{system}");
     assert!(!system.contains("load_skill("), "no skill listing without load_skill");
     // A tool outside its list is refused, and never runs.
-    assert!(tool_results(revisor[1])[0].starts_with("Error: there is no tool named `write_file`"), "{:?}", tool_results(revisor[1]));
+    assert!(
+        tool_results(revisor[1])[0].starts_with("Error: there is no tool named `write_file`"),
+        "{:?}",
+        tool_results(revisor[1])
+    );
     assert!(stack.object_keys(&format!("{USER}/sessions/")).await.iter().all(|key| !key.contains("x.md")));
     let results = tool_results(requests.last().unwrap());
     assert_eq!(results[0], "Sin errores: el borrador no existe todavía.");
-    assert!(results[1].starts_with("Error: there is no agent type `inventado`. Agent types: general-purpose, revisor."), "{results:?}");
+    assert!(
+        results[1].starts_with("Error: there is no agent type `inventado`. Agent types: general-purpose, revisor."),
+        "{results:?}"
+    );
     assert!(!body["files"].to_string().contains("x.md"), "{body}");
 }

@@ -288,7 +288,8 @@ impl<'a> SkillsEnv<'a> {
             forced.doc.path,
             forced.doc.content.trim_end()
         );
-        let mut sections = self.shared.template.render_sections(self.shared.vars, &Section::new(SectionKind::MandatorySkill, block));
+        let mut sections =
+            self.shared.template.render_sections(self.shared.vars, &Section::new(SectionKind::MandatorySkill, block));
         let tools: String =
             forced.offered.iter().map(|tool| format!("- {}: {}\n", tool.name, tool.description)).collect();
         sections.push(Section::new(SectionKind::Tools, format!("\n\n## Tools for this skill\n{tools}")));
@@ -320,15 +321,13 @@ impl TurnEnv for SkillsEnv<'_> {
                 self.offers(LOAD_SKILL).then_some(self.shared.listing.as_ref()),
                 self.current_skill.as_deref(),
             ),
-            (None, None) => {
-                prompt::system_prompt(
-                    self.shared.template,
-                    self.shared.vars,
-                    &self.shared.listing,
-                    self.current_skill.as_deref(),
-                    self.shared.mode,
-                )
-            }
+            (None, None) => prompt::system_prompt(
+                self.shared.template,
+                self.shared.vars,
+                &self.shared.listing,
+                self.current_skill.as_deref(),
+                self.shared.mode,
+            ),
         };
         // State 2 with a sandbox: say where the skill's own scripts are, so its instructions work.
         let offers_execute = self.tools().iter().any(|tool| tool.name == EXECUTE);

@@ -15,8 +15,8 @@ use crate::events::{ListingShown, TurnEvent, TurnObserver};
 use crate::message::{ChatRequest, Message};
 use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode, DEFAULT_TEMPLATE};
 use crate::skills::SkillLibrary;
-use crate::test_support::ScriptedModel;
 use crate::{SessionId, UserId};
+use agent_ports::testing::ScriptedModel;
 use local_store::MemoryObjectStore as MemStore;
 
 const USER: &str = "u1";

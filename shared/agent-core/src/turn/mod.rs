@@ -37,10 +37,10 @@ use crate::planner::PlannerConfig;
 use crate::prompt::{PromptTemplate, SkillPromptMode, TemplateError, DEFAULT_TEMPLATE};
 use crate::sandbox::Sandbox;
 use crate::skills::{Catalog, CatalogView, SkillLibrary};
-use crate::tools::SubagentConfig;
 use crate::store::{
     Accepted, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionStore, StoreError, TurnStatus,
 };
+use crate::tools::SubagentConfig;
 use crate::vfs::BlobCache;
 
 /// Longest user message accepted, in bytes.

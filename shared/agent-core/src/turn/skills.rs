@@ -140,8 +140,7 @@ impl TurnService {
         let forced_skill = env.forced_skill().map(|doc| doc.path.clone());
         let refused_tool_calls = env.refused_tool_calls();
         let executions = env.executions();
-        let sandbox_session =
-            env.sandbox_session().or_else(|| session.state.sandbox_session.clone());
+        let sandbox_session = env.sandbox_session().or_else(|| session.state.sandbox_session.clone());
         let (vfs, todos) = env.into_parts();
         let files: Vec<ReplyFile> = vfs
             .written_files()

@@ -6,8 +6,8 @@
 
 mod prompt;
 
-pub use prompt::{agent_prompt, SUBAGENT_NOTE};
 pub use crate::skills::agents::BUILT_IN_AGENT as GENERAL_PURPOSE;
+pub use prompt::{agent_prompt, SUBAGENT_NOTE};
 
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -132,7 +132,9 @@ fn parse_arguments(arguments: &Value) -> Result<TaskArguments, String> {
         .filter(|text| !text.is_empty())
         .ok_or("Error: task needs `description`, the task for the subagent, as text")?;
     if description.len() > MAX_DESCRIPTION_BYTES {
-        return Err(format!("Error: `description` is longer than {MAX_DESCRIPTION_BYTES} bytes; brief the subagent in fewer words"));
+        return Err(format!(
+            "Error: `description` is longer than {MAX_DESCRIPTION_BYTES} bytes; brief the subagent in fewer words"
+        ));
     }
     let agent_type = match arguments.get("subagent_type") {
         None | Some(Value::Null) => GENERAL_PURPOSE,
@@ -238,13 +240,21 @@ async fn tenant_agent(parent: &SkillsEnv<'_>, name: &str) -> Result<Arc<AgentDoc
     let unknown = || {
         let mut types = vec![GENERAL_PURPOSE.to_owned()];
         types.extend(skills.catalog.agents().iter().map(|agent| agent.name.clone()));
-        format!("Error: there is no agent type `{}`. Agent types: {}.", events::summarise_result(name), types.join(", "))
+        format!(
+            "Error: there is no agent type `{}`. Agent types: {}.",
+            events::summarise_result(name),
+            types.join(", ")
+        )
     };
     let entry = skills.catalog.agent(name).ok_or_else(unknown)?;
     match skills.library.agent_doc(skills.objects, skills.user, entry).await {
         Ok(Some(doc)) => {
             if let Some(model) = doc.entry.model.as_deref().filter(|model| *model != "inherit") {
-                tracing::info!(agent = name, model, "the agent names a model of its own; subagents use the turn's model");
+                tracing::info!(
+                    agent = name,
+                    model,
+                    "the agent names a model of its own; subagents use the turn's model"
+                );
             }
             Ok(doc)
         }
@@ -282,7 +292,8 @@ async fn run_child(delegation: &Delegation<'_>, mut child: Child<'_>, events: &d
         }
         Err(err) => {
             tracing::warn!(subagent = %child.id, error = %err, "a subagent's model call failed");
-            let content = format!("Error: the subagent stopped: its model call failed ({err}). Its task was not finished.");
+            let content =
+                format!("Error: the subagent stopped: its model call failed ({err}). Its task was not finished.");
             (ToolOutput::from(content), "failed".to_owned(), 0)
         }
     };
