@@ -46,6 +46,8 @@ impl Reply {
 struct Script {
     replies: VecDeque<Reply>,
     requests: Vec<Value>,
+    /// When each request of the OpenAI API arrived, in order.
+    arrivals: Vec<std::time::Instant>,
     /// The `Authorization` header of each request, in order (`None` when absent).
     authorizations: Vec<Option<String>>,
     /// The path of each request as sent (percent-encoding included), in order.
@@ -58,6 +60,26 @@ struct Script {
     /// A request whose system prompt starts with the first text is answered with the second,
     /// without taking a reply from the queue (OpenAI API only).
     side_answer: Option<(String, String)>,
+    /// Replies for the conversations whose first user message contains a key, served in order
+    /// before the common queue: each subagent's own script, whatever order they call in.
+    keyed: Vec<(String, VecDeque<Reply>)>,
+}
+
+impl Script {
+    /// The next reply for `request`: its conversation's own script when one matches, else the queue.
+    fn next_reply(&mut self, request: &Value) -> Option<Reply> {
+        let first_user = request["messages"]
+            .as_array()
+            .and_then(|messages| messages.iter().find(|message| message["role"] == "user"))
+            .and_then(|message| message["content"].as_str())
+            .unwrap_or_default();
+        let keyed =
+            self.keyed.iter_mut().find(|(key, replies)| first_user.contains(key.as_str()) && !replies.is_empty());
+        match keyed {
+            Some((_, replies)) => replies.pop_front(),
+            None => self.replies.pop_front(),
+        }
+    }
 }
 
 /// A running scripted model server.
@@ -103,6 +125,12 @@ impl ModelServer {
         self.script.lock().unwrap().requests.clone()
     }
 
+    /// Every request of the OpenAI API received so far, with when it arrived, in order.
+    pub fn requests_with_arrivals(&self) -> Vec<(Value, std::time::Instant)> {
+        let script = self.script.lock().unwrap();
+        script.requests.iter().cloned().zip(script.arrivals.iter().copied()).collect()
+    }
+
     /// The `Authorization` header of every request received so far.
     pub fn authorizations(&self) -> Vec<Option<String>> {
         self.script.lock().unwrap().authorizations.clone()
@@ -124,9 +152,20 @@ impl ModelServer {
         self.script.lock().unwrap().side_answer = Some((prefix.to_owned(), text.to_owned()));
     }
 
-    /// Replies not yet served.
+    /// Queues replies for the conversations whose first user message contains `key` (a subagent's
+    /// task), served in order before the common queue (OpenAI API only).
+    pub fn push_for(&self, key: &str, replies: impl IntoIterator<Item = Reply>) {
+        let mut script = self.script.lock().unwrap();
+        match script.keyed.iter_mut().find(|(known, _)| known == key) {
+            Some((_, queue)) => queue.extend(replies),
+            None => script.keyed.push((key.to_owned(), replies.into_iter().collect())),
+        }
+    }
+
+    /// Replies not yet served, keyed ones included.
     pub fn remaining(&self) -> usize {
-        self.script.lock().unwrap().replies.len()
+        let script = self.script.lock().unwrap();
+        script.replies.len() + script.keyed.iter().map(|(_, replies)| replies.len()).sum::<usize>()
     }
 }
 
@@ -139,6 +178,7 @@ async fn complete(
     let (reply, call, chunk_delay) = {
         let mut script = script.lock().unwrap();
         script.requests.push(request);
+        script.arrivals.push(std::time::Instant::now());
         let authorization = headers.get("authorization").and_then(|value| value.to_str().ok()).map(str::to_owned);
         script.authorizations.push(authorization);
         script.paths.push("/v1/chat/completions".to_owned());
@@ -150,7 +190,8 @@ async fn complete(
             }
             _ => None,
         };
-        let reply = side.or_else(|| script.replies.pop_front());
+        let request = script.requests.last().cloned().unwrap_or_default();
+        let reply = side.or_else(|| script.next_reply(&request));
         (reply, script.calls, script.chunk_delay)
     };
     let Some(mut reply) = reply else {

@@ -1,7 +1,8 @@
 // @ts-check
 // What the console's demo model answers, decided from the request as a model would decide: the
 // user's words, the tool results since them and the system prompt (state 1, or state 2 with a
-// skill's SKILL.md, loaded or forced by a slash command). `cargo xtask console` answers with it when
+// skill's SKILL.md, loaded or forced by a slash command, or a subagent's, which ends with
+// `<subagent>`). `cargo xtask console` answers with it when
 // no real model is set, and the browser tests check the page against it.
 
 /** What the note skill writes: the browser test downloads it and compares the bytes. */
@@ -13,7 +14,8 @@ export const WORD_FILE = "nota.docx";
 /** The answer to anything else: what this model can do, long enough that its words stream for a few seconds. */
 export const GREETING =
   "Hola. Soy el modelo de demostración de la consola: respondo con guion a unas pocas peticiones, " +
-  "«Toma nota de la reunión del martes» y después «Pásame el borrador en Word», y mi texto llega " +
+  "«Toma nota de la reunión del martes» y después «Pásame el borrador en Word», o «Investiga en " +
+  "paralelo la compraventa y la hipoteca», que reparto entre dos subagentes; mi texto llega " +
   "palabra a palabra, como lo escribe un modelo. Para un modelo de verdad, arranca la consola con " +
   "LLM_PROVIDER, LLM_MODEL y LLM_API_KEY.";
 
@@ -23,10 +25,39 @@ export const WORD_FAILED =
   "línea de tiempo; necesita /workspace/nota.md). Pide primero «Toma nota de la reunión del martes» " +
   "y vuelve a pedírmela.";
 
+/** The request that makes this model delegate: two `task` calls in one reply, run at once. */
+export const DELEGATION = "Investiga en paralelo la compraventa y la hipoteca";
+
+/** What each of the two subagents is told, the file it writes and what it writes there. */
+export const SUBTASKS = [
+  {
+    topic: "compraventa",
+    description: "Anota en /workspace/compraventa.md qué documentos pide la notaría para firmar una compraventa.",
+    file: "/workspace/compraventa.md",
+    content: "# Compraventa\n\n- DNI de quien compra y de quien vende.\n- Escritura anterior y nota simple del piso.\n- Último recibo del IBI.\n",
+  },
+  {
+    topic: "hipoteca",
+    description: "Anota en /workspace/hipoteca.md qué documentos pide la notaría para firmar una hipoteca.",
+    file: "/workspace/hipoteca.md",
+    content: "# Hipoteca\n\n- Oferta vinculante del banco (FEIN).\n- Tasación del piso.\n- Acta de transparencia firmada ante notario.\n",
+  },
+];
+
+/** A subagent's answer, whose first line the timeline shows as its summary. */
+export const subtaskAnswer = (/** @type {typeof SUBTASKS[number]} */ task) =>
+  `Anotado en ${task.file}: tres documentos para la ${task.topic}.`;
+
+/** The answer once both subagents have answered. */
+export const DELEGATED =
+  "Dos subagentes lo han investigado a la vez: lo que pide la notaría para la compraventa está en " +
+  "/workspace/compraventa.md y para la hipoteca en /workspace/hipoteca.md.";
+
 /**
  * @typedef {{ role: string, content?: string | null, name?: string, tool_call_id?: string,
  *   tool_calls?: { id: string, function: { name: string, arguments: string } }[] }} Message
- * @typedef {{ text: string } | { tool: string, args: Record<string, unknown> }} Reply
+ * @typedef {{ tool: string, args: Record<string, unknown> }} Call
+ * @typedef {{ text: string } | Call | { calls: Call[] }} Reply
  */
 
 /**
@@ -49,6 +80,26 @@ export function decide(messages) {
   }
   const results = since.filter((m) => m.role === "tool");
   const done = results.map((m) => m.name ?? names.get(m.tool_call_id ?? "") ?? "");
+  // A subagent's prompt ends with `<subagent>…</subagent>`; its task is its user message.
+  if (system.includes("<subagent>")) {
+    const task = SUBTASKS.find((subtask) => user.includes(subtask.file));
+    if (!task) return { text: "Soy un subagente del modelo de demostración y no sé hacer esta tarea." };
+    if (!done.includes("write_file")) return { tool: "write_file", args: { file_path: task.file, content: task.content } };
+    return { text: subtaskAnswer(task) };
+  }
+  if (/en paralelo/i.test(user)) {
+    if (!done.includes("task")) {
+      return {
+        calls: SUBTASKS.map((task) => ({
+          tool: "task",
+          args: { description: task.description, subagent_type: "general-purpose" },
+        })),
+      };
+    }
+    const failed = results.find((result) => String(result.content ?? "").startsWith("Error"));
+    if (failed) return { text: `Un subagente no terminó su parte: ${String(failed.content).split("\n", 1)[0]}` };
+    return { text: DELEGATED };
+  }
   const wordSkill = system.includes("# Minuta en Word");
   if (/word/i.test(user) || wordSkill) {
     if (!wordSkill && !done.includes("load_skill")) {

@@ -1,8 +1,8 @@
 // @ts-check
 // The console's demo model, for `cargo xtask console` without a real model and for its browser
 // tests: it speaks OpenAI's Chat Completions HTTP API on loopback, streamed as Server-Sent Events
-// one word per chunk after a delay, like a model generating tokens. `script.mjs` decides what it
-// answers.
+// one word per chunk after a delay, like a model generating tokens, or a reply's tool calls (one or
+// several) one after another. `script.mjs` decides what it answers.
 import { createServer } from "node:http";
 
 import { decide } from "./script.mjs";
@@ -42,12 +42,18 @@ const server = createServer(async (request, response) => {
   calls += 1;
   const id = `chatcmpl-${calls}`;
   const reply = decide(body.messages ?? []);
+  // A reply of several calls (tasks the model delegates at once) gives each an id of its own.
+  const toolCalls = ("text" in reply ? [] : "calls" in reply ? reply.calls : [reply]).map((call, index, all) => ({
+    id: all.length === 1 ? `call_${calls}` : `call_${calls}_${index}`,
+    type: "function",
+    function: { name: call.tool, arguments: JSON.stringify(call.args) },
+  }));
   const usage = { prompt_tokens: 1000, completion_tokens: 20, total_tokens: 1020 };
   if (!body.stream) {
     const message =
       "text" in reply
         ? { role: "assistant", content: reply.text }
-        : { role: "assistant", content: null, tool_calls: [{ id: `call_${calls}`, type: "function", function: { name: reply.tool, arguments: JSON.stringify(reply.args) } }] };
+        : { role: "assistant", content: null, tool_calls: toolCalls };
     const finish = "text" in reply ? "stop" : "tool_calls";
     response.writeHead(200, { "content-type": "application/json" });
     response.end(JSON.stringify({ id, object: "chat.completion", model: "scripted", choices: [{ index: 0, message, finish_reason: finish }], usage }));
@@ -62,9 +68,12 @@ const server = createServer(async (request, response) => {
     }
     response.write(chunk(id, {}, "stop"));
   } else {
-    const opening = { tool_calls: [{ index: 0, id: `call_${calls}`, type: "function", function: { name: reply.tool, arguments: "" } }] };
-    response.write(chunk(id, opening));
-    response.write(chunk(id, { tool_calls: [{ index: 0, function: { arguments: JSON.stringify(reply.args) } }] }));
+    // Each call opens with its id and name, then its arguments follow, as a model streams them.
+    toolCalls.forEach((call, index) => {
+      const opening = { tool_calls: [{ index, id: call.id, type: "function", function: { name: call.function.name, arguments: "" } }] };
+      response.write(chunk(id, opening));
+      response.write(chunk(id, { tool_calls: [{ index, function: { arguments: call.function.arguments } }] }));
+    });
     response.write(chunk(id, {}, "tool_calls"));
   }
   response.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", choices: [], usage })}\n\n`);

@@ -8,7 +8,16 @@ import { join } from "node:path";
 import AxeBuilder from "@axe-core/playwright";
 import { expect, test, type Page } from "@playwright/test";
 
-import { GREETING, NOTE_TEXT, WORD_FAILED, WORD_FILE } from "../demo-model/script.mjs";
+import {
+  DELEGATED,
+  DELEGATION,
+  GREETING,
+  NOTE_TEXT,
+  SUBTASKS,
+  WORD_FAILED,
+  WORD_FILE,
+  subtaskAnswer,
+} from "../demo-model/script.mjs";
 
 /** Screenshots of the main views, kept as the run's artifacts. */
 const SHOTS = "../target/console-screenshots";
@@ -151,6 +160,61 @@ test("with no model set the demo model answers, and a forced Word turn runs the 
   await expect(second.getByRole("list", { name: /Timeline of/ })).toContainText(`Wrote /workspace/${WORD_FILE}`);
   await expect(second.getByRole("list", { name: /Timeline of/ })).not.toContainText("Tool load_skill");
   await expect(page.getByRole("link", { name: `Download ${WORD_FILE}` })).toBeVisible();
+});
+
+test("a turn that delegates shows each subagent nested in its timeline, with its own rows and how it ended", async ({ page }) => {
+  // Tall enough that the whole turn shows in the screenshot.
+  await page.setViewportSize({ width: 1280, height: 1700 });
+  await open(page);
+  await send(page, DELEGATION);
+  const turn = lastTurn(page);
+  const timeline = turn.getByRole("list", { name: /Timeline of turn/ });
+  await expect(turn.getByRole("group", { name: "Answer" })).toHaveText(DELEGATED, { timeout: 30_000 });
+  await expect(turn.getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
+  const shown = await timeline.innerText();
+  for (const task of SUBTASKS) {
+    // The subagent's row, found by its task, follows the task call that started it.
+    const row = timeline.getByRole("listitem").filter({ has: page.getByText(task.description, { exact: true }) });
+    await expect(row).toHaveCount(1);
+    const toggle = row.getByRole("button", { name: /Subagent sa-\d+ \(general-purpose\)$/ });
+    await expect(toggle).toHaveAttribute("aria-expanded", "true");
+    const title = (await toggle.innerText()).replace(/^\W+/, "").trim();
+    const started = shown.indexOf(`Tool task: description=${task.description.slice(0, 40)}`);
+    expect(started, shown).toBeGreaterThanOrEqual(0);
+    expect(shown.indexOf(title), shown).toBeGreaterThan(started);
+    await expect(row.getByText(/^answered · 2 steps$/)).toBeVisible();
+    await expect(row).toContainText(`→ ${subtaskAnswer(task)}`);
+    // Its own rows: two model calls and the file it wrote, whose call opens to its arguments.
+    const rows = row.getByRole("list", { name: /Timeline of subagent sa-\d+/ });
+    await expect(rows.getByRole("listitem")).toContainText(["Model call 1", "Tool write_file:", `Wrote ${task.file}`, "Model call 2"]);
+    const writeName = new RegExp(`Tool write_file: .*file_path=${task.file}`);
+    await rows.getByRole("button", { name: writeName }).click();
+    const call = rows.getByRole("listitem").filter({ has: page.getByRole("button", { name: writeName }) });
+    await expect(call.getByRole("group", { name: "Arguments" })).toContainText(task.content.split("\n")[0]);
+    await expect(call.getByRole("group", { name: "Result" })).toContainText(task.file);
+    await rows.getByRole("button", { name: writeName }).click();
+    // The task call's own result is the subagent's answer.
+    const taskName = new RegExp(`Tool task: description=${task.description.slice(0, 40)}`);
+    const taskCall = timeline.getByRole("button", { name: taskName });
+    await taskCall.click();
+    const taskRow = timeline.getByRole("listitem").filter({ has: page.getByRole("button", { name: taskName }) });
+    await expect(taskRow.getByRole("group", { name: "Result" })).toHaveText(
+      subtaskAnswer(task),
+    );
+    await taskCall.click();
+    // A subagent's rows close and open again with its button.
+    await toggle.click();
+    await expect(toggle).toHaveAttribute("aria-expanded", "false");
+    await expect(rows).toBeHidden();
+    await toggle.click();
+    await expect(rows).toBeVisible();
+  }
+  // Both files the subagents wrote are the session's.
+  await expect(page.getByRole("link", { name: "Download compraventa.md" })).toBeVisible();
+  await expect(page.getByRole("link", { name: "Download hipoteca.md" })).toBeVisible();
+  expect(await accessibilityViolations(page)).toEqual([]);
+  await turn.evaluate((element) => element.scrollIntoView({ block: "start" }));
+  await page.screenshot({ path: `${SHOTS}/subagents.png`, fullPage: true });
 });
 
 test("the catalog shows warnings, skipped files with their reason, and searches", async ({ page }) => {

@@ -1,6 +1,6 @@
 // Short texts the page shows: sizes, counts, durations, times and the timeline's row titles.
 
-import type { TimelineEntry } from "./turns";
+import type { SubagentEntry, TimelineEntry } from "./turns";
 
 const numbers = new Intl.NumberFormat("en");
 
@@ -59,7 +59,23 @@ export function entryTitle(entry: TimelineEntry): string {
       return entry.summary ? `Tool ${entry.name}: ${entry.summary}` : `Tool ${entry.name}`;
     case "file":
       return `Wrote ${entry.path} (${formatBytes(entry.size)})`;
+    case "subagent":
+      return entry.description ? `${subagentTitle(entry)}: ${entry.description}` : subagentTitle(entry);
   }
+}
+
+/** A subagent's name in its row: its id and type, or that its start was not seen. */
+export function subagentTitle(entry: SubagentEntry): string {
+  if (entry.orphan) return `Subagent ${entry.id} (its start was not seen)`;
+  return `Subagent ${entry.id} (${entry.agentType || "unknown type"})`;
+}
+
+/** How a subagent stands: running, or how it ended and in how many steps. */
+export function subagentState(entry: SubagentEntry): string {
+  if (entry.status === "running") return "running";
+  const ending = (entry.ending ?? "completed").replace(/_/g, " ");
+  if (entry.steps === null) return ending;
+  return `${ending} · ${entry.steps} ${entry.steps === 1 ? "step" : "steps"}`;
 }
 
 /**

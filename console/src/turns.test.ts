@@ -3,8 +3,18 @@ import { describe, expect, it } from "vitest";
 
 import type { SessionView, Skill } from "./api";
 import { insertSkill, matchSkills, slashQuery } from "./complete";
-import { entryTitle } from "./format";
-import { applyEvent, failTurn, newTurn, turnsFromHistory, type Turn } from "./turns";
+import { entryTitle, subagentState } from "./format";
+import {
+  applyEvent,
+  entryKeys,
+  failTurn,
+  findSubagent,
+  newTurn,
+  timelineSize,
+  turnsFromHistory,
+  type TimelineEntry,
+  type Turn,
+} from "./turns";
 
 const event = (name: string, data: unknown) => ({ event: name, data: JSON.stringify(data) });
 
@@ -57,6 +67,127 @@ describe("a streamed turn", () => {
     const cut = failTurn(play([event("message.delta", { text: "a" })]), { status: 0, code: "stream_ended", message: "x" }, 5000);
     expect(cut.status).toBe("failed");
     expect(failTurn(failed, { status: 0, code: "other", message: "y" }, 9000)).toBe(failed);
+  });
+});
+
+/** A timeline as indented titles, subagents' rows under them, to compare whole. */
+function outline(timeline: TimelineEntry[], indent = ""): string[] {
+  return timeline.flatMap((entry) => {
+    const title = `${indent}${entryTitle(entry)}`;
+    if (entry.kind !== "subagent") return [title];
+    return [`${title} [${subagentState(entry)}]`, ...outline(entry.timeline, `${indent}  `)];
+  });
+}
+
+const task = (id: string, description: string) =>
+  event("tool.call", { id, name: "task", summary: `description=${description}`, arguments: { description, subagent_type: "general-purpose" } });
+const started = (subagent: string, callId: string, description: string, parent: string | null = null, depth = 1) =>
+  event("subagent.started", { subagent, parent, call_id: callId, agent_type: "general-purpose", description, depth });
+const completed = (subagent: string, steps: number, summary: string, ending = "answered", ok = true) =>
+  event("subagent.completed", { subagent, ending, steps, ok, summary });
+
+describe("a streamed turn with subagents", () => {
+  it("nests interleaved siblings' events under each, after the task call that started it", () => {
+    const turn = play([
+      event("model.call", { step: 1, state: 1, tools: ["task", "write_file"] }),
+      task("c1", "A"),
+      task("c2", "B"),
+      started("sa-1", "c1", "A"),
+      started("sa-2", "c2", "B"),
+      event("model.call", { step: 1, state: 1, tools: ["write_file"], subagent: "sa-2" }),
+      event("model.call", { step: 1, state: 1, tools: ["write_file"], subagent: "sa-1" }),
+      event("tool.call", { id: "c3", name: "write_file", summary: "file_path=/workspace/b.md", subagent: "sa-2" }),
+      event("tool.call", { id: "c4", name: "write_file", summary: "file_path=/workspace/a.md", subagent: "sa-1" }),
+      event("tool.result", { id: "c4", name: "write_file", ok: true, content: "Updated a", subagent: "sa-1" }),
+      event("file.written", { path: "/workspace/a.md", size: 3, subagent: "sa-1" }),
+      event("tool.result", { id: "c3", name: "write_file", ok: false, content: "Error: no", subagent: "sa-2" }),
+      event("skill.loaded", { skill: "escrituras/hipoteca", forced: false, subagent: "sa-2" }),
+      // A subagent's text is never the turn's answer.
+      event("message.delta", { text: "no", subagent: "sa-1" }),
+      event("model.call", { step: 2, state: 1, tools: ["write_file"], subagent: "sa-1" }),
+      completed("sa-1", 2, "Hecho A"),
+      event("tool.result", { id: "c1", name: "task", ok: true, content: "Hecho A\nmás" }),
+      event("message.delta", { text: "Listo." }),
+    ]);
+    expect(turn.answer).toBe("Listo.");
+    expect(outline(turn.timeline)).toEqual([
+      "Model call 1 — state 1",
+      "Tool task: description=A",
+      "Subagent sa-1 (general-purpose): A [answered · 2 steps]",
+      "  Model call 1 — state 1",
+      "  Tool write_file: file_path=/workspace/a.md",
+      "  Wrote /workspace/a.md (3 B)",
+      "  Model call 2 — state 1",
+      "Tool task: description=B",
+      "Subagent sa-2 (general-purpose): B [running]",
+      "  Model call 1 — state 1",
+      "  Tool write_file: file_path=/workspace/b.md",
+      "  Skill escrituras/hipoteca loaded",
+    ]);
+    expect(timelineSize(turn.timeline)).toBe(12);
+    const first = findSubagent(turn.timeline, "sa-1");
+    expect(first).toMatchObject({ status: "completed", ending: "answered", steps: 2, ok: true, summary: "Hecho A", callId: "c1", parent: null });
+    expect(first?.timeline[1]).toMatchObject({ kind: "tool", result: { ok: true, content: "Updated a" } });
+    expect(findSubagent(turn.timeline, "sa-2")?.timeline[1]).toMatchObject({ kind: "tool", result: { ok: false } });
+    // The task call's own result is the turn's, on its call.
+    expect(turn.timeline[1]).toMatchObject({ kind: "tool", id: "c1", result: { content: "Hecho A\nmás" } });
+    expect(turn.timeline[3]).toMatchObject({ kind: "tool", id: "c2", result: null });
+  });
+
+  it("places a subagent's own subagent (level 2) in its timeline, and ends each", () => {
+    const turn = play([
+      task("c1", "A"),
+      started("sa-1", "c1", "A"),
+      event("tool.call", { id: "c2", name: "task", summary: "description=A.1", subagent: "sa-1" }),
+      started("sa-2", "c2", "A.1", "sa-1", 2),
+      event("tool.call", { id: "c3", name: "ls", summary: "path=/workspace", subagent: "sa-2" }),
+      event("tool.result", { id: "c3", name: "ls", ok: true, content: "a.md", subagent: "sa-2" }),
+      completed("sa-2", 3, "", "step_limit", true),
+      event("tool.result", { id: "c2", name: "task", ok: true, content: "[The subagent stopped…]", subagent: "sa-1" }),
+      completed("sa-1", 1, "Error: the subagent stopped", "failed", false),
+      event("tool.result", { id: "c1", name: "task", ok: false, content: "Error: the subagent stopped" }),
+    ]);
+    expect(outline(turn.timeline)).toEqual([
+      "Tool task: description=A",
+      "Subagent sa-1 (general-purpose): A [failed · 1 step]",
+      "  Tool task: description=A.1",
+      "  Subagent sa-2 (general-purpose): A.1 [step limit · 3 steps]",
+      "    Tool ls: path=/workspace",
+    ]);
+    const inner = findSubagent(turn.timeline, "sa-2");
+    expect(inner).toMatchObject({ parent: "sa-1", depth: 2, ending: "step_limit" });
+    expect(inner?.timeline[0]).toMatchObject({ kind: "tool", result: { content: "a.md" } });
+    expect(findSubagent(turn.timeline, "sa-1")).toMatchObject({ ok: false, status: "completed" });
+  });
+
+  it("gives events of an unknown subagent an orphan row, and appends a subagent whose call it has not seen", () => {
+    const turn = play([
+      event("model.call", { step: 1, state: 1, subagent: "sa-9" }),
+      completed("sa-9", 1, "x"),
+      completed("sa-8", 2, "y"),
+      started("sa-3", "c-unseen", "C", "sa-7", 2),
+      event("subagent.started", { parent: null }),
+      event("subagent.completed", "not json"),
+      { event: "tool.call", data: "{broken" },
+    ]);
+    expect(outline(turn.timeline)).toEqual([
+      "Subagent sa-9 (its start was not seen) [answered · 1 step]",
+      "  Model call 1 — state 1",
+      "Subagent sa-8 (its start was not seen) [answered · 2 steps]",
+      "Subagent sa-3 (general-purpose): C [running]",
+      "Tool ",
+    ]);
+    // Its start arriving late fills the orphan in where it stands.
+    const late = applyEvent(turn, started("sa-9", "c1", "Nueve"), 9000);
+    expect(outline(late.timeline)[0]).toBe("Subagent sa-9 (general-purpose): Nueve [answered · 1 step]");
+    expect(findSubagent(late.timeline, "sa-9")?.timeline.length).toBe(1);
+  });
+
+  it("keys rows so that a subagent placed before later rows does not take their keys", () => {
+    const before = play([task("c1", "A"), task("c2", "B"), started("sa-1", "c1", "A")]).timeline;
+    expect(entryKeys(before)).toEqual(["tool-0", "subagent-sa-1", "tool-1"]);
+    const entries: TimelineEntry[] = [...before, ...before.filter((entry) => entry.kind === "subagent")];
+    expect(entryKeys(entries)).toEqual(["tool-0", "subagent-sa-1", "tool-1", "subagent-sa-1-1"]);
   });
 });
 

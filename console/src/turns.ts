@@ -35,7 +35,38 @@ export type TimelineEntry =
     }
   | { kind: "skill"; skill: string; forced: boolean }
   | { kind: "tool"; id: string; name: string; summary: string; arguments: unknown; hasArguments: boolean; result: ToolResult | null }
-  | { kind: "file"; path: string; size: number };
+  | { kind: "file"; path: string; size: number }
+  | SubagentEntry;
+
+export type SubagentStatus = "running" | "completed";
+
+/**
+ * A subagent a `task` call started (`subagent.started`), with its own loop's rows as it reports
+ * them (events tagged with its id), and how it ended (`subagent.completed`).
+ */
+export interface SubagentEntry {
+  kind: "subagent";
+  /** Its id within the turn: `sa-1`, `sa-2`... */
+  id: string;
+  /** The subagent whose `task` call started it; `null` for the turn's own agent. */
+  parent: string | null;
+  /** The id of the `task` call that started it. */
+  callId: string;
+  agentType: string;
+  description: string;
+  /** 1 for the turn's own agent's subagents, 2 for theirs... */
+  depth: number;
+  status: SubagentStatus;
+  /** How its loop ended (`answered`, `step_limit`...), once completed. */
+  ending: string | null;
+  steps: number | null;
+  ok: boolean | null;
+  /** The first line of its answer, once completed. */
+  summary: string;
+  /** Events of an id whose `subagent.started` the page has not seen: a row of their own. */
+  orphan: boolean;
+  timeline: TimelineEntry[];
+}
 
 export type TurnStatus = "running" | "completed" | "failed" | "stored";
 
@@ -117,53 +148,42 @@ function listingOf(value: unknown): Listing | null {
   };
 }
 
-/** The turn after one of its events; `now` (ms) measures the duration in the page. */
-export function applyEvent(turn: Turn, event: SseEvent, now: number): Turn {
-  const data = parseData(event);
-  switch (event.event) {
-    case "turn.started":
-      return turn;
-    case "message.delta":
-      return { ...turn, answer: turn.answer + text(data?.text) };
+/** The events that add to a timeline, the turn's own or, tagged with `subagent`, a subagent's. */
+const TIMELINE_EVENTS = new Set(["model.call", "skill.loaded", "tool.call", "tool.result", "file.written"]);
+
+/** A timeline after one of the events that add to it. */
+function applyToTimeline(timeline: TimelineEntry[], name: string, data: Json | null): TimelineEntry[] {
+  switch (name) {
     case "skill.loaded":
-      return {
-        ...turn,
-        timeline: [...turn.timeline, { kind: "skill", skill: text(data?.skill), forced: data?.forced === true }],
-      };
+      return [...timeline, { kind: "skill", skill: text(data?.skill), forced: data?.forced === true }];
     case "model.call":
-      return {
-        ...turn,
-        timeline: [
-          ...turn.timeline,
-          {
-            kind: "model",
-            step: count(data?.step) ?? turn.timeline.filter((entry) => entry.kind === "model").length + 1,
-            state: count(data?.state) ?? 0,
-            skill: text(data?.skill) || null,
-            forced: data?.forced === true,
-            listing: listingOf(data?.listing),
-            tools: toolNames(data?.tools),
-            toolCount: Array.isArray(data?.tools) ? null : count(data?.tools),
-            promptTokens: count(data?.prompt_tokens),
-          },
-        ],
-      };
+      return [
+        ...timeline,
+        {
+          kind: "model",
+          step: count(data?.step) ?? timeline.filter((entry) => entry.kind === "model").length + 1,
+          state: count(data?.state) ?? 0,
+          skill: text(data?.skill) || null,
+          forced: data?.forced === true,
+          listing: listingOf(data?.listing),
+          tools: toolNames(data?.tools),
+          toolCount: Array.isArray(data?.tools) ? null : count(data?.tools),
+          promptTokens: count(data?.prompt_tokens),
+        },
+      ];
     case "tool.call":
-      return {
-        ...turn,
-        timeline: [
-          ...turn.timeline,
-          {
-            kind: "tool",
-            id: text(data?.id),
-            name: text(data?.name),
-            summary: text(data?.summary),
-            arguments: data?.arguments,
-            hasArguments: data !== null && "arguments" in data,
-            result: null,
-          },
-        ],
-      };
+      return [
+        ...timeline,
+        {
+          kind: "tool",
+          id: text(data?.id),
+          name: text(data?.name),
+          summary: text(data?.summary),
+          arguments: data?.arguments,
+          hasArguments: data !== null && "arguments" in data,
+          result: null,
+        },
+      ];
     case "tool.result": {
       const id = text(data?.id);
       const result: ToolResult = {
@@ -174,7 +194,7 @@ export function applyEvent(turn: Turn, event: SseEvent, now: number): Turn {
         truncated: data?.truncated === true,
       };
       // The result belongs to the latest call with its id; a result without a call gets a row of its own.
-      const index = turn.timeline.findLastIndex((entry) => entry.kind === "tool" && entry.id === id && !entry.result);
+      const index = timeline.findLastIndex((entry) => entry.kind === "tool" && entry.id === id && !entry.result);
       if (index === -1) {
         const orphan: TimelineEntry = {
           kind: "tool",
@@ -185,18 +205,151 @@ export function applyEvent(turn: Turn, event: SseEvent, now: number): Turn {
           hasArguments: false,
           result,
         };
-        return { ...turn, timeline: [...turn.timeline, orphan] };
+        return [...timeline, orphan];
       }
-      const timeline = turn.timeline.slice();
-      const call = timeline[index];
-      if (call.kind === "tool") timeline[index] = { ...call, result };
-      return { ...turn, timeline };
+      const next = timeline.slice();
+      const call = next[index];
+      if (call.kind === "tool") next[index] = { ...call, result };
+      return next;
     }
     case "file.written":
-      return {
-        ...turn,
-        timeline: [...turn.timeline, { kind: "file", path: text(data?.path), size: count(data?.size) ?? 0 }],
-      };
+      return [...timeline, { kind: "file", path: text(data?.path), size: count(data?.size) ?? 0 }];
+    default:
+      return timeline;
+  }
+}
+
+/**
+ * `timeline` with subagent `id`, wherever it is nested, replaced by `update(it)`; `null` when no
+ * subagent of the timeline has that id.
+ */
+function updateSubagent(
+  timeline: TimelineEntry[],
+  id: string,
+  update: (subagent: SubagentEntry) => SubagentEntry,
+): TimelineEntry[] | null {
+  for (let index = 0; index < timeline.length; index++) {
+    const entry = timeline[index];
+    if (entry.kind !== "subagent") continue;
+    const replaced = entry.id === id ? update(entry) : withTimeline(entry, updateSubagent(entry.timeline, id, update));
+    if (replaced !== entry) {
+      const next = timeline.slice();
+      next[index] = replaced;
+      return next;
+    }
+  }
+  return null;
+}
+
+const withTimeline = (entry: SubagentEntry, timeline: TimelineEntry[] | null): SubagentEntry =>
+  timeline === null ? entry : { ...entry, timeline };
+
+/** Subagent `id`, wherever it is nested in `timeline`. */
+export function findSubagent(timeline: TimelineEntry[], id: string): SubagentEntry | null {
+  for (const entry of timeline) {
+    if (entry.kind !== "subagent") continue;
+    if (entry.id === id) return entry;
+    const inner = findSubagent(entry.timeline, id);
+    if (inner) return inner;
+  }
+  return null;
+}
+
+/**
+ * `timeline` with a new subagent right after the `task` call that started it (and its siblings
+ * of that call, if any), or at the end when the call is not in this timeline.
+ */
+function placeSubagent(timeline: TimelineEntry[], subagent: SubagentEntry): TimelineEntry[] {
+  const call = timeline.findLastIndex((entry) => entry.kind === "tool" && entry.id === subagent.callId);
+  if (call === -1 || subagent.callId === "") return [...timeline, subagent];
+  let at = call + 1;
+  while (at < timeline.length) {
+    const next = timeline[at];
+    if (next.kind !== "subagent" || next.callId !== subagent.callId) break;
+    at++;
+  }
+  return [...timeline.slice(0, at), subagent, ...timeline.slice(at)];
+}
+
+function newSubagent(id: string, data: Json | null, orphan: boolean): SubagentEntry {
+  return {
+    kind: "subagent",
+    id,
+    parent: text(data?.parent) || null,
+    callId: text(data?.call_id),
+    agentType: text(data?.agent_type),
+    description: text(data?.description),
+    depth: count(data?.depth) ?? 1,
+    status: "running",
+    ending: null,
+    steps: null,
+    ok: null,
+    summary: "",
+    orphan,
+    timeline: [],
+  };
+}
+
+/**
+ * The turn's timeline after a subagent's event: `subagent.started` places it under its parent
+ * (the turn, or the subagent that called `task`), `subagent.completed` ends it, and its own
+ * events go into its timeline. An id the page has not seen started gets an orphan row.
+ */
+function applySubagentEvent(timeline: TimelineEntry[], name: string, id: string, data: Json | null): TimelineEntry[] {
+  if (name === "subagent.started") {
+    const started = newSubagent(id, data, false);
+    // Its events came first (never so from the runtime): the orphan row gets what it lacked.
+    const known = updateSubagent(timeline, id, (entry) => ({
+      ...entry,
+      ...started,
+      ...{ status: entry.status, ending: entry.ending, steps: entry.steps, ok: entry.ok, summary: entry.summary },
+      timeline: entry.timeline,
+    }));
+    if (known) return known;
+    if (started.parent !== null) {
+      const nested = updateSubagent(timeline, started.parent, (parent) => ({
+        ...parent,
+        timeline: placeSubagent(parent.timeline, started),
+      }));
+      if (nested) return nested;
+    }
+    return placeSubagent(timeline, started);
+  }
+  const update = (entry: SubagentEntry): SubagentEntry =>
+    name === "subagent.completed"
+      ? {
+          ...entry,
+          status: "completed",
+          ending: text(data?.ending) || null,
+          steps: count(data?.steps),
+          ok: typeof data?.ok === "boolean" ? data.ok : null,
+          summary: text(data?.summary),
+        }
+      : { ...entry, timeline: applyToTimeline(entry.timeline, name, data) };
+  return updateSubagent(timeline, id, update) ?? [...timeline, update(newSubagent(id, null, true))];
+}
+
+/** The turn after one of its events; `now` (ms) measures the duration in the page. */
+export function applyEvent(turn: Turn, event: SseEvent, now: number): Turn {
+  const data = parseData(event);
+  const subagent = text(data?.subagent);
+  if (event.event === "subagent.started" || event.event === "subagent.completed") {
+    return subagent === "" ? turn : { ...turn, timeline: applySubagentEvent(turn.timeline, event.event, subagent, data) };
+  }
+  if (subagent !== "") {
+    // A subagent's events go to its own timeline; its text (never sent now) is not the turn's answer.
+    return TIMELINE_EVENTS.has(event.event)
+      ? { ...turn, timeline: applySubagentEvent(turn.timeline, event.event, subagent, data) }
+      : turn;
+  }
+  if (TIMELINE_EVENTS.has(event.event)) {
+    return { ...turn, timeline: applyToTimeline(turn.timeline, event.event, data) };
+  }
+  switch (event.event) {
+    case "turn.started":
+      return turn;
+    case "message.delta":
+      return { ...turn, answer: turn.answer + text(data?.text) };
     case "turn.completed": {
       const reply = data as TurnReply | null;
       if (!reply) {
@@ -212,6 +365,26 @@ export function applyEvent(turn: Turn, event: SseEvent, now: number): Turn {
       // Events this page does not know yet are ignored, as a newer server may send more.
       return turn;
   }
+}
+
+/** How many rows a timeline has, its subagents' rows included. */
+export function timelineSize(timeline: TimelineEntry[]): number {
+  return timeline.reduce((size, entry) => size + 1 + (entry.kind === "subagent" ? timelineSize(entry.timeline) : 0), 0);
+}
+
+/**
+ * A key for each of a timeline's entries that stays with the entry as the timeline grows: rows
+ * other than subagents are only ever appended, so their place among their kind is stable, and a
+ * subagent (placed after its `task` call, so maybe before others) has its id.
+ */
+export function entryKeys(timeline: TimelineEntry[]): string[] {
+  const seen = new Map<string, number>();
+  return timeline.map((entry) => {
+    const base = entry.kind === "subagent" ? `subagent-${entry.id.replace(/[^\w-]/g, "_")}` : entry.kind;
+    const n = seen.get(base) ?? 0;
+    seen.set(base, n + 1);
+    return entry.kind === "subagent" && n === 0 ? base : `${base}-${n}`;
+  });
 }
 
 function finish(turn: Turn, now: number, end: { reply?: TurnReply; error?: TurnError }): Turn {

@@ -18,10 +18,8 @@ use std::time::Duration;
 use agent_core::skills::frontmatter::parse_skill_md;
 use agent_core::turn::{AgentConfig, TurnRequest, TurnService, UserProfile};
 use agent_core::vfs::Vfs;
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, Message, ModelError, SessionId, StopReason, ToolCall, Usage, UserId,
-};
-use async_trait::async_trait;
+use agent_core::{ChatResponse, Message, SessionId, ToolCall, UserId};
+use agent_ports::testing::FnModel;
 use aws_store::{AwsStores, StoreSettings};
 use local_store::MemoryObjectStore;
 use serde_json::json;
@@ -151,26 +149,16 @@ fn text(result: Result<String, agent_core::vfs::VfsError>) -> String {
 }
 
 /// A model whose every reply asks for 40 hostile tool calls, then answers.
-struct HostileModel {
-    replies: AtomicU32,
-}
-
-#[async_trait]
-impl ChatModel for HostileModel {
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        let round = self.replies.fetch_add(1, Ordering::Relaxed);
-        let answered = |content: &str| ChatResponse {
-            content: content.into(),
-            tool_calls: vec![],
-            usage: Usage::default(),
-            stop_reason: StopReason::EndTurn,
-        };
+fn hostile_model() -> FnModel {
+    let replies = AtomicU32::new(0);
+    FnModel::new(move |request| {
+        let round = replies.fetch_add(1, Ordering::Relaxed);
         if request.system.starts_with("You condense conversations") {
-            return Ok(answered("Hostile turns so far."));
+            return Ok(ChatResponse::text("Hostile turns so far."));
         }
         let steps = request.messages.iter().rev().take_while(|m| !matches!(m, Message::User { .. })).count();
         if steps >= 8 {
-            return Ok(answered("done"));
+            return Ok(ChatResponse::text("done"));
         }
         let big = "a".repeat(200 * 1024);
         let calls = (0..40)
@@ -184,16 +172,12 @@ impl ChatModel for HostileModel {
                         json!({"file_path": format!("/workspace/r{round}-{i}.txt"), "content": "z".repeat(60_000)}),
                     ),
                 };
-                ToolCall { id: format!("c{round}-{i}"), name: name.into(), arguments }
+                ToolCall::new(format!("c{round}-{i}"), name, arguments)
             })
             .collect();
-        Ok(ChatResponse {
-            content: String::new(),
-            tool_calls: calls,
-            usage: Usage::default(),
-            stop_reason: StopReason::ToolUse,
-        })
-    }
+        Ok(ChatResponse::calling(calls))
+    })
+    .keeping_no_requests()
 }
 
 /// On the real adapters against moto, so the stored data lives in moto's process and the RSS
@@ -209,12 +193,7 @@ fn memory_section(runtime: &tokio::runtime::Runtime, failures: &mut Vec<String>)
     })
     .unwrap();
     let stores = AwsStores::from_sdk_config(&config, &settings, None);
-    let service = TurnService::new(
-        stores.sessions,
-        stores.objects,
-        Arc::new(HostileModel { replies: AtomicU32::new(0) }),
-        AgentConfig::default(),
-    );
+    let service = TurnService::new(stores.sessions, stores.objects, Arc::new(hostile_model()), AgentConfig::default());
     let user = UserId::parse("u1").unwrap();
     let mut rss = BTreeMap::new();
     for turn in 1..=20 {

@@ -44,10 +44,8 @@ use agent_core::sandbox::{
 use agent_core::skills::bundle::bundle_file;
 use agent_core::store::{SessionState, TurnCommit, WorkspaceFile};
 use agent_core::turn::{AgentConfig, TurnRequest, TurnService, UserProfile};
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, Message, ModelError, SessionId, SessionStore, StopReason, ToolCall, Usage,
-    UserId,
-};
+use agent_core::{ChatResponse, Message, SessionId, SessionStore, ToolCall, UserId};
+use agent_ports::testing::FnModel;
 use async_trait::async_trait;
 use local_store::{MemoryObjectStore, MemorySessionStore};
 use sandbox::bundles::build::{pack, Wheel};
@@ -324,11 +322,8 @@ impl Sandbox for TimedSandbox {
 
 /// A zero-latency model: one tool call (`execute true` or `todoread`, by the user's message), then
 /// an answer. A tool call that did not do its work stops the run.
-struct ScriptedModel;
-
-#[async_trait]
-impl ChatModel for ScriptedModel {
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+fn zero_latency_model() -> FnModel {
+    FnModel::new(|request| {
         let turn: Vec<&Message> =
             request.messages.iter().rev().take_while(|m| !matches!(m, Message::User { .. })).collect();
         let asked = request.messages.iter().rev().find_map(|m| match m {
@@ -342,25 +337,16 @@ impl ChatModel for ScriptedModel {
             }
         }
         if !turn.is_empty() {
-            return Ok(ChatResponse {
-                content: "done".into(),
-                tool_calls: vec![],
-                usage: Usage::default(),
-                stop_reason: StopReason::EndTurn,
-            });
+            return Ok(ChatResponse::text("done"));
         }
         let (name, arguments) = match asked {
             Some(RUN_TRUE) => ("execute", json!({"command": "true"})),
             Some(READ_TODOS) => ("todoread", json!({})),
             other => panic!("unexpected message {other:?}"),
         };
-        Ok(ChatResponse {
-            content: String::new(),
-            tool_calls: vec![ToolCall { id: "c0".into(), name: name.into(), arguments }],
-            usage: Usage::default(),
-            stop_reason: StopReason::ToolUse,
-        })
-    }
+        Ok(ChatResponse::calling(vec![ToolCall::new("c0", name, arguments)]))
+    })
+    .keeping_no_requests()
 }
 
 fn skill_md(index: usize) -> String {
@@ -1002,7 +988,7 @@ fn main() {
             upload_tenant(&objects, &user, skills);
             upload_tenant(&objects, &UserId::parse("neighbour").unwrap(), neighbours);
             let service =
-                TurnService::new(sessions.clone(), objects.clone(), Arc::new(ScriptedModel), AgentConfig::default())
+                TurnService::new(sessions.clone(), objects.clone(), Arc::new(zero_latency_model()), AgentConfig::default())
                     .with_sandbox(timed.clone());
             // A warm process: the first turn builds the tenant's index.
             let warm = SessionId::parse("warm-up").unwrap();

@@ -12,10 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_core::turn::{AgentConfig, TurnRequest, TurnService, UserProfile};
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, Message, ModelError, SessionId, StopReason, ToolCall, Usage, UserId,
-};
-use async_trait::async_trait;
+use agent_core::{ChatResponse, Message, SessionId, ToolCall, UserId};
+use agent_ports::testing::FnModel;
 use aws_store::{AwsStores, CallCounter, StoreSettings};
 use serde_json::json;
 use tests::stack::Stack;
@@ -23,41 +21,24 @@ use tests::stack::Stack;
 const DEFAULT_TURNS: usize = 300;
 
 /// A model that answers at once with a tool-heavy turn: write a file, read it back, grep the
-/// workspace, then answer. Summary requests get a short summary.
-struct ToolHeavyModel {
-    turns_started: AtomicU64,
-    turn_calls: AtomicU64,
-    summary_calls: AtomicU64,
-}
-
-#[async_trait]
-impl ChatModel for ToolHeavyModel {
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        let answer = |content: String| ChatResponse {
-            content,
-            tool_calls: vec![],
-            usage: Usage::default(),
-            stop_reason: StopReason::EndTurn,
-        };
+/// workspace, then answer. Summary requests get a short summary, counted in `summaries`.
+fn tool_heavy_model(summaries: Arc<AtomicU64>) -> FnModel {
+    let turns_started = AtomicU64::new(0);
+    FnModel::new(move |request| {
         if request.system.starts_with("You condense conversations") {
-            self.summary_calls.fetch_add(1, Ordering::Relaxed);
-            return Ok(answer("The user asked for notes; the assistant wrote and searched them.".into()));
+            summaries.fetch_add(1, Ordering::Relaxed);
+            return Ok(ChatResponse::text("The user asked for notes; the assistant wrote and searched them."));
         }
-        self.turn_calls.fetch_add(1, Ordering::Relaxed);
         let step = request.messages.iter().rev().take_while(|m| !matches!(m, Message::User { .. })).count();
         if let Some(Message::Tool { name, content, .. }) = request.messages.last() {
             assert!(!content.starts_with("Error"), "the benchmark's {name} call failed: {content}");
         }
         if step == 0 {
-            self.turns_started.fetch_add(1, Ordering::Relaxed);
+            turns_started.fetch_add(1, Ordering::Relaxed);
         }
-        let turn = self.turns_started.load(Ordering::Relaxed);
-        let call = |name: &str, arguments| ChatResponse {
-            content: String::new(),
-            tool_calls: vec![ToolCall { id: format!("c{step}"), name: name.into(), arguments }],
-            usage: Usage::default(),
-            stop_reason: StopReason::ToolUse,
-        };
+        let turn = turns_started.load(Ordering::Relaxed);
+        let call =
+            |name: &str, arguments| ChatResponse::calling(vec![ToolCall::new(format!("c{step}"), name, arguments)]);
         // Eight files, each rewritten in place every eighth turn: the workspace stays the same size.
         let file = format!("/workspace/notes-{}.md", turn % 8);
         let content = format!("Turn marker {turn}\n{}", "A line of notes for the benchmark.\n".repeat(60));
@@ -68,9 +49,10 @@ impl ChatModel for ToolHeavyModel {
             0 => call("edit_file", edit),
             2 => call("read_file", json!({"file_path": file})),
             4 => call("grep", json!({"pattern": "notes", "path": "/workspace"})),
-            _ => answer("Written, read back and searched.".into()),
+            _ => ChatResponse::text("Written, read back and searched."),
         })
-    }
+    })
+    .keeping_no_requests()
 }
 
 /// One turn's figures.
@@ -128,7 +110,8 @@ fn main() {
         .unwrap();
         let counter = CallCounter::new();
         let stores = AwsStores::from_sdk_config(&config, &settings, Some(counter.clone()));
-        let model = Arc::new(ToolHeavyModel { turns_started: AtomicU64::new(0), turn_calls: AtomicU64::new(0), summary_calls: AtomicU64::new(0) });
+        let summary_calls = Arc::new(AtomicU64::new(0));
+        let model = Arc::new(tool_heavy_model(summary_calls.clone()));
         let service = TurnService::new(stores.sessions, stores.objects, model.clone(), AgentConfig::default());
         let user = UserId::parse("bench-user").unwrap();
         let mut figures = Vec::with_capacity(turns);
@@ -163,7 +146,7 @@ fn main() {
         }
         let (wall_10, cpu_10, requests_10) = window(&figures, 10);
         let (wall_n, cpu_n, requests_n) = window(&figures, turns);
-        let summaries = model.summary_calls.load(Ordering::Relaxed);
+        let summaries = summary_calls.load(Ordering::Relaxed);
         println!("\n## Long session: {turns} tool-heavy turns (write_file, read_file, grep, answer) on S3/DynamoDB (moto)\n");
         println!("| | turn 10 | turn {turns} |");
         println!("|---|---|---|");
@@ -179,7 +162,7 @@ fn main() {
         println!("| peak RSS of the process | {} MiB (after turn 10) | {} MiB |", rss_at_10 / 1024, rss_kib("VmHWM:") / 1024);
         println!(
             "\nModel calls: {} for the turns, {summaries} summaries ({:.1} turns per summary).",
-            model.turn_calls.load(Ordering::Relaxed),
+            model.calls() as u64 - summaries,
             turns as f64 / summaries.max(1) as f64
         );
         let flat = requests_n <= requests_10 + 1 && cpu_n.as_secs_f64() <= cpu_10.as_secs_f64() * 3.0 + 0.002;

@@ -1,6 +1,7 @@
 //! The tenant's skill catalog at any size, through the compiled functions against moto: both
 //! layouts, the index built once and reused, `skills-index` fed S3 events, concurrent updates,
-//! the budgeted listing with `find_skills` at 10,000 skills, lenient validation and `GET /skills`.
+//! the budgeted listing with `find_skills` at 10,000 skills, lenient validation and `GET /skills`,
+//! and the tenant's agents kept in the index's head.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -104,7 +105,7 @@ async fn the_index_is_built_on_first_use_and_a_new_process_reads_only_it() {
     let (status, _) = turn(&first, USER, "s1", "hola").await;
     assert_eq!(status, 200);
     let cold = first.storage_requests_since(mark).await;
-    assert_eq!(count(&cold, "S3.ListObjectsV2"), 1, "built from one listing: {cold:?}");
+    assert_eq!(count(&cold, "S3.ListObjectsV2"), 2, "built from a listing of skills/ and one of agents/: {cold:?}");
     assert_eq!(count(&cold, "S3.PutObject"), 1, "and stored once: {cold:?}");
     let index = index_json(&stack, USER).await;
     assert_eq!(index["format"], agent_core::skills::index::INDEX_FORMAT);
@@ -165,6 +166,56 @@ async fn skills_index_applies_added_changed_and_removed_skills_and_the_next_turn
     turn(&http, USER, "s3", "hola").await;
     let system = system_of(&stack.model.requests()[3]);
     assert!(!system.contains("load_skill(\"pdf\")") && system.contains("This account has 3 skills"), "{system}");
+}
+
+#[tokio::test]
+async fn an_agent_put_straight_into_the_bucket_reaches_the_head_through_skills_index_and_costs_turns_nothing() {
+    const USER: &str = "user-agents";
+    let stack = Stack::new().await;
+    stack.upload_example_skills(USER).await;
+    let indexer = stack.skills_index(&[]).await;
+    let summary = run_index(&indexer, json!({"rebuild": {"user_id": USER}})).await;
+    assert_eq!((summary["skills"].as_u64(), summary["agents"].as_u64()), (Some(3), Some(0)), "{summary}");
+
+    // Added, in the EventBridge form the template delivers; a bad file name is skipped, with why.
+    let key = format!("{USER}/agents/revisor.md");
+    let agent = |description: &str| {
+        format!("---\nname: revisor\ndescription: {description}\ntools: Read, Grep\nmodel: haiku\n---\nRevisa.\n")
+    };
+    stack.put(&key, agent("Revisa borradores.")).await;
+    let bad = format!("{USER}/agents/Revisor_Viejo.md");
+    stack.put(&bad, agent("Un nombre que no vale.")).await;
+    for key in [&key, &bad] {
+        let summary = run_index(&indexer, stack.bridge_event(key, true)).await;
+        assert_eq!(summary["updated"], 1, "{summary}");
+    }
+    let index = index_json(&stack, USER).await;
+    assert_eq!(index["format"], agent_core::skills::index::INDEX_FORMAT);
+    let agents = index["agents"].as_array().expect("the head carries the agents");
+    assert_eq!(agents.len(), 1, "{index}");
+    assert_eq!(agents[0]["name"], "revisor");
+    assert_eq!(agents[0]["tools"], json!(["read_file", "grep"]));
+    assert_eq!(agents[0]["model"], "haiku");
+    assert_eq!(index["skipped_agents"][0]["file"], "agents/Revisor_Viejo.md", "{index}");
+
+    // Changed, then removed (a notification this time).
+    stack.put(&key, agent("Revisa borradores de escrituras.")).await;
+    run_index(&indexer, stack.bridge_event(&key, true)).await;
+    assert_eq!(index_json(&stack, USER).await["agents"][0]["description"], "Revisa borradores de escrituras.");
+    stack.delete(&bad).await;
+    let summary = run_index(&indexer, stack.s3_event(&[&bad], false)).await;
+    assert_eq!((summary["updated"].as_u64(), summary["ignored"].as_u64()), (Some(1), Some(0)), "{summary}");
+    assert!(index_json(&stack, USER).await.get("skipped_agents").is_none(), "the skipped file is gone");
+
+    // A cold turn reads the head and nothing of the agents.
+    stack.model.push([Reply::text("ok")]);
+    let http = stack.http(&[]).await;
+    let mark = http.log_mark();
+    let (status, body) = turn(&http, USER, "s1", "hola").await;
+    assert_eq!(status, 200, "{body}");
+    let cold = http.storage_requests_since(mark).await;
+    assert_eq!(count(&cold, "S3.GetObject"), 1, "the index's head alone: {cold:?}");
+    assert_eq!(count(&cold, "S3.ListObjectsV2"), 0, "{cold:?}");
 }
 
 #[tokio::test]

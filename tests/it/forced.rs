@@ -147,8 +147,19 @@ async fn a_skill_that_declares_no_tools_gets_every_tool_but_load_skill() {
     let http = stack.http(&[]).await;
     assert_eq!(turn(&http, "s1", "/notas apunta esto").await.0, 200);
     assert_eq!(turn(&http, "s2", "/raro hola").await.0, 200);
-    let all =
-        ["abort", "delete", "edit_file", "glob", "grep", "ls", "read_file", "todoread", "todowrite", "write_file"];
+    let all = [
+        "abort",
+        "delete",
+        "edit_file",
+        "glob",
+        "grep",
+        "ls",
+        "read_file",
+        "task",
+        "todoread",
+        "todowrite",
+        "write_file",
+    ];
     for request in stack.model.requests() {
         assert_eq!(tool_names(&request), all);
     }

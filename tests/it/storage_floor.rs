@@ -54,7 +54,8 @@ async fn a_warm_turn_reads_its_session_once_and_loading_a_skill_lists_nothing() 
     let stack = Stack::new().await;
     upload_skills(&stack).await;
     let http = stack.http(&[]).await;
-    // The first turn of the tenant builds the index (one listing of skills/), which is not measured.
+    // The first turn of the tenant builds the index (a listing of skills/ and one of agents/), which
+    // is not measured.
     stack.model.push([Reply::text("hello")]);
     assert_eq!(turn(&http, "warmup", "hola").await.0, 200);
 

@@ -366,7 +366,7 @@ fn allowed_by(pattern: &str, value: &str) -> bool {
 }
 
 #[test]
-fn every_file_under_a_tenants_skills_reaches_the_skills_index_and_nothing_else_does() {
+fn every_file_under_a_tenants_skills_and_its_agents_reach_the_skills_index_and_nothing_else_does() {
     let stack = Rendered::new(&[]);
     let bucket = stack.resource("SkillsBucket").expect("the bucket");
     assert_eq!(bucket["NotificationConfiguration"], json!({"EventBridgeConfiguration": {"EventBridgeEnabled": true}}));
@@ -389,10 +389,17 @@ fn every_file_under_a_tenants_skills_reaches_the_skills_index_and_nothing_else_d
         "user-1/skills/pdf/forms/guide.md",
         "user-1/skills/docs/memo/examples/one.md",
         "user-1/skills/BASE_PROMPT.md",
+        "user-1/agents/code-reviewer.md",
+        "user-1/agents/team/nested.md",
     ] {
         assert!(matched(key), "{key} reaches the index");
     }
-    for key in ["user-1/catalog/index.json", "user-1/workspaces/s1/blobs/SKILL.md", "user-1/sessions/s1/turn-3.json"] {
+    for key in [
+        "user-1/catalog/index.json",
+        "user-1/workspaces/s1/blobs/SKILL.md",
+        "user-1/sessions/s1/turn-3.json",
+        "user-1/agents/notes.txt",
+    ] {
         assert!(!matched(key), "{key} does not");
     }
     let permission = stack.resource("SkillsIndexInvokePermission").expect("the permission");

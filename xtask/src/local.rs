@@ -1,6 +1,7 @@
 //! `cargo xtask local`: a local stand-in for the deployed stack, for the cargo-lambda loop. It
 //! starts moto_server (S3, DynamoDB) on a fixed loopback port, creates the bucket and the sessions
-//! table as `template.yaml` declares it, uploads `examples/skills` for the sample events' user, and
+//! table as `template.yaml` declares it, uploads `examples/skills` (and `examples/agents`, the
+//! tenant's agents) for the sample events' user, and
 //! writes the environment file that `cargo lambda watch --env-file` reads; it also serves a local
 //! identity provider (test keys) so `stream-turn` can verify a token for the sample user. It runs
 //! until Ctrl-C.
@@ -149,6 +150,9 @@ async fn provision(root: &Path, endpoint: &str, bucket: &str, table: &str) -> Re
     eprintln!("uploaded {uploaded} files of examples/skills to s3://{bucket}/{SAMPLE_USER}/skills/");
     let uploaded = tests::stack::upload_dir(&s3, bucket, &root.join("examples/demo/skills"), &prefix).await?;
     eprintln!("uploaded {uploaded} files of examples/demo/skills (a skill with a script of its own)");
+    let agents = format!("{SAMPLE_USER}/agents/");
+    let uploaded = tests::stack::upload_dir(&s3, bucket, &root.join("examples/agents"), &agents).await?;
+    eprintln!("uploaded {uploaded} files of examples/agents to s3://{bucket}/{agents}");
     Ok(())
 }
 
@@ -330,7 +334,12 @@ mod loop_tests {
         assert_eq!(batch, json!({"batchItemFailures": [{"itemIdentifier": "7d0c6f0e-3b1a-4f4e-9a57-0d6a3c1b2e9f"}]}));
 
         let index = Function::start("skills-index", &env).await;
-        for name in ["skills-index-rebuild.json", "s3-skill-created.json", "eventbridge-file-created.json"] {
+        for name in [
+            "skills-index-rebuild.json",
+            "s3-skill-created.json",
+            "eventbridge-file-created.json",
+            "eventbridge-agent-created.json",
+        ] {
             let summary = response(index.invoke(sample_event(name)).await);
             assert_eq!(summary["tenants"], 1, "{name}: {summary}");
         }

@@ -3,7 +3,7 @@
 import { useEffect, useRef } from "preact/hooks";
 
 import type { Skill } from "../api";
-import type { Turn } from "../turns";
+import { timelineSize, type Turn } from "../turns";
 import { Composer } from "./Composer";
 import { TurnView } from "./TurnView";
 
@@ -34,10 +34,10 @@ export function Conversation(props: ConversationProps) {
       list.current?.querySelector<HTMLElement>("article h3")?.focus();
     }
   }, [props.olderCursor]);
-  // Keep the newest turn in view as it grows, unless older turns were just added above it.
+  // Keep the newest turn in view as it grows (its subagents' rows too), unless older turns were just added above it.
   useEffect(() => {
     end.current?.scrollIntoView?.({ block: "end" });
-  }, [last?.key, last?.answer.length, last?.timeline.length, last?.status]);
+  }, [last?.key, last?.answer.length, last && timelineSize(last.timeline), last?.status]);
   return (
     <main class="conversation" aria-labelledby="conversation-heading">
       <div class="panel-head">

@@ -1,6 +1,8 @@
-// One turn of the conversation: the user's message, its timeline, the answer and its summary.
+// One turn of the conversation: the user's message, its timeline (subagents nested in it), the
+// answer and its summary.
 
-import type { Turn } from "../turns";
+import { entryKeys, type Turn } from "../turns";
+import { SubagentRow } from "./SubagentRow";
 import { TimelineRow } from "./TimelineRow";
 import { TurnStats } from "./TurnStats";
 
@@ -8,6 +10,7 @@ export function TurnView({ turn }: { turn: Turn }) {
   const label = turn.number === null ? "Turn" : `Turn ${turn.number}`;
   const headingId = `heading-${turn.key}`;
   const running = turn.status === "running";
+  const keys = entryKeys(turn.timeline);
   return (
     <article class={`turn turn-${turn.status}`} aria-labelledby={headingId}>
       <header class="turn-head">
@@ -24,9 +27,13 @@ export function TurnView({ turn }: { turn: Turn }) {
       </div>
       {turn.timeline.length > 0 && (
         <ol class="timeline" aria-label={`Timeline of ${label.toLowerCase()}`}>
-          {turn.timeline.map((entry, index) => (
-            <TimelineRow key={index} entry={entry} id={`${turn.key}-${index}`} />
-          ))}
+          {turn.timeline.map((entry, index) =>
+            entry.kind === "subagent" ? (
+              <SubagentRow key={keys[index]} entry={entry} id={`${turn.key}-${keys[index]}`} />
+            ) : (
+              <TimelineRow key={keys[index]} entry={entry} id={`${turn.key}-${keys[index]}`} />
+            ),
+          )}
         </ol>
       )}
       {/* A failed turn that said nothing shows only its error. */}

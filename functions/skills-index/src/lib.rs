@@ -1,8 +1,9 @@
 //! The skills-index contract: S3 events for files created or removed under a tenant's `skills/`
 //! prefix update only what they change in the tenant's catalog index (a SKILL.md's or
-//! BASE_PROMPT.md's entry; for any other file, the file list of the skill it belongs to). They
-//! come as EventBridge events (`Object Created` / `Object Deleted`, what the template deploys,
-//! since only EventBridge can match every file under `*/skills/`) or as S3 event notifications;
+//! BASE_PROMPT.md's entry; for any other file, the file list of the skill it belongs to), and
+//! those for a Markdown file under its `agents/` read its agents again. They come as EventBridge
+//! events (`Object Created` / `Object Deleted`, what the template deploys, since only EventBridge
+//! can match every file under `*/skills/`) or as S3 event notifications;
 //! `{"rebuild": {"user_id": "..."}}` rebuilds one tenant's index from a listing. Where the function
 //! runs in the sandbox image, a changed `requirements.txt` also remakes that skill's bundle first
 //! ([`bundles`]).
@@ -11,7 +12,7 @@ pub mod bundles;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use agent_core::skills::index::{tenant_file, update_index};
+use agent_core::skills::index::{tenant_file, update_index, TenantFile};
 use agent_core::{ObjectStore, StoreError, UserId};
 use aws_lambda_events::s3::S3Event;
 use serde::Deserialize;
@@ -68,9 +69,10 @@ pub fn decode_event_key(raw: &str) -> String {
     percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
 }
 
-/// The changed files of each tenant named by `event`; keys outside a tenant's `skills/` prefix are
-/// ignored. Returns them and how many records were ignored.
-pub fn changes_by_tenant(event: &S3Event) -> (BTreeMap<UserId, BTreeSet<String>>, usize) {
+/// The changed files of each tenant named by `event`; keys outside a tenant's `skills/` prefix and
+/// other than Markdown files under its `agents/` are ignored. Returns them and how many records
+/// were ignored.
+pub fn changes_by_tenant(event: &S3Event) -> (BTreeMap<UserId, BTreeSet<TenantFile>>, usize) {
     tenant_changes(event.records.iter().map(|record| {
         let name = record.event_name.as_deref().unwrap_or_default();
         let relevant = name.starts_with("ObjectCreated") || name.starts_with("ObjectRemoved");
@@ -81,7 +83,7 @@ pub fn changes_by_tenant(event: &S3Event) -> (BTreeMap<UserId, BTreeSet<String>>
 /// [`changes_by_tenant`] for one EventBridge event: `Object Created` or `Object Deleted` from S3.
 /// Its key is decoded as a notification's is: a valid skill path has neither `+` nor `%`, so the
 /// decoding changes nothing in any key the index would keep.
-fn bridge_changes(event: &BridgeEvent) -> (BTreeMap<UserId, BTreeSet<String>>, usize) {
+fn bridge_changes(event: &BridgeEvent) -> (BTreeMap<UserId, BTreeSet<TenantFile>>, usize) {
     let relevant =
         event.source == "aws.s3" && matches!(event.detail_type.as_str(), "Object Created" | "Object Deleted");
     tenant_changes(std::iter::once((
@@ -93,8 +95,8 @@ fn bridge_changes(event: &BridgeEvent) -> (BTreeMap<UserId, BTreeSet<String>>, u
 /// Groups `(event name, key if the event is a create or a delete)` by tenant.
 fn tenant_changes<'a>(
     events: impl Iterator<Item = (&'a str, Option<&'a str>)>,
-) -> (BTreeMap<UserId, BTreeSet<String>>, usize) {
-    let mut changes: BTreeMap<UserId, BTreeSet<String>> = BTreeMap::new();
+) -> (BTreeMap<UserId, BTreeSet<TenantFile>>, usize) {
+    let mut changes: BTreeMap<UserId, BTreeSet<TenantFile>> = BTreeMap::new();
     let mut ignored = 0;
     for (name, key) in events {
         let key = key.map(decode_event_key);
@@ -103,7 +105,7 @@ fn tenant_changes<'a>(
                 changes.entry(user).or_default().insert(file);
             }
             None => {
-                tracing::info!(event = name, key = ?key, "ignoring an event that is not about a tenant's skill");
+                tracing::info!(event = name, key = ?key, "ignoring an event that is not about a tenant's skill or agent");
                 ignored += 1;
             }
         }
@@ -133,7 +135,9 @@ pub async fn handle(
             .instrument(tenant_span(&user))
             .await
             .map_err(|first| IndexError::Storage { failed: 1, first })?;
-        return Ok(json!({"tenants": 1, "rebuilt": 1, "skills": outcome.skills, "retries": outcome.retries}));
+        return Ok(json!({
+            "tenants": 1, "rebuilt": 1, "skills": outcome.skills, "agents": outcome.agents, "retries": outcome.retries
+        }));
     }
     let (changes, ignored) = if event.get("detail-type").is_some() {
         let event: BridgeEvent = serde_json::from_value(event).map_err(|err| IndexError::BadEvent(err.to_string()))?;
@@ -147,10 +151,17 @@ pub async fn handle(
     // Tenants are independent: one tenant's failure does not stop the others' updates.
     for (user, files) in &changes {
         let span = tenant_span(user);
-        let mut files: Vec<String> = files.iter().cloned().collect();
+        let mut files: Vec<TenantFile> = files.iter().cloned().collect();
         if let Some(bundler) = bundler {
-            match bundler.refresh(objects, user, &changes[user]).instrument(span.clone()).await {
-                Ok(touched) => files.extend(touched),
+            let skills: BTreeSet<String> = files
+                .iter()
+                .filter_map(|file| match file {
+                    TenantFile::Skill(rel) => Some(rel.clone()),
+                    TenantFile::Agent(_) => None,
+                })
+                .collect();
+            match bundler.refresh(objects, user, &skills).instrument(span.clone()).await {
+                Ok(touched) => files.extend(touched.into_iter().map(TenantFile::Skill)),
                 Err(err) => {
                     span.in_scope(|| tracing::error!(error = %err, "could not bring a skill's bundle up to date"));
                     failures.push(err);
@@ -203,7 +214,7 @@ mod tests {
             let (changes, ignored) = changes_by_tenant(&event);
             assert_eq!(ignored, 0, "{file}");
             let files = &changes[&UserId::parse("user-demo").unwrap()];
-            assert_eq!(files.iter().collect::<Vec<_>>(), [expected], "{file}");
+            assert_eq!(files.iter().collect::<Vec<_>>(), [&TenantFile::Skill(expected.to_owned())], "{file}");
         }
     }
 
@@ -223,10 +234,32 @@ mod tests {
             record("ObjectCreated:Put", "u1/tickets/t/SKILL.md"),
             record("ObjectRemoved:DeleteMarkerCreated", "u1/skills/pdf/SKILL.md"),
             record("ObjectRestore:Completed", "u1/skills/a/SKILL.md"),
+            record("ObjectCreated:Put", "u1/agents/reviewer.md"),
+            record("ObjectRemoved:Delete", "u1/agents/notes.txt"),
+            record("ObjectCreated:Put", "u1/workspaces/s/agents/x.md"),
         ]}))
         .unwrap();
         let (changes, ignored) = changes_by_tenant(&event);
-        assert_eq!(ignored, 3);
-        assert_eq!(changes.len(), 1);
+        assert_eq!(ignored, 5);
+        let files: Vec<&TenantFile> = changes[&UserId::parse("u1").unwrap()].iter().collect();
+        assert_eq!(files, [&TenantFile::Skill("pdf/SKILL.md".into()), &TenantFile::Agent("reviewer.md".into())]);
+    }
+
+    #[test]
+    fn an_eventbridge_event_for_an_agent_names_it() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../events");
+        let text = std::fs::read_to_string(root.join("eventbridge-agent-created.json")).unwrap();
+        let (changes, ignored) = bridge_changes(&serde_json::from_str(&text).unwrap());
+        assert_eq!(ignored, 0);
+        let files: Vec<&TenantFile> = changes[&UserId::parse("user-demo").unwrap()].iter().collect();
+        assert_eq!(files, [&TenantFile::Agent("revisor-escrituras.md".into())]);
+        let deleted: BridgeEvent = serde_json::from_value(json!({
+            "source": "aws.s3", "detail-type": "Object Deleted",
+            "detail": {"object": {"key": "auth0%7C42/agents/code-reviewer.md"}}
+        }))
+        .unwrap();
+        let (changes, _) = bridge_changes(&deleted);
+        let files: Vec<&TenantFile> = changes[&UserId::parse("auth0|42").unwrap()].iter().collect();
+        assert_eq!(files, [&TenantFile::Agent("code-reviewer.md".into())]);
     }
 }

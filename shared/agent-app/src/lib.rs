@@ -48,6 +48,22 @@ pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConf
             }
         };
     }
+    let count = |name: &'static str, range: std::ops::RangeInclusive<u32>, default: u32| -> Result<u32, ConfigError> {
+        match lookup(name).filter(|v| !v.trim().is_empty()) {
+            None => Ok(default),
+            Some(value) => match value.trim().parse::<u32>() {
+                Ok(number) if range.contains(&number) => Ok(number),
+                _ => Err(ConfigError::Invalid {
+                    name,
+                    reason: format!("expected a whole number from {} to {}, got `{value}`", range.start(), range.end()),
+                }),
+            },
+        }
+    };
+    let defaults = config.subagents;
+    config.subagents.max_depth = count("SUBAGENT_MAX_DEPTH", 0..=4, defaults.max_depth)?;
+    config.subagents.per_turn = count("SUBAGENTS_PER_TURN", 1..=64, defaults.per_turn)?;
+    config.subagents.max_steps = count("SUBAGENT_MAX_STEPS", 1..=200, defaults.max_steps)?;
     if let Some(value) = lookup("SKILL_PROMPT_MODE") {
         config.prompt_mode = value
             .parse::<SkillPromptMode>()

@@ -59,6 +59,36 @@ pub enum TurnEvent {
     /// `path` is its `/workspace` path, downloadable from `GET /sessions/{id}/files/{path}` once the
     /// turn is committed.
     FileWritten { path: String, size: u64 },
+    /// A `task` call started a subagent. `subagent` is its id within the turn (`sa-1`, `sa-2`...),
+    /// `parent` the id of the subagent that called `task` (`null` for the turn's own agent),
+    /// `call_id` that call's id, `agent_type` the subagent's type, `description` the task as given,
+    /// cut to [`MAX_SUMMARY_BYTES`], and `depth` its level (1 for the turn's own agent's subagents).
+    SubagentStarted {
+        subagent: String,
+        parent: Option<String>,
+        call_id: String,
+        agent_type: String,
+        description: String,
+        depth: u32,
+    },
+    /// A subagent finished: how its loop ended (`answered`, `step_limit`, `deadline`, `aborted`,
+    /// `context_full`, or `failed` when its model failed), its model calls, and the first line of the
+    /// answer returned as the `task` call's result, cut.
+    SubagentCompleted { subagent: String, ending: String, steps: u32, ok: bool, summary: String },
+    /// An event of a subagent's own loop (its model calls, tool calls and results, skills loaded,
+    /// files written), tagged with the subagent's id; its name and fields are the inner event's.
+    #[serde(serialize_with = "serialize_nested")]
+    Nested { subagent: String, event: Box<TurnEvent> },
+}
+
+/// A nested event's JSON: the inner event's fields with `subagent` added. Written by hand, as
+/// `#[serde(flatten)]` of the enum within itself would never finish instantiating.
+fn serialize_nested<S: serde::Serializer>(subagent: &str, event: &TurnEvent, serializer: S) -> Result<S::Ok, S::Error> {
+    let mut value = serde_json::to_value(event).map_err(serde::ser::Error::custom)?;
+    if let Value::Object(fields) = &mut value {
+        fields.insert("subagent".to_owned(), Value::String(subagent.to_owned()));
+    }
+    value.serialize(serializer)
 }
 
 /// The skill listing a state-1 model call shows: the counts of the listing as chosen for the turn
@@ -87,6 +117,9 @@ impl TurnEvent {
             TurnEvent::ToolCall { .. } => "tool.call",
             TurnEvent::ToolResult { .. } => "tool.result",
             TurnEvent::FileWritten { .. } => "file.written",
+            TurnEvent::SubagentStarted { .. } => "subagent.started",
+            TurnEvent::SubagentCompleted { .. } => "subagent.completed",
+            TurnEvent::Nested { event, .. } => event.name(),
         }
     }
 }

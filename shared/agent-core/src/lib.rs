@@ -14,9 +14,6 @@ pub mod transcript;
 pub mod turn;
 pub mod vfs;
 
-#[cfg(test)]
-mod test_support;
-
 // The ports, whole: the traits and plain types the adapters implement live in `agent-ports`, so
 // that adapters compile against them alone; `agent_core::store` and the rest still name them.
 pub use agent_ports::{expert, ids, keys, message, model, sandbox, store};

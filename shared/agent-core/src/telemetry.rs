@@ -202,22 +202,10 @@ impl ChatModel for InstrumentedModel {
 
 #[cfg(test)]
 mod tests {
+    use agent_ports::testing::FnModel;
+
     use super::*;
     use crate::message::Usage;
-
-    struct Fixed;
-
-    #[async_trait]
-    impl ChatModel for Fixed {
-        async fn complete(&self, _: &ChatRequest) -> Result<ChatResponse, ModelError> {
-            Ok(ChatResponse {
-                content: "hola".into(),
-                tool_calls: Vec::new(),
-                usage: Usage { input_tokens: 3, output_tokens: 2 },
-                stop_reason: StopReason::EndTurn,
-            })
-        }
-    }
 
     struct Collect(std::sync::Mutex<String>);
 
@@ -229,7 +217,9 @@ mod tests {
 
     #[tokio::test]
     async fn the_decorator_passes_replies_and_deltas_through() {
-        let model = InstrumentedModel::new(Arc::new(Fixed), Some("openai".into()), Some("m".into()));
+        let fixed =
+            FnModel::new(|_| Ok(ChatResponse::text("hola").with_usage(Usage { input_tokens: 3, output_tokens: 2 })));
+        let model = InstrumentedModel::new(Arc::new(fixed), Some("openai".into()), Some("m".into()));
         let reply = model.complete(&ChatRequest::default()).await.unwrap();
         assert_eq!(reply.usage, Usage { input_tokens: 3, output_tokens: 2 });
         let sink = Collect(Default::default());

@@ -7,6 +7,8 @@ pub const EXECUTE: &str = "execute";
 pub const ABORT: &str = "abort";
 pub const TODO_WRITE: &str = "todowrite";
 pub const TODO_READ: &str = "todoread";
+/// Starts a subagent (deepagents' name).
+pub const TASK: &str = "task";
 /// Tools a forced skill always keeps, whatever it declares.
 pub const ESSENTIAL_TOOLS: [&str; 3] = [ABORT, TODO_WRITE, TODO_READ];
 

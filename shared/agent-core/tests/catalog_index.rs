@@ -6,7 +6,7 @@
 use std::sync::atomic::Ordering;
 
 use agent_core::skills::index::stored::{self, IndexHead, RETIRED_PART_SECS};
-use agent_core::skills::index::{decode_index, update_index, IndexRead, INDEX_FORMAT};
+use agent_core::skills::index::{decode_index, update_index, IndexRead, TenantFile, INDEX_FORMAT};
 use agent_core::skills::Resolved;
 use agent_core::skills::SkillLibrary;
 use agent_core::SkillPath;
@@ -31,19 +31,19 @@ async fn built_once_then_revalidated_without_reading_any_skill() {
     let library = SkillLibrary::new();
     let catalog = library.catalog(&store, &user).await.unwrap();
     assert_eq!(catalog.len(), 50);
-    assert_eq!(store.calls.object_lists.load(Ordering::Relaxed), 1);
+    assert_eq!(store.calls.object_lists.load(Ordering::Relaxed), 2, "one listing of skills/, one of agents/");
     assert_eq!(store.calls.object_puts.load(Ordering::Relaxed), 1, "the index is stored");
     let gets = store.calls.object_gets.load(Ordering::Relaxed);
 
     let again = library.catalog(&store, &user).await.unwrap();
     assert!(std::sync::Arc::ptr_eq(&catalog, &again), "unchanged: the same parsed snapshot");
     assert_eq!(store.calls.object_gets.load(Ordering::Relaxed), gets + 1, "one conditional GET");
-    assert_eq!(store.calls.object_lists.load(Ordering::Relaxed), 1, "no listing");
+    assert_eq!(store.calls.object_lists.load(Ordering::Relaxed), 2, "no listing");
 
     // A new process reads the stored index: one GET, no listing.
     let fresh = SkillLibrary::new();
     assert_eq!(fresh.catalog(&store, &user).await.unwrap().len(), 50);
-    assert_eq!(store.calls.object_lists.load(Ordering::Relaxed), 1);
+    assert_eq!(store.calls.object_lists.load(Ordering::Relaxed), 2);
 }
 
 #[tokio::test]
@@ -67,9 +67,10 @@ async fn concurrent_updates_of_one_tenant_all_land() {
     let store = MemoryObjectStore::new();
     let user = tenant(&store, "u3", 2);
     update_index(&store, &user, &[], true, None).await.unwrap();
-    let files: Vec<String> = (0..20).map(|i| format!("new/skill-{i}/SKILL.md")).collect();
+    let files: Vec<TenantFile> = (0..20).map(|i| TenantFile::Skill(format!("new/skill-{i}/SKILL.md"))).collect();
     for file in &files {
-        store.insert(&format!("u3/skills/{file}"), skill_md("x", "added"));
+        let TenantFile::Skill(rel) = file else { unreachable!() };
+        store.insert(&format!("u3/skills/{rel}"), skill_md("x", "added"));
     }
     let updates = files.iter().map(|file| update_index(&store, &user, std::slice::from_ref(file), false, None));
     for outcome in futures::future::join_all(updates).await {
@@ -160,7 +161,9 @@ async fn an_update_rewrites_one_part_and_retires_the_old_one_until_no_turn_can_r
 
     store.insert("upd/skills/cat2/skill-9/SKILL.md", skill_md("skill-9", "Rewritten."));
     let puts = store.calls.object_puts.load(Ordering::Relaxed);
-    update_index(&store, &user, &["cat2/skill-9/SKILL.md".to_owned()], false, Some(3584)).await.unwrap();
+    update_index(&store, &user, &[TenantFile::Skill("cat2/skill-9/SKILL.md".to_owned())], false, Some(3584))
+        .await
+        .unwrap();
     assert_eq!(store.calls.object_puts.load(Ordering::Relaxed) - puts, 2, "the changed part and the head");
     let after = head(&store, &user);
     let replaced: Vec<&str> =

@@ -5,40 +5,21 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use agent_core::turn::{AgentConfig, OffsetDateTime, TurnError, TurnRequest, TurnService, UserProfile};
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, IdempotencyKey, ModelError, SessionId, SessionStore, StopReason, Usage,
-    UserId,
-};
-use async_trait::async_trait;
+use agent_core::{ChatResponse, IdempotencyKey, SessionId, SessionStore, UserId};
+use agent_ports::testing::FnModel;
 use local_store::{MemoryObjectStore, MemorySessionStore};
 use tokio::sync::Notify;
 
-/// Answers "ok", panics while `panics` is above zero, and can be held until released.
-#[derive(Default)]
-struct Model {
-    calls: AtomicU32,
-    panics: AtomicU32,
-    hold: Option<Arc<Notify>>,
-}
-
-#[async_trait]
-impl ChatModel for Model {
-    async fn complete(&self, _request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        self.calls.fetch_add(1, Ordering::SeqCst);
-        if self.panics.load(Ordering::SeqCst) > 0 {
-            self.panics.fetch_sub(1, Ordering::SeqCst);
+/// Answers "ok", and panics on its first `panics` calls.
+fn model(panics: u32) -> FnModel {
+    let panics = AtomicU32::new(panics);
+    FnModel::new(move |_| {
+        if panics.load(Ordering::SeqCst) > 0 {
+            panics.fetch_sub(1, Ordering::SeqCst);
             panic!("a defect inside the turn");
         }
-        if let Some(hold) = &self.hold {
-            hold.notified().await;
-        }
-        Ok(ChatResponse {
-            content: "ok".into(),
-            tool_calls: vec![],
-            usage: Usage::default(),
-            stop_reason: StopReason::EndTurn,
-        })
-    }
+        Ok(ChatResponse::text("ok"))
+    })
 }
 
 fn request(message: &str, key: Option<&str>) -> TurnRequest {
@@ -54,7 +35,7 @@ fn request(message: &str, key: Option<&str>) -> TurnRequest {
     }
 }
 
-fn service(model: Arc<Model>) -> (TurnService, Arc<MemorySessionStore>) {
+fn service(model: Arc<FnModel>) -> (TurnService, Arc<MemorySessionStore>) {
     let sessions = Arc::new(MemorySessionStore::new());
     let service = TurnService::new(sessions.clone(), Arc::new(MemoryObjectStore::new()), model, AgentConfig::default());
     (service, sessions)
@@ -62,7 +43,7 @@ fn service(model: Arc<Model>) -> (TurnService, Arc<MemorySessionStore>) {
 
 #[tokio::test]
 async fn a_panicking_turn_commits_nothing_and_gives_its_key_back() {
-    let model = Arc::new(Model { panics: AtomicU32::new(1), ..Model::default() });
+    let model = Arc::new(model(1));
     let (service, sessions) = service(model.clone());
     let failed = service.run_turn(request("hola", Some("k1"))).await;
     assert!(matches!(failed, Err(TurnError::Internal(ref message)) if message.contains("defect")), "{failed:?}");
@@ -75,7 +56,7 @@ async fn a_panicking_turn_commits_nothing_and_gives_its_key_back() {
     let replayed = service.run_turn(request("hola", Some("k1"))).await.unwrap();
     assert!(replayed.replayed);
     assert_eq!((replayed.reply.as_str(), replayed.version), ("ok", 1));
-    assert_eq!(model.calls.load(Ordering::SeqCst), 2, "the replay did not call the model");
+    assert_eq!(model.calls(), 2, "the replay did not call the model");
     assert!(matches!(service.run_turn(request("adiós", Some("k1"))).await, Err(TurnError::IdempotencyMismatch)));
     assert_eq!(sessions.load(&user, &session).await.unwrap().unwrap().history.len(), 2);
 }
@@ -83,14 +64,14 @@ async fn a_panicking_turn_commits_nothing_and_gives_its_key_back() {
 #[tokio::test]
 async fn a_key_in_use_is_in_progress_until_its_turn_commits() {
     let hold = Arc::new(Notify::new());
-    let model = Arc::new(Model { hold: Some(hold.clone()), ..Model::default() });
+    let model = Arc::new(model(0).held(hold.clone()));
     let (service, _) = service(model.clone());
     let service = Arc::new(service);
     let first = tokio::spawn({
         let service = service.clone();
         async move { service.run_turn(request("hola", Some("k2"))).await }
     });
-    while model.calls.load(Ordering::SeqCst) == 0 {
+    while model.calls() == 0 {
         tokio::task::yield_now().await;
     }
     assert!(matches!(service.run_turn(request("hola", Some("k2"))).await, Err(TurnError::InProgress)));
@@ -98,7 +79,7 @@ async fn a_key_in_use_is_in_progress_until_its_turn_commits() {
     let committed = first.await.unwrap().unwrap();
     let replayed = service.run_turn(request("hola", Some("k2"))).await.unwrap();
     assert!(replayed.replayed && replayed.version == committed.version);
-    assert_eq!(model.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(model.calls(), 1);
 }
 
 #[tokio::test]

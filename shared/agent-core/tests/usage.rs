@@ -8,11 +8,8 @@ use std::sync::Arc;
 
 use agent_core::store::{BudgetOverride, ModelUsage, TurnCommit, TurnUsage};
 use agent_core::turn::{AgentConfig, OffsetDateTime, TurnError, TurnRequest, TurnService, UserProfile};
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, Message, ModelError, SessionId, SessionState, SessionStore, StopReason,
-    ToolCall, Usage, UserId,
-};
-use async_trait::async_trait;
+use agent_core::{ChatResponse, Message, ModelError, SessionId, SessionState, SessionStore, ToolCall, Usage, UserId};
+use agent_ports::testing::FnModel;
 use local_store::{MemoryObjectStore, MemorySessionStore};
 
 fn user(id: &str) -> UserId {
@@ -76,33 +73,21 @@ async fn usage_counts_with_the_commit_and_a_spend_once_per_token() {
 
 /// Answers each call with 100 input and 10 output tokens: a `todoread` call first, then text; or, with
 /// `fail_second`, fails the second call.
-#[derive(Default)]
-struct Model {
-    calls: AtomicU32,
-    fail_second: bool,
-}
-
-#[async_trait]
-impl ChatModel for Model {
-    async fn complete(&self, _request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        let call = self.calls.fetch_add(1, Ordering::SeqCst);
+fn two_step_model(fail_second: bool) -> Arc<FnModel> {
+    let calls = AtomicU32::new(0);
+    Arc::new(FnModel::new(move |_| {
+        let call = calls.fetch_add(1, Ordering::SeqCst);
+        let usage = Usage { input_tokens: 100, output_tokens: 10 };
         // Even calls are a turn's first (a tool call), odd ones its second (the answer).
-        let first = call.is_multiple_of(2);
-        if !first && self.fail_second {
+        if call.is_multiple_of(2) {
+            let todoread = ToolCall::new(format!("c{call}"), "todoread", serde_json::json!({}));
+            return Ok(ChatResponse::calling(vec![todoread]).with_usage(usage));
+        }
+        if fail_second {
             return Err(ModelError::Unavailable { attempts: 1, message: "down".into() });
         }
-        let tool_calls = if first {
-            vec![ToolCall { id: format!("c{call}"), name: "todoread".into(), arguments: serde_json::json!({}) }]
-        } else {
-            Vec::new()
-        };
-        Ok(ChatResponse {
-            content: if tool_calls.is_empty() { "ok".into() } else { String::new() },
-            stop_reason: if tool_calls.is_empty() { StopReason::EndTurn } else { StopReason::ToolUse },
-            tool_calls,
-            usage: Usage { input_tokens: 100, output_tokens: 10 },
-        })
-    }
+        Ok(ChatResponse::text("ok").with_usage(usage))
+    }))
 }
 
 fn request(user_id: &str, message: &str) -> TurnRequest {
@@ -118,7 +103,7 @@ fn request(user_id: &str, message: &str) -> TurnRequest {
     }
 }
 
-fn build(model: Arc<Model>, budget: Option<u64>) -> (TurnService, Arc<MemorySessionStore>) {
+fn build(model: Arc<FnModel>, budget: Option<u64>) -> (TurnService, Arc<MemorySessionStore>) {
     let sessions = Arc::new(MemorySessionStore::new());
     let config = AgentConfig { model_id: "main-model".into(), daily_token_budget: budget, ..AgentConfig::default() };
     (TurnService::new(sessions.clone(), Arc::new(MemoryObjectStore::new()), model, config), sessions)
@@ -126,7 +111,7 @@ fn build(model: Arc<Model>, budget: Option<u64>) -> (TurnService, Arc<MemorySess
 
 #[tokio::test]
 async fn a_failed_turn_counts_what_it_paid_for_and_a_spent_budget_stops_the_next_turn() {
-    let model = Arc::new(Model { fail_second: true, ..Model::default() });
+    let model = two_step_model(true);
     let (service, sessions) = build(model.clone(), None);
     let failed = service.run_turn(request("alice", "hola")).await;
     assert!(matches!(failed, Err(TurnError::Model(_))), "{failed:?}");
@@ -142,7 +127,7 @@ async fn a_failed_turn_counts_what_it_paid_for_and_a_spent_budget_stops_the_next
     // 300 tokens a day: a turn of two calls is 220. The second turn starts under the budget; its
     // first call reserves the 80 tokens left and spends 110, so its second call finds nothing left:
     // the turn fails (nothing stored), its paid call counts, and the next turn is refused at once.
-    let model = Arc::new(Model::default());
+    let model = two_step_model(false);
     let (service, sessions) = build(model.clone(), Some(300));
     let reply = service.run_turn(request("alice", "uno")).await.unwrap();
     assert_eq!(reply.usage, Usage { input_tokens: 200, output_tokens: 20 });
@@ -161,7 +146,7 @@ async fn a_failed_turn_counts_what_it_paid_for_and_a_spent_budget_stops_the_next
         matches!(refused, Err(TurnError::QuotaExceeded { used: 330, budget: 300, retry_after_secs: 1..=86_400 })),
         "{refused:?}"
     );
-    assert_eq!(model.calls.load(Ordering::SeqCst), 3, "the refused calls reached no model");
+    assert_eq!(model.calls(), 3, "the refused calls reached no model");
     assert!(service.run_turn(request("bob", "hola")).await.is_ok(), "another tenant is not affected");
     sessions.set_budget(&user("alice"), Some(BudgetOverride::Tokens(10_000)));
     assert!(service.run_turn(request("alice", "tres")).await.is_ok(), "an operator's override raises it");

@@ -85,6 +85,59 @@ id_type!(
     TicketId, "ticket id", 128, &['.']
 );
 
+/// A tenant agent's name, which is also its file's name (`{user}/agents/{name}.md`) and the
+/// subagent type the model asks for: 1 to 64 lowercase ASCII letters, digits and hyphens, the first
+/// a letter or a digit (Claude Code's subagent names).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct AgentName(String);
+
+impl AgentName {
+    /// Most characters in an agent's name.
+    pub const MAX_CHARS: usize = 64;
+
+    pub fn parse(value: impl Into<String>) -> Result<Self, InvalidId> {
+        let value = value.into();
+        let kind = "agent name";
+        if value.is_empty() {
+            return Err(InvalidId { kind, reason: "must not be empty" });
+        }
+        if value.len() > Self::MAX_CHARS {
+            return Err(InvalidId { kind, reason: "is longer than 64 characters" });
+        }
+        if !value.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-') {
+            return Err(InvalidId { kind, reason: "may only hold lowercase letters, digits and hyphens" });
+        }
+        if value.starts_with('-') {
+            return Err(InvalidId { kind, reason: "must start with a letter or a digit" });
+        }
+        Ok(Self(value))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for AgentName {
+    type Error = InvalidId;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(value)
+    }
+}
+
+impl From<AgentName> for String {
+    fn from(value: AgentName) -> String {
+        value.0
+    }
+}
+
+impl fmt::Display for AgentName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A skill's address: `category/name` (the layout `skills/{category}/{name}/SKILL.md`), a plain
 /// `name` (the Agent Skills layout `skills/{name}/SKILL.md`), or a Claude Code plugin's skill,
 /// `{plugin}/skills/{name}` or `{group}/{plugin}/skills/{name}` (a plugin marketplace's layout),
@@ -273,6 +326,16 @@ mod tests {
         assert_eq!((plain.category(), plain.name(), plain.to_string().as_str()), (None, "pdf", "pdf"));
         for bad in ["a/b/c", "../b", "a/..", "a//b", "", "..", "/", "a/skills/..", ".p/skills/n", "a/b/c/skills/n"] {
             assert!(SkillPath::parse(bad).is_err(), "{bad:?} should be rejected");
+        }
+    }
+
+    #[test]
+    fn agent_names_are_claude_codes_lowercase_names() {
+        for good in ["reviewer", "code-reviewer", "a", "9lives", "a-", &"a".repeat(64)] {
+            assert_eq!(AgentName::parse(good).unwrap().as_str(), good);
+        }
+        for bad in ["", "-a", "Reviewer", "code_reviewer", "a.md", "a/b", "..", "é", &"a".repeat(65)] {
+            assert!(AgentName::parse(bad).is_err(), "{bad:?} should be rejected");
         }
     }
 

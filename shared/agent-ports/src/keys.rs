@@ -1,6 +1,6 @@
 //! The object-store key layout, in one place: every key is `{user_id}/...`, built from validated ids.
 
-use crate::ids::{MemoryPath, SessionId, SkillPath, TicketId, UserId};
+use crate::ids::{AgentName, MemoryPath, SessionId, SkillPath, TicketId, UserId};
 
 /// Prefix of all of a tenant's skills: `{user}/skills/`.
 pub fn skills_prefix(user: &UserId) -> String {
@@ -20,6 +20,16 @@ pub fn skill_prefix(user: &UserId, skill: &SkillPath) -> String {
 /// A skill's `SKILL.md`.
 pub fn skill_md_key(user: &UserId, skill: &SkillPath) -> String {
     format!("{user}/skills/{skill}/SKILL.md")
+}
+
+/// Prefix of the tenant's agents (Claude Code's subagent files): `{user}/agents/`.
+pub fn agents_prefix(user: &UserId) -> String {
+    format!("{user}/agents/")
+}
+
+/// One agent's file: `{user}/agents/{name}.md`.
+pub fn agent_key(user: &UserId, name: &AgentName) -> String {
+    format!("{user}/agents/{name}.md")
 }
 
 /// The tenant's catalog index: what a turn needs to list and load skills, in one object. It lives

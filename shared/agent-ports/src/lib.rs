@@ -10,8 +10,11 @@ pub mod message;
 pub mod model;
 pub mod sandbox;
 pub mod store;
+// Its own tests build it too, with the dev-dependency on tokio.
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 
-pub use ids::{InvalidId, MemoryPath, SessionId, SkillPath, TicketId, UserId};
+pub use ids::{AgentName, InvalidId, MemoryPath, SessionId, SkillPath, TicketId, UserId};
 pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
 pub use model::{complete_as_one_delta, ChatModel, DeltaSink, ModelError};
 pub use store::{

@@ -85,6 +85,12 @@ pub struct ToolCall {
     pub arguments: serde_json::Value,
 }
 
+impl ToolCall {
+    pub fn new(id: impl Into<String>, name: impl Into<String>, arguments: serde_json::Value) -> Self {
+        ToolCall { id: id.into(), name: name.into(), arguments }
+    }
+}
+
 /// A tool as offered to the model: its name, what it does, and a JSON Schema of its arguments.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolSpec {
@@ -144,6 +150,28 @@ pub struct ChatResponse {
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
     pub stop_reason: StopReason,
+}
+
+impl ChatResponse {
+    /// A reply of text only, which ends the turn; no usage reported.
+    pub fn text(content: impl Into<String>) -> Self {
+        ChatResponse {
+            content: content.into(),
+            tool_calls: Vec::new(),
+            usage: Usage::default(),
+            stop_reason: StopReason::EndTurn,
+        }
+    }
+
+    /// A reply that calls these tools and says nothing; no usage reported.
+    pub fn calling(tool_calls: Vec<ToolCall>) -> Self {
+        ChatResponse { content: String::new(), tool_calls, usage: Usage::default(), stop_reason: StopReason::ToolUse }
+    }
+
+    /// The same reply, reporting `usage`.
+    pub fn with_usage(self, usage: Usage) -> Self {
+        ChatResponse { usage, ..self }
+    }
 }
 
 #[cfg(test)]

@@ -2,70 +2,33 @@
 //! format: JSON bodies on `POST /model/{modelId}/converse`, restJson errors, and on
 //! `/converse-stream` the binary `application/vnd.amazon.eventstream` framing, signed requests in.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_ports::{ChatModel, ChatRequest, ChatResponse, Message, ModelError, StopReason, ToolCall, ToolSpec, Usage};
 use aws_config::{BehaviorVersion, Region, SdkConfig};
 use aws_sdk_bedrockruntime::config::{Credentials, SharedCredentialsProvider};
 use aws_smithy_types::event_stream::{Header, HeaderValue, Message as Frame};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
 use llm::{BedrockModel, LlmConfig, ProviderKind};
 use serde_json::{json, Value};
-use tokio::sync::Notify;
 
 mod support;
+use support::server::{ok, status, Answer, Piece, Server};
 use support::{plan_format, request_with_system, Collect};
 
 const MODEL: &str = "anthropic.claude-3-5-sonnet-20240620-v1:0";
 const SECRET: &str = "test-secret-access-key-0123456789";
 
-// ---- The scripted server ----
+// ---- The wire format ----
 
-/// One piece of a scripted event stream.
-enum Piece {
-    /// An event frame: its `:event-type` and JSON payload.
-    Event(&'static str, Value),
-    /// An exception frame: its `:exception-type` (such as `throttlingException`) and message.
-    Exception(&'static str, &'static str),
-    /// Bytes as they are, which need not make a frame.
-    Raw(Vec<u8>),
-    /// Wait until the client has handed its first delta over.
-    AwaitFirstDelta,
-    /// Wait this long before the next piece, as a model producing tokens does.
-    Pause(Duration),
-    /// Drop the connection without ending the response.
-    Drop,
+/// A `ConverseStream` reply: its event-stream frames sent piece by piece.
+fn frames(pieces: Vec<Piece>) -> Answer {
+    Answer::stream("application/vnd.amazon.eventstream", pieces)
 }
 
-enum Answer {
-    /// A `Converse` reply.
-    Json(Value),
-    /// An error status with its error type (`x-amzn-ErrorType`) and message, as Bedrock sends them.
-    Error(u16, &'static str, &'static str),
-    /// A `ConverseStream` reply in event-stream frames.
-    Stream(Vec<Piece>),
-    /// Answer after this wait.
-    Delayed(Duration, Box<Answer>),
-}
-
-#[derive(Clone)]
-struct Received {
-    /// The path as sent, percent-encoding included.
-    path: String,
-    headers: HeaderMap,
-    body: Value,
-}
-
-#[derive(Clone)]
-struct Server {
-    base: String,
-    answers: Arc<Mutex<VecDeque<Answer>>>,
-    received: Arc<Mutex<Vec<Received>>>,
-    first_delta: Arc<Notify>,
+/// An error status with its error type (`x-amzn-ErrorType`) and message, as Bedrock sends them.
+fn error(code: u16, kind: &str, message: &str) -> Answer {
+    let kind = format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/");
+    status(code, json!({ "message": message })).header("x-amzn-errortype", &kind)
 }
 
 fn frame(headers: [(&'static str, &'static str); 3], payload: &Value) -> Vec<u8> {
@@ -78,101 +41,30 @@ fn frame(headers: [(&'static str, &'static str); 3], payload: &Value) -> Vec<u8>
     bytes
 }
 
-async fn answer(State(server): State<Server>, uri: Uri, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    server.received.lock().unwrap().push(Received { path: uri.path().to_owned(), headers, body });
-    let Some(mut answer) = server.answers.lock().unwrap().pop_front() else {
-        return (StatusCode::GONE, "script exhausted").into_response();
-    };
-    while let Answer::Delayed(wait, inner) = answer {
-        tokio::time::sleep(wait).await;
-        answer = *inner;
-    }
-    let pieces = match answer {
-        Answer::Json(body) => {
-            let mut response = body.to_string().into_response();
-            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
-            return response;
-        }
-        Answer::Error(status, kind, message) => {
-            let mut response =
-                (StatusCode::from_u16(status).unwrap(), json!({ "message": message }).to_string()).into_response();
-            let kind = format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/");
-            response.headers_mut().insert("x-amzn-errortype", kind.parse().unwrap());
-            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
-            return response;
-        }
-        Answer::Stream(pieces) => pieces,
-        Answer::Delayed(..) => unreachable!("unwrapped above"),
-    };
-    let gate = server.first_delta.clone();
-    let stream = futures::stream::unfold(pieces.into_iter(), move |mut pieces| {
-        let gate = gate.clone();
-        async move {
-            loop {
-                let bytes = match pieces.next()? {
-                    Piece::Event(kind, payload) => frame(
-                        [(":message-type", "event"), (":event-type", kind), (":content-type", "application/json")],
-                        &payload,
-                    ),
-                    Piece::Exception(kind, message) => frame(
-                        [
-                            (":message-type", "exception"),
-                            (":exception-type", kind),
-                            (":content-type", "application/json"),
-                        ],
-                        &json!({ "message": message }),
-                    ),
-                    Piece::Raw(bytes) => bytes,
-                    Piece::AwaitFirstDelta => {
-                        gate.notified().await;
-                        continue;
-                    }
-                    Piece::Pause(wait) => {
-                        tokio::time::sleep(wait).await;
-                        continue;
-                    }
-                    Piece::Drop => return Some((Err(std::io::Error::other("scripted drop")), pieces)),
-                };
-                return Some((Ok::<_, std::io::Error>(axum::body::Bytes::from(bytes)), pieces));
-            }
-        }
-    });
-    let mut response = axum::body::Body::from_stream(stream).into_response();
-    response.headers_mut().insert("content-type", "application/vnd.amazon.eventstream".parse().unwrap());
-    response
+/// An event frame: its `:event-type` and JSON payload.
+fn event(kind: &'static str, payload: Value) -> Piece {
+    Piece::Bytes(frame(
+        [(":message-type", "event"), (":event-type", kind), (":content-type", "application/json")],
+        &payload,
+    ))
 }
 
-impl Server {
-    async fn start(answers: Vec<Answer>) -> Server {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server = Server {
-            base: format!("http://{}", listener.local_addr().unwrap()),
-            answers: Arc::new(Mutex::new(answers.into())),
-            received: Arc::default(),
-            first_delta: Arc::new(Notify::new()),
-        };
-        let app = axum::Router::new().fallback(answer).with_state(server.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        server
-    }
+/// An exception frame: its `:exception-type` (such as `throttlingException`) and message.
+fn exception(kind: &'static str, message: &str) -> Piece {
+    Piece::Bytes(frame(
+        [(":message-type", "exception"), (":exception-type", kind), (":content-type", "application/json")],
+        &json!({ "message": message }),
+    ))
+}
 
-    fn received(&self) -> Vec<Received> {
-        self.received.lock().unwrap().clone()
-    }
+fn config(server: &Server, model: &str) -> LlmConfig {
+    let mut config = support::config(ProviderKind::Bedrock, server.base.clone(), model);
+    config.max_tokens = 256;
+    config
+}
 
-    fn config(&self, model: &str) -> LlmConfig {
-        let mut config = LlmConfig::new(ProviderKind::Bedrock, self.base.clone(), model);
-        config.max_attempts = 3;
-        config.retry_base_delay = Duration::from_millis(1);
-        config.max_tokens = 256;
-        config.timeout = Duration::from_secs(5);
-        config
-    }
-
-    fn model(&self) -> BedrockModel {
-        BedrockModel::from_sdk_config(&sdk_config(), &self.config(MODEL)).unwrap()
-    }
+fn bedrock(server: &Server) -> BedrockModel {
+    BedrockModel::from_sdk_config(&sdk_config(), &config(server, MODEL)).unwrap()
 }
 
 /// Static credentials and a region, given to the SDK directly rather than through the process environment.
@@ -229,7 +121,7 @@ fn full_request() -> ChatRequest {
 
 /// A `Converse` reply with these content blocks.
 fn converse(content: Value, stop_reason: &str) -> Answer {
-    Answer::Json(json!({
+    ok(json!({
         "output": {"message": {"role": "assistant", "content": content}},
         "stopReason": stop_reason,
         "usage": {"inputTokens": 21, "outputTokens": 9, "totalTokens": 30},
@@ -242,7 +134,7 @@ fn converse_text(text: &str) -> Answer {
 }
 
 fn throttled() -> Answer {
-    Answer::Error(429, "ThrottlingException", "Too many requests, please wait before trying again.")
+    error(429, "ThrottlingException", "Too many requests, please wait before trying again.")
 }
 
 /// The path the SDK sends for `model` and `operation`, decoded for comparison.
@@ -260,10 +152,6 @@ fn decoded(path: &str) -> String {
         }
     }
     String::from_utf8(out).unwrap()
-}
-
-fn event(kind: &'static str, payload: Value) -> Piece {
-    Piece::Event(kind, payload)
 }
 
 fn text_delta(index: u64, text: &str) -> Piece {
@@ -285,7 +173,7 @@ fn stream_text(texts: &[&str]) -> Answer {
     pieces.extend(texts.iter().map(|text| text_delta(0, text)));
     pieces.push(event("contentBlockStop", json!({"contentBlockIndex": 0})));
     pieces.extend(stream_end("end_turn"));
-    Answer::Stream(pieces)
+    frames(pieces)
 }
 
 fn assert_rejected(result: Result<ChatResponse, ModelError>, expected_status: u16, expected: &str) {
@@ -312,9 +200,9 @@ async fn converse_request_wire_shape_and_signature() {
         "tool_use",
     )])
     .await;
-    let response = server.model().complete(&full_request()).await.unwrap();
+    let response = bedrock(&server).complete(&full_request()).await.unwrap();
 
-    let received = server.received();
+    let received = server.requests();
     assert_eq!(received.len(), 1);
     assert_eq!(received[0].path, "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse");
     let authorization = received[0].headers["authorization"].to_str().unwrap();
@@ -370,7 +258,7 @@ async fn stop_reasons_map_to_the_cores() {
         ("something_new", StopReason::Other),
     ];
     let server = Server::start(cases.iter().map(|(wire, _)| converse(json!([{"text": "x"}]), wire)).collect()).await;
-    let model = server.model();
+    let model = bedrock(&server);
     for (wire, expected) in cases {
         assert_eq!(model.complete(&request_with_system()).await.unwrap().stop_reason, expected, "{wire}");
     }
@@ -387,9 +275,9 @@ async fn structured_output_is_a_forced_tool_whose_input_is_the_reply() {
     )])
     .await;
     let request = ChatRequest { response_format: Some(plan_format()), ..full_request() };
-    let response = server.model().complete(&request).await.unwrap();
+    let response = bedrock(&server).complete(&request).await.unwrap();
 
-    let body = &server.received()[0].body;
+    let body = &server.requests()[0].body;
     assert_eq!(body["toolConfig"]["toolChoice"], json!({"tool": {"name": "plan"}}));
     let tools = body["toolConfig"]["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 2, "the caller's tools stay listed: {tools:?}");
@@ -405,7 +293,7 @@ async fn structured_output_is_a_forced_tool_whose_input_is_the_reply() {
 async fn a_forced_tool_the_reply_lacks_is_an_invalid_response() {
     let server = Server::start(vec![converse(json!([{"text": "no tool"}]), "end_turn")]).await;
     let request = ChatRequest { response_format: Some(plan_format()), ..request_with_system() };
-    match server.model().complete(&request).await {
+    match bedrock(&server).complete(&request).await {
         Err(ModelError::InvalidResponse(message)) => assert!(message.contains("\"plan\""), "{message}"),
         other => panic!("expected InvalidResponse, got {other:?}"),
     }
@@ -413,76 +301,70 @@ async fn a_forced_tool_the_reply_lacks_is_an_invalid_response() {
 
 #[tokio::test]
 async fn throttling_and_unavailability_are_retried_then_succeed() {
-    let server = Server::start(vec![
-        throttled(),
-        Answer::Error(503, "ServiceUnavailableException", "busy"),
-        converse_text("finally"),
-    ])
-    .await;
-    let response = server.model().complete(&request_with_system()).await.unwrap();
+    let server =
+        Server::start(vec![throttled(), error(503, "ServiceUnavailableException", "busy"), converse_text("finally")])
+            .await;
+    let response = bedrock(&server).complete(&request_with_system()).await.unwrap();
     assert_eq!(response.content, "finally");
-    assert_eq!(server.received().len(), 3, "the policy's attempts, not the SDK's");
+    assert_eq!(server.requests().len(), 3, "the policy's attempts, not the SDK's");
 }
 
 #[tokio::test]
 async fn retries_stop_at_the_policys_attempts() {
     let server = Server::start(vec![
-        Answer::Error(429, "ModelNotReadyException", "loading"),
+        error(429, "ModelNotReadyException", "loading"),
         throttled(),
-        Answer::Error(500, "InternalServerException", "oops"),
+        error(500, "InternalServerException", "oops"),
         converse_text("never"),
     ])
     .await;
-    match server.model().complete(&request_with_system()).await {
+    match bedrock(&server).complete(&request_with_system()).await {
         Err(ModelError::Unavailable { attempts, message }) => {
             assert_eq!(attempts, 3);
             assert!(message.contains("InternalServerException: oops"), "{message}");
         }
         other => panic!("expected Unavailable, got {other:?}"),
     }
-    assert_eq!(server.received().len(), 3);
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test]
 async fn validation_and_access_errors_are_rejected_at_once() {
     let server = Server::start(vec![
-        Answer::Error(400, "ValidationException", "The model returned the following errors: bad input"),
-        Answer::Error(403, "AccessDeniedException", "You don't have access to the model"),
-        Answer::Error(404, "ResourceNotFoundException", "Model not found"),
+        error(400, "ValidationException", "The model returned the following errors: bad input"),
+        error(403, "AccessDeniedException", "You don't have access to the model"),
+        error(404, "ResourceNotFoundException", "Model not found"),
     ])
     .await;
-    let model = server.model();
+    let model = bedrock(&server);
     assert_rejected(model.complete(&request_with_system()).await, 400, "ValidationException: The model returned");
-    assert_eq!(server.received().len(), 1, "no retry on a validation error");
+    assert_eq!(server.requests().len(), 1, "no retry on a validation error");
     assert_rejected(model.complete(&request_with_system()).await, 403, "AccessDeniedException");
     assert_rejected(model.complete(&request_with_system()).await, 404, "ResourceNotFoundException");
-    assert_eq!(server.received().len(), 3);
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test]
 async fn a_slow_attempt_times_out_and_is_retried() {
-    let server = Server::start(vec![
-        Answer::Delayed(Duration::from_secs(3), Box::new(converse_text("too late"))),
-        converse_text("in time"),
-    ])
-    .await;
-    let mut config = server.config(MODEL);
+    let server =
+        Server::start(vec![converse_text("too late").delayed(Duration::from_secs(3)), converse_text("in time")]).await;
+    let mut config = config(&server, MODEL);
     config.timeout = Duration::from_millis(500);
     let model = BedrockModel::from_sdk_config(&sdk_config(), &config).unwrap();
     assert_eq!(model.complete(&request_with_system()).await.unwrap().content, "in time");
-    assert_eq!(server.received().len(), 2);
+    assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]
 async fn a_per_call_model_overrides_the_configured_one() {
     let server = Server::start(vec![converse_text("planned"), converse_text("default")]).await;
-    let model = server.model();
+    let model = bedrock(&server);
     let planner =
         ChatRequest { model: Some("us.anthropic.claude-sonnet-4-20250514-v1:0".into()), ..request_with_system() };
     assert_eq!(model.complete(&planner).await.unwrap().content, "planned");
     let blank = ChatRequest { model: Some(" ".into()), ..request_with_system() };
     assert_eq!(model.complete(&blank).await.unwrap().content, "default");
-    let paths: Vec<String> = server.received().iter().map(|r| r.path.clone()).collect();
+    let paths: Vec<String> = server.requests().iter().map(|r| r.path.clone()).collect();
     assert_eq!(
         paths,
         [
@@ -496,9 +378,9 @@ async fn a_per_call_model_overrides_the_configured_one() {
 async fn an_inference_profile_arn_is_the_model_id() {
     let arn = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.anthropic.claude-sonnet-4-20250514-v1:0";
     let server = Server::start(vec![converse_text("via profile")]).await;
-    let model = BedrockModel::from_sdk_config(&sdk_config(), &server.config(arn)).unwrap();
+    let model = BedrockModel::from_sdk_config(&sdk_config(), &config(&server, arn)).unwrap();
     assert_eq!(model.complete(&request_with_system()).await.unwrap().content, "via profile");
-    let path = &server.received()[0].path;
+    let path = &server.requests()[0].path;
     assert!(!path[1..].contains("arn:aws"), "the id is one encoded path segment: {path}");
     assert_eq!(decoded(path), format!("/model/{arn}/converse"));
 }
@@ -506,21 +388,19 @@ async fn an_inference_profile_arn_is_the_model_id() {
 #[tokio::test]
 async fn malformed_replies_are_errors_not_panics() {
     let server = Server::start(vec![
-        Answer::Json(
-            json!({"stopReason": "end_turn", "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}}),
-        ),
-        Answer::Json(json!("not an object")),
+        ok(json!({"stopReason": "end_turn", "usage": {"inputTokens": 1, "outputTokens": 1, "totalTokens": 2}})),
+        ok(json!("not an object")),
         converse(json!([{"toolUse": {"toolUseId": "", "name": "read_file", "input": {}}}]), "tool_use"),
     ])
     .await;
-    let model = server.model();
+    let model = bedrock(&server);
     for _ in 0..3 {
         match model.complete(&request_with_system()).await {
             Err(ModelError::InvalidResponse(_)) => {}
             other => panic!("expected InvalidResponse, got {other:?}"),
         }
     }
-    assert_eq!(server.received().len(), 3);
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test]
@@ -554,9 +434,9 @@ async fn converse_stream_hands_deltas_over_as_they_arrive() {
         event("contentBlockStop", json!({"contentBlockIndex": 1})),
     ];
     pieces.extend(stream_end("tool_use"));
-    let server = Server::start(vec![Answer::Stream(pieces)]).await;
+    let server = Server::start(vec![frames(pieces)]).await;
     let sink = Collect::new(server.first_delta.clone());
-    let response = server.model().complete_streaming(&full_request(), &sink).await.unwrap();
+    let response = bedrock(&server).complete_streaming(&full_request(), &sink).await.unwrap();
 
     assert_eq!(sink.deltas(), ["Let me ", "look."]);
     assert_eq!(response.content, "Let me look.");
@@ -566,7 +446,7 @@ async fn converse_stream_hands_deltas_over_as_they_arrive() {
     );
     assert_eq!(response.usage, Usage { input_tokens: 40, output_tokens: 12 });
     assert_eq!(response.stop_reason, StopReason::ToolUse);
-    let received = server.received();
+    let received = server.requests();
     assert_eq!(received[0].path, "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream");
     assert_eq!(received[0].body["inferenceConfig"], json!({"maxTokens": 256}));
     assert_eq!(received[0].body["messages"].as_array().unwrap().len(), 3);
@@ -576,37 +456,33 @@ async fn converse_stream_hands_deltas_over_as_they_arrive() {
 async fn stream_failures_before_the_first_delta_are_retried() {
     let server = Server::start(vec![
         throttled(),
-        Answer::Stream(vec![
+        frames(vec![
             event("messageStart", json!({"role": "assistant"})),
-            Piece::Exception("modelStreamErrorException", "the model stumbled"),
+            exception("modelStreamErrorException", "the model stumbled"),
         ]),
-        Answer::Stream(vec![event("messageStart", json!({"role": "assistant"})), Piece::Drop]),
+        frames(vec![event("messageStart", json!({"role": "assistant"})), Piece::Drop]),
         stream_text(&["at ", "last"]),
     ])
     .await;
-    let mut config = server.config(MODEL);
+    let mut config = config(&server, MODEL);
     config.max_attempts = 4;
     let model = BedrockModel::from_sdk_config(&sdk_config(), &config).unwrap();
     let sink = Collect::new(server.first_delta.clone());
     let response = model.complete_streaming(&request_with_system(), &sink).await.unwrap();
     assert_eq!(sink.deltas(), ["at ", "last"]);
     assert_eq!(response.content, "at last");
-    assert_eq!(server.received().len(), 4);
+    assert_eq!(server.requests().len(), 4);
 }
 
 #[tokio::test]
 async fn stream_failures_after_the_first_delta_are_final() {
     let server = Server::start(vec![
-        Answer::Stream(vec![
-            text_delta(0, "Hal"),
-            Piece::AwaitFirstDelta,
-            Piece::Exception("throttlingException", "slow down"),
-        ]),
-        Answer::Stream(vec![text_delta(0, "Hal"), Piece::AwaitFirstDelta, Piece::Drop]),
+        frames(vec![text_delta(0, "Hal"), Piece::AwaitFirstDelta, exception("throttlingException", "slow down")]),
+        frames(vec![text_delta(0, "Hal"), Piece::AwaitFirstDelta, Piece::Drop]),
         stream_text(&["never sent"]),
     ])
     .await;
-    let model = server.model();
+    let model = bedrock(&server);
     for expected_requests in [1, 2] {
         let sink = Collect::new(server.first_delta.clone());
         match model.complete_streaming(&request_with_system(), &sink).await {
@@ -617,18 +493,18 @@ async fn stream_failures_after_the_first_delta_are_final() {
             other => panic!("expected Unavailable after the reply began, got {other:?}"),
         }
         assert_eq!(sink.deltas(), ["Hal"]);
-        assert_eq!(server.received().len(), expected_requests, "no second attempt once text was shown");
+        assert_eq!(server.requests().len(), expected_requests, "no second attempt once text was shown");
     }
 }
 
 #[tokio::test]
 async fn stream_rejections_are_final() {
     let server = Server::start(vec![
-        Answer::Error(400, "ValidationException", "messages: bad"),
-        Answer::Stream(vec![Piece::Exception("validationException", "input too long")]),
+        error(400, "ValidationException", "messages: bad"),
+        frames(vec![exception("validationException", "input too long")]),
     ])
     .await;
-    let model = server.model();
+    let model = bedrock(&server);
     let sink = Collect::new(server.first_delta.clone());
     assert_rejected(
         model.complete_streaming(&request_with_system(), &sink).await,
@@ -636,7 +512,7 @@ async fn stream_rejections_are_final() {
         "ValidationException: messages",
     );
     assert_rejected(model.complete_streaming(&request_with_system(), &sink).await, 400, "input too long");
-    assert_eq!(server.received().len(), 2);
+    assert_eq!(server.requests().len(), 2);
     assert!(sink.deltas().is_empty());
 }
 
@@ -673,26 +549,26 @@ async fn malformed_streams_are_errors_not_panics() {
         (vec![event("contentBlockDelta", json!({"contentBlockIndex": "zero"}))], "ContentBlockDelta"),
     ];
     for (pieces, expected) in cases {
-        let server = Server::start(vec![Answer::Stream(pieces)]).await;
+        let server = Server::start(vec![frames(pieces)]).await;
         let sink = Collect::new(server.first_delta.clone());
-        match server.model().complete_streaming(&request_with_system(), &sink).await {
+        match bedrock(&server).complete_streaming(&request_with_system(), &sink).await {
             Err(ModelError::InvalidResponse(message)) => assert!(message.contains(expected), "{expected}: {message}"),
             other => panic!("{expected}: expected InvalidResponse, got {other:?}"),
         }
-        assert_eq!(server.received().len(), 1, "{expected}: not retried");
+        assert_eq!(server.requests().len(), 1, "{expected}: not retried");
     }
 }
 
 #[tokio::test]
 async fn a_stream_without_its_end_is_retried_and_then_unavailable() {
     let server = Server::start(vec![
-        Answer::Stream(vec![event("messageStart", json!({"role": "assistant"}))]),
-        Answer::Stream(vec![Piece::Raw(vec![0, 0, 0, 64, 0, 0])]),
-        Answer::Stream(vec![]),
+        frames(vec![event("messageStart", json!({"role": "assistant"}))]),
+        frames(vec![Piece::Bytes(vec![0, 0, 0, 64, 0, 0])]),
+        frames(vec![]),
     ])
     .await;
     let sink = Collect::new(server.first_delta.clone());
-    match server.model().complete_streaming(&request_with_system(), &sink).await {
+    match bedrock(&server).complete_streaming(&request_with_system(), &sink).await {
         Err(ModelError::Unavailable { attempts, message }) => {
             assert_eq!(attempts, 3);
             assert!(message.contains("ended before the reply was complete"), "{message}");
@@ -710,10 +586,10 @@ async fn structured_output_streams_as_one_buffered_delta() {
     .await;
     let sink = Collect::new(server.first_delta.clone());
     let request = ChatRequest { response_format: Some(plan_format()), ..request_with_system() };
-    let response = server.model().complete_streaming(&request, &sink).await.unwrap();
+    let response = bedrock(&server).complete_streaming(&request, &sink).await.unwrap();
     assert_eq!(sink.deltas(), [r#"{"steps":["read"]}"#]);
     assert_eq!(response.content, r#"{"steps":["read"]}"#);
-    assert!(server.received()[0].path.ends_with("/converse"));
+    assert!(server.requests()[0].path.ends_with("/converse"));
 }
 
 #[tokio::test]
@@ -725,21 +601,21 @@ async fn the_timeout_bounds_the_silence_between_events_not_the_whole_stream() {
             pieces.push(text_delta(0, text));
         }
         pieces.extend(stream_end("end_turn"));
-        Answer::Stream(pieces)
+        frames(pieces)
     };
     let server = Server::start(vec![
         // Silent for longer than the timeout before anything was shown: another attempt.
-        Answer::Stream(vec![event("messageStart", json!({"role": "assistant"})), Piece::Pause(Duration::from_secs(3))]),
+        frames(vec![event("messageStart", json!({"role": "assistant"})), Piece::Pause(Duration::from_secs(3))]),
         // Longer in all than the timeout, but never silent for that long.
         slow(&["one ", "two ", "three ", "four"]),
     ])
     .await;
-    let mut config = server.config(MODEL);
+    let mut config = config(&server, MODEL);
     config.timeout = Duration::from_millis(800);
     let model = BedrockModel::from_sdk_config(&sdk_config(), &config).unwrap();
     let sink = Collect::new(server.first_delta.clone());
     let response = model.complete_streaming(&request_with_system(), &sink).await.unwrap();
     assert_eq!(response.content, "one two three four");
     assert_eq!(sink.deltas().len(), 4);
-    assert_eq!(server.received().len(), 2);
+    assert_eq!(server.requests().len(), 2);
 }

@@ -1,129 +1,27 @@
 //! Provider tests against a scripted HTTP server on 127.0.0.1: wire shapes, parsing, retries, errors and replay.
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use agent_ports::{
     ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, Message, ModelError, StopReason, ToolCall, ToolSpec, Usage,
 };
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
-use axum::response::{IntoResponse, Response};
 use llm::{build, AnthropicModel, LlmConfig, OpenAiModel, ProviderKind};
 use serde_json::{json, Value};
 
 mod support;
 use support::plan_format;
+use support::server::{ok, status, Answer, Received, Server};
 
 const KEY: &str = "sk-test-key-0123456789";
-
-// ---- The scripted server ----
-
-/// One scripted answer.
-struct Reply {
-    status: u16,
-    headers: Vec<(&'static str, String)>,
-    body: String,
-    delay: Duration,
-}
-
-fn ok(body: Value) -> Reply {
-    Reply { status: 200, headers: vec![], body: body.to_string(), delay: Duration::ZERO }
-}
-
-fn status(status: u16, body: Value) -> Reply {
-    Reply { status, headers: vec![], body: body.to_string(), delay: Duration::ZERO }
-}
-
-impl Reply {
-    fn header(mut self, name: &'static str, value: &str) -> Self {
-        self.headers.push((name, value.to_string()));
-        self
-    }
-
-    fn delayed(mut self, delay: Duration) -> Self {
-        self.delay = delay;
-        self
-    }
-}
-
-/// A request as the server received it.
-struct Received {
-    path: String,
-    headers: HeaderMap,
-    body: Value,
-}
-
-#[derive(Default)]
-struct Script {
-    replies: VecDeque<Reply>,
-    received: Vec<Received>,
-}
-
-struct Server {
-    base: String,
-    script: Arc<Mutex<Script>>,
-}
-
-impl Server {
-    async fn start(replies: Vec<Reply>) -> Server {
-        let script = Arc::new(Mutex::new(Script { replies: replies.into(), received: Vec::new() }));
-        let app = axum::Router::new().fallback(answer).with_state(script.clone());
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let base = format!("http://{}", listener.local_addr().unwrap());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        Server { base, script }
-    }
-
-    fn request_count(&self) -> usize {
-        self.script.lock().unwrap().received.len()
-    }
-
-    /// Returns (path, headers, body) of the `index`th request.
-    fn request(&self, index: usize) -> (String, HeaderMap, Value) {
-        let script = self.script.lock().unwrap();
-        let r = &script.received[index];
-        (r.path.clone(), r.headers.clone(), r.body.clone())
-    }
-
-    fn replies_left(&self) -> usize {
-        self.script.lock().unwrap().replies.len()
-    }
-}
-
-async fn answer(State(script): State<Arc<Mutex<Script>>>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
-    let reply = {
-        let mut script = script.lock().unwrap();
-        let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        script.received.push(Received { path: uri.path().to_string(), headers, body });
-        script.replies.pop_front()
-    };
-    // A request the script did not expect is answered so that the client gives up at once.
-    let Some(reply) = reply else {
-        return (StatusCode::GONE, "script exhausted").into_response();
-    };
-    tokio::time::sleep(reply.delay).await;
-    let mut response = (StatusCode::from_u16(reply.status).unwrap(), reply.body).into_response();
-    response.headers_mut().insert("content-type", "application/json".parse().unwrap());
-    for (name, value) in reply.headers {
-        response.headers_mut().insert(name, value.parse().unwrap());
-    }
-    response
-}
 
 // ---- Fixtures ----
 
 fn config(provider: ProviderKind, base_url: String) -> LlmConfig {
-    let mut config = LlmConfig::new(provider, base_url, "test-model");
+    let mut config = support::config(provider, base_url, "test-model");
     config.api_key = Some(KEY.to_string());
-    config.max_attempts = 3;
-    config.retry_base_delay = Duration::from_millis(1);
     config.max_tokens = 256;
-    config.timeout = Duration::from_secs(5);
     config
 }
 
@@ -214,10 +112,6 @@ fn anthropic_text(text: &str) -> Value {
     })
 }
 
-fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
-    headers.get(name).map(|v| v.to_str().unwrap())
-}
-
 /// A fresh path under Cargo's per-test temporary directory.
 fn temp_path(name: &str) -> PathBuf {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
@@ -234,13 +128,13 @@ async fn openai_request_wire_shape_and_auth() {
     let server = Server::start(vec![ok(openai_text("done"))]).await;
     openai(&server).complete(&full_request()).await.unwrap();
 
-    assert_eq!(server.request_count(), 1);
-    let (path, headers, body) = server.request(0);
-    assert_eq!(path, "/v1/chat/completions");
-    assert_eq!(header(&headers, "authorization"), Some(format!("Bearer {KEY}").as_str()));
-    assert_eq!(header(&headers, "content-type"), Some("application/json"));
+    assert_eq!(server.requests().len(), 1);
+    let request = &server.requests()[0];
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(request.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(request.header("content-type"), Some("application/json"));
     assert_eq!(
-        body,
+        request.body,
         json!({
             "model": "test-model",
             "max_tokens": 256,
@@ -270,11 +164,11 @@ async fn openai_omits_empty_tools_system_and_missing_key() {
     config.api_key = None;
     OpenAiModel::new(&config).unwrap().complete(&simple_request()).await.unwrap();
 
-    let (path, headers, body) = server.request(0);
-    assert_eq!(path, "/v1/chat/completions");
-    assert_eq!(header(&headers, "authorization"), None);
+    let request = &server.requests()[0];
+    assert_eq!(request.path, "/v1/chat/completions");
+    assert_eq!(request.header("authorization"), None);
     assert_eq!(
-        body,
+        request.body,
         json!({"model": "test-model", "max_tokens": 256, "messages": [{"role": "user", "content": "hi"}]})
     );
 }
@@ -363,7 +257,7 @@ async fn openai_sends_preserved_raw_arguments_verbatim() {
     let server = Server::start(vec![ok(openai_text("ok"))]).await;
     let request = raw_arguments_request();
     openai(&server).complete(&request).await.unwrap();
-    let (_, _, body) = server.request(0);
+    let body = server.requests().remove(0).body;
     assert_eq!(
         body["messages"][1],
         json!({"role": "assistant", "content": null, "tool_calls": [
@@ -386,7 +280,7 @@ async fn openai_model_override_and_strict_json_schema() {
     assert!(response.tool_calls.is_empty());
     assert_eq!(response.stop_reason, StopReason::EndTurn);
 
-    let (_, _, body) = server.request(0);
+    let body = server.requests().remove(0).body;
     assert_eq!(
         body,
         json!({
@@ -408,7 +302,7 @@ async fn openai_open_schema_is_not_strict_and_tools_stay() {
     let model = openai(&server);
     let request = ChatRequest { response_format: Some(open_format()), ..full_request() };
     assert_eq!(model.complete(&request).await.unwrap().content, r#"{"topic":"leases"}"#);
-    let (_, _, body) = server.request(0);
+    let body = server.requests().remove(0).body;
     assert_eq!(body["model"], "test-model", "no override means the configured model");
     assert_eq!(
         body["response_format"],
@@ -423,7 +317,7 @@ async fn openai_open_schema_is_not_strict_and_tools_stay() {
     };
     let request = ChatRequest { model: Some(String::new()), response_format: Some(nested), ..simple_request() };
     model.complete(&request).await.unwrap();
-    let (_, _, body) = server.request(1);
+    let body = server.requests().remove(1).body;
     assert_eq!(body["model"], "test-model", "an empty override is no override");
     assert_eq!(body["response_format"]["json_schema"]["strict"], false);
 }
@@ -437,7 +331,7 @@ async fn openai_retries_429_with_retry_after_then_succeeds() {
     .await;
     let response = openai(&server).complete(&simple_request()).await.unwrap();
     assert_eq!(response.content, "after the wait");
-    assert_eq!(server.request_count(), 2);
+    assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]
@@ -451,7 +345,7 @@ async fn retry_after_seconds_are_honoured() {
     let started = Instant::now();
     openai(&server).complete(&simple_request()).await.unwrap();
     assert!(started.elapsed() >= Duration::from_secs(1), "waited only {:?}", started.elapsed());
-    assert_eq!(server.request_count(), 2);
+    assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]
@@ -465,7 +359,7 @@ async fn openai_500s_exhaust_attempts() {
         }
         other => panic!("expected Unavailable, got {other:?}"),
     }
-    assert_eq!(server.request_count(), 3);
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test]
@@ -486,18 +380,16 @@ async fn openai_400_is_rejected_at_once_without_leaking_the_key() {
         }
         other => panic!("expected Rejected, got {other:?}"),
     }
-    assert_eq!(server.request_count(), 1);
-    assert_eq!(server.replies_left(), 1);
+    assert_eq!(server.requests().len(), 1);
+    assert_eq!(server.answers_left(), 1);
 }
 
 #[tokio::test]
 async fn openai_invalid_body_is_invalid_response() {
-    let server =
-        Server::start(vec![Reply { status: 200, headers: vec![], body: "<html>".to_string(), delay: Duration::ZERO }])
-            .await;
+    let server = Server::start(vec![Answer::json_text(200, "<html>")]).await;
     let result = openai(&server).complete(&simple_request()).await;
     assert!(matches!(result, Err(ModelError::InvalidResponse(_))), "{result:?}");
-    assert_eq!(server.request_count(), 1);
+    assert_eq!(server.requests().len(), 1);
 }
 
 #[tokio::test]
@@ -509,7 +401,7 @@ async fn timeouts_are_retried() {
     config.timeout = Duration::from_millis(300);
     let response = OpenAiModel::new(&config).unwrap().complete(&simple_request()).await.unwrap();
     assert_eq!(response.content, "in time");
-    assert_eq!(server.request_count(), 2);
+    assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]
@@ -534,15 +426,15 @@ async fn anthropic_request_wire_shape_and_headers() {
     let server = Server::start(vec![ok(anthropic_text("done"))]).await;
     anthropic(&server).complete(&full_request()).await.unwrap();
 
-    assert_eq!(server.request_count(), 1);
-    let (path, headers, body) = server.request(0);
-    assert_eq!(path, "/v1/messages");
-    assert_eq!(header(&headers, "x-api-key"), Some(KEY));
-    assert_eq!(header(&headers, "anthropic-version"), Some("2023-06-01"));
-    assert_eq!(header(&headers, "authorization"), None);
-    assert_eq!(header(&headers, "content-type"), Some("application/json"));
+    assert_eq!(server.requests().len(), 1);
+    let request = &server.requests()[0];
+    assert_eq!(request.path, "/v1/messages");
+    assert_eq!(request.header("x-api-key"), Some(KEY));
+    assert_eq!(request.header("anthropic-version"), Some("2023-06-01"));
+    assert_eq!(request.header("authorization"), None);
+    assert_eq!(request.header("content-type"), Some("application/json"));
     assert_eq!(
-        body,
+        request.body,
         json!({
             "model": "test-model",
             "max_tokens": 256,
@@ -572,7 +464,7 @@ async fn anthropic_request_wire_shape_and_headers() {
 async fn anthropic_omits_empty_system_and_tools() {
     let server = Server::start(vec![ok(anthropic_text("hello"))]).await;
     anthropic(&server).complete(&simple_request()).await.unwrap();
-    let (_, _, body) = server.request(0);
+    let body = server.requests().remove(0).body;
     assert_eq!(
         body,
         json!({"model": "test-model", "max_tokens": 256, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]})
@@ -640,7 +532,7 @@ async fn anthropic_keeps_unparseable_arguments_from_history() {
     let server = Server::start(vec![ok(anthropic_text("ok"))]).await;
     let request = raw_arguments_request();
     anthropic(&server).complete(&request).await.unwrap();
-    let (_, _, body) = server.request(0);
+    let body = server.requests().remove(0).body;
     assert_eq!(
         body["messages"][1],
         json!({"role": "assistant", "content": [
@@ -687,7 +579,7 @@ async fn anthropic_structured_output_is_a_forced_tool() {
         }
     );
 
-    let (_, _, body) = server.request(0);
+    let body = server.requests().remove(0).body;
     assert_eq!(body["model"], "claude-planner");
     assert_eq!(body["messages"].as_array().unwrap().len(), 3, "the history is sent as usual");
     assert_eq!(
@@ -716,7 +608,7 @@ async fn anthropic_structured_output_without_other_tools() {
     assert_eq!(response.content, r#"{"topic":"leases"}"#);
     assert!(response.tool_calls.is_empty());
     assert_eq!(response.stop_reason, StopReason::EndTurn);
-    let (_, _, body) = server.request(0);
+    let body = server.requests().remove(0).body;
     assert_eq!(
         body,
         json!({
@@ -756,7 +648,7 @@ async fn anthropic_format_named_like_a_tool_is_refused_before_sending() {
         Err(ModelError::Config(message)) => assert!(message.contains("read_file"), "{message}"),
         other => panic!("expected Config, got {other:?}"),
     }
-    assert_eq!(server.request_count(), 0);
+    assert_eq!(server.requests().len(), 0);
 }
 
 #[tokio::test]
@@ -783,10 +675,10 @@ async fn anthropic_retries_429_with_retry_after_then_succeeds() {
     .await;
     let response = anthropic(&server).complete(&simple_request()).await.unwrap();
     assert_eq!(response.content, "after the wait");
-    assert_eq!(server.request_count(), 2);
+    assert_eq!(server.requests().len(), 2);
     // Every attempt carries the credentials.
     for index in 0..2 {
-        assert_eq!(header(&server.request(index).1, "x-api-key"), Some(KEY));
+        assert_eq!(server.requests()[index].header("x-api-key"), Some(KEY));
     }
 }
 
@@ -800,7 +692,7 @@ async fn anthropic_retry_after_http_date_in_the_past_means_now() {
     .await;
     let response = anthropic(&server).complete(&simple_request()).await.unwrap();
     assert_eq!(response.content, "fine");
-    assert_eq!(server.request_count(), 2);
+    assert_eq!(server.requests().len(), 2);
 }
 
 #[tokio::test]
@@ -815,7 +707,7 @@ async fn anthropic_5xx_exhaust_attempts() {
         }
         other => panic!("expected Unavailable, got {other:?}"),
     }
-    assert_eq!(server.request_count(), 3);
+    assert_eq!(server.requests().len(), 3);
 }
 
 #[tokio::test]
@@ -832,7 +724,7 @@ async fn anthropic_400_is_rejected_at_once() {
         }
         other => panic!("expected Rejected, got {other:?}"),
     }
-    assert_eq!(server.request_count(), 1);
+    assert_eq!(server.requests().len(), 1);
 }
 
 // ---- Record and replay ----
@@ -869,7 +761,7 @@ async fn recorded_replies_replay_identically() {
     let replayed =
         vec![replay.complete(&simple_request()).await.unwrap(), replay.complete(&simple_request()).await.unwrap()];
     assert_eq!(replayed, live_replies);
-    assert_eq!(server.request_count(), 2, "replay must not touch the network");
+    assert_eq!(server.requests().len(), 2, "replay must not touch the network");
 
     match replay.complete(&simple_request()).await {
         Err(ModelError::Config(message)) => {
@@ -919,7 +811,7 @@ async fn build_from_lookup_selects_the_provider() {
     .unwrap();
     let model = build(&config).await.unwrap();
     assert_eq!(model.complete(&simple_request()).await.unwrap().content, "via build");
-    let (path, _, body) = server.request(0);
+    let Received { path, body, .. } = server.requests().remove(0);
     assert_eq!(path, "/v1/messages");
     assert_eq!(body["model"], "claude-test");
     assert_eq!(body["max_tokens"], 4096);

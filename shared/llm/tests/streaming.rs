@@ -2,146 +2,50 @@
 //! while the reply is still being sent, tool calls and usage are assembled, failures before the
 //! first delta are retried and failures after it are not, malformed streams are errors, not panics.
 
-use std::collections::VecDeque;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use agent_ports::{ChatModel, ChatRequest, ChatResponse, JsonSchemaFormat, ModelError, StopReason};
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
 use llm::{AnthropicModel, LlmConfig, OpenAiModel, ProviderKind, RecordingModel, ReplayModel};
 use serde_json::{json, Value};
-use tokio::sync::Notify;
 
 mod support;
+use support::server::{ok, status, Answer, Piece, Server};
 use support::{request_with_system, Collect};
 
 const KEY: &str = "sk-stream-key-0123456789";
 
-// ---- The scripted server ----
-
-/// One piece of a scripted streamed answer.
-enum Piece {
-    /// Send this text as it is.
-    Send(String),
-    /// Send these bytes, which need not be UTF-8.
-    Raw(&'static [u8]),
-    /// Wait this long before the next piece, as a model producing tokens does.
-    Pause(Duration),
-    /// Wait until the client has handed its first delta over.
-    AwaitFirstDelta,
-    /// Drop the connection without ending the response.
-    Drop,
-    /// Keep the connection open and send nothing more.
-    Stall,
+/// A streamed reply: its events sent piece by piece.
+fn events(pieces: Vec<Piece>) -> Answer {
+    Answer::stream("text/event-stream", pieces)
 }
 
-enum Answer {
-    /// A `text/event-stream` body sent piece by piece.
-    Stream(Vec<Piece>),
-    /// An error status with a JSON error body and, when given, `Retry-After`.
-    Status(u16, Option<&'static str>),
-    /// A buffered JSON reply.
-    Json(Value),
+/// An error status with a JSON error body that names the key (which must not leak) and, when
+/// given, `Retry-After`.
+fn failure(code: u16, retry_after: Option<&str>) -> Answer {
+    let answer = status(code, json!({"error": {"message": format!("scripted {code} for {KEY}"), "type": "api_error"}}));
+    match retry_after {
+        Some(wait) => answer.header("retry-after", wait),
+        None => answer,
+    }
 }
 
-/// A request as the server received it.
-#[derive(Clone)]
-struct Received {
-    headers: HeaderMap,
-    body: Value,
-}
-
-#[derive(Clone)]
-struct Server {
-    base: String,
-    answers: Arc<Mutex<VecDeque<Answer>>>,
-    requests: Arc<Mutex<Vec<Received>>>,
-    first_delta: Arc<Notify>,
-}
-
-async fn answer(State(server): State<Server>, headers: HeaderMap, body: axum::body::Bytes) -> Response {
-    let body = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    server.requests.lock().unwrap().push(Received { headers, body });
-    let Some(answer) = server.answers.lock().unwrap().pop_front() else {
-        return (StatusCode::GONE, "script exhausted").into_response();
+fn config(server: &Server, provider: ProviderKind) -> LlmConfig {
+    let base = match provider {
+        ProviderKind::OpenAi => format!("{}/v1", server.base),
+        _ => server.base.clone(),
     };
-    let pieces = match answer {
-        Answer::Status(status, retry_after) => {
-            let body = json!({"error": {"message": format!("scripted {status} for {KEY}"), "type": "api_error"}});
-            let mut response = (StatusCode::from_u16(status).unwrap(), body.to_string()).into_response();
-            if let Some(wait) = retry_after {
-                response.headers_mut().insert("retry-after", wait.parse().unwrap());
-            }
-            return response;
-        }
-        Answer::Json(body) => {
-            let mut response = body.to_string().into_response();
-            response.headers_mut().insert("content-type", "application/json".parse().unwrap());
-            return response;
-        }
-        Answer::Stream(pieces) => pieces,
-    };
-    let gate = server.first_delta.clone();
-    let stream = futures::stream::unfold(pieces.into_iter(), move |mut pieces| {
-        let gate = gate.clone();
-        async move {
-            loop {
-                match pieces.next()? {
-                    Piece::Send(text) => return Some((Ok::<_, std::io::Error>(axum::body::Bytes::from(text)), pieces)),
-                    Piece::Raw(bytes) => return Some((Ok(axum::body::Bytes::from_static(bytes)), pieces)),
-                    Piece::Pause(wait) => tokio::time::sleep(wait).await,
-                    Piece::AwaitFirstDelta => gate.notified().await,
-                    Piece::Drop => return Some((Err(std::io::Error::other("scripted drop")), pieces)),
-                    Piece::Stall => futures::future::pending::<()>().await,
-                }
-            }
-        }
-    });
-    let mut response = axum::body::Body::from_stream(stream).into_response();
-    response.headers_mut().insert("content-type", "text/event-stream".parse().unwrap());
-    response
+    let mut config = support::config(provider, base, "test-model");
+    config.api_key = Some(KEY.to_owned());
+    config
 }
 
-impl Server {
-    async fn start(answers: Vec<Answer>) -> Server {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let server = Server {
-            base: format!("http://{}", listener.local_addr().unwrap()),
-            answers: Arc::new(Mutex::new(answers.into())),
-            requests: Arc::default(),
-            first_delta: Arc::new(Notify::new()),
-        };
-        let app = axum::Router::new().fallback(answer).with_state(server.clone());
-        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-        server
-    }
+fn openai(server: &Server) -> OpenAiModel {
+    OpenAiModel::new(&config(server, ProviderKind::OpenAi)).unwrap()
+}
 
-    fn requests(&self) -> Vec<Received> {
-        self.requests.lock().unwrap().clone()
-    }
-
-    fn config(&self, provider: ProviderKind) -> LlmConfig {
-        let base = match provider {
-            ProviderKind::OpenAi => format!("{}/v1", self.base),
-            _ => self.base.clone(),
-        };
-        let mut config = LlmConfig::new(provider, base, "test-model");
-        config.api_key = Some(KEY.to_owned());
-        config.max_attempts = 3;
-        config.retry_base_delay = Duration::from_millis(1);
-        config.timeout = Duration::from_secs(5);
-        config
-    }
-
-    fn openai(&self) -> OpenAiModel {
-        OpenAiModel::new(&self.config(ProviderKind::OpenAi)).unwrap()
-    }
-
-    fn anthropic(&self) -> AnthropicModel {
-        AnthropicModel::new(&self.config(ProviderKind::Anthropic)).unwrap()
-    }
+fn anthropic(server: &Server) -> AnthropicModel {
+    AnthropicModel::new(&config(server, ProviderKind::Anthropic)).unwrap()
 }
 
 /// Streams one call on a fresh sink, returning the deltas it got along with the result.
@@ -169,14 +73,10 @@ fn assert_broke_after_reply_began(result: Result<ChatResponse, ModelError>) {
     }
 }
 
-fn header<'a>(received: &'a Received, name: &str) -> Option<&'a str> {
-    received.headers.get(name).map(|value| value.to_str().unwrap())
-}
-
 // ---- OpenAI ----
 
 fn sse(data: Value) -> Piece {
-    Piece::Send(format!("data: {data}\n\n"))
+    Piece::text(format!("data: {data}\n\n"))
 }
 
 fn openai_text(text: &str) -> Piece {
@@ -187,14 +87,14 @@ fn openai_end(reason: &str) -> Vec<Piece> {
     vec![
         sse(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": reason}]})),
         sse(json!({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 7}})),
-        Piece::Send("data: [DONE]\n\n".into()),
+        Piece::text("data: [DONE]\n\n"),
     ]
 }
 
 fn openai_reply(texts: &[&str]) -> Answer {
     let mut pieces: Vec<Piece> = texts.iter().map(|text| openai_text(text)).collect();
     pieces.extend(openai_end("stop"));
-    Answer::Stream(pieces)
+    events(pieces)
 }
 
 fn openai_call(index: u64, id: Option<&str>, name: Option<&str>, arguments: &str) -> Piece {
@@ -224,21 +124,21 @@ async fn openai_text_streams_before_the_reply_ends() {
         openai_text(", "),
         Piece::Pause(Duration::from_millis(20)),
         // One network chunk carrying two events, and an event split over two chunks.
-        Piece::Send(format!(
+        Piece::text(format!(
             "data: {}\n\ndata: {}",
             json!({"choices": [{"index": 0, "delta": {"content": "mun"}}]}),
             json!({"choices": [{"index": 0, "delta": {"content": "do"}}]})
         )),
         Piece::Pause(Duration::from_millis(20)),
-        Piece::Send("\n\n".into()),
+        Piece::text("\n\n"),
         openai_text("."),
     ];
     pieces.extend(openai_end("stop"));
     let buffered = json!({
         "choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "stop"}]
     });
-    let server = Server::start(vec![Answer::Json(buffered), Answer::Stream(pieces)]).await;
-    let model = server.openai();
+    let server = Server::start(vec![ok(buffered), events(pieces)]).await;
+    let model = openai(&server);
     model.complete(&request_with_system()).await.unwrap();
     let (deltas, result) = stream(&model, &server).await;
     let response = result.unwrap();
@@ -256,7 +156,7 @@ async fn openai_text_streams_before_the_reply_ends() {
     buffered["stream"] = json!(true);
     buffered["stream_options"] = json!({"include_usage": true});
     assert_eq!(streamed.body, buffered, "the streamed request is the buffered one plus the stream switches");
-    assert_eq!(header(streamed, "authorization"), Some(format!("Bearer {KEY}").as_str()));
+    assert_eq!(streamed.header("authorization"), Some(format!("Bearer {KEY}").as_str()));
 }
 
 #[tokio::test]
@@ -270,8 +170,8 @@ async fn openai_tool_calls_are_assembled_from_interleaved_fragments() {
         openai_call(0, None, None, "\"/workspace/a.md\"}"),
     ];
     pieces.extend(openai_end("tool_calls"));
-    let server = Server::start(vec![Answer::Stream(pieces)]).await;
-    let (deltas, result) = stream(&server.openai(), &server).await;
+    let server = Server::start(vec![events(pieces)]).await;
+    let (deltas, result) = stream(&openai(&server), &server).await;
     let response = result.unwrap();
     assert_eq!(deltas, ["Leo dos cosas."]);
     assert_eq!(response.content, "Leo dos cosas.");
@@ -296,8 +196,8 @@ async fn openai_tool_calls_out_of_order_without_ids_or_done() {
         openai_call(2, Some("call_c"), Some("grep"), "{oops"),
         sse(json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]})),
     ];
-    let server = Server::start(vec![Answer::Stream(pieces)]).await;
-    let (deltas, result) = stream(&server.openai(), &server).await;
+    let server = Server::start(vec![events(pieces)]).await;
+    let (deltas, result) = stream(&openai(&server), &server).await;
     let response = result.unwrap();
     assert!(deltas.is_empty());
     assert_eq!(response.content, "");
@@ -312,17 +212,15 @@ async fn openai_tool_calls_out_of_order_without_ids_or_done() {
 
 #[tokio::test]
 async fn openai_statuses_before_the_stream_are_retried() {
-    let server =
-        Server::start(vec![Answer::Status(429, Some("0")), Answer::Status(500, None), openai_reply(&["Por fin."])])
-            .await;
-    let (deltas, result) = stream(&server.openai(), &server).await;
+    let server = Server::start(vec![failure(429, Some("0")), failure(500, None), openai_reply(&["Por fin."])]).await;
+    let (deltas, result) = stream(&openai(&server), &server).await;
     assert_eq!(result.unwrap().content, "Por fin.");
     assert_eq!(deltas, ["Por fin."]);
     assert_eq!(server.requests().len(), 3);
 
     // Attempts run out on statuses alone.
-    let server = Server::start((0..3).map(|_| Answer::Status(503, None)).collect()).await;
-    match stream(&server.openai(), &server).await.1 {
+    let server = Server::start((0..3).map(|_| failure(503, None)).collect()).await;
+    match stream(&openai(&server), &server).await.1 {
         Err(ModelError::Unavailable { attempts: 3, message }) => {
             assert!(message.contains("503") && !message.contains(KEY), "{message}")
         }
@@ -332,8 +230,8 @@ async fn openai_statuses_before_the_stream_are_retried() {
 
 #[tokio::test]
 async fn openai_rejection_is_final_and_redacted() {
-    let server = Server::start(vec![Answer::Status(400, None), openai_reply(&["never"])]).await;
-    match stream(&server.openai(), &server).await {
+    let server = Server::start(vec![failure(400, None), openai_reply(&["never"])]).await;
+    match stream(&openai(&server), &server).await {
         (deltas, Err(ModelError::Rejected { status: 400, message })) => {
             assert!(deltas.is_empty());
             assert!(message.contains("scripted 400") && !message.contains(KEY), "{message}");
@@ -345,24 +243,21 @@ async fn openai_rejection_is_final_and_redacted() {
 
 #[tokio::test]
 async fn openai_a_stream_broken_before_any_delta_is_retried() {
-    let server = Server::start(vec![
-        Answer::Stream(vec![Piece::Drop]),
-        Answer::Stream(vec![openai_error()]),
-        openai_reply(&["Otra ", "vez."]),
-    ])
-    .await;
-    let (deltas, result) = stream(&server.openai(), &server).await;
+    let server =
+        Server::start(vec![events(vec![Piece::Drop]), events(vec![openai_error()]), openai_reply(&["Otra ", "vez."])])
+            .await;
+    let (deltas, result) = stream(&openai(&server), &server).await;
     assert_eq!(result.unwrap().content, "Otra vez.");
     assert_eq!(deltas, ["Otra ", "vez."]);
     assert_eq!(server.requests().len(), 3, "a dropped stream and an error chunk before any delta were retried");
 
     // A stream that just ends, before its finish reason, is incomplete.
     let server = Server::start(vec![
-        Answer::Stream(vec![openai_call(0, Some("call_a"), Some("ls"), "{")]),
+        events(vec![openai_call(0, Some("call_a"), Some("ls"), "{")]),
         openai_reply(&["Completa."]),
     ])
     .await;
-    let (_, result) = stream(&server.openai(), &server).await;
+    let (_, result) = stream(&openai(&server), &server).await;
     assert_eq!(result.unwrap().content, "Completa.");
     assert_eq!(server.requests().len(), 2);
 }
@@ -370,19 +265,18 @@ async fn openai_a_stream_broken_before_any_delta_is_retried() {
 #[tokio::test]
 async fn openai_a_stream_broken_after_the_first_delta_is_final() {
     let server = Server::start(vec![
-        Answer::Stream(vec![openai_text("Empiezo"), Piece::AwaitFirstDelta, Piece::Drop]),
+        events(vec![openai_text("Empiezo"), Piece::AwaitFirstDelta, Piece::Drop]),
         openai_reply(&["never"]),
     ])
     .await;
-    let (deltas, result) = stream(&server.openai(), &server).await;
+    let (deltas, result) = stream(&openai(&server), &server).await;
     assert_broke_after_reply_began(result);
     assert_eq!(deltas, ["Empiezo"]);
     assert_eq!(server.requests().len(), 1, "a stream broken after a delta is not retried");
 
     let server =
-        Server::start(vec![Answer::Stream(vec![openai_text("Empiezo"), openai_error()]), openai_reply(&["never"])])
-            .await;
-    let (deltas, result) = stream(&server.openai(), &server).await;
+        Server::start(vec![events(vec![openai_text("Empiezo"), openai_error()]), openai_reply(&["never"])]).await;
+    let (deltas, result) = stream(&openai(&server), &server).await;
     assert_broke_after_reply_began(result);
     assert_eq!(deltas, ["Empiezo"]);
     assert_eq!(server.requests().len(), 1, "an error chunk after a delta is not retried");
@@ -397,8 +291,8 @@ async fn openai_a_long_stream_is_not_cut_by_the_timeout() {
         pieces.push(Piece::Pause(Duration::from_millis(250)));
     }
     pieces.extend(openai_end("stop"));
-    let server = Server::start(vec![Answer::Stream(pieces)]).await;
-    let mut config = server.config(ProviderKind::OpenAi);
+    let server = Server::start(vec![events(pieces)]).await;
+    let mut config = config(&server, ProviderKind::OpenAi);
     config.timeout = Duration::from_millis(800);
     let model = OpenAiModel::new(&config).unwrap();
     let (deltas, result) = stream(&model, &server).await;
@@ -409,12 +303,12 @@ async fn openai_a_long_stream_is_not_cut_by_the_timeout() {
 #[tokio::test]
 async fn openai_a_stalled_stream_times_out() {
     let server = Server::start(vec![
-        Answer::Stream(vec![Piece::Stall]),
-        Answer::Stream(vec![openai_text("Hola"), Piece::Stall]),
+        events(vec![Piece::Stall]),
+        events(vec![openai_text("Hola"), Piece::Stall]),
         openai_reply(&["never"]),
     ])
     .await;
-    let mut config = server.config(ProviderKind::OpenAi);
+    let mut config = config(&server, ProviderKind::OpenAi);
     config.timeout = Duration::from_millis(300);
     let model = OpenAiModel::new(&config).unwrap();
     let (deltas, result) = stream(&model, &server).await;
@@ -435,22 +329,22 @@ async fn openai_malformed_streams_are_errors_not_panics() {
     let many_lines = format!("data: {}\n\n", vec!["x".repeat(1000); 1100].join("\ndata: "));
     let big_reply: Vec<Piece> = (0..100).map(|_| openai_text(&"y".repeat(100 * 1024))).collect();
     let server = Server::start(vec![
-        Answer::Stream(vec![Piece::Send("data: {not json\n\n".into())]),
-        Answer::Stream(vec![sse(json!({"choices": [{"delta": {"tool_calls": [{"index": 9999}]}}]}))]),
-        Answer::Stream(vec![sse(json!({"choices": [{"delta": {"tool_calls": [{"index": -1}]}}]}))]),
-        Answer::Stream(vec![sse(json!({"choices": "none"}))]),
-        Answer::Stream(vec![Piece::Send(huge_event)]),
-        Answer::Stream(vec![Piece::Send(many_lines)]),
-        Answer::Stream(vec![Piece::Raw(b"data: \xff\xfe\n\n")]),
-        Answer::Stream(big_reply),
-        Answer::Stream({
+        events(vec![Piece::text("data: {not json\n\n")]),
+        events(vec![sse(json!({"choices": [{"delta": {"tool_calls": [{"index": 9999}]}}]}))]),
+        events(vec![sse(json!({"choices": [{"delta": {"tool_calls": [{"index": -1}]}}]}))]),
+        events(vec![sse(json!({"choices": "none"}))]),
+        events(vec![Piece::text(huge_event)]),
+        events(vec![Piece::text(many_lines)]),
+        events(vec![Piece::Bytes(b"data: \xff\xfe\n\n".to_vec())]),
+        events(big_reply),
+        events({
             let mut pieces = vec![openai_call(0, Some("call_a"), None, "{}")];
             pieces.extend(openai_end("tool_calls"));
             pieces
         }),
     ])
     .await;
-    let model = server.openai();
+    let model = openai(&server);
     for expected in [
         "not valid",
         "index 9999",
@@ -472,7 +366,7 @@ async fn openai_malformed_streams_are_errors_not_panics() {
 // ---- Anthropic ----
 
 fn event(name: &str, data: Value) -> Piece {
-    Piece::Send(format!("event: {name}\ndata: {data}\n\n"))
+    Piece::text(format!("event: {name}\ndata: {data}\n\n"))
 }
 
 fn message_start() -> Piece {
@@ -516,7 +410,7 @@ fn anthropic_reply(texts: &[&str]) -> Answer {
     pieces.extend(texts.iter().map(|text| anthropic_text(0, text)));
     pieces.push(block_stop(0));
     pieces.extend(message_end("end_turn"));
-    Answer::Stream(pieces)
+    events(pieces)
 }
 
 fn stream_error(kind: &str) -> Piece {
@@ -558,8 +452,8 @@ async fn anthropic_text_and_tool_use_stream() {
         block_stop(2),
     ];
     pieces.extend(message_end("tool_use"));
-    let server = Server::start(vec![Answer::Stream(pieces)]).await;
-    let (deltas, result) = stream(&server.anthropic(), &server).await;
+    let server = Server::start(vec![events(pieces)]).await;
+    let (deltas, result) = stream(&anthropic(&server), &server).await;
     let response = result.unwrap();
     assert_eq!(deltas, ["Voy a ", "leerlo."]);
     assert_eq!(response.content, deltas.concat());
@@ -578,23 +472,23 @@ async fn anthropic_text_and_tool_use_stream() {
     let sent = &server.requests()[0];
     assert_eq!(sent.body["stream"], true);
     assert_eq!(sent.body["model"], "test-model");
-    assert_eq!(header(sent, "x-api-key"), Some(KEY));
-    assert_eq!(header(sent, "anthropic-version"), Some("2023-06-01"));
+    assert_eq!(sent.header("x-api-key"), Some(KEY));
+    assert_eq!(sent.header("anthropic-version"), Some("2023-06-01"));
 }
 
 #[tokio::test]
 async fn anthropic_failures_before_the_first_delta_are_retried() {
     let server = Server::start(vec![
-        Answer::Status(529, None),
-        Answer::Status(429, Some("0")),
-        Answer::Stream(vec![message_start(), text_start(0), stream_error("overloaded_error")]),
-        Answer::Stream(vec![message_start(), text_start(0), Piece::Drop]),
+        failure(529, None),
+        failure(429, Some("0")),
+        events(vec![message_start(), text_start(0), stream_error("overloaded_error")]),
+        events(vec![message_start(), text_start(0), Piece::Drop]),
         // Ends before `message_stop`.
-        Answer::Stream(vec![message_start(), text_start(0), block_stop(0)]),
+        events(vec![message_start(), text_start(0), block_stop(0)]),
         anthropic_reply(&["Ya ", "está."]),
     ])
     .await;
-    let mut config = server.config(ProviderKind::Anthropic);
+    let mut config = config(&server, ProviderKind::Anthropic);
     config.max_attempts = 6;
     let (deltas, result) = stream(&AnthropicModel::new(&config).unwrap(), &server).await;
     let response = result.unwrap();
@@ -607,32 +501,21 @@ async fn anthropic_failures_before_the_first_delta_are_retried() {
 #[tokio::test]
 async fn anthropic_failures_after_the_first_delta_are_final() {
     let server = Server::start(vec![
-        Answer::Stream(vec![
-            message_start(),
-            text_start(0),
-            anthropic_text(0, "Hola"),
-            Piece::AwaitFirstDelta,
-            Piece::Drop,
-        ]),
+        events(vec![message_start(), text_start(0), anthropic_text(0, "Hola"), Piece::AwaitFirstDelta, Piece::Drop]),
         anthropic_reply(&["never"]),
     ])
     .await;
-    let (deltas, result) = stream(&server.anthropic(), &server).await;
+    let (deltas, result) = stream(&anthropic(&server), &server).await;
     assert_broke_after_reply_began(result);
     assert_eq!(deltas, ["Hola"]);
     assert_eq!(server.requests().len(), 1, "a connection dropped after a delta is not retried");
 
     let server = Server::start(vec![
-        Answer::Stream(vec![
-            message_start(),
-            text_start(0),
-            anthropic_text(0, "Hola"),
-            stream_error("overloaded_error"),
-        ]),
+        events(vec![message_start(), text_start(0), anthropic_text(0, "Hola"), stream_error("overloaded_error")]),
         anthropic_reply(&["never"]),
     ])
     .await;
-    let (deltas, result) = stream(&server.anthropic(), &server).await;
+    let (deltas, result) = stream(&anthropic(&server), &server).await;
     assert_broke_after_reply_began(result);
     assert_eq!(deltas, ["Hola"]);
     assert_eq!(server.requests().len(), 1, "an overloaded error after a delta is not retried");
@@ -650,7 +533,7 @@ async fn anthropic_malformed_streams_are_errors_not_panics() {
         json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"a\": "}}),
     );
     let scripts = vec![
-        (vec![message_start(), Piece::Send("event: content_block_start\ndata: {oops\n\n".into())], "not valid JSON"),
+        (vec![message_start(), Piece::text("event: content_block_start\ndata: {oops\n\n")], "not valid JSON"),
         (vec![message_start(), anthropic_text(0, "sin empezar")], "before its start"),
         (vec![message_start(), text_start(9999)], "index 9999"),
         (vec![message_start(), event("content_block_delta", json!({"type": "content_block_delta"}))], "index"),
@@ -670,8 +553,8 @@ async fn anthropic_malformed_streams_are_errors_not_panics() {
     ];
     let count = scripts.len();
     let (scripts, expected): (Vec<_>, Vec<_>) = scripts.into_iter().unzip();
-    let server = Server::start(scripts.into_iter().map(Answer::Stream).collect()).await;
-    let model = server.anthropic();
+    let server = Server::start(scripts.into_iter().map(events).collect()).await;
+    let model = anthropic(&server);
     for expected in expected {
         let (deltas, result) = stream(&model, &server).await;
         assert!(deltas.is_empty());
@@ -688,11 +571,11 @@ async fn anthropic_structured_output_uses_the_buffered_call() {
         "stop_reason": "tool_use",
         "usage": {"input_tokens": 50, "output_tokens": 12}
     });
-    let server = Server::start(vec![Answer::Json(reply)]).await;
+    let server = Server::start(vec![ok(reply)]).await;
     let format = JsonSchemaFormat { name: "plan".into(), schema: json!({"type": "object"}) };
     let request = ChatRequest { response_format: Some(format), ..request_with_system() };
     let sink = Collect::new(server.first_delta.clone());
-    let response = server.anthropic().complete_streaming(&request, &sink).await.unwrap();
+    let response = anthropic(&server).complete_streaming(&request, &sink).await.unwrap();
     assert_eq!(response.content, r#"{"steps":["read"]}"#);
     assert_eq!(sink.deltas(), [r#"{"steps":["read"]}"#], "the whole structured reply is one delta");
     assert_eq!(response.stop_reason, StopReason::EndTurn);
@@ -742,7 +625,7 @@ async fn recording_a_live_stream_keeps_its_pieces() {
     let server = Server::start(vec![openai_reply(&["En ", "vivo."])]).await;
     let path = std::env::temp_dir().join(format!("streaming-live-{}.jsonl", std::process::id()));
     let _ = std::fs::remove_file(&path);
-    let recording = RecordingModel::new(Arc::new(server.openai()), &path);
+    let recording = RecordingModel::new(Arc::new(openai(&server)), &path);
     let (deltas, result) = stream(&recording, &server).await;
     assert_eq!(result.unwrap().content, "En vivo.");
     assert_eq!(deltas, ["En ", "vivo."]);

@@ -19,10 +19,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use agent_core::turn::{AgentConfig, TurnRequest, TurnService, UserProfile};
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, Message, ModelError, SessionId, StopReason, ToolCall, Usage, UserId,
-};
-use async_trait::async_trait;
+use agent_core::{ChatResponse, Message, SessionId, ToolCall, UserId};
+use agent_ports::testing::FnModel;
 use aws_store::{AwsStores, CallCounter, StoreSettings};
 use local_store::{MemoryObjectStore, MemorySessionStore};
 use serde_json::{json, Value};
@@ -58,33 +56,23 @@ const SKILL_FILE: &str = "/skills/skill-0002/reference.md";
 const MESSAGE: &str = "Please use the skill.";
 
 /// A model that answers instantly: load a skill, read one of its files, then reply.
-struct InstantModel;
-
-#[async_trait]
-impl ChatModel for InstantModel {
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
+fn instant_model() -> FnModel {
+    FnModel::new(|request| {
         let tool_results = request.messages.iter().rev().take_while(|m| !matches!(m, Message::User { .. })).count();
         // A figure is only worth quoting if the turn did the work: a failed tool call stops the run.
         if let Some(Message::Tool { name, content, .. }) = request.messages.last() {
             assert!(!content.starts_with("Error"), "the benchmark's {name} call failed: {content}");
         }
-        let call = |name: &str, arguments| ChatResponse {
-            content: String::new(),
-            tool_calls: vec![ToolCall { id: format!("c{tool_results}"), name: name.into(), arguments }],
-            usage: Usage::default(),
-            stop_reason: StopReason::ToolUse,
+        let call = |name: &str, arguments| {
+            ChatResponse::calling(vec![ToolCall::new(format!("c{tool_results}"), name, arguments)])
         };
         Ok(match tool_results {
             0 => call("load_skill", json!({"skill_path": SKILL})),
             2 => call("read_file", json!({"file_path": SKILL_FILE, "limit": 20})),
-            _ => ChatResponse {
-                content: "done".into(),
-                tool_calls: vec![],
-                usage: Usage::default(),
-                stop_reason: StopReason::EndTurn,
-            },
+            _ => ChatResponse::text("done"),
         })
-    }
+    })
+    .keeping_no_requests()
 }
 
 /// The same turn scripted for the compiled function and the scripted model server.
@@ -217,7 +205,8 @@ async fn cpu_per_turn(skills: usize) -> CpuFigure {
         objects.insert(&format!("{user}/{key}"), bytes);
     }
     let sessions = Arc::new(MemorySessionStore::new());
-    let service = TurnService::new(sessions.clone(), objects.clone(), Arc::new(InstantModel), AgentConfig::default());
+    let service =
+        TurnService::new(sessions.clone(), objects.clone(), Arc::new(instant_model()), AgentConfig::default());
     // Warm the process with one turn, as a warm Lambda would be: it builds the tenant's index.
     let started = Instant::now();
     service.run_turn(request(&user, "warmup")).await.unwrap();
@@ -261,7 +250,7 @@ struct AwsFigures {
 fn aws_service(config: &aws_config::SdkConfig, settings: &StoreSettings) -> (TurnService, CallCounter) {
     let counter = CallCounter::new();
     let stores = AwsStores::from_sdk_config(config, settings, Some(counter.clone()));
-    let service = TurnService::new(stores.sessions, stores.objects, Arc::new(InstantModel), AgentConfig::default());
+    let service = TurnService::new(stores.sessions, stores.objects, Arc::new(instant_model()), AgentConfig::default());
     (service, counter)
 }
 

@@ -131,7 +131,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
 }
 
 /// The demo model (`console/demo-model/server.mjs`, scripted, OpenAI's API on loopback): it answers
-/// the requests the README shows (a note, then the note in Word) and says what it is otherwise.
+/// the requests the README shows (a note, then the note in Word; a task for two subagents) and says
+/// what it is otherwise.
 struct DemoModel(std::process::Child);
 
 /// The model name the functions send to the demo model, which the page shows.

@@ -1,6 +1,7 @@
-//! `cargo xtask skills validate|sync`: what the catalog will make of a folder of skills (read by the
-//! catalog's own index code) and what their scripts need that the sandbox image lacks (`needs`), and
-//! the upload of such a folder to a tenant's `skills/` prefix with the rebuild of that tenant's index.
+//! `cargo xtask skills validate|sync`: what the catalog will make of a folder of skills and of the
+//! tenant's agents beside it (read by the catalog's own index code) and what the skills' scripts
+//! need that the sandbox image lacks (`needs`), and the upload of such folders to a tenant's
+//! `skills/` and `agents/` prefixes with the rebuild of that tenant's index.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -11,10 +12,11 @@ use std::time::Duration;
 use agent_core::ids::SkillPath;
 use agent_core::keys;
 use agent_core::prompt::PromptTemplate;
+use agent_core::skills::agents::{classify_agent, AgentFile, AgentSkip, MAX_AGENT_FILE_BYTES};
 use agent_core::skills::frontmatter::{SkipReason, MAX_SKILL_MD_BYTES};
 use agent_core::skills::index::stored::{enclosing_skill, hidden_skills, inside_a_skill};
 use agent_core::skills::index::{
-    build_index, classify, decode_index, update_index, BasePromptEntry, CatalogIndex, IndexRead, SkillFile,
+    agent_file, build_index, classify, decode_index, update_index, BasePromptEntry, CatalogIndex, IndexRead, SkillFile,
     SkippedEntry, BASE_PROMPT_FILE, MAX_BASE_PROMPT_BYTES,
 };
 use agent_core::store::{ObjectMeta, ObjectStore};
@@ -31,38 +33,46 @@ mod sync;
 mod validate;
 
 const USAGE: &str = "\
-usage: cargo xtask skills validate <dir> [--json] [--resolve]
-       cargo xtask skills sync <dir> --user <id> [--bucket <name> | --console] [--no-bundles] [--find-links <dir>]
+usage: cargo xtask skills validate <dir> [--agents <dir>] [--json] [--resolve]
+       cargo xtask skills sync <dir> --user <id> [--agents <dir>] [--bucket <name> | --console] [--no-bundles] [--find-links <dir>]
 (cargo xtask skills validate --help and cargo xtask skills sync --help say more)";
 /// `cargo xtask skills sync --help`.
 const SYNC_HELP: &str = "\
-usage: cargo xtask skills sync <dir> --user <id> [--bucket <name> | --console] [--no-bundles] [--find-links <dir>]
+usage: cargo xtask skills sync <dir> --user <id> [--agents <dir>] [--bucket <name> | --console] [--no-bundles] [--find-links <dir>]
 
 Makes the folder the tenant's skills/: uploads new and changed files, leaves unchanged ones alone,
-deletes what the folder no longer has, then rebuilds the tenant's catalog index. Before that, each
+deletes what the folder no longer has, then rebuilds the tenant's catalog index. The tenant's
+agents/ is made the agents folder the same way (the agents/ beside a folder named skills, or
+--agents <dir>); without one, the tenant's agents/ is left as it is. Before that, each
 skill's Python needs that the sandbox image lacks (as `skills validate` finds them) are resolved by
 pip into a bundle of wheels for the image's Python and platform, hashes pinned, stored beside the
 skill under .bundle/; a need that cannot be resolved leaves a marker that GET /skills shows as a
 warning. Resolving needs the sandbox image (`cargo xtask sandbox image`) and pip's index.
   --user <id>         the tenant
+  --agents <dir>      the tenant's agents ({name}.md files); default: the agents/ beside <dir>
+                      when <dir> is named skills
   --bucket <name>     a real bucket (AWS credentials and region as usual); default: the local stack
   --console           the stack of `cargo xtask console` instead of `cargo xtask local`
   --no-bundles        resolve nothing; the bundles already stored for the folder's skills stay
   --find-links <dir>  a folder of wheels pip looks in as well (with PIP_NO_INDEX=1: only there)";
 /// `cargo xtask skills validate --help`.
 const VALIDATE_HELP: &str = "\
-usage: cargo xtask skills validate <dir> [--json] [--resolve]
+usage: cargo xtask skills validate <dir> [--agents <dir>] [--json] [--resolve]
 
-What the catalog makes of the folder (loaded, skipped and why, the base prompt), and what each
+What the catalog makes of the folder (loaded, skipped and why, the base prompt) and of the
+tenant's agents (each loaded with its tools and model, or skipped and why), and what each
 skill's scripts need that the sandbox image lacks: the packages it declares (requirements.txt,
 pyproject.toml, package.json, in its folder or its scripts/), else the third-party imports of its
 .py, .js, .mjs and .cjs files, checked against the image named by SANDBOX_ROOT or else the one
 `cargo xtask sandbox image` built for the current list (never built here). Exits 1 only when a
-SKILL.md would be skipped or the base prompt is unusable; unmet needs are warnings.
+SKILL.md or an agent file would be skipped or the base prompt is unusable; unmet needs are warnings.
+The agents are Claude Code subagent files, {name}.md, in the agents/ beside a folder named skills
+(as .claude/agents/ is beside .claude/skills/) or the folder --agents names.
 The folder may hold skills as {name}/SKILL.md, {category}/{name}/SKILL.md, or as a Claude Code
 plugin marketplace lays them out, [{group}/]{plugin}/skills/{name}/SKILL.md; with a
 .claude-plugin/marketplace.json, the report also says how many skills each listed plugin holds.
 Hidden folders (.git, .claude-plugin, other tools' copies) are left out.
+  --agents <dir>  the tenant's agents; default: the agents/ beside <dir> when <dir> is named skills
   --json      the report as JSON (a `needs` object per loaded skill)
   --resolve   also ask pip (on this machine, with the network) whether a wheel exists for the
               image's Python and platform for each Python package the image lacks; without it
@@ -90,15 +100,20 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
                 return emit(&format!("{VALIDATE_HELP}\n"));
             }
             let (dir, flags) = positional(rest)?;
-            let (mut json, mut resolve) = (false, false);
-            for flag in flags {
+            let (mut json, mut resolve, mut agents) = (false, false, None);
+            let mut flags = flags.into_iter();
+            while let Some(flag) = flags.next() {
                 match flag.as_str() {
                     "--json" => json = true,
                     "--resolve" => resolve = true,
+                    "--agents" => {
+                        agents = Some(flags.next().ok_or_else(|| format!("--agents needs a value\n{USAGE}"))?)
+                    }
                     _ => return Err(format!("unexpected argument {flag:?}\n{USAGE}")),
                 }
             }
-            runtime()?.block_on(validate::validate(root, &dir, json, resolve))
+            let agents = agents_folder(&dir, agents.map(PathBuf::from))?;
+            runtime()?.block_on(validate::validate(root, &dir, agents.as_deref(), json, resolve))
         }
         Some((command, rest)) if command == "sync" => {
             if rest.iter().any(|arg| arg == "--help" || arg == "-h") {
@@ -106,6 +121,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             }
             let (dir, flags) = positional(rest)?;
             let (mut user, mut bucket, mut console, mut no_bundles, mut find_links) = (None, None, false, false, None);
+            let mut agents = None;
             let mut flags = flags.into_iter();
             while let Some(flag) = flags.next() {
                 match flag.as_str() {
@@ -123,6 +139,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
                     "--user" => &mut user,
                     "--bucket" => &mut bucket,
                     "--find-links" => &mut find_links,
+                    "--agents" => &mut agents,
                     _ => return Err(format!("unexpected argument {flag:?}\n{USAGE}")),
                 };
                 *slot = Some(flags.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?);
@@ -137,7 +154,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
                 (None, false) => sync::Target::Local(LOCAL_ENV_FILE),
             };
             let bundles = (!no_bundles).then(|| bundle::PipSource { find_links: find_links.map(PathBuf::from) });
-            runtime()?.block_on(sync::sync(root, &dir, &user, target, bundles))
+            let agents = agents_folder(&dir, agents.map(PathBuf::from))?;
+            runtime()?.block_on(sync::sync(root, &dir, agents.as_deref(), &user, target, bundles))
         }
         Some((flag, _)) if flag == "--help" || flag == "-h" => emit(&format!("{USAGE}\n")),
         _ => Err(USAGE.to_owned()),
@@ -153,7 +171,7 @@ fn positional(args: &[String]) -> Result<(PathBuf, Vec<String>), String> {
         if arg.starts_with("--") {
             rest.push(arg.clone());
             // Flags with a value keep it next to them.
-            if arg == "--user" || arg == "--bucket" || arg == "--find-links" {
+            if arg == "--user" || arg == "--bucket" || arg == "--find-links" || arg == "--agents" {
                 rest.extend(args.next().cloned());
             }
         } else if dir.is_none() {
@@ -163,6 +181,22 @@ fn positional(args: &[String]) -> Result<(PathBuf, Vec<String>), String> {
         }
     }
     Ok((dir.ok_or_else(|| format!("which folder?\n{USAGE}"))?, rest))
+}
+
+/// The tenant's agents folder for the skills folder `dir`: `named` (which must be a folder), else
+/// the `agents/` beside `dir` when `dir` is named `skills`, as a tenant's `{user}/agents/` is beside
+/// its `{user}/skills/` and Claude Code's `.claude/agents/` beside `.claude/skills/`. Beside a
+/// folder of another name an `agents/` may be anything, so it is not taken.
+fn agents_folder(dir: &Path, named: Option<PathBuf>) -> Result<Option<PathBuf>, String> {
+    if let Some(named) = named {
+        return match named.is_dir() {
+            true => Ok(Some(named)),
+            false => Err(format!("--agents {}: there is no such folder", named.display())),
+        };
+    }
+    let Ok(dir) = dir.canonicalize() else { return Ok(None) };
+    let beside = dir.parent().map(|parent| parent.join("agents"));
+    Ok(beside.filter(|agents| dir.file_name().is_some_and(|name| name == "skills") && agents.is_dir()))
 }
 
 /// A file of the folder, by its path relative to the folder (`/`-separated, as a key's tail).

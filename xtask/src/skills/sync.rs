@@ -1,5 +1,6 @@
 //! `cargo xtask skills sync`: a folder uploaded to a tenant's `skills/` (unchanged files left alone,
-//! gone ones deleted), then that tenant's index rebuilt.
+//! gone ones deleted), and its agents folder to the tenant's `agents/` alike, then that tenant's
+//! index rebuilt.
 
 use super::bundle::{self, PipSource};
 use super::*;
@@ -116,16 +117,89 @@ async fn sync_file(
     Ok(Synced::Uploaded)
 }
 
+/// Uploads each of `files` to `{prefix}{rel}` unless `remote` has it already; returns how many were
+/// uploaded and how many were unchanged, with a progress line every [`PROGRESS_EVERY`] files.
+async fn upload_all(
+    objects: &S3ObjectStore,
+    files: &[LocalFile],
+    prefix: &str,
+    remote: &BTreeMap<String, ObjectMeta>,
+) -> Result<(usize, usize), String> {
+    let total = files.len();
+    let mut results = stream::iter(files)
+        .map(|file| {
+            let key = format!("{prefix}{}", file.rel);
+            let meta = remote.get(&key);
+            sync_file(objects, file, key, meta)
+        })
+        .buffer_unordered(CONCURRENCY);
+    let (mut uploaded, mut unchanged) = (0, 0);
+    while let Some(result) = results.next().await {
+        match result? {
+            Synced::Uploaded => uploaded += 1,
+            Synced::Unchanged => unchanged += 1,
+        }
+        let done = uploaded + unchanged;
+        if done % PROGRESS_EVERY == 0 && done < total {
+            eprintln!("  {done}/{total} files checked ({uploaded} uploaded)");
+        }
+    }
+    Ok((uploaded, unchanged))
+}
+
+/// Deletes `gone`, with a progress line every [`PROGRESS_EVERY`] keys; returns how many.
+async fn delete_all(objects: &S3ObjectStore, gone: &[&String]) -> Result<usize, String> {
+    let mut deletions = stream::iter(gone).map(|key| objects.delete(key)).buffer_unordered(CONCURRENCY);
+    let mut removed = 0;
+    while let Some(result) = deletions.next().await {
+        result.map_err(|err| err.to_string())?;
+        removed += 1;
+        if removed % PROGRESS_EVERY == 0 && removed < gone.len() {
+            eprintln!("  {removed}/{} removed", gone.len());
+        }
+    }
+    Ok(removed)
+}
+
+/// Makes `folder` the tenant's `agents/`: uploads, unchanged files left alone, deletions.
+async fn sync_agents(
+    objects: &S3ObjectStore,
+    user: &UserId,
+    dir: &Path,
+    folder: &Folder,
+) -> Result<(usize, usize, usize), String> {
+    let prefix = keys::agents_prefix(user);
+    let remote: BTreeMap<String, ObjectMeta> = objects
+        .list(&prefix)
+        .await
+        .map_err(|err| err.to_string())?
+        .into_iter()
+        .map(|meta| (meta.key.clone(), meta))
+        .collect();
+    eprintln!("syncing the agents in {} ({} files) to {prefix}", dir.display(), folder.files.len());
+    for (path, reason) in &folder.ignored {
+        eprintln!("  left out agents/{path}: {reason}");
+    }
+    let (uploaded, unchanged) = upload_all(objects, &folder.files, &prefix, &remote).await?;
+    let local: BTreeSet<String> = folder.files.iter().map(|file| format!("{prefix}{}", file.rel)).collect();
+    let gone: Vec<&String> = remote.keys().filter(|key| !local.contains(*key)).collect();
+    let removed = delete_all(objects, &gone).await?;
+    Ok((uploaded, unchanged, removed))
+}
+
 /// `sync`: the folder becomes the tenant's `skills/` (uploads, unchanged files left alone,
-/// deletions), then the tenant's index is rebuilt from a listing.
+/// deletions), and `agents`, when there is one, its `agents/`; then the tenant's index is rebuilt
+/// from a listing. Without an agents folder the tenant's `agents/` is left as it is.
 pub(super) async fn sync(
     root: &Path,
     dir: &Path,
+    agents: Option<&Path>,
     user: &UserId,
     target: Target,
     bundles: Option<PipSource>,
 ) -> Result<(), String> {
     let folder = read_folder(dir)?;
+    let agents_folder = agents.map(read_folder).transpose()?;
     let skills = skill_folders(&folder);
     // Each skill's bundle and markers, by their path in the folder, made before anything is sent.
     let built = match &bundles {
@@ -160,26 +234,7 @@ pub(super) async fn sync(
     for (path, reason) in &folder.ignored {
         eprintln!("  left out {path}: {reason}");
     }
-    let total = folder.files.len();
-    let mut results = stream::iter(&folder.files)
-        .map(|file| {
-            let key = format!("{prefix}{}", file.rel);
-            let meta = remote.get(&key);
-            sync_file(&objects, file, key, meta)
-        })
-        .buffer_unordered(CONCURRENCY);
-    let (mut uploaded, mut unchanged) = (0, 0);
-    while let Some(result) = results.next().await {
-        match result? {
-            Synced::Uploaded => uploaded += 1,
-            Synced::Unchanged => unchanged += 1,
-        }
-        let done = uploaded + unchanged;
-        if done % PROGRESS_EVERY == 0 && done < total {
-            eprintln!("  {done}/{total} files checked ({uploaded} uploaded)");
-        }
-    }
-    drop(results);
+    let (mut uploaded, mut unchanged) = upload_all(&objects, &folder.files, &prefix, &remote).await?;
     let mut bundled = 0;
     for (rel, bytes) in &extra {
         let key = format!("{prefix}{rel}");
@@ -202,16 +257,11 @@ pub(super) async fn sync(
         local.extend(kept.cloned().collect::<Vec<_>>());
     }
     let gone: Vec<&String> = remote.keys().filter(|key| !local.contains(*key)).collect();
-    let mut deletions = stream::iter(&gone).map(|key| objects.delete(key)).buffer_unordered(CONCURRENCY);
-    let mut removed = 0;
-    while let Some(result) = deletions.next().await {
-        result.map_err(|err| err.to_string())?;
-        removed += 1;
-        if removed % PROGRESS_EVERY == 0 && removed < gone.len() {
-            eprintln!("  {removed}/{} removed", gone.len());
-        }
+    let mut removed = delete_all(&objects, &gone).await?;
+    if let (Some(agents), Some(agents_folder)) = (agents, &agents_folder) {
+        let (up, same, gone) = sync_agents(&objects, user, agents, agents_folder).await?;
+        (uploaded, unchanged, removed) = (uploaded + up, unchanged + same, removed + gone);
     }
-    drop(deletions);
     eprintln!("rebuilding the catalog index of {user}");
     update_index(&objects, user, &[], true, None).await.map_err(|err| format!("rebuilding the index: {err}"))?;
     let head = objects
@@ -226,11 +276,16 @@ pub(super) async fn sync(
         0 => String::new(),
         count => format!(", {count} bundle files sent"),
     };
+    // The agents' counts only when their folder was synced, so a sync of skills alone reads as before.
+    let agents_line = match agents {
+        Some(_) => format!("; {} agents indexed, {} skipped", head.agents.len(), head.skipped_agents.len()),
+        None => String::new(),
+    };
     emit(&format!(
-        "{uploaded} uploaded, {unchanged} unchanged, {removed} removed{bundled}; {} skills indexed, {} skipped\n",
+        "{uploaded} uploaded, {unchanged} unchanged, {removed} removed{bundled}; {} skills indexed, {} skipped{agents_line}\n",
         head.total, head.skipped
     ))?;
-    if head.skipped > 0 {
+    if head.skipped > 0 || (agents.is_some() && !head.skipped_agents.is_empty()) {
         eprintln!("`cargo xtask skills validate {}` says why each is skipped", dir.display());
     }
     Ok(())

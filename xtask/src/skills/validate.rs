@@ -1,5 +1,5 @@
-//! `cargo xtask skills validate`: what the catalog makes of a folder, read by its own index code, and
-//! what each loaded skill's scripts need that the sandbox image lacks.
+//! `cargo xtask skills validate`: what the catalog makes of a folder and of the tenant's agents,
+//! read by its own index code, and what each loaded skill's scripts need that the sandbox image lacks.
 
 use super::*;
 
@@ -7,11 +7,25 @@ use super::*;
 /// [`VALIDATE_USER`]'s prefix, then [`build_index`]. Only SKILL.md and BASE_PROMPT.md files are
 /// read (the catalog reads nothing else), within the index's size limits; any other file is an
 /// empty object, since only its key counts. A file over its limit is skipped by size, before it
-/// is read, as the catalog does from a listing.
-async fn index_folder(folder: &Folder) -> Result<CatalogIndex, String> {
+/// is read, as the catalog does from a listing. The agents' Markdown files go under the user's
+/// `agents/` in the same way.
+async fn index_folder(folder: &Folder, agents: Option<&Folder>) -> Result<CatalogIndex, String> {
     let user = UserId::parse(VALIDATE_USER).map_err(|err| err.to_string())?;
     let prefix = keys::skills_prefix(&user);
     let store = local_store::MemoryObjectStore::new();
+    let mut agents_too_large = Vec::new();
+    for file in agents.map(|agents| agents.files.as_slice()).unwrap_or_default() {
+        if matches!(classify_agent(&file.rel), AgentFile::Other) {
+            continue;
+        }
+        let limit = MAX_AGENT_FILE_BYTES;
+        match (file.size <= limit).then(|| read_bounded(&file.path, limit)).transpose()?.flatten() {
+            Some(bytes) => {
+                store.insert(&format!("{}{}", keys::agents_prefix(&user), file.rel), bytes);
+            }
+            None => agents_too_large.push(file),
+        }
+    }
     let mut too_large = Vec::new();
     for file in &folder.files {
         let key = format!("{prefix}{}", file.rel);
@@ -41,11 +55,65 @@ async fn index_folder(folder: &Folder) -> Result<CatalogIndex, String> {
             index.skipped.insert(file.rel.clone(), SkippedEntry { file: file.rel.clone(), reason });
         }
     }
+    for file in agents_too_large {
+        let (name, reason) = (agent_file(&file.rel), AgentSkip::TooLarge(file.size.max(MAX_AGENT_FILE_BYTES + 1)));
+        index.skipped_agents.insert(name.clone(), SkippedEntry { file: name, reason: reason.to_string() });
+    }
     Ok(index)
 }
 
-/// The report of `validate`, as JSON; the text output is rendered from it.
-fn report(dir: &Path, folder: &Folder, index: &CatalogIndex) -> Value {
+/// The agents part of the report: each agent loaded (with its tools and model) or skipped, and why.
+fn agents_report(dir: &Path, index: &CatalogIndex) -> Value {
+    let loaded: Vec<Value> = index
+        .agents
+        .values()
+        .map(|agent| {
+            json!({
+                "file": agent_file(&format!("{}.md", agent.name)),
+                "name": agent.name,
+                "description": agent.description,
+                "tools": agent.tools,
+                "model": agent.model,
+                "warnings": agent.warnings,
+            })
+        })
+        .collect();
+    let skipped: Vec<Value> =
+        index.skipped_agents.values().map(|entry| json!({ "file": entry.file, "reason": entry.reason })).collect();
+    json!({ "dir": dir.display().to_string(), "loaded": loaded, "skipped": skipped })
+}
+
+/// The agents part of the text report.
+fn render_agents(agents: &Value) -> String {
+    let text = |value: &Value| value.as_str().unwrap_or_default().to_owned();
+    let list = |value: &Value| value.as_array().cloned().unwrap_or_default();
+    let loaded = list(&agents["loaded"]);
+    let mut out = format!("\nagents in {} ({} loaded):\n", text(&agents["dir"]), loaded.len());
+    for agent in &loaded {
+        let tools = match agent["tools"].as_array() {
+            Some(tools) if tools.is_empty() => "none that this runtime has".to_owned(),
+            Some(tools) => tools.iter().map(text).collect::<Vec<_>>().join(", "),
+            None => "none declared (every tool of the agent that hands it a task)".to_owned(),
+        };
+        out += &format!("  {}\n    tools: {tools}\n", text(&agent["file"]));
+        if let Some(model) = agent["model"].as_str() {
+            out += &format!("    model: {model}\n");
+        }
+        for warning in list(&agent["warnings"]) {
+            out += &format!("    warning: {}\n", text(&warning));
+        }
+    }
+    let skipped = list(&agents["skipped"]);
+    out += &format!("\nskipped agents ({}):\n", skipped.len());
+    for file in &skipped {
+        out += &format!("  {}: {}\n", text(&file["file"]), text(&file["reason"]));
+    }
+    out
+}
+
+/// The report of `validate`, as JSON; the text output is rendered from it. `agents` is the agents
+/// folder, when there is one.
+fn report(dir: &Path, folder: &Folder, agents: Option<&Path>, index: &CatalogIndex) -> Value {
     let hidden = hidden_skills(&index.skills);
     let usable_paths: BTreeSet<&SkillPath> =
         index.skills.iter().filter(|(path, _)| !hidden.contains(*path)).map(|(_, entry)| &entry.path).collect();
@@ -91,14 +159,19 @@ fn report(dir: &Path, folder: &Folder, index: &CatalogIndex) -> Value {
         },
         Some(BasePromptEntry { problem, size, .. }) => json!({ "status": "ignored", "size": size, "problem": problem }),
     };
-    let with_warnings =
-        loaded.iter().filter(|skill| skill["warnings"].as_array().is_some_and(|w| !w.is_empty())).count();
+    let warned =
+        |list: &[Value]| list.iter().filter(|e| e["warnings"].as_array().is_some_and(|w| !w.is_empty())).count();
+    let with_warnings = warned(&loaded);
+    let agents = agents.map(|dir| agents_report(dir, index));
+    let agent_count = |part: &str| agents.as_ref().and_then(|a| a[part].as_array().map(Vec::len)).unwrap_or(0);
+    let agents_with_warnings = agents.as_ref().and_then(|a| a["loaded"].as_array().map(|l| warned(l))).unwrap_or(0);
     json!({
         "dir": dir.display().to_string(),
         "loaded": loaded,
         "inside_a_skill": inside,
         "skipped": skipped,
         "base_prompt": base_prompt,
+        "agents": agents,
         "ignored": folder.ignored.iter().map(|(path, reason)| json!({ "path": path, "reason": reason })).collect::<Vec<_>>(),
         "totals": {
             "files": folder.files.len(),
@@ -107,6 +180,9 @@ fn report(dir: &Path, folder: &Folder, index: &CatalogIndex) -> Value {
             "inside_a_skill": inside.len(),
             "skipped": skipped.len(),
             "ignored": folder.ignored.len(),
+            "agents": agent_count("loaded"),
+            "agents_with_warnings": agents_with_warnings,
+            "skipped_agents": agent_count("skipped"),
         },
     })
 }
@@ -169,6 +245,9 @@ fn render(report: &Value) -> String {
         }
         _ => format!("\nbase prompt: no {BASE_PROMPT_FILE}, the built-in prompt is used\n"),
     };
+    if !report["agents"].is_null() {
+        out += &render_agents(&report["agents"]);
+    }
     if !report["marketplace"].is_null() {
         out += &marketplace::render(&report["marketplace"]);
     }
@@ -190,6 +269,14 @@ fn render(report: &Value) -> String {
         crate::counted(count("inside_a_skill"), "SKILL.md file", "SKILL.md files"),
         crate::counted(count("files"), "file", "files"),
     );
+    if !report["agents"].is_null() {
+        out += &format!(
+            "{} loaded ({} with warnings), {} skipped\n",
+            crate::counted(count("agents"), "agent", "agents"),
+            count("agents_with_warnings"),
+            count("skipped_agents"),
+        );
+    }
     out
 }
 
@@ -213,10 +300,17 @@ fn add_needs(report: &mut Value, workspace: &Path, folder: &Folder, resolve: boo
 /// `validate`: prints the report; fails when a SKILL.md would be skipped or the base prompt would
 /// fail every turn, so a skill repository's CI can run it. What a skill needs that the image lacks
 /// is a warning: the skill still loads.
-pub(super) async fn validate(workspace: &Path, dir: &Path, json: bool, resolve: bool) -> Result<(), String> {
+pub(super) async fn validate(
+    workspace: &Path,
+    dir: &Path,
+    agents: Option<&Path>,
+    json: bool,
+    resolve: bool,
+) -> Result<(), String> {
     let folder = read_folder(dir)?;
-    let index = index_folder(&folder).await?;
-    let mut report = report(dir, &folder, &index);
+    let agents_folder = agents.map(read_folder).transpose()?;
+    let index = index_folder(&folder, agents_folder.as_ref()).await?;
+    let mut report = report(dir, &folder, agents, &index);
     let loaded = report["loaded"].as_array().cloned().unwrap_or_default();
     if let Some(marketplace) = marketplace::report(dir, &loaded) {
         report["marketplace"] = marketplace;
@@ -231,6 +325,10 @@ pub(super) async fn validate(workspace: &Path, dir: &Path, json: bool, resolve: 
     let mut problems = Vec::new();
     if skipped > 0 {
         problems.push(format!("{} would be skipped", crate::counted(skipped, "SKILL.md file", "SKILL.md files")));
+    }
+    let skipped_agents = report["totals"]["skipped_agents"].as_u64().unwrap_or(0);
+    if skipped_agents > 0 {
+        problems.push(format!("{} would be skipped", crate::counted(skipped_agents, "agent file", "agent files")));
     }
     if invalid_prompt {
         problems.push(format!("{BASE_PROMPT_FILE} is not a usable template"));

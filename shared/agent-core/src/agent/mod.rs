@@ -6,6 +6,7 @@
 //! turn that still cannot go on ends [`Ending::ContextFull`]. Only a request that does not fit before
 //! the first call is an error.
 
+mod calls;
 pub mod compact;
 pub mod results;
 
@@ -13,14 +14,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use tokio::time::Instant;
-use tracing::Instrument;
 
 use crate::budget::{self, Trim};
-use crate::events::{self, DeltaEvents, ListingShown, TurnEvent, TurnObserver};
+use crate::events::{DeltaEvents, ListingShown, TurnEvent, TurnObserver};
 use crate::message::{ChatRequest, Message, ToolCall, ToolSpec, Usage};
 use crate::model::{ChatModel, ModelError};
 use crate::prompt::SystemPrompt;
-use crate::telemetry;
 
 /// Tool results longer than this are cut when they cannot be saved to a file, so one huge file
 /// cannot swamp the context.
@@ -82,6 +81,21 @@ pub trait TurnEnv: Send {
     async fn save_result(&mut self, _call: &ToolCall, _content: &str) -> Option<String> {
         None
     }
+    /// Whether `call` runs together with the reply's other such calls (a `task`, whose subagent
+    /// spends its time waiting on the model): they all run at once where the first of them stands
+    /// in the reply, so the calls before it have run and those after it run once they are done.
+    fn runs_concurrently(&self, _call: &ToolCall) -> bool {
+        false
+    }
+    /// Runs `calls`, all of which [`TurnEnv::runs_concurrently`], at the same time, reporting what
+    /// they do to `events`; one output per call, in order. The default runs them one by one.
+    async fn call_concurrently(&mut self, calls: &[&ToolCall], _events: &dyn TurnObserver) -> Vec<ToolOutput> {
+        let mut outputs = Vec::with_capacity(calls.len());
+        for call in calls {
+            outputs.push(self.call_tool(call).await);
+        }
+        outputs
+    }
 }
 
 /// Which of the two prompt states a model call is made in, as its environment knows it.
@@ -118,18 +132,20 @@ impl PromptState {
 }
 
 /// What a tool call produced.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ToolOutput {
     pub content: String,
     /// Set by `abort`: end the turn now with this reply.
     pub abort: Option<String>,
     /// Set by `load_skill` when a skill became current.
     pub loaded_skill: Option<String>,
+    /// The model tokens the call itself spent (a subagent's loop), counted in the turn's usage.
+    pub usage: Usage,
 }
 
 impl From<String> for ToolOutput {
     fn from(content: String) -> Self {
-        Self { content, abort: None, loaded_skill: None }
+        Self { content, ..Self::default() }
     }
 }
 
@@ -199,12 +215,12 @@ pub async fn run(
     conversation.push(user_message);
     let mut usage = Usage::default();
     let mut steps = 0;
-    let mut result_bytes = 0usize;
+    // What the turn's tool calls have spent, and an abort's reason once one was called.
+    let mut spent = calls::Spent::default();
     let mut argument_bytes = 0usize;
     let mut compacted: Option<compact::Compacted> = None;
     let offload_bound = results::offload_bound(limits.input_tokens);
 
-    let mut aborted = None;
     let ending = loop {
         if steps >= limits.max_steps {
             break Ending::StepLimit;
@@ -281,7 +297,7 @@ pub async fn run(
         steps += 1;
         usage.add(response.usage);
         let mut content = response.content;
-        cut_text(&mut content, MAX_REPLY_BYTES, "[reply cut: it was longer than the limit of one reply]");
+        results::cut_text(&mut content, MAX_REPLY_BYTES, "[reply cut: it was longer than the limit of one reply]");
         let mut calls = response.tool_calls;
         // What the model sent is bounded before it is run or stored.
         let oversized: Vec<Option<usize>> = calls
@@ -291,7 +307,7 @@ pub async fn run(
                 if call.id.is_empty() || call.id.len() > MAX_TOOL_CALL_ID_BYTES {
                     call.id = format!("call_{steps}_{index}");
                 }
-                cut_text(&mut call.name, MAX_TOOL_NAME_BYTES, "");
+                results::cut_text(&mut call.name, MAX_TOOL_NAME_BYTES, "");
                 let size = call.arguments.to_string().len();
                 let over = size > MAX_TOOL_ARGUMENT_BYTES || argument_bytes + size > MAX_TURN_ARGUMENT_BYTES;
                 if over {
@@ -306,89 +322,10 @@ pub async fn run(
         if calls.is_empty() {
             break Ending::Answered;
         }
-        for (index, call) in calls.iter().enumerate() {
-            tracing::info!(tool = %call.name, step = steps, "tool call");
-            events.event(TurnEvent::ToolCall {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                arguments: call.arguments.clone(),
-                summary: events::summarise_arguments(&call.arguments),
-            });
-            // Calls that are not run still get a result, so the stored history stays well-formed:
-            // after an abort, past the per-reply cap, with oversized arguments, or once the turn's
-            // tool-result budget is spent.
-            let refused = if aborted.is_some() {
-                Some("Not run: the turn was aborted.".to_owned())
-            } else if index >= MAX_TOOL_CALLS_PER_REPLY {
-                Some(format!(
-                    "Error: at most {MAX_TOOL_CALLS_PER_REPLY} tool calls are run per reply; this call was not run. \
-                     Call it again in your next reply if you still need it."
-                ))
-            } else if let Some(size) = oversized[index] {
-                Some(format!(
-                    "Error: the arguments of this call are {size} bytes, over the limit of {MAX_TOOL_ARGUMENT_BYTES} \
-                     bytes a call and {MAX_TURN_ARGUMENT_BYTES} bytes a turn; it was not run. Split the work into \
-                     smaller calls, or continue in the next turn."
-                ))
-            } else if result_bytes >= MAX_TURN_TOOL_RESULT_BYTES {
-                Some(format!(
-                    "Error: this turn's tool results reached {} KiB, the limit of one turn; this call was \
-                     not run. Answer with what you have; the user can ask you to continue.",
-                    MAX_TURN_TOOL_RESULT_BYTES / 1024
-                ))
-            } else {
-                None
-            };
-            // Each call is measured in an `execute_tool` span, refused or run.
-            let span = telemetry::tool_span(&call.name, &call.id);
-            let (output, outcome) = match refused {
-                Some(text) => (ToolOutput::from(text), telemetry::outcome::REFUSED),
-                None => {
-                    let refused_before = env.refused_calls();
-                    let output = env.call_tool(call).instrument(span.clone()).await;
-                    let outcome = if env.refused_calls() > refused_before {
-                        telemetry::outcome::REFUSED
-                    } else if events::is_error_result(&output.content) {
-                        telemetry::outcome::ERROR
-                    } else {
-                        telemetry::outcome::OK
-                    };
-                    (output, outcome)
-                }
-            };
-            span.record(telemetry::field::OUTCOME, outcome);
-            drop(span);
-            let ok = !events::is_error_result(&output.content);
-            let content = if env.reads_skill_text(call) {
-                let mut content = output.content;
-                results::truncate(&mut content);
-                content
-            } else {
-                results::place(env, call, output.content, offload_bound).await
-            };
-            result_bytes += content.len();
-            let (shown, truncated) = events::event_content(&content);
-            events.event(TurnEvent::ToolResult {
-                id: call.id.clone(),
-                name: call.name.clone(),
-                ok,
-                bytes: content.len(),
-                summary: events::summarise_result(&content),
-                content: shown,
-                truncated,
-            });
-            if let Some(skill) = output.loaded_skill {
-                events.event(TurnEvent::SkillLoaded { skill, forced: false });
-            }
-            for (path, size) in env.take_written_files() {
-                events.event(TurnEvent::FileWritten { path, size });
-            }
-            conversation.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content });
-            if aborted.is_none() {
-                aborted = output.abort;
-            }
-        }
-        if aborted.is_some() {
+        let reply = calls::Reply { calls: &calls, oversized: &oversized, step: steps, offload_bound };
+        calls::run_reply(env, reply, &mut spent, events, &mut conversation).await;
+        usage.add(std::mem::take(&mut spent.usage));
+        if spent.aborted.is_some() {
             break Ending::Aborted;
         }
     };
@@ -412,7 +349,7 @@ pub async fn run(
             notice
         }
         Ending::Aborted => {
-            let reason = aborted.unwrap_or_default();
+            let reason = spent.aborted.take().unwrap_or_default();
             conversation.push(Message::assistant(reason.clone()));
             reason
         }
@@ -480,17 +417,5 @@ fn log_trim(trim: &Trim, step: u32) {
         Trim::StillOver { tokens, limit } => {
             tracing::warn!(step, tokens, limit, "context budget: still over the limit with nothing left to trim")
         }
-    }
-}
-
-/// Cuts `text` to at most `max` bytes at a character boundary, then appends `marker` (on its own line).
-fn cut_text(text: &mut String, max: usize, marker: &str) {
-    if text.len() <= max {
-        return;
-    }
-    text.truncate(text.floor_char_boundary(max));
-    if !marker.is_empty() {
-        text.push('\n');
-        text.push_str(marker);
     }
 }

@@ -1,6 +1,7 @@
 //! A tool result on its way into the conversation: one over the offload bound is saved as a
 //! workspace file (through the turn's environment, so it is committed with the turn) and the model
-//! is given its path with its head and tail; one that cannot be saved is cut to the loop's bound.
+//! is given its path with its head and tail; one that cannot be saved is cut to the loop's bound
+//! by `cut_text`, which also cuts an overlong reply or tool name.
 
 use super::{TurnEnv, MAX_TOOL_RESULT_BYTES};
 use crate::budget::estimate::BYTES_PER_TOKEN;
@@ -64,12 +65,23 @@ fn preview(content: &str, path: &str, bound: usize) -> String {
 
 /// Cuts a result that could not be saved to [`MAX_TOOL_RESULT_BYTES`], saying so.
 pub(super) fn truncate(content: &mut String) {
-    if content.len() <= MAX_TOOL_RESULT_BYTES {
+    if content.len() > MAX_TOOL_RESULT_BYTES {
+        let (shown, total) = (content.floor_char_boundary(MAX_TOOL_RESULT_BYTES), content.len());
+        let marker = format!("[truncated: showing {shown} of {total} bytes; read a smaller range]");
+        cut_text(content, MAX_TOOL_RESULT_BYTES, &marker);
+    }
+}
+
+/// Cuts `text` to at most `max` bytes at a character boundary, then appends `marker` (on its own line).
+pub(super) fn cut_text(text: &mut String, max: usize, marker: &str) {
+    if text.len() <= max {
         return;
     }
-    let total = content.len();
-    content.truncate(content.floor_char_boundary(MAX_TOOL_RESULT_BYTES));
-    content.push_str(&format!("\n[truncated: showing {} of {total} bytes; read a smaller range]", content.len()));
+    text.truncate(text.floor_char_boundary(max));
+    if !marker.is_empty() {
+        text.push('\n');
+        text.push_str(marker);
+    }
 }
 
 #[cfg(test)]

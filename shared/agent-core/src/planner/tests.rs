@@ -3,6 +3,7 @@
 
 use std::sync::Mutex;
 
+use agent_ports::testing::ScriptedModel;
 use async_trait::async_trait;
 use serde_json::json;
 
@@ -13,7 +14,6 @@ use super::*;
 use crate::events::{NoObserver, TurnEvent};
 use crate::expert::{ExpertError, ExpertInfo, ExpertToolResult, PromptInfo, PromptText};
 use crate::message::ToolSpec;
-use crate::test_support::ScriptedModel;
 
 /// A prompt candidate with only a name, for tests that choose among prompts.
 pub(super) fn option(name: &str) -> PromptCandidate {

@@ -89,8 +89,8 @@ struct RawFrontmatter {
     allowed_tools: Option<serde_norway::Value>,
 }
 
-/// Splits off the YAML between the opening and closing `---` lines.
-fn frontmatter_block(text: &str) -> Result<&str, SkipReason> {
+/// Splits off the YAML between the opening and closing `---` lines, and the body after them.
+fn frontmatter_block(text: &str) -> Result<(&str, &str), SkipReason> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut lines = text.split_inclusive('\n');
     let first = lines.next().unwrap_or("");
@@ -101,7 +101,7 @@ fn frontmatter_block(text: &str) -> Result<&str, SkipReason> {
     let mut end = start;
     for line in lines {
         if line.trim_end() == "---" {
-            return Ok(&text[start..end]);
+            return Ok((&text[start..end], &text[end + line.len()..]));
         }
         end += line.len();
         if end - start > MAX_FRONTMATTER_BYTES {
@@ -180,14 +180,14 @@ fn check_shape(block: &str) -> Result<(), SkipReason> {
     Ok(())
 }
 
-fn truncate_chars(text: &str, max: usize) -> String {
+pub(crate) fn truncate_chars(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         Some((cut, _)) => text[..cut].to_owned(),
         None => text.to_owned(),
     }
 }
 
-fn scalar_text(value: &serde_norway::Value) -> Option<String> {
+pub(crate) fn scalar_text(value: &serde_norway::Value) -> Option<String> {
     match value {
         serde_norway::Value::String(text) => Some(text.trim().to_owned()),
         serde_norway::Value::Number(number) => Some(number.to_string()),
@@ -232,6 +232,8 @@ fn our_tool_name(declared: &str) -> Option<&'static str> {
         "LS" => Some("ls"),
         "TodoWrite" => Some("todowrite"),
         "TodoRead" => Some("todoread"),
+        // Claude Code calls its subagent tool `Task` (later `Agent`).
+        "Task" | "Agent" | "task" => Some("task"),
         // `Bash(prefix:*)` keeps its pattern in `declared_tools`; a forced skill's commands obey it.
         "Bash" | "execute" => Some("execute"),
         bash if bash.starts_with("Bash(") && bash.ends_with(')') => Some("execute"),
@@ -269,7 +271,7 @@ fn split_tool_text(text: &str) -> Vec<String> {
     names
 }
 
-fn declared_tool_names(value: &serde_norway::Value) -> Result<Vec<String>, &'static str> {
+pub(crate) fn declared_tool_names(value: &serde_norway::Value) -> Result<Vec<String>, &'static str> {
     let names = match value {
         serde_norway::Value::Null => Vec::new(),
         serde_norway::Value::String(text) => split_tool_text(text),
@@ -288,15 +290,37 @@ fn declared_tool_names(value: &serde_norway::Value) -> Result<Vec<String>, &'sta
     Ok(names.into_iter().take(MAX_DECLARED_TOOLS).map(|name| truncate_chars(&name, KEPT_TOOL_CHARS)).collect())
 }
 
-/// Parses a SKILL.md found in the folder `folder`. Skips it only when it cannot be used (no
-/// frontmatter, YAML that does not parse, no description); repairs and reports everything else.
-pub fn parse_skill_md(text: &str, folder: &str) -> Result<Parsed, SkipReason> {
-    let block = frontmatter_block(text)?;
+/// Our tool names for `declared` (Claude Code's names mapped, each once, in declared order), and
+/// the declared names this runtime has no tool for.
+pub(crate) fn our_tools(declared: &[String]) -> (Vec<String>, Vec<&str>) {
+    let mut ours: Vec<String> = Vec::new();
+    let mut unknown: Vec<&str> = Vec::new();
+    for name in declared {
+        match our_tool_name(name) {
+            Some(tool) if !ours.iter().any(|t| t == tool) => ours.push(tool.to_owned()),
+            Some(_) => {}
+            None => unknown.push(name),
+        }
+    }
+    (ours, unknown)
+}
+
+/// The frontmatter of `text` as a YAML mapping, and the body after it: bounded and checked for
+/// costly shapes before the parser sees it.
+pub(crate) fn frontmatter_mapping(text: &str) -> Result<(serde_norway::Value, &str), SkipReason> {
+    let (block, body) = frontmatter_block(text)?;
     check_shape(block)?;
     let value: serde_norway::Value = serde_norway::from_str(block).map_err(|err| SkipReason::Yaml(err.to_string()))?;
     if !matches!(value, serde_norway::Value::Mapping(_)) {
         return Err(SkipReason::NotAMapping);
     }
+    Ok((value, body))
+}
+
+/// Parses a SKILL.md found in the folder `folder`. Skips it only when it cannot be used (no
+/// frontmatter, YAML that does not parse, no description); repairs and reports everything else.
+pub fn parse_skill_md(text: &str, folder: &str) -> Result<Parsed, SkipReason> {
+    let (value, _) = frontmatter_mapping(text)?;
     let raw: RawFrontmatter = serde_norway::from_value(value).map_err(|err| SkipReason::Yaml(err.to_string()))?;
     let mut warnings = Vec::new();
 
@@ -354,15 +378,7 @@ pub fn parse_skill_md(text: &str, folder: &str) -> Result<Parsed, SkipReason> {
         },
     };
     let tools = declared.as_ref().map(|declared| {
-        let mut ours: Vec<String> = Vec::new();
-        let mut unknown: Vec<&str> = Vec::new();
-        for name in declared {
-            match our_tool_name(name) {
-                Some(tool) if !ours.iter().any(|t| t == tool) => ours.push(tool.to_owned()),
-                Some(_) => {}
-                None => unknown.push(name),
-            }
-        }
+        let (ours, unknown) = our_tools(declared);
         if !unknown.is_empty() {
             warnings.push(format!("`allowed-tools` names tools this runtime does not have: {}", unknown.join(", ")));
         }

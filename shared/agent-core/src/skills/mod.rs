@@ -1,7 +1,10 @@
 //! Skills: SKILL.md frontmatter read leniently, the tenant's catalog index kept in one object,
-//! the budgeted listing with `find_skills` search, and the process-wide caches behind them.
+//! the budgeted listing with `find_skills` search, the tenant's agents, and the process-wide caches
+//! behind them.
 //!
 //! - [`frontmatter`]: what a SKILL.md declares; skipped only when unusable, repaired with warnings.
+//! - [`agents`]: the tenant's agents (`{user}/agents/{name}.md`, Claude Code's subagent files), read
+//!   as leniently; listed from the catalog's head, their prompts read by [`SkillLibrary::agent_doc`].
 //! - [`bundle`]: a skill's bundle of wheels under `.bundle/`, and the markers of needs none provides.
 //! - [`index`]: the index, built from a listing once and updated entry by entry; stored as a small
 //!   head and content-named parts ([`index::stored`]).
@@ -11,6 +14,7 @@
 //! - [`search`]: BM25 over names, categories and descriptions.
 //! - [`found`]: the text of a `find_skills` result, and how the context budget shrinks it.
 
+pub mod agents;
 pub use agent_ports::bundle;
 pub mod catalog;
 pub mod found;
@@ -21,6 +25,7 @@ pub mod search;
 
 use std::sync::Arc;
 
+pub use agents::{AgentDoc, AgentEntry};
 pub use catalog::{Catalog, CatalogView, Resolved, SkillLibrary};
 pub use frontmatter::{Frontmatter, SkipReason};
 pub use index::{CatalogIndex, SkillEntry, SkippedEntry};

@@ -219,36 +219,41 @@ impl SkillsEnv<'_> {
     /// Runs a command in the sandbox over a copy of the session's files, then brings what it changed
     /// under the workspace back into the turn's workspace, within the workspace's quotas.
     pub(super) async fn run_execute(&mut self, args: &Value) -> String {
-        let Some(access) = self.sandbox else {
+        let Some(access) = self.shared.sandbox else {
             return "Error: there is no sandbox to run commands in".to_owned();
         };
         let (command, timeout) = match parse_arguments(args, &access) {
             Ok(parsed) => parsed,
             Err(message) => return message,
         };
-        if let Some(forced) = &self.forced {
-            if let Err(message) = forced.commands.check(&command, forced.doc.path.name()) {
+        if let Some((commands, skill)) = self.command_rules() {
+            if let Err(message) = commands.check(&command, skill) {
+                tracing::warn!(skill, "refused a command the forced skill does not allow");
                 self.refused_tool_calls += 1;
-                tracing::warn!(skill = %forced.doc.path, "refused a command the forced skill does not allow");
                 return message;
             }
         }
-        let files = match self.vfs.sandbox_files().await {
-            Ok(files) => files,
-            Err(err) => return err.to_string(),
+        // The filesystem is locked to copy the files out and to take the changes back, not while
+        // the command runs, so concurrent subagents' commands run at the same time.
+        let (files, session) = {
+            let vfs = self.shared.vfs.lock().await;
+            match vfs.sandbox_files().await {
+                Ok(files) => (files, vfs.session().clone()),
+                Err(err) => return err.to_string(),
+            }
         };
         let request = crate::sandbox::ExecRequest {
-            tenant: self.skills.user.clone(),
-            session: self.vfs.session().clone(),
+            tenant: self.shared.skills.user.clone(),
+            session,
             command,
             timeout,
             workspace: files.workspace,
             skills: files.skills,
             ticket: files.ticket,
-            resume: self.sandbox_session.clone(),
+            resume: self.shared.sandbox_session(),
         };
         let bytes_in = files.bytes;
-        self.executions += 1;
+        self.shared.count_execution();
         let started = std::time::Instant::now();
         // The sandbox stops the command at its timeout; this bounds a backend that does not answer.
         let answer = tokio::time::timeout(timeout + SANDBOX_GRACE, access.sandbox.execute(request)).await;
@@ -264,10 +269,15 @@ impl SkillsEnv<'_> {
             }
         };
         if outcome.session.is_some() {
-            self.sandbox_session = outcome.session.clone();
+            self.shared.set_sandbox_session(outcome.session.clone());
         }
         let bytes_out: u64 = outcome.changes.written.iter().map(|file| file.bytes.len() as u64).sum();
-        let kept = self.vfs.apply_sandbox_changes(&outcome.changes).await;
+        let kept = {
+            let mut vfs = self.shared.vfs.lock().await;
+            let kept = vfs.apply_sandbox_changes(&outcome.changes).await;
+            self.written.extend(vfs.take_written());
+            kept
+        };
         tracing::info!(
             sandbox = access.sandbox.name(),
             exit_code = ?outcome.exit_code,

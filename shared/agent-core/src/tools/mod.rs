@@ -1,34 +1,42 @@
-//! The skills strategy's tools (`load_skill`, the file tools, and the essentials `abort`,
+//! The skills strategy's tools (`load_skill`, the file tools, `task`, and the essentials `abort`,
 //! `todowrite`, `todoread`) and the environment that gives the loop its state-dependent prompt,
 //! including a forced skill's guarantees: filtered tools, enforced at execution, and reminders.
-//! `execute` (a command in the sandbox) has a file of its own; the tools' names are in
-//! [`crate::tool_names`].
+//! One environment runs one agent of the turn: the turn's own, or a subagent started by `task`;
+//! what they share is in `shared`. `execute` (a command in the sandbox), `task` (subagents), the
+//! specs of the other tools and loading a skill (`source`) have files of their own; the tools'
+//! names are in [`crate::tool_names`].
 
 mod execute;
 mod saved;
+mod shared;
+mod source;
+mod specs;
+pub mod task;
 mod todos;
 
-pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_SKILL, TODO_READ, TODO_WRITE};
+pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_SKILL, TASK, TODO_READ, TODO_WRITE};
 pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess};
 pub use saved::{result_path, RESULTS_FOLDER};
+pub use shared::TurnShared;
+pub use source::{LoadSkillError, SkillSource};
+pub use specs::{essential_tool_specs, find_skills_spec, load_skill_spec};
+pub use task::{Delegation, SubagentConfig};
 
 use std::collections::BTreeSet;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use crate::agent::{PromptState, ToolOutput, TurnEnv};
-use crate::ids::UserId;
+use crate::events::TurnObserver;
 use crate::message::{ToolCall, ToolSpec};
-use crate::prompt::{self, PromptTemplate, PromptVars, Section, SectionKind, SkillPromptMode, SystemPrompt};
-use crate::skills::{found, Catalog, Listing, Resolved, SkillDoc, SkillLibrary};
-use crate::store::{ObjectStore, TodoItem};
+use crate::prompt::{self, Section, SectionKind, SystemPrompt};
+use crate::skills::{found, Listing, SkillDoc};
+use crate::store::TodoItem;
 use crate::vfs::{self, Vfs};
-
-/// `find_skills` answers at most this many matches.
-const MAX_FOUND_SKILLS: usize = 20;
-const DEFAULT_FOUND_SKILLS: usize = 8;
+use specs::{DEFAULT_FOUND_SKILLS, MAX_FOUND_SKILLS};
 
 /// Whether `call` returns skill instructions (`load_skill`, a read under /skills): its result is
 /// left out of every summary and never moved to a file.
@@ -36,144 +44,6 @@ pub fn reads_skill_text(call: &ToolCall) -> bool {
     let path = call.arguments.get("file_path").or_else(|| call.arguments.get("path"));
     let reads_skill = path.and_then(Value::as_str).is_some_and(|p| p.trim_start().starts_with("/skills"));
     call.name == LOAD_SKILL || reads_skill
-}
-
-pub fn load_skill_spec() -> ToolSpec {
-    ToolSpec {
-        name: LOAD_SKILL.to_owned(),
-        description: "Load a skill by the exact argument shown for it in the list of available skills (or \
-                      returned by find_skills): \"category/name\" or \"name\". The skill's instructions become your \
-                      instructions for the rest of this turn and its files appear under /skills/{name}/."
-            .to_owned(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "skill_path": {"type": "string", "description": "The skill to load, as \"category/name\" or \"name\"."}
-            },
-            "required": ["skill_path"],
-            "additionalProperties": false
-        }),
-    }
-}
-
-pub fn find_skills_spec() -> ToolSpec {
-    ToolSpec {
-        name: FIND_SKILLS.to_owned(),
-        description: "Search all of this account's skills (including those the list does not show in full) by a few \
-                      words about the task. Returns the best matches, best first, each with the exact load_skill \
-                      argument and its description."
-            .to_owned(),
-        parameters: json!({
-            "type": "object",
-            "properties": {
-                "query": {"type": "string", "description": "Words about the task, e.g. \"fill a PDF form\"."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_FOUND_SKILLS,
-                          "description": format!("How many matches to return (default {DEFAULT_FOUND_SKILLS}).")}
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        }),
-    }
-}
-
-/// Where a turn's skills come from: the catalog snapshot, and the library and store that load a
-/// skill's SKILL.md when it is loaded or forced.
-#[derive(Clone, Copy)]
-pub struct SkillSource<'a> {
-    pub library: &'a SkillLibrary,
-    pub objects: &'a dyn ObjectStore,
-    pub user: &'a UserId,
-    pub catalog: &'a Catalog,
-}
-
-/// Why a skill could not be loaded; `Display` is the text the model is told.
-#[derive(Debug, thiserror::Error)]
-pub enum LoadSkillError {
-    /// No such skill, or a name several skills share; the text suggests what exists.
-    #[error("{0}")]
-    NotFound(String),
-    /// The SKILL.md could not be read; the backend's message stays out of the model's sight.
-    #[error("Error: The skill could not be read from storage; try again later")]
-    Storage(#[source] crate::store::StoreError),
-}
-
-impl SkillSource<'_> {
-    /// Resolves and loads a skill, with the closest names when there is no such skill.
-    pub async fn load(&self, wanted: &str) -> Result<Arc<SkillDoc>, LoadSkillError> {
-        let storage = |err: crate::store::StoreError| {
-            tracing::warn!(skill = wanted, error = %err, "could not read the skill catalog");
-            LoadSkillError::Storage(err)
-        };
-        let not_found = || async {
-            let suggestions = self.catalog.closest(self.objects, wanted, 3).await.map_err(storage)?;
-            let suggestions: Vec<String> = suggestions.iter().map(|p| p.to_string()).collect();
-            Ok::<_, LoadSkillError>(LoadSkillError::NotFound(if suggestions.is_empty() {
-                format!("Error: Skill not found: {wanted}")
-            } else {
-                format!("Error: Skill not found: {wanted}. Closest skills: {}", suggestions.join(", "))
-            }))
-        };
-        let entry = match self.catalog.resolve(self.objects, wanted).await.map_err(storage)? {
-            Resolved::Found(entry) => entry,
-            Resolved::NotFound => return Err(not_found().await?),
-            Resolved::Ambiguous(many) => {
-                let paths: Vec<String> = many.iter().map(|e| e.path.to_string()).collect();
-                return Err(LoadSkillError::NotFound(format!(
-                    "Error: Several skills are named {wanted}: {}. Load one by its full path.",
-                    paths.join(", ")
-                )));
-            }
-        };
-        match self.library.skill_doc(self.objects, self.user, &entry).await {
-            Ok(Some(doc)) => Ok(doc),
-            Ok(None) => Err(not_found().await?),
-            Err(err) => {
-                tracing::warn!(skill = %entry.path, error = %err, "could not read a SKILL.md");
-                Err(LoadSkillError::Storage(err))
-            }
-        }
-    }
-}
-
-/// `abort`, `todowrite` and `todoread`.
-pub fn essential_tool_specs() -> Vec<ToolSpec> {
-    vec![
-        ToolSpec {
-            name: ABORT.to_owned(),
-            description: "End this turn at once, with `reason` as your answer to the user. Use it when the task \
-                          cannot or must not be done."
-                .to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"reason": {"type": "string", "description": "What to tell the user."}},
-                "required": ["reason"],
-                "additionalProperties": false
-            }),
-        },
-        ToolSpec {
-            name: TODO_WRITE.to_owned(),
-            description: "Replace your todo list for this conversation; it is kept across turns.".to_owned(),
-            parameters: json!({
-                "type": "object",
-                "properties": {"todos": {"type": "array", "items": {
-                    "type": "object",
-                    "properties": {
-                        "content": {"type": "string"},
-                        "status": {"type": "string", "enum": ["pending", "in_progress", "completed"]}
-                    },
-                    "required": ["content", "status"],
-                    "additionalProperties": false
-                }}},
-                "required": ["todos"],
-                "additionalProperties": false
-            }),
-        },
-        ToolSpec {
-            name: TODO_READ.to_owned(),
-            description: "Read your todo list for this conversation.".to_owned(),
-            parameters: json!({"type": "object", "properties": {}, "additionalProperties": false}),
-        },
-    ]
 }
 
 /// A skill forced by a slash command, and the tools it is allowed.
@@ -185,80 +55,62 @@ struct Forced {
     commands: CommandRules,
 }
 
-/// The state one turn of the skills strategy works on.
+/// The state one agent of a turn of the skills strategy works on.
 pub struct SkillsEnv<'a> {
-    pub vfs: Vfs<'a>,
-    skills: SkillSource<'a>,
-    listing: Arc<Listing>,
-    template: &'a PromptTemplate,
-    vars: &'a PromptVars,
-    mode: SkillPromptMode,
+    shared: Arc<TurnShared<'a>>,
+    role: task::Role,
     current_skill: Option<Arc<SkillDoc>>,
     forced: Option<Forced>,
     todos: Vec<TodoItem>,
     refused_tool_calls: u32,
-    sandbox: Option<SandboxAccess<'a>>,
-    executions: u32,
-    /// The sandbox backend's own session, carried across turns (see `SessionState::sandbox_session`).
-    sandbox_session: Option<String>,
+    /// Workspace files this agent's calls wrote since the loop last asked.
+    written: Vec<(String, u64)>,
 }
 
 impl<'a> SkillsEnv<'a> {
-    /// `listing` is the state-1 listing, rendered for `SKILL_LISTING_TOKENS` ([`Catalog::listing`]).
-    pub fn new(
-        vfs: Vfs<'a>,
-        skills: SkillSource<'a>,
-        listing: Arc<Listing>,
-        template: &'a PromptTemplate,
-        vars: &'a PromptVars,
-        mode: SkillPromptMode,
-        todos: Vec<TodoItem>,
-    ) -> Self {
-        Self {
-            vfs,
-            skills,
-            listing,
-            template,
-            vars,
-            mode,
-            current_skill: None,
-            forced: None,
-            todos,
-            refused_tool_calls: 0,
-            sandbox: None,
-            executions: 0,
-            sandbox_session: None,
-        }
+    /// The turn's own agent over `shared`, with the session's todo list.
+    pub fn new(shared: TurnShared<'a>, todos: Vec<TodoItem>) -> Self {
+        Self::with_role(Arc::new(shared), task::Role::main(), todos)
     }
 
-    /// Offers `execute`, running commands in `access`'s sandbox; `session` is the backend's own
-    /// session kept from earlier turns, if any.
-    pub fn with_sandbox(mut self, access: SandboxAccess<'a>, session: Option<String>) -> Self {
-        self.sandbox = Some(access);
-        self.sandbox_session = session;
-        self
+    fn with_role(shared: Arc<TurnShared<'a>>, role: task::Role, todos: Vec<TodoItem>) -> Self {
+        Self { shared, role, current_skill: None, forced: None, todos, refused_tool_calls: 0, written: Vec::new() }
     }
 
     /// The sandbox backend's session to keep with the agent session.
-    pub fn sandbox_session(&self) -> Option<&str> {
-        self.sandbox_session.as_deref()
+    pub fn sandbox_session(&self) -> Option<String> {
+        self.shared.sandbox_session()
     }
 
-    /// Commands run in the sandbox this turn.
+    /// Commands run in the sandbox this turn, by any of its agents.
     pub fn executions(&self) -> u32 {
-        self.executions
+        self.shared.executions.load(Ordering::Relaxed)
+    }
+
+    /// The turn's filesystem, locked for as long as the guard is held.
+    pub async fn vfs(&self) -> tokio::sync::MutexGuard<'_, Vfs<'a>> {
+        self.shared.vfs.lock().await
+    }
+
+    /// Whether this agent may start subagents: the turn runs them and this agent is not at the
+    /// deepest level.
+    fn can_delegate(&self) -> bool {
+        self.shared.delegation.as_ref().is_some_and(|delegation| self.role.depth < delegation.config.max_depth)
     }
 
     /// Every tool this strategy has, before any filtering; `find_skills` only when the listing
     /// does not show every skill in full.
     fn all_tools(&self) -> Vec<ToolSpec> {
         let mut tools = vec![load_skill_spec()];
-        if self.listing.search {
+        if self.shared.listing.search {
             tools.push(find_skills_spec());
         }
         tools.extend(vfs::file_tool_specs());
-        if let Some(access) = &self.sandbox {
+        if let Some(access) = &self.shared.sandbox {
             tools.push(execute_spec(&access.sandbox.layout()));
+        }
+        if self.can_delegate() {
+            tools.push(task::task_spec(self.shared.skills.catalog.agents()));
         }
         tools.extend(essential_tool_specs());
         tools
@@ -266,21 +118,21 @@ impl<'a> SkillsEnv<'a> {
 
     /// The listing state 1 shows.
     pub fn listing(&self) -> &Listing {
-        &self.listing
+        &self.shared.listing
     }
 
     /// Makes a skill current and visible under `/skills`.
     pub async fn load_skill(&mut self, skill_path: &str) -> Result<Arc<SkillDoc>, LoadSkillError> {
-        let doc = self.skills.load(skill_path).await?;
+        let doc = self.shared.skills.load(skill_path).await?;
         tracing::info!(skill = %doc.path, "skill loaded");
-        self.vfs.mount_skill(doc.path.clone());
+        self.shared.vfs.lock().await.mount_skill(doc.path.clone());
         self.current_skill = Some(doc.clone());
         Ok(doc)
     }
 
     /// Forces `doc` for this turn: its SKILL.md becomes a mandatory block, only its declared tools
     /// (plus the essentials) are offered, and any other tool call is refused.
-    pub fn force(&mut self, doc: Arc<SkillDoc>) {
+    pub async fn force(&mut self, doc: Arc<SkillDoc>) {
         let all = self.all_tools();
         let declared: BTreeSet<&str> = doc
             .frontmatter
@@ -306,10 +158,10 @@ impl<'a> SkillsEnv<'a> {
         let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
         tracing::info!(skill = %doc.path, offered_tools = ?names, "forced skill");
         let commands = doc.frontmatter.declared_tools.as_deref().and_then(command_rules).unwrap_or(CommandRules::Any);
-        if declared.contains(EXECUTE) && self.sandbox.is_none() {
+        if declared.contains(EXECUTE) && self.shared.sandbox.is_none() {
             tracing::warn!(skill = %doc.path, "forced skill declares Bash, but no sandbox is configured (SANDBOX)");
         }
-        self.vfs.mount_skill(doc.path.clone());
+        self.shared.vfs.lock().await.mount_skill(doc.path.clone());
         self.current_skill = Some(doc.clone());
         self.forced = Some(Forced { doc, offered, commands });
     }
@@ -330,12 +182,51 @@ impl<'a> SkillsEnv<'a> {
         &self.todos
     }
 
+    /// The turn's filesystem and this agent's todo list, once the turn has run. Subagents' own
+    /// environments end with the batch of calls that started them, so the turn's is the last.
     pub fn into_parts(self) -> (Vfs<'a>, Vec<TodoItem>) {
-        (self.vfs, self.todos)
+        let shared = Arc::into_inner(self.shared).expect("subagents' environments end with their batch of calls");
+        (shared.vfs.into_inner(), self.todos)
     }
 
     fn offered_names(&self) -> Vec<String> {
         self.tools().into_iter().map(|tool| tool.name).collect()
+    }
+
+    fn offers(&self, name: &str) -> bool {
+        self.tools().iter().any(|tool| tool.name == name)
+    }
+
+    /// Enforced at execution: whatever the model was offered is all it may run. The refusal of a
+    /// call to any other tool, counted.
+    fn refuse_unoffered(&mut self, call: &ToolCall) -> Option<ToolOutput> {
+        let offered = self.offered_names();
+        if offered.contains(&call.name) {
+            return None;
+        }
+        self.refused_tool_calls += 1;
+        let skill = self.forced.as_ref().map(|forced| forced.doc.path.to_string());
+        tracing::warn!(tool = %call.name, forced_skill = ?skill, "refused a call to a tool that was not offered");
+        let content = match &self.forced {
+            Some(forced) => format!(
+                "Error: the tool `{}` is not available while the skill /{} is active. Use only: {}.",
+                call.name,
+                forced.doc.path.name(),
+                offered.join(", ")
+            ),
+            None => format!("Error: there is no tool named `{}`. Available tools: {}.", call.name, offered.join(", ")),
+        };
+        Some(ToolOutput::from(content))
+    }
+
+    /// The commands `execute` may run and the skill that says so: a forced skill's, or the one a
+    /// subagent inherited from a forced parent.
+    fn command_rules(&self) -> Option<(&CommandRules, &str)> {
+        match (&self.forced, &self.role.commands) {
+            (Some(forced), _) => Some((&forced.commands, forced.doc.path.name())),
+            (None, Some((commands, skill))) => Some((commands, skill.as_str())),
+            (None, None) => None,
+        }
     }
 
     async fn run_load_skill(&mut self, args: &Value) -> String {
@@ -373,7 +264,7 @@ impl<'a> SkillsEnv<'a> {
                 _ => return format!("Error: `limit` must be a whole number from 1 to {MAX_FOUND_SKILLS}"),
             },
         };
-        let found = match self.skills.catalog.find(self.skills.objects, query, limit).await {
+        let found = match self.shared.skills.catalog.find(self.shared.skills.objects, query, limit).await {
             Ok(found) => found,
             Err(err) => {
                 tracing::warn!(error = %err, "could not read the skill catalog for find_skills");
@@ -385,7 +276,7 @@ impl<'a> SkillsEnv<'a> {
         if found.is_empty() {
             return format!(
                 "No skills match \"{query}\" among the {} skills of this account. Try other words.",
-                self.skills.catalog.len()
+                self.shared.skills.catalog.len()
             );
         }
         found::render(query, &found)
@@ -397,7 +288,8 @@ impl<'a> SkillsEnv<'a> {
             forced.doc.path,
             forced.doc.content.trim_end()
         );
-        let mut sections = self.template.render_sections(self.vars, &Section::new(SectionKind::MandatorySkill, block));
+        let mut sections =
+            self.shared.template.render_sections(self.shared.vars, &Section::new(SectionKind::MandatorySkill, block));
         let tools: String =
             forced.offered.iter().map(|tool| format!("- {}: {}\n", tool.name, tool.description)).collect();
         sections.push(Section::new(SectionKind::Tools, format!("\n\n## Tools for this skill\n{tools}")));
@@ -422,15 +314,24 @@ fn tool_list(tools: &[ToolSpec]) -> String {
 #[async_trait]
 impl TurnEnv for SkillsEnv<'_> {
     fn system_prompt(&self) -> SystemPrompt {
-        let mut prompt = match &self.forced {
-            Some(forced) => self.forced_prompt(forced),
-            None => {
-                prompt::system_prompt(self.template, self.vars, &self.listing, self.current_skill.as_deref(), self.mode)
-            }
+        let mut prompt = match (&self.forced, &self.role.agent) {
+            (Some(forced), _) => self.forced_prompt(forced),
+            (None, Some(agent)) => task::agent_prompt(
+                agent,
+                self.offers(LOAD_SKILL).then_some(self.shared.listing.as_ref()),
+                self.current_skill.as_deref(),
+            ),
+            (None, None) => prompt::system_prompt(
+                self.shared.template,
+                self.shared.vars,
+                &self.shared.listing,
+                self.current_skill.as_deref(),
+                self.shared.mode,
+            ),
         };
         // State 2 with a sandbox: say where the skill's own scripts are, so its instructions work.
         let offers_execute = self.tools().iter().any(|tool| tool.name == EXECUTE);
-        if let (Some(access), Some(skill), true) = (&self.sandbox, &self.current_skill, offers_execute) {
+        if let (Some(access), Some(skill), true) = (&self.shared.sandbox, &self.current_skill, offers_execute) {
             let note = execute::skill_folder_note(&access.sandbox.layout(), skill.path.name());
             let at = match self.forced {
                 // Before the forced skill's tool list and reminder, which stay last.
@@ -439,14 +340,25 @@ impl TurnEnv for SkillsEnv<'_> {
             };
             prompt.sections.insert(at, Section::new(SectionKind::SkillDocument, note));
         }
+        if self.role.id.is_some() {
+            prompt.sections.push(Section::new(SectionKind::Reminder, task::SUBAGENT_NOTE));
+        }
         prompt
     }
 
     fn tools(&self) -> Vec<ToolSpec> {
-        match &self.forced {
+        let mut tools = match &self.forced {
             Some(forced) => forced.offered.clone(),
             None => self.all_tools(),
+        };
+        // A subagent of a type with its own tool list has those of its parent's tools only.
+        if let Some(allowed) = &self.role.allowed {
+            tools.retain(|tool| allowed.contains(&tool.name));
         }
+        if !self.can_delegate() {
+            tools.retain(|tool| tool.name != TASK);
+        }
+        tools
     }
 
     fn reminder(&self, step: u32) -> Option<String> {
@@ -460,7 +372,7 @@ impl TurnEnv for SkillsEnv<'_> {
     }
 
     fn take_written_files(&mut self) -> Vec<(String, u64)> {
-        self.vfs.take_written()
+        std::mem::take(&mut self.written)
     }
 
     fn refused_calls(&self) -> u32 {
@@ -473,7 +385,10 @@ impl TurnEnv for SkillsEnv<'_> {
 
     async fn save_result(&mut self, call: &ToolCall, content: &str) -> Option<String> {
         let offered = self.offered_names();
-        saved::save(&mut self.vfs, &offered, call, content).await
+        let mut vfs = self.shared.vfs.lock().await;
+        let saved = saved::save(&mut vfs, &offered, call, content).await;
+        self.written.extend(vfs.take_written());
+        saved
     }
 
     fn prompt_state(&self) -> Option<PromptState> {
@@ -483,32 +398,24 @@ impl TurnEnv for SkillsEnv<'_> {
                 forced: self.forced.as_ref().is_some_and(|forced| forced.doc.path == doc.path),
             },
             None => PromptState::Listing {
-                total: self.listing.total,
-                shown_in_full: self.listing.shown_in_full,
-                search: self.listing.search,
+                total: self.shared.listing.total,
+                shown_in_full: self.shared.listing.shown_in_full,
+                search: self.shared.listing.search,
             },
         })
     }
 
+    fn runs_concurrently(&self, call: &ToolCall) -> bool {
+        call.name == TASK
+    }
+
+    async fn call_concurrently(&mut self, calls: &[&ToolCall], events: &dyn TurnObserver) -> Vec<ToolOutput> {
+        task::run_tasks(self, calls, events).await
+    }
+
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput {
-        // Enforced at execution: whatever the model was offered is all it may run.
-        let offered = self.offered_names();
-        if !offered.contains(&call.name) {
-            self.refused_tool_calls += 1;
-            let skill = self.forced.as_ref().map(|forced| forced.doc.path.to_string());
-            tracing::warn!(tool = %call.name, forced_skill = ?skill, "refused a call to a tool that was not offered");
-            let content = match &self.forced {
-                Some(forced) => format!(
-                    "Error: the tool `{}` is not available while the skill /{} is active. Use only: {}.",
-                    call.name,
-                    forced.doc.path.name(),
-                    offered.join(", ")
-                ),
-                None => {
-                    format!("Error: there is no tool named `{}`. Available tools: {}.", call.name, offered.join(", "))
-                }
-            };
-            return ToolOutput::from(content);
+        if let Some(refused) = self.refuse_unoffered(call) {
+            return refused;
         }
         let content = match call.name.as_str() {
             LOAD_SKILL => {
@@ -516,12 +423,14 @@ impl TurnEnv for SkillsEnv<'_> {
                 let loaded_skill = (!crate::events::is_error_result(&content))
                     .then(|| self.current_skill.as_ref().map(|doc| doc.path.to_string()))
                     .flatten();
-                return ToolOutput { content, abort: None, loaded_skill };
+                return ToolOutput { content, loaded_skill, ..ToolOutput::default() };
             }
             FIND_SKILLS => self.run_find_skills(&call.arguments).await,
             EXECUTE => self.run_execute(&call.arguments).await,
             TODO_WRITE => self.run_todo_write(&call.arguments),
             TODO_READ => self.run_todo_read(),
+            // A `task` runs with the reply's other tasks, through `call_concurrently`.
+            TASK => task::run_tasks(self, &[call], &crate::events::NoObserver).await.pop().unwrap_or_default().content,
             ABORT => {
                 let reason = call.arguments.get("reason").and_then(Value::as_str).map(str::trim).unwrap_or_default();
                 if reason.is_empty() {
@@ -531,13 +440,16 @@ impl TurnEnv for SkillsEnv<'_> {
                     return ToolOutput {
                         content: "Turn aborted.".to_owned(),
                         abort: Some(reason.to_owned()),
-                        loaded_skill: None,
+                        ..ToolOutput::default()
                     };
                 }
             }
-            name => vfs::run_file_tool(&mut self.vfs, name, &call.arguments)
-                .await
-                .unwrap_or_else(|| format!("Error: there is no tool named `{name}`")),
+            name => {
+                let mut vfs = self.shared.vfs.lock().await;
+                let content = vfs::run_file_tool(&mut vfs, name, &call.arguments).await;
+                self.written.extend(vfs.take_written());
+                content.unwrap_or_else(|| format!("Error: there is no tool named `{name}`"))
+            }
         };
         ToolOutput::from(content)
     }

@@ -13,9 +13,10 @@ use crate::agent::{self, Limits};
 use crate::budget;
 use crate::events::{ListingShown, TurnEvent, TurnObserver};
 use crate::message::{ChatRequest, Message};
-use crate::prompt::DEFAULT_TEMPLATE;
-use crate::test_support::ScriptedModel;
+use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode, DEFAULT_TEMPLATE};
+use crate::skills::SkillLibrary;
 use crate::{SessionId, UserId};
+use agent_ports::testing::ScriptedModel;
 use local_store::MemoryObjectStore as MemStore;
 
 const USER: &str = "u1";
@@ -77,10 +78,11 @@ async fn turn(
     let vars = PromptVars::default();
     let vfs = Vfs::new(store, user.clone(), SessionId::parse("S1").unwrap(), None, BTreeMap::new());
     let source = SkillSource { library: &library, objects: store, user: &user, catalog: &catalog };
-    let mut env = SkillsEnv::new(vfs, source, listing, template, &vars, SkillPromptMode::Replace, Vec::new());
+    let shared = TurnShared::new(vfs, source, listing, template, &vars, SkillPromptMode::Replace);
+    let mut env = SkillsEnv::new(shared, Vec::new());
     if let Some(path) = force {
         let doc = env.load_skill(path).await.unwrap();
-        env.force(doc);
+        env.force(doc).await;
     }
     let limits = Limits { max_steps: 5, deadline: None, reserve: std::time::Duration::ZERO, input_tokens };
     let events = Collect::default();
@@ -178,4 +180,24 @@ async fn the_tier_counts_how_far_the_budget_shrank_the_listing_for_the_call() {
     assert!(prompt_tokens < full, "{prompt_tokens} < {full}");
     assert_eq!(*prompt_tokens, estimate(&tight.requests()[0]));
     assert_ne!(roomy.requests()[0].system, tight.requests()[0].system);
+}
+
+#[tokio::test]
+async fn task_is_offered_when_the_turn_runs_subagents() {
+    let store = seeded();
+    let user = UserId::parse(USER).unwrap();
+    let library = SkillLibrary::new();
+    let catalog = library.catalog(&store, &user).await.unwrap();
+    let listing = catalog.listing(&store, 4000).await.unwrap();
+    let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
+    let vars = PromptVars::default();
+    let vfs = Vfs::new(&store, user.clone(), SessionId::parse("S1").unwrap(), None, BTreeMap::new());
+    let source = SkillSource { library: &library, objects: &store, user: &user, catalog: &catalog };
+    let model = ScriptedModel::default();
+    let limits = Limits { max_steps: 5, deadline: None, reserve: std::time::Duration::ZERO, input_tokens: 100_000 };
+    let shared = TurnShared::new(vfs, source, listing, &template, &vars, SkillPromptMode::Replace)
+        .with_subagents(Delegation::new(&model, limits, SubagentConfig::default()));
+    let env = SkillsEnv::new(shared, Vec::new());
+    let names: Vec<String> = env.tools().into_iter().map(|tool| tool.name).collect();
+    assert!(names.contains(&TASK.to_owned()), "{names:?}");
 }

@@ -43,6 +43,7 @@ use crate::skills::{Catalog, CatalogView, SkillLibrary};
 use crate::store::{
     Accepted, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionStore, StoreError, TurnStatus,
 };
+use crate::tools::SubagentConfig;
 use crate::vfs::BlobCache;
 
 /// Longest user message accepted, in bytes.
@@ -79,6 +80,9 @@ pub struct AgentConfig {
     /// The provider's name (`LLM_PROVIDER`: `openai`, `anthropic`, `bedrock`...), recorded on each
     /// model call's span; empty when unknown.
     pub model_provider: String,
+    /// The bounds of subagents started by `task` (`SUBAGENT_MAX_DEPTH`, `SUBAGENTS_PER_TURN`,
+    /// `SUBAGENT_MAX_STEPS`); a depth of 0 offers no `task`.
+    pub subagents: SubagentConfig,
 }
 
 /// How turns are answered.
@@ -118,6 +122,7 @@ impl Default for AgentConfig {
             model_id: String::new(),
             daily_token_budget: None,
             model_provider: String::new(),
+            subagents: SubagentConfig::default(),
         }
     }
 }

@@ -12,7 +12,7 @@ use crate::prompt::{PromptTemplate, PromptVars};
 use crate::skills::{Resolved, SkillDoc};
 use crate::store::{Session, SessionState};
 use crate::telemetry;
-use crate::tools::{LoadSkillError, SandboxAccess, SkillSource, SkillsEnv};
+use crate::tools::{Delegation, LoadSkillError, SandboxAccess, SkillSource, SkillsEnv, TurnShared};
 use crate::vfs::{SavedMemories, Vfs};
 
 /// Splits `/name rest` or `/category/name rest` into the command and the request.
@@ -95,10 +95,15 @@ impl TurnService {
         .with_blob_cache(&self.blobs)
         .with_catalog(&catalog);
         let listing = catalog.listing(self.objects.as_ref(), self.config.listing_tokens()).await?;
-        let mut env =
-            SkillsEnv::new(vfs, source, listing, template, &vars, self.config.prompt_mode, session.state.todos.clone());
+        let limits = Limits {
+            max_steps: self.config.max_steps,
+            deadline: request.deadline,
+            reserve: self.config.deadline_reserve,
+            input_tokens: self.config.input_tokens(),
+        };
+        let mut shared = TurnShared::new(vfs, source, listing, template, &vars, self.config.prompt_mode);
         if let Some(sandbox) = &self.sandbox {
-            env = env.with_sandbox(
+            shared = shared.with_sandbox(
                 SandboxAccess {
                     sandbox: sandbox.as_ref(),
                     deadline: request.deadline,
@@ -107,6 +112,10 @@ impl TurnService {
                 session.state.sandbox_session.clone(),
             );
         }
+        if self.config.subagents.max_depth > 0 {
+            shared = shared.with_subagents(Delegation::new(self.model.as_ref(), limits.clone(), self.config.subagents));
+        }
+        let mut env = SkillsEnv::new(shared, session.state.todos.clone());
         // A session stored mid-skill (by a strategy that keeps one) resumes in state 2.
         for skill in &session.state.loaded_skills {
             let _ = env.load_skill(&skill.to_string()).await;
@@ -116,15 +125,9 @@ impl TurnService {
         }
         if let Some(doc) = forced {
             events.event(TurnEvent::SkillLoaded { skill: doc.path.to_string(), forced: true });
-            env.force(doc);
+            env.force(doc).await;
         }
 
-        let limits = Limits {
-            max_steps: self.config.max_steps,
-            deadline: request.deadline,
-            reserve: self.config.deadline_reserve,
-            input_tokens: self.config.input_tokens(),
-        };
         let outcome =
             agent::run(self.model.as_ref(), &mut env, &history, Message::user(user_message), &limits, events).await?;
         // A turn that never reached the model has nothing to say: a canned "out of time" reply
@@ -137,8 +140,7 @@ impl TurnService {
         let forced_skill = env.forced_skill().map(|doc| doc.path.clone());
         let refused_tool_calls = env.refused_tool_calls();
         let executions = env.executions();
-        let sandbox_session =
-            env.sandbox_session().map(str::to_owned).or_else(|| session.state.sandbox_session.clone());
+        let sandbox_session = env.sandbox_session().or_else(|| session.state.sandbox_session.clone());
         let (vfs, todos) = env.into_parts();
         // The turn's memory changes go to the store before the commit, so a committed turn has
         // lost none of them (see `vfs::memories` for what this costs).

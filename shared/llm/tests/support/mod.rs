@@ -1,9 +1,13 @@
 //! Fixtures shared by the llm crate's test binaries; each binary uses only some of them.
 #![allow(dead_code)]
 
+pub mod server;
+
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use agent_ports::{ChatRequest, DeltaSink, JsonSchemaFormat, Message};
+use llm::{LlmConfig, ProviderKind};
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -32,6 +36,16 @@ impl DeltaSink for Collect {
         }
         deltas.push(text.to_owned());
     }
+}
+
+/// A provider's configuration against a scripted server at `base_url`: three attempts 1 ms apart
+/// and a 5 s timeout, so that retries cost the tests nothing.
+pub fn config(provider: ProviderKind, base_url: String, model: &str) -> LlmConfig {
+    let mut config = LlmConfig::new(provider, base_url, model);
+    config.max_attempts = 3;
+    config.retry_base_delay = Duration::from_millis(1);
+    config.timeout = Duration::from_secs(5);
+    config
 }
 
 /// One user message under a short system prompt.

@@ -289,6 +289,15 @@ fn check_request(request: &WireRequest) -> Result<Duration, HandlerError> {
     Ok(timeout)
 }
 
+/// "2 s" or "1.5 s", for the messages the model reads.
+pub(crate) fn seconds(duration: Duration) -> String {
+    if duration.subsec_millis() == 0 {
+        format!("{} s", duration.as_secs())
+    } else {
+        format!("{:.1} s", duration.as_secs_f64())
+    }
+}
+
 /// "64 MiB", "4 KiB" or "1234 bytes", for the messages the model reads.
 pub(crate) fn human_bytes(bytes: u64) -> String {
     match bytes {

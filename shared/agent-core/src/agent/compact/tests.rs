@@ -2,88 +2,46 @@
 //! by the model or by a digest, the turn ending `ContextFull` with its work once nothing more fits,
 //! and a request too large before any call still an error.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::sync::Mutex;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use agent_ports::testing::{FnModel, Script};
 use async_trait::async_trait;
-use serde_json::json;
+use serde_json::{json, Value};
 
 use super::*;
 use crate::agent::{self, Ending, ToolOutput, TurnEnv};
 use crate::budget::estimate_request;
 use crate::events::NoObserver;
-use crate::message::{ChatResponse, StopReason, ToolSpec};
+use crate::message::{ChatResponse, ToolSpec};
 use crate::model::ModelError;
 use crate::prompt::{Section, SectionKind, SystemPrompt};
 
-/// A model that answers condensing requests with `summary` (an error when `None`) and every other
-/// request from its script, keeping every request.
-struct LongTurnModel {
-    script: Mutex<VecDeque<ChatResponse>>,
-    summary: Option<String>,
-    requests: Mutex<Vec<ChatRequest>>,
-}
-
-impl LongTurnModel {
-    fn new(summary: Option<&str>) -> Self {
-        Self { script: Mutex::default(), summary: summary.map(str::to_owned), requests: Mutex::default() }
+/// A model whose turn makes a reply per step of `steps` (`count` calls of the tool with `arguments`,
+/// ids naming the step, each reply reporting 10 tokens in and 1 out) and then answers `answer`; it
+/// answers condensing requests with `summary` (an error when `None`), and keeps every request.
+fn long_turn_model(summary: Option<&str>, steps: &[(&str, usize, Value)], answer: &str) -> FnModel {
+    let script = Script::default();
+    for (step, (tool, count, arguments)) in steps.iter().enumerate() {
+        let calls = (0..*count).map(|i| ToolCall::new(format!("c{step}_{i}"), *tool, arguments.clone())).collect();
+        script.push(ChatResponse::calling(calls).with_usage(Usage { input_tokens: 10, output_tokens: 1 }));
     }
-
-    /// A reply calling `tool` `count` times, each with `arguments`.
-    fn calls(self, tool: &str, count: usize, arguments: serde_json::Value) -> Self {
-        let tool_calls = (0..count)
-            .map(|i| ToolCall {
-                id: format!("c{}_{i}", self.script.lock().unwrap().len()),
-                name: tool.into(),
-                arguments: arguments.clone(),
-            })
-            .collect();
-        self.script.lock().unwrap().push_back(ChatResponse {
-            content: String::new(),
-            tool_calls,
-            usage: Usage { input_tokens: 10, output_tokens: 1 },
-            stop_reason: StopReason::ToolUse,
-        });
-        self
-    }
-
-    fn text(self, text: &str) -> Self {
-        self.script.lock().unwrap().push_back(ChatResponse {
-            content: text.into(),
-            tool_calls: Vec::new(),
-            usage: Usage::default(),
-            stop_reason: StopReason::EndTurn,
-        });
-        self
-    }
-
-    fn requests(&self) -> Vec<ChatRequest> {
-        self.requests.lock().unwrap().clone()
-    }
-
-    fn turn_requests(&self) -> Vec<ChatRequest> {
-        self.requests().into_iter().filter(|r| r.system != INSTRUCTIONS).collect()
-    }
-}
-
-#[async_trait]
-impl ChatModel for LongTurnModel {
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        self.requests.lock().unwrap().push(request.clone());
-        if request.system == INSTRUCTIONS {
-            return match &self.summary {
-                Some(summary) => Ok(ChatResponse {
-                    content: summary.clone(),
-                    tool_calls: Vec::new(),
-                    usage: Usage { input_tokens: 100, output_tokens: 20 },
-                    stop_reason: StopReason::EndTurn,
-                }),
-                None => Err(ModelError::InvalidResponse("the summary failed".into())),
-            };
+    script.push(ChatResponse::text(answer));
+    let summary = summary.map(str::to_owned);
+    FnModel::new(move |request| {
+        if request.system != INSTRUCTIONS {
+            return script.next_reply();
         }
-        self.script.lock().unwrap().pop_front().ok_or_else(|| ModelError::InvalidResponse("script exhausted".into()))
-    }
+        match &summary {
+            Some(summary) => Ok(ChatResponse::text(summary).with_usage(Usage { input_tokens: 100, output_tokens: 20 })),
+            None => Err(ModelError::InvalidResponse("the summary failed".into())),
+        }
+    })
+}
+
+/// The requests of the turn itself, the condensing ones left out.
+fn turn_requests(model: &FnModel) -> Vec<ChatRequest> {
+    model.requests().into_iter().filter(|r| r.system != INSTRUCTIONS).collect()
 }
 
 /// An environment with a protected skill document, where `ls` answers a small listing, `grep` a
@@ -152,15 +110,12 @@ fn limits(input_tokens: usize) -> Limits {
 }
 
 /// Seven replies of 40 `ls` calls each, then an answer, in a context of 6,000 tokens.
-fn long_turn(summary: Option<&str>) -> LongTurnModel {
-    let mut model = LongTurnModel::new(summary);
-    for _ in 0..7 {
-        model = model.calls("ls", 40, json!({"path": "/workspace", "note": "n".repeat(40)}));
-    }
-    model.text("Hecho.")
+fn long_turn(summary: Option<&str>) -> FnModel {
+    let ls = ("ls", 40, json!({"path": "/workspace", "note": "n".repeat(40)}));
+    long_turn_model(summary, &vec![ls; 7], "Hecho.")
 }
 
-async fn run(model: &LongTurnModel, env: &mut Env, limit: usize) -> Result<agent::LoopOutcome, ModelError> {
+async fn run(model: &FnModel, env: &mut Env, limit: usize) -> Result<agent::LoopOutcome, ModelError> {
     let request = Message::user("Revisa todo el espacio de trabajo y resume lo que hay.");
     agent::run(model, env, &[], request, &limits(limit), &NoObserver).await
 }
@@ -175,7 +130,7 @@ async fn a_long_turn_condenses_its_older_steps_with_the_model_and_keeps_every_st
     let condensing = model.requests().iter().filter(|r| r.system == INSTRUCTIONS).count();
     assert!(condensing >= 1, "the model condensed the older steps");
     assert_eq!(outcome.usage.input_tokens, 7 * 10 + condensing as u64 * 100, "the condensing calls are counted");
-    let requests = model.turn_requests();
+    let requests = turn_requests(&model);
     assert_eq!(requests.len(), 8);
     for request in &requests {
         assert!(request.system.contains("<mandatory-skill>Always sign.</mandatory-skill>"));
@@ -204,7 +159,7 @@ async fn a_failed_summary_becomes_a_digest_of_the_calls() {
     let mut env = Env::new();
     let outcome = run(&model, &mut env, 6_000).await.unwrap();
     assert_eq!(outcome.ending, Ending::Answered);
-    let last = model.turn_requests().pop().unwrap();
+    let last = turn_requests(&model).pop().unwrap();
     let Message::User { content } = &last.messages[1] else { panic!("{:?}", last.messages[1]) };
     assert!(content.starts_with(HEADER) && content.contains("no summary could be made"), "{content}");
     assert!(content.contains("- ls({\"note\":"), "the short arguments: {content}");
@@ -217,13 +172,13 @@ async fn a_failed_summary_becomes_a_digest_of_the_calls() {
 
 #[tokio::test]
 async fn a_large_result_is_saved_and_the_next_request_names_its_file() {
-    let model = LongTurnModel::new(None).calls("grep", 1, json!({"pattern": "m"})).text("Visto.");
+    let model = long_turn_model(None, &[("grep", 1, json!({"pattern": "m"}))], "Visto.");
     let mut env = Env::new();
     let outcome = run(&model, &mut env, 28_672).await.unwrap();
     assert_eq!(outcome.ending, Ending::Answered);
     let saved = &env.saved["/workspace/.results/c0_0.txt"];
     assert_eq!(saved.len(), 30_008, "the whole result is in the file");
-    let second = &model.turn_requests()[1];
+    let second = &turn_requests(&model)[1];
     let Some(Message::Tool { content, .. }) = second.messages.get(2) else { panic!("{:?}", second.messages) };
     assert!(content.contains("saved to /workspace/.results/c0_0.txt"), "{content}");
     assert!(content.contains("\nSTART") && content.ends_with("END") && content.len() < 6_000, "{content}");
@@ -231,18 +186,18 @@ async fn a_large_result_is_saved_and_the_next_request_names_its_file() {
 
 #[tokio::test]
 async fn a_result_that_cannot_be_saved_is_cut() {
-    let model = LongTurnModel::new(None).calls("grep", 1, json!({"pattern": "m"})).text("Visto.");
+    let model = long_turn_model(None, &[("grep", 1, json!({"pattern": "m"}))], "Visto.");
     let mut env = Env { saves: false, grep_bytes: 100_000, ..Env::new() };
     run(&model, &mut env, 100_000).await.unwrap();
-    let second = &model.turn_requests()[1];
+    let second = &turn_requests(&model)[1];
     let Some(Message::Tool { content, .. }) = second.messages.get(2) else { panic!("{:?}", second.messages) };
     assert!(content.contains("[truncated: showing 65536 of 100008 bytes"), "{}", &content[content.len() - 100..]);
 }
 
 #[tokio::test]
 async fn a_turn_whose_skill_fills_the_context_ends_context_full_with_its_work() {
-    let model =
-        LongTurnModel::new(Some("unused")).calls("ls", 2, json!({})).calls("load_skill", 1, json!({})).text("Nunca.");
+    let steps = [("ls", 2, json!({})), ("load_skill", 1, json!({}))];
+    let model = long_turn_model(Some("unused"), &steps, "Nunca.");
     let mut env = Env { skill_bytes: 30_000, ..Env::new() };
     let outcome = run(&model, &mut env, 6_000).await.unwrap();
     assert_eq!((outcome.ending, outcome.steps), (Ending::ContextFull, 2));
@@ -254,7 +209,7 @@ async fn a_turn_whose_skill_fills_the_context_ends_context_full_with_its_work() 
 
 #[tokio::test]
 async fn a_request_over_the_limit_before_any_call_is_still_an_error() {
-    let model = LongTurnModel::new(Some("unused")).text("Nunca.");
+    let model = long_turn_model(Some("unused"), &[], "Nunca.");
     let mut env = Env::new();
     let request = Message::user("x".repeat(30_000));
     let result = agent::run(&model, &mut env, &[], request, &limits(6_000), &NoObserver).await;

@@ -1,5 +1,6 @@
 //! The process-wide [`SkillLibrary`]: catalog snapshots revalidated with one conditional GET of the
-//! index's head per turn, and SKILL.md bodies kept by ETag. Both caches are bounded in bytes.
+//! index's head per turn, and SKILL.md bodies and agents' files kept by ETag. Every cache is
+//! bounded in bytes.
 
 use std::sync::Arc;
 
@@ -7,8 +8,9 @@ use quick_cache::sync::Cache;
 use quick_cache::Weighter;
 
 use super::Catalog;
-use crate::ids::UserId;
+use crate::ids::{AgentName, UserId};
 use crate::keys;
+use crate::skills::agents::{parse_agent_file, AgentDoc, AgentEntry, MAX_AGENT_FILE_BYTES};
 use crate::skills::frontmatter::{Frontmatter, MAX_SKILL_MD_BYTES};
 use crate::skills::index::stored;
 use crate::skills::index::{build_index, decode_index, IndexRead, SkillEntry};
@@ -20,6 +22,8 @@ use crate::store::{Fetched, ObjectStore, StoreError, WriteCondition};
 const CATALOG_CACHE_BYTES: u64 = 32 << 20;
 /// Bytes of SKILL.md bodies kept per process.
 const BODY_CACHE_BYTES: u64 = 8 << 20;
+/// Bytes of loaded agents kept per process: a tenant's 50 agents of at most 64 KiB each fit.
+const AGENT_CACHE_BYTES: u64 = 4 << 20;
 
 #[derive(Clone)]
 struct CatalogWeight;
@@ -39,11 +43,22 @@ impl Weighter<(String, String), Arc<str>> for TextWeight {
     }
 }
 
-/// Process-wide caches of catalog snapshots (revalidated every turn) and SKILL.md bodies (keyed by
-/// ETag, so they never go stale).
+#[derive(Clone)]
+struct AgentWeight;
+
+impl Weighter<(String, String), Arc<AgentDoc>> for AgentWeight {
+    fn weight(&self, key: &(String, String), doc: &Arc<AgentDoc>) -> u64 {
+        let entry = &doc.entry;
+        (key.0.len() + key.1.len() + doc.prompt.len() + entry.description.len()) as u64 + 256
+    }
+}
+
+/// Process-wide caches of catalog snapshots (revalidated every turn), SKILL.md bodies and loaded
+/// agents (keyed by ETag, so they never go stale).
 pub struct SkillLibrary {
     catalogs: Cache<UserId, Arc<Catalog>, CatalogWeight>,
     bodies: Cache<(String, String), Arc<str>, TextWeight>,
+    agents: Cache<(String, String), Arc<AgentDoc>, AgentWeight>,
     /// The listing budget of this process's turns, kept rendered in an index it writes.
     listing_budget: Option<usize>,
 }
@@ -59,6 +74,7 @@ impl SkillLibrary {
         Self {
             catalogs: Cache::with_weighter(64, CATALOG_CACHE_BYTES, CatalogWeight),
             bodies: Cache::with_weighter(1024, BODY_CACHE_BYTES, TextWeight),
+            agents: Cache::with_weighter(256, AGENT_CACHE_BYTES, AgentWeight),
             listing_budget: None,
         }
     }
@@ -159,5 +175,38 @@ impl SkillLibrary {
             declared_tools: entry.declared_tools.clone(),
         };
         Ok(Some(Arc::new(SkillDoc { path: entry.path.clone(), frontmatter, content })))
+    }
+
+    /// The loaded form of `entry`, one of the catalog's agents: its file read with one GET, once per
+    /// ETag. The entry is as the file reads now (it may be newer than the catalog's), and the
+    /// prompt is its body. `None` when the file is gone or no longer usable.
+    pub async fn agent_doc(
+        &self,
+        objects: &dyn ObjectStore,
+        user: &UserId,
+        entry: &AgentEntry,
+    ) -> Result<Option<Arc<AgentDoc>>, StoreError> {
+        // The name came from the index, but it becomes a key: it is checked again.
+        let Ok(name) = AgentName::parse(entry.name.as_str()) else { return Ok(None) };
+        let key = keys::agent_key(user, &name);
+        if let Some(doc) = self.agents.get(&(key.clone(), entry.etag.clone())) {
+            return Ok(Some(doc));
+        }
+        if entry.size > MAX_AGENT_FILE_BYTES {
+            return Ok(None);
+        }
+        let Some(object) = objects.get(&key).await? else { return Ok(None) };
+        let etag = object.etag.clone();
+        match parse_agent_file(object.bytes, &name, object.etag) {
+            Ok(doc) => {
+                let doc = Arc::new(doc);
+                self.agents.insert((key, etag), doc.clone());
+                Ok(Some(doc))
+            }
+            Err(reason) => {
+                tracing::warn!(file = %format!("agents/{name}.md"), %reason, "the agent's file is no longer usable");
+                Ok(None)
+            }
+        }
     }
 }

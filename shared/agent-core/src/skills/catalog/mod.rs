@@ -13,7 +13,10 @@ use tokio::sync::OnceCell;
 
 pub use library::SkillLibrary;
 
+use super::agents::AgentEntry;
 use super::index::stored::{self, IndexHead, IndexPart, StoredListing, MAX_STORED_LISTINGS};
+#[cfg(doc)]
+use super::index::MAX_SKIPPED_AGENTS;
 use super::index::{hidden_skills, inside_a_skill, BasePromptEntry, CatalogIndex, SkillEntry, SkippedEntry};
 use super::listing::{self, Listing};
 use super::search::SkillSearch;
@@ -151,6 +154,16 @@ impl Catalog {
         catalog
     }
 
+    /// This catalog with `agents` as the tenant's agents (sorted by name), for tests and tools.
+    pub fn with_agents(mut self, agents: impl IntoIterator<Item = AgentEntry>) -> Self {
+        let mut agents: Vec<AgentEntry> = agents.into_iter().collect();
+        agents.sort_by(|a, b| a.name.cmp(&b.name));
+        agents.dedup_by(|a, b| a.name == b.name);
+        self.weight += Self::agents_weight(&agents);
+        self.head.agents = agents;
+        self
+    }
+
     /// A catalog of ready-made entries, for tests and tools.
     pub fn from_entries(entries: impl IntoIterator<Item = SkillEntry>) -> Self {
         let mut index = CatalogIndex::default();
@@ -170,7 +183,15 @@ impl Catalog {
         let parts: u64 = head.parts.iter().map(|part| 4 * part.bytes).sum();
         let inline =
             inline.map_or(0, |part| Self::estimate(part.skills.len(), part.files.values().map(Vec::len).sum()));
-        1024 + listings + parts + inline
+        1024 + listings + parts + inline + Self::agents_weight(&head.agents)
+    }
+
+    /// The agents' share of a snapshot: their text and about as much again for the structures.
+    fn agents_weight(agents: &[AgentEntry]) -> u64 {
+        let text = |agent: &AgentEntry| {
+            agent.name.len() + agent.description.len() + agent.warnings.iter().map(String::len).sum::<usize>()
+        };
+        agents.iter().map(|agent| 2 * text(agent) as u64 + 256).sum()
     }
 
     fn estimate(skills: usize, files: usize) -> u64 {
@@ -197,6 +218,23 @@ impl Catalog {
     /// How many SKILL.md files cannot be used.
     pub fn skipped_count(&self) -> usize {
         self.head.skipped
+    }
+
+    /// The tenant's agents, sorted by name, from the head this snapshot was read from: listing
+    /// them costs no request of its own.
+    pub fn agents(&self) -> &[AgentEntry] {
+        &self.head.agents
+    }
+
+    /// The agent called `name` (its file's name), if the tenant has it.
+    pub fn agent(&self, name: &str) -> Option<&AgentEntry> {
+        let agents = &self.head.agents;
+        agents.binary_search_by(|agent| agent.name.as_str().cmp(name)).ok().map(|i| &agents[i])
+    }
+
+    /// Agent files that cannot be used, and why (at most [`MAX_SKIPPED_AGENTS`]).
+    pub fn skipped_agents(&self) -> &[SkippedEntry] {
+        &self.head.skipped_agents
     }
 
     /// The tenant's `BASE_PROMPT.md` entry.

@@ -1,11 +1,12 @@
 //! The layouts of a tenant's `skills/` folder: which keys are skills' SKILL.md files (plain,
 //! categorised, or a plugin marketplace's `[group/]plugin/skills/name`), the base prompt, or files
-//! of a skill, and which tenant a key belongs to.
+//! of a skill, and which tenant a key belongs to (its skills' files, or its agents').
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::SkillEntry;
 use crate::ids::{SkillPath, UserId};
+use crate::skills::agents::{classify_agent, AgentFile};
 use crate::skills::frontmatter::SkipReason;
 
 /// The tenant's base prompt override, relative to `{user}/skills/`.
@@ -52,14 +53,26 @@ pub fn classify(rel: &str) -> SkillFile {
     }
 }
 
-/// The tenant and the file relative to `{user}/skills/` of an object key, when the key is a file
-/// under a valid tenant's `skills/` prefix (a SKILL.md, BASE_PROMPT.md, or any file of a skill,
-/// whose skill's file list the index keeps).
-pub fn tenant_file(key: &str) -> Option<(UserId, String)> {
+/// A tenant's file the index keeps something of.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TenantFile {
+    /// A file relative to `{user}/skills/`: a SKILL.md, BASE_PROMPT.md, or any file of a skill.
+    Skill(String),
+    /// A Markdown file relative to `{user}/agents/` ([`classify_agent`] says what it is).
+    Agent(String),
+}
+
+/// The tenant and the file of an object key, when the key is a file under a valid tenant's
+/// `skills/` prefix (a SKILL.md, BASE_PROMPT.md, or any file of a skill, whose skill's file list
+/// the index keeps) or a Markdown file under its `agents/`.
+pub fn tenant_file(key: &str) -> Option<(UserId, TenantFile)> {
     let (user, rest) = key.split_once('/')?;
-    let rel = rest.strip_prefix("skills/")?;
-    let user = UserId::parse(user).ok()?;
-    (!rel.is_empty() && !rel.ends_with('/')).then(|| (user, rel.to_owned()))
+    let file = match (rest.strip_prefix("skills/"), rest.strip_prefix("agents/")) {
+        (Some(rel), _) if !rel.is_empty() && !rel.ends_with('/') => TenantFile::Skill(rel.to_owned()),
+        (_, Some(rel)) if !matches!(classify_agent(rel), AgentFile::Other) => TenantFile::Agent(rel.to_owned()),
+        _ => return None,
+    };
+    Some((UserId::parse(user).ok()?, file))
 }
 
 /// The skills a file (relative to `{user}/skills/`) may belong to, with its path inside each: the

@@ -4,33 +4,39 @@
 //! current entry by entry with conditional writes. [`CatalogIndex`] is the whole index in memory;
 //! [`stored`] is how it is kept: a small head, and parts read only when needed.
 //! `update`: decoding a stored head and [`update_index`], the conditional update file by file;
-//! `layout`: where a key sits in the layouts a tenant's skills may have.
+//! `layout`: where a key sits in the layouts a tenant's skills may have; `agents`: the tenant's
+//! agents (`{user}/agents/*.md`), read again from a listing of their folder when one changes.
 
 use std::collections::BTreeMap;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 
+use super::agents::AgentEntry;
+#[cfg(doc)]
+use super::agents::MAX_AGENTS;
 use super::bundle::SkillBundle;
 use super::frontmatter::{parse_skill_md, SkipReason, MAX_SKILL_MD_BYTES};
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::store::{Fetched, ObjectMeta, ObjectStore, StoreError, WriteCondition};
 
+mod agents;
 mod layout;
 pub mod stored;
 mod update;
 
+pub use agents::{agent_file, MAX_SKIPPED_AGENTS};
 use layout::owners;
-pub use layout::{classify, hidden_skills, inside_a_skill, tenant_file, SkillFile, BASE_PROMPT_FILE};
+pub use layout::{classify, hidden_skills, inside_a_skill, tenant_file, SkillFile, TenantFile, BASE_PROMPT_FILE};
 pub use stored::IndexHead;
 pub use update::{decode_index, update_index, IndexRead, UpdateOutcome};
 
 /// The index format this build writes. An index of an older format is rebuilt from a listing.
 /// Format 2: `Bash` and `Bash(...)` in `allowed-tools` map to `execute`. Format 3: each skill's
 /// files (`files`), and skills stored as arrays ([`SkillRow`]) rather than objects keyed by path.
-/// Format 4: a head and content-named parts ([`stored`]).
-pub const INDEX_FORMAT: u32 = 4;
+/// Format 4: a head and content-named parts ([`stored`]). Format 5: the tenant's agents, in the head.
+pub const INDEX_FORMAT: u32 = 5;
 /// Most files of one skill kept in the index; a skill with more is listed when it is first used.
 pub const MAX_INDEXED_FILES: usize = 256;
 /// Largest `BASE_PROMPT.md` kept in the index.
@@ -62,10 +68,10 @@ pub struct SkillEntry {
     pub unmet_needs: Vec<String>,
 }
 
-/// A SKILL.md that cannot be used, and why; kept so the operator can see it.
+/// A SKILL.md or agent file that cannot be used, and why; kept so the operator can see it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SkippedEntry {
-    /// The file, relative to `{user}/skills/`.
+    /// The file: a SKILL.md relative to `{user}/skills/`, an agent's as `agents/{file}`.
     pub file: String,
     pub reason: String,
 }
@@ -95,6 +101,10 @@ pub struct CatalogIndex {
     /// Unusable SKILL.md files by file.
     pub skipped: BTreeMap<String, SkippedEntry>,
     pub base_prompt: Option<BasePromptEntry>,
+    /// The tenant's agents by name, at most [`MAX_AGENTS`].
+    pub agents: BTreeMap<String, AgentEntry>,
+    /// Unusable agent files by file (`agents/{file}`), at most [`MAX_SKIPPED_AGENTS`].
+    pub skipped_agents: BTreeMap<String, SkippedEntry>,
 }
 
 impl Default for CatalogIndex {
@@ -105,6 +115,8 @@ impl Default for CatalogIndex {
             files: BTreeMap::new(),
             skipped: BTreeMap::new(),
             base_prompt: None,
+            agents: BTreeMap::new(),
+            skipped_agents: BTreeMap::new(),
         }
     }
 }
@@ -386,10 +398,15 @@ impl CatalogIndex {
     }
 }
 
-/// Builds the whole index from one listing of `{user}/skills/` and a GET per SKILL.md.
+/// Builds the whole index from one listing of `{user}/skills/` and a GET per SKILL.md, and one
+/// listing of `{user}/agents/` and a GET per agent.
 pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<CatalogIndex, StoreError> {
     let prefix = keys::skills_prefix(user);
-    let listing = objects.list(&prefix).await?;
+    let (listing, mut index) = futures::try_join!(objects.list(&prefix), async {
+        let mut index = CatalogIndex::default();
+        agents::refresh_agents(objects, user, &mut index).await?;
+        Ok(index)
+    })?;
     let files: Vec<(String, u64)> = listing
         .iter()
         .filter_map(|meta: &ObjectMeta| {
@@ -405,7 +422,6 @@ pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<Cat
         .buffered(FETCH_CONCURRENCY)
         .try_collect()
         .await?;
-    let mut index = CatalogIndex::default();
     for (rel, outcome) in outcomes {
         index.apply(&rel, outcome);
     }
@@ -423,6 +439,7 @@ pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<Cat
     tracing::info!(
         skills = index.skills.len(),
         skipped = index.skipped.len(),
+        agents = index.agents.len(),
         "built the catalog index from a listing"
     );
     Ok(index)

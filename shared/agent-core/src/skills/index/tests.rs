@@ -24,14 +24,19 @@ fn classifies_both_layouts() {
 }
 
 #[test]
-fn tenant_files_come_only_from_a_tenants_skills_prefix() {
-    let (user, rel) = tenant_file("u1/skills/pdf/SKILL.md").unwrap();
-    assert_eq!((user.as_str(), rel.as_str()), ("u1", "pdf/SKILL.md"));
+fn tenant_files_come_only_from_a_tenants_skills_and_agents_prefixes() {
+    let (user, file) = tenant_file("u1/skills/pdf/SKILL.md").unwrap();
+    assert_eq!((user.as_str(), file), ("u1", TenantFile::Skill("pdf/SKILL.md".to_owned())));
     assert!(tenant_file("u1/workspaces/s/blobs/abc").is_none());
     assert!(tenant_file("u1/tickets/t/SKILL.md").is_none());
-    assert_eq!(tenant_file("u1/skills/pdf/notes.md").unwrap().1, "pdf/notes.md", "a skill's file");
+    assert_eq!(tenant_file("u1/skills/pdf/notes.md").unwrap().1, TenantFile::Skill("pdf/notes.md".to_owned()));
     assert!(tenant_file("../skills/pdf/SKILL.md").is_none());
     assert!(tenant_file("u1/skills/a/b/c/SKILL.md").is_some(), "reported as unusable, not ignored");
+    assert_eq!(tenant_file("u1/agents/reviewer.md").unwrap().1, TenantFile::Agent("reviewer.md".to_owned()));
+    assert_eq!(tenant_file("u1/agents/team/x.md").unwrap().1, TenantFile::Agent("team/x.md".to_owned()), "skipped");
+    for ignored in ["u1/agents/notes.txt", "u1/agents/.x.md", "u1/agents/", "../agents/a.md", "u1/skills/"] {
+        assert!(tenant_file(ignored).is_none(), "{ignored}");
+    }
 }
 
 #[test]

@@ -49,6 +49,8 @@ pub fn decode_index(bytes: &[u8]) -> Result<IndexRead, StoreError> {
 pub struct UpdateOutcome {
     /// Skills in the index afterwards.
     pub skills: usize,
+    /// Agents in the index afterwards.
+    pub agents: usize,
     /// Files whose entries were re-read.
     pub examined: usize,
     /// Whether the index was (re)built from a listing.
@@ -62,16 +64,16 @@ fn unix_now() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
 }
 
-/// Brings the entries of `changed` files (relative to `{user}/skills/`) up to date: each is read
-/// again now, so the order in which events arrive does not matter, and a file that is gone is
-/// removed. The write is conditional on the head read; a lost race re-reads and re-applies.
+/// Brings the entries of `changed` files up to date: each is read again now, so the order in
+/// which events arrive does not matter, and a file that is gone is removed; any changed agent file
+/// has every agent read again from a listing of `{user}/agents/` (unchanged ones by ETag only). The write is conditional on the head read; a lost race re-reads and re-applies.
 /// With no index (or one of an older format) the whole index is built from a listing instead.
 /// `rebuild` forces that. `listing_budget` is the listing budget turns use (the head keeps the
 /// listing rendered for it, and for those earlier turns asked for).
 pub async fn update_index(
     objects: &dyn ObjectStore,
     user: &UserId,
-    changed: &[String],
+    changed: &[TenantFile],
     rebuild: bool,
     listing_budget: Option<usize>,
 ) -> Result<UpdateOutcome, StoreError> {
@@ -107,13 +109,24 @@ pub async fn update_index(
         let mut examined = 0;
         if !rebuilt {
             let mut folders = BTreeSet::new();
-            for rel in changed {
+            let mut agents_changed = false;
+            for file in changed {
+                examined += 1;
+                let rel = match file {
+                    TenantFile::Skill(rel) => rel,
+                    TenantFile::Agent(_) => {
+                        agents_changed = true;
+                        continue;
+                    }
+                };
                 if !matches!(classify(rel), SkillFile::Other) {
                     let outcome = examine(objects, user, rel, None).await?;
                     index.apply(rel, outcome);
                 }
                 folders.extend(owners(rel).into_iter().map(|(skill, _)| skill));
-                examined += 1;
+            }
+            if agents_changed {
+                agents::refresh_agents(objects, user, &mut index).await?;
             }
             // Any other file changed: the file list of the skill it belongs to is read again.
             for skill in folders {
@@ -124,7 +137,11 @@ pub async fn update_index(
         }
         if !rebuilt {
             index.refresh_unmet_needs();
-            log_skipped(&index, changed.iter());
+            let skills = changed.iter().filter_map(|file| match file {
+                TenantFile::Skill(rel) => Some(rel),
+                TenantFile::Agent(_) => None,
+            });
+            log_skipped(&index, skills);
         }
         let written =
             stored::write_index(objects, user, &index, condition, previous.as_ref(), listing_budget, unix_now()).await;
@@ -132,13 +149,15 @@ pub async fn update_index(
             Ok((head, _)) => {
                 tracing::info!(
                     skills = index.skills.len(),
+                    agents = index.agents.len(),
                     parts = head.parts.len(),
                     examined,
                     rebuilt,
                     retries,
                     "catalog index written"
                 );
-                return Ok(UpdateOutcome { skills: index.skills.len(), examined, rebuilt, retries });
+                let (skills, agents) = (index.skills.len(), index.agents.len());
+                return Ok(UpdateOutcome { skills, agents, examined, rebuilt, retries });
             }
             Err(StoreError::Conflict) if retries + 1 < MAX_WRITE_ATTEMPTS => {
                 retries += 1;

@@ -1,8 +1,9 @@
-//! The catalog index as stored (format 4): a small head that a turn reads whole, and for a large
+//! The catalog index as stored (format 5): a small head that a turn reads whole, and for a large
 //! catalog, parts that hold the skills by a hash of their folder name, read only when a turn looks
 //! a skill up, searches, or needs the whole catalog. What a cold turn reads and decodes is then the
-//! same at 10 skills and at 10,000: the head (counts, the base prompt, the listing rendered for the
-//! budgets turns use, the parts' ids) and at most the one part of a skill it loads.
+//! same at 10 skills and at 10,000: the head (counts, the base prompt, the tenant's agents, the
+//! listing rendered for the budgets turns use, the parts' ids) and at most the one part of a skill
+//! it loads.
 //!
 //! Parts are named by their content, so a part never changes once written: a process keeps the
 //! parts it has read across versions of the head, and an update writes only the parts it changed
@@ -19,6 +20,7 @@ use sha2::{Digest, Sha256};
 use super::{rows, BasePromptEntry, CatalogIndex, SkillEntry, SkippedEntry, INDEX_FORMAT};
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
+use crate::skills::agents::AgentEntry;
 use crate::skills::listing::{self, Listing};
 use crate::store::{ObjectStore, StoreError, WriteCondition};
 
@@ -49,6 +51,13 @@ pub struct IndexHead {
     pub skipped: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_prompt: Option<BasePromptEntry>,
+    /// The tenant's agents by name: few and small, so a turn lists them from the head it reads
+    /// anyway.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<AgentEntry>,
+    /// Agent files that cannot be used, by file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_agents: Vec<SkippedEntry>,
     /// The state-1 listing as rendered for each budget turns asked for (not kept for an inline
     /// catalog, whose listing is rendered from its entries at no cost that grows).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -149,6 +158,8 @@ pub fn encode(index: &CatalogIndex, budgets: &[usize], retired: Vec<RetiredPart>
         total: usable.len(),
         skipped,
         base_prompt: index.base_prompt.clone(),
+        agents: index.agents.values().cloned().collect(),
+        skipped_agents: index.skipped_agents.values().cloned().collect(),
         listings: Vec::new(),
         parts: Vec::new(),
         inline: None,
@@ -208,7 +219,12 @@ fn to_part(index: &CatalogIndex, hidden: &BTreeSet<String>, belongs: impl Fn(&st
 
 /// The whole index from its head and every part it names, in part order.
 pub fn join(head: &IndexHead, parts: impl IntoIterator<Item = IndexPart>) -> CatalogIndex {
-    let mut index = CatalogIndex { base_prompt: head.base_prompt.clone(), ..CatalogIndex::default() };
+    let mut index = CatalogIndex {
+        base_prompt: head.base_prompt.clone(),
+        agents: head.agents.iter().map(|agent| (agent.name.clone(), agent.clone())).collect(),
+        skipped_agents: head.skipped_agents.iter().map(|skipped| (skipped.file.clone(), skipped.clone())).collect(),
+        ..CatalogIndex::default()
+    };
     for part in head.inline.clone().into_iter().chain(parts) {
         index.skills.extend(part.skills);
         index.files.extend(part.files);

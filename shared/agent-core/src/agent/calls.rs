@@ -1,0 +1,207 @@
+//! One model reply's tool calls: each is refused, run on its own in order, or run at once with the
+//! reply's other concurrent calls (subagents). Every call gets a result, so the stored history stays
+//! well-formed whatever was refused.
+
+use tracing::Instrument;
+
+use super::{results, ToolOutput, TurnEnv, MAX_TOOL_ARGUMENT_BYTES, MAX_TOOL_CALLS_PER_REPLY};
+use super::{MAX_TURN_ARGUMENT_BYTES, MAX_TURN_TOOL_RESULT_BYTES};
+use crate::events::{self, TurnEvent, TurnObserver};
+use crate::message::{Message, ToolCall, Usage};
+use crate::telemetry;
+
+/// The calls of one reply and what the loop already knows of them.
+pub(super) struct Reply<'r> {
+    pub calls: &'r [ToolCall],
+    /// For each call, its arguments' size when they were over the bounds (and replaced).
+    pub oversized: &'r [Option<usize>],
+    /// The model call (from 1) that made the reply.
+    pub step: u32,
+    /// Results longer than this are saved to a file ([`results::offload_bound`]).
+    pub offload_bound: usize,
+}
+
+/// What the turn's tool calls have spent so far.
+#[derive(Default)]
+pub(super) struct Spent {
+    /// Bytes of tool results kept.
+    pub result_bytes: usize,
+    /// The reason an `abort` gave, once one was called.
+    pub aborted: Option<String>,
+    /// Model tokens the calls spent themselves (subagents), not yet added to the turn's usage.
+    pub usage: Usage,
+}
+
+impl Spent {
+    /// Why call `index` of the reply is not run, if it is not: after an abort, past the per-reply
+    /// cap, with oversized arguments, or once the turn's tool-result budget is spent.
+    fn refusal(&self, index: usize, oversized: Option<usize>) -> Option<String> {
+        if self.aborted.is_some() {
+            Some("Not run: the turn was aborted.".to_owned())
+        } else if index >= MAX_TOOL_CALLS_PER_REPLY {
+            Some(format!(
+                "Error: at most {MAX_TOOL_CALLS_PER_REPLY} tool calls are run per reply; this call was not run. \
+                 Call it again in your next reply if you still need it."
+            ))
+        } else if let Some(size) = oversized {
+            Some(format!(
+                "Error: the arguments of this call are {size} bytes, over the limit of {MAX_TOOL_ARGUMENT_BYTES} \
+                 bytes a call and {MAX_TURN_ARGUMENT_BYTES} bytes a turn; it was not run. Split the work into \
+                 smaller calls, or continue in the next turn."
+            ))
+        } else if self.result_bytes >= MAX_TURN_TOOL_RESULT_BYTES {
+            Some(format!(
+                "Error: this turn's tool results reached {} KiB, the limit of one turn; this call was \
+                 not run. Answer with what you have; the user can ask you to continue.",
+                MAX_TURN_TOOL_RESULT_BYTES / 1024
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// Runs the calls of `reply` and appends their results to `conversation`, in the reply's order.
+/// Every call is announced first (the model asked for them together); the calls that run
+/// concurrently run as one batch where the first of them stands.
+pub(super) async fn run_reply(
+    env: &mut dyn TurnEnv,
+    reply: Reply<'_>,
+    spent: &mut Spent,
+    events: &dyn TurnObserver,
+    conversation: &mut Vec<Message>,
+) {
+    for call in reply.calls {
+        tracing::info!(tool = %call.name, step = reply.step, "tool call");
+        events.event(TurnEvent::ToolCall {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            summary: events::summarise_arguments(&call.arguments),
+        });
+    }
+    let concurrent: Vec<bool> = reply
+        .calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| {
+            index < MAX_TOOL_CALLS_PER_REPLY && reply.oversized[index].is_none() && env.runs_concurrently(call)
+        })
+        .collect();
+    // The batch's outputs by call index, once it has run.
+    let mut batch: Option<Vec<Option<(ToolOutput, &'static str)>>> = None;
+
+    for (index, call) in reply.calls.iter().enumerate() {
+        // Each call is measured in an `execute_tool` span, refused or run.
+        let span = telemetry::tool_span(&call.name, &call.id);
+        let (output, outcome) = if concurrent[index] {
+            if batch.is_none() {
+                batch = Some(run_batch(env, &reply, &concurrent, spent, events).await);
+            }
+            match batch.as_mut().and_then(|outputs| outputs[index].take()) {
+                Some(ran) => ran,
+                None => (ToolOutput::from("Error: this call was not run.".to_owned()), telemetry::outcome::ERROR),
+            }
+        } else {
+            match spent.refusal(index, reply.oversized[index]) {
+                Some(text) => (ToolOutput::from(text), telemetry::outcome::REFUSED),
+                None => {
+                    let refused_before = env.refused_calls();
+                    let output = env.call_tool(call).instrument(span.clone()).await;
+                    let outcome = outcome_of(&*env, refused_before, &output);
+                    (output, outcome)
+                }
+            }
+        };
+        span.record(telemetry::field::OUTCOME, outcome);
+        drop(span);
+        record(env, call, output, spent, reply.offload_bound, events, conversation).await;
+    }
+}
+
+/// Runs the reply's concurrent calls as one batch: those refused at its start get their refusal,
+/// the others run together. Outputs by call index.
+async fn run_batch(
+    env: &mut dyn TurnEnv,
+    reply: &Reply<'_>,
+    concurrent: &[bool],
+    spent: &Spent,
+    events: &dyn TurnObserver,
+) -> Vec<Option<(ToolOutput, &'static str)>> {
+    let mut outputs: Vec<Option<(ToolOutput, &'static str)>> = reply.calls.iter().map(|_| None).collect();
+    let mut run = Vec::new();
+    for (index, call) in reply.calls.iter().enumerate().filter(|(index, _)| concurrent[*index]) {
+        match spent.refusal(index, reply.oversized[index]) {
+            Some(text) => outputs[index] = Some((ToolOutput::from(text), telemetry::outcome::REFUSED)),
+            None => run.push((index, call)),
+        }
+    }
+    let calls: Vec<&ToolCall> = run.iter().map(|(_, call)| *call).collect();
+    let refused_before = env.refused_calls();
+    let results = env.call_concurrently(&calls, events).await;
+    let refused_now = env.refused_calls() > refused_before;
+    for ((index, _), output) in run.into_iter().zip(results) {
+        let outcome = if refused_now && events::is_error_result(&output.content) {
+            telemetry::outcome::REFUSED
+        } else if events::is_error_result(&output.content) {
+            telemetry::outcome::ERROR
+        } else {
+            telemetry::outcome::OK
+        };
+        outputs[index] = Some((output, outcome));
+    }
+    outputs
+}
+
+fn outcome_of(env: &dyn TurnEnv, refused_before: u32, output: &ToolOutput) -> &'static str {
+    if env.refused_calls() > refused_before {
+        telemetry::outcome::REFUSED
+    } else if events::is_error_result(&output.content) {
+        telemetry::outcome::ERROR
+    } else {
+        telemetry::outcome::OK
+    }
+}
+
+/// Places a call's output in the conversation (saved to a file when large), reports it, and
+/// counts what it spent.
+async fn record(
+    env: &mut dyn TurnEnv,
+    call: &ToolCall,
+    output: ToolOutput,
+    spent: &mut Spent,
+    offload_bound: usize,
+    events: &dyn TurnObserver,
+    conversation: &mut Vec<Message>,
+) {
+    let ok = !events::is_error_result(&output.content);
+    let content = if env.reads_skill_text(call) {
+        let mut content = output.content;
+        results::truncate(&mut content);
+        content
+    } else {
+        results::place(env, call, output.content, offload_bound).await
+    };
+    spent.result_bytes += content.len();
+    spent.usage.add(output.usage);
+    let (shown, truncated) = events::event_content(&content);
+    events.event(TurnEvent::ToolResult {
+        id: call.id.clone(),
+        name: call.name.clone(),
+        ok,
+        bytes: content.len(),
+        summary: events::summarise_result(&content),
+        content: shown,
+        truncated,
+    });
+    if let Some(skill) = output.loaded_skill {
+        events.event(TurnEvent::SkillLoaded { skill, forced: false });
+    }
+    for (path, size) in env.take_written_files() {
+        events.event(TurnEvent::FileWritten { path, size });
+    }
+    conversation.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content });
+    if spent.aborted.is_none() {
+        spent.aborted = output.abort;
+    }
+}

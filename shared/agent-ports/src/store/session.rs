@@ -1,0 +1,150 @@
+//! A stored session as the session store port carries it: its state between turns, its loaded
+//! history and the bounds of that load, a page of older turns, and what a finished turn commits.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::idempotency::CommitKey;
+use super::usage::TurnUsage;
+use crate::ids::{SessionId, SkillPath, UserId};
+use crate::message::Message;
+
+/// A file of a session's `/workspace`: its content lives in the object store under its hash,
+/// so the manifest can be committed atomically with the rest of the session.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkspaceFile {
+    pub sha256: String,
+    pub size: u64,
+}
+
+/// The session state that survives between turns, apart from the history.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionState {
+    /// The skill whose SKILL.md drives the prompt; reset to `None` at the end of every turn.
+    pub current_skill: Option<SkillPath>,
+    /// Skills visible under `/skills`; reset with `current_skill`.
+    #[serde(default)]
+    pub loaded_skills: Vec<SkillPath>,
+    /// The planner's plan, opaque to the skills strategy.
+    #[serde(default)]
+    pub plan: Option<serde_json::Value>,
+    /// `/workspace`: path relative to the root -> file.
+    #[serde(default)]
+    pub workspace: BTreeMap<String, WorkspaceFile>,
+    /// The todo list kept by `todowrite`, carried across turns.
+    #[serde(default)]
+    pub todos: Vec<TodoItem>,
+    /// The model's summary of the oldest part of the history, so it is not recomputed every turn.
+    #[serde(default)]
+    pub summary: Option<HistorySummary>,
+    /// After a summary attempt failed: no new attempt until the history holds this many messages,
+    /// so a model that cannot summarise costs one extra call per few turns, not one per turn.
+    #[serde(default)]
+    pub summary_retry_at: Option<usize>,
+    /// The sandbox's own session for this agent session, when its backend keeps one (an AgentCore
+    /// code interpreter session), so the next turn's commands reuse it.
+    #[serde(default)]
+    pub sandbox_session: Option<String>,
+}
+
+/// One entry of the todo list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TodoItem {
+    pub content: String,
+    pub status: TodoStatus,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// A summary that stands in for the first `covers` messages of the history when prompts are built.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HistorySummary {
+    pub text: String,
+    /// How many messages from the start of the whole history (expired turns included) the summary replaces.
+    pub covers: usize,
+    /// The turn whose first message is message `covers`: lets a store read back exactly the
+    /// turns after the summary in one request. Absent in summaries written before it existed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_turn: Option<u64>,
+}
+
+/// A session as loaded at the start of a turn.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    pub user_id: UserId,
+    pub session_id: SessionId,
+    /// Number of committed turns; 0 for a session that does not exist yet.
+    pub version: u64,
+    /// The recent part of the history a turn needs: every message the summary does not cover
+    /// (within the load bounds). Older messages stay in storage; see
+    /// [`SessionStore::history_page`](crate::store::SessionStore::history_page).
+    pub history: Vec<Message>,
+    /// The index, in the whole history, of `history[0]`.
+    pub history_offset: usize,
+    /// The loaded turns: (turn number, index of its first message in the whole history), oldest first.
+    pub turn_starts: Vec<(u64, usize)>,
+    pub state: SessionState,
+    /// Unix seconds of the last commit, 0 for a new session.
+    pub updated_at: i64,
+}
+
+impl Session {
+    pub fn new(user_id: UserId, session_id: SessionId) -> Self {
+        Self {
+            user_id,
+            session_id,
+            version: 0,
+            history: Vec::new(),
+            history_offset: 0,
+            turn_starts: Vec::new(),
+            state: SessionState::default(),
+            updated_at: 0,
+        }
+    }
+
+    /// Messages in the whole history, stored turns before `history` included.
+    pub fn history_end(&self) -> usize {
+        self.history_offset + self.history.len()
+    }
+}
+
+/// Most turns a session load reads back when the summary does not bound it sooner.
+pub const MAX_LOADED_TURNS: usize = 200;
+/// Most bytes of stored messages a session load reads back (at least one turn is always read).
+pub const MAX_LOADED_HISTORY_BYTES: usize = 4 * 1024 * 1024;
+
+/// One page of a session's stored turns, newest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryPage {
+    /// (turn number, its messages), newest turn first.
+    pub turns: Vec<(u64, Vec<Message>)>,
+    /// The turn number to pass as `before` for the next (older) page; `None` on the last page.
+    pub next_before: Option<u64>,
+}
+
+/// What a finished turn writes: the turn's messages and the state after cleanup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TurnCommit {
+    /// The version read at the start of the turn; the write succeeds only if it is still current.
+    pub expected_version: u64,
+    pub new_messages: Vec<Message>,
+    /// Messages the whole history held before this turn: the index of this turn's first message.
+    pub history_len: usize,
+    pub state: SessionState,
+    /// Unix seconds of this commit.
+    pub now: i64,
+    /// Unique to this turn's attempt: lets the store recognise its own commit when a retried
+    /// request finds it already applied, and serves as DynamoDB's `ClientRequestToken`.
+    pub commit_token: String,
+    /// The idempotency record to complete, when the turn came with a key.
+    pub idempotency: Option<CommitKey>,
+    /// What the turn spent, added to the tenant's usage in the same atomic write; `None` counts nothing.
+    pub usage: Option<TurnUsage>,
+}

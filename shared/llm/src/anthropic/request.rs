@@ -1,0 +1,196 @@
+//! The Messages API request: consecutive messages of one role merged, tool results first in their
+//! user message, arguments that are not an object wrapped, and a structured output as a forced tool.
+
+use agent_ports::{ChatRequest, JsonSchemaFormat, Message, ModelError};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Description of the tool that carries a structured reply (see [`JsonSchemaFormat`]).
+const STRUCTURED_TOOL_DESCRIPTION: &str = "Respond with the structured result.";
+
+#[derive(Serialize)]
+pub(super) struct MessagesRequest<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    system: &'a str,
+    messages: Vec<WireMessage<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum WireToolChoice<'a> {
+    /// The model must call this tool (and only it).
+    Tool { name: &'a str },
+}
+
+#[derive(Serialize)]
+struct WireMessage<'a> {
+    role: Role,
+    content: Vec<Block<'a>>,
+}
+
+#[derive(Serialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+enum Role {
+    User,
+    Assistant,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Block<'a> {
+    Text { text: &'a str },
+    ToolUse { id: &'a str, name: &'a str, input: Value },
+    ToolResult { tool_use_id: &'a str, content: &'a str },
+}
+
+#[derive(Serialize)]
+struct WireTool<'a> {
+    name: &'a str,
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+/// Structured output has no native switch in the Messages API, so a [`JsonSchemaFormat`] becomes a
+/// tool whose input schema is the format's schema, and `tool_choice` forces the model to call it.
+/// The caller's own tools stay listed (the history may refer to them) but cannot be chosen.
+pub(super) fn to_wire<'a>(
+    model: &'a str,
+    max_tokens: u32,
+    request: &'a ChatRequest,
+) -> Result<MessagesRequest<'a>, ModelError> {
+    let mut messages: Vec<WireMessage<'a>> = Vec::with_capacity(request.messages.len());
+    for message in &request.messages {
+        let (role, blocks) = match message {
+            Message::User { content } => (Role::User, text_block(content).into_iter().collect()),
+            Message::Assistant { content, tool_calls } => {
+                let mut blocks: Vec<Block<'a>> = text_block(content).into_iter().collect();
+                blocks.extend(tool_calls.iter().map(|call| Block::ToolUse {
+                    id: &call.id,
+                    name: &call.name,
+                    input: tool_input(&call.arguments),
+                }));
+                (Role::Assistant, blocks)
+            }
+            Message::Tool { tool_call_id, content, .. } => {
+                (Role::User, vec![Block::ToolResult { tool_use_id: tool_call_id, content }])
+            }
+        };
+        // The API rejects empty content, so a message with nothing to say is left out.
+        if blocks.is_empty() {
+            continue;
+        }
+        // Roles must alternate, so consecutive messages of one role (tool results above all) are merged.
+        match messages.last_mut() {
+            Some(last) if last.role == role => last.content.extend(blocks),
+            _ => messages.push(WireMessage { role, content: blocks }),
+        }
+    }
+    // Within a user message the API wants tool results before any text; the sort is stable.
+    for message in messages.iter_mut().filter(|m| m.role == Role::User) {
+        message.content.sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
+    }
+    let mut tools: Vec<WireTool<'a>> = request
+        .tools
+        .iter()
+        .map(|tool| WireTool { name: &tool.name, description: &tool.description, input_schema: &tool.parameters })
+        .collect();
+    let mut tool_choice = None;
+    if let Some(JsonSchemaFormat { name, schema }) = &request.response_format {
+        // The API rejects duplicate tool names, and the reply could not tell the two apart.
+        if tools.iter().any(|tool| tool.name == name) {
+            return Err(ModelError::Config(format!(
+                "response format {name:?} has the same name as one of the request's tools"
+            )));
+        }
+        tools.push(WireTool { name, description: STRUCTURED_TOOL_DESCRIPTION, input_schema: schema });
+        tool_choice = Some(WireToolChoice::Tool { name });
+    }
+    Ok(MessagesRequest { model, max_tokens, system: &request.system, messages, tools, tool_choice })
+}
+
+/// The API rejects empty text blocks.
+fn text_block(text: &str) -> Option<Block<'_>> {
+    (!text.is_empty()).then_some(Block::Text { text })
+}
+
+/// `tool_use.input` must be an object; arguments from elsewhere (such as an unparseable string
+/// another provider produced) are wrapped so the history stays valid and nothing is lost.
+fn tool_input(arguments: &Value) -> Value {
+    match arguments {
+        Value::Object(_) => arguments.clone(),
+        Value::Null => Value::Object(Default::default()),
+        other => serde_json::json!({ "raw_arguments": other }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use agent_ports::ToolCall;
+    use serde_json::json;
+
+    use super::*;
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall { id: id.to_string(), name: "read".to_string(), arguments: json!({"path": id}) }
+    }
+
+    fn tool(id: &str) -> Message {
+        Message::Tool { tool_call_id: id.to_string(), name: "read".to_string(), content: format!("result {id}") }
+    }
+
+    #[test]
+    fn consecutive_roles_are_merged_and_tool_results_come_first() {
+        let request = ChatRequest {
+            system: String::new(),
+            messages: vec![
+                Message::user("first"),
+                Message::user("second"),
+                Message::Assistant { content: String::new(), tool_calls: vec![call("a"), call("b")] },
+                tool("a"),
+                tool("b"),
+                Message::user("and then"),
+                Message::assistant(""),
+                Message::assistant("done"),
+            ],
+            tools: vec![],
+            ..Default::default()
+        };
+        let body = serde_json::to_value(to_wire("m", 100, &request).unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({
+                "model": "m",
+                "max_tokens": 100,
+                "messages": [
+                    {"role": "user", "content": [
+                        {"type": "text", "text": "first"},
+                        {"type": "text", "text": "second"}
+                    ]},
+                    {"role": "assistant", "content": [
+                        {"type": "tool_use", "id": "a", "name": "read", "input": {"path": "a"}},
+                        {"type": "tool_use", "id": "b", "name": "read", "input": {"path": "b"}}
+                    ]},
+                    {"role": "user", "content": [
+                        {"type": "tool_result", "tool_use_id": "a", "content": "result a"},
+                        {"type": "tool_result", "tool_use_id": "b", "content": "result b"},
+                        {"type": "text", "text": "and then"}
+                    ]},
+                    {"role": "assistant", "content": [{"type": "text", "text": "done"}]}
+                ]
+            })
+        );
+    }
+
+    #[test]
+    fn non_object_arguments_are_wrapped() {
+        assert_eq!(tool_input(&json!("{oops")), json!({"raw_arguments": "{oops"}));
+        assert_eq!(tool_input(&Value::Null), json!({}));
+        assert_eq!(tool_input(&json!({"a": 1})), json!({"a": 1}));
+    }
+}
