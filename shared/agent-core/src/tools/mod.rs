@@ -14,8 +14,8 @@ mod specs;
 pub mod task;
 mod todos;
 
-pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_SKILL, TASK, TODO_READ, TODO_WRITE};
 use crate::tool_names::FILE_TOOL_NAMES;
+pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_SKILL, TASK, TODO_READ, TODO_WRITE};
 pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess};
 pub use saved::{result_path, RESULTS_FOLDER};
 pub use shared::TurnShared;
