@@ -101,19 +101,22 @@ async fn a_find_skills_result_cut_to_fit_keeps_the_top_matches_load_skill_argume
     }
     let query = "reconcile quarterly VAT returns against the bank ledger for the office and its documents";
     stack.model.push([Reply::tool("find_skills", json!({"query": query, "limit": 20})), Reply::text("Encontrada.")]);
-    // A small context and a long request: the search's result does not fit whole next to it.
-    let http = stack.http(&[("LLM_CONTEXT_TOKENS", "12000"), ("SKILL_LISTING_TOKENS", "200")]).await;
+    // A small context and a long request: the search's result does not fit whole next to it, but
+    // its twenty arguments do (the request is sized to the system prompt and tools, which grew
+    // with /memories).
+    let http = stack.http(&[("LLM_CONTEXT_TOKENS", "12400"), ("SKILL_LISTING_TOKENS", "200")]).await;
     let message = format!("Concilia el IVA del trimestre. Datos: {}", "importe 1.234,56 EUR; ".repeat(450));
     let (status, body) = turn(&http, "find", &message).await;
     assert_eq!(status, 200, "{body}");
     let requests = stack.model.requests();
     assert!(tool_names(&requests[0]).contains(&"find_skills".to_owned()), "the listing is shortened");
-    assert!(tokens_of(&requests[1]) <= 12_000, "the second request is {} tokens", tokens_of(&requests[1]));
+    assert!(tokens_of(&requests[1]) <= 12_400, "the second request is {} tokens", tokens_of(&requests[1]));
     let found = &tool_results(&requests[1])[0];
     assert!(found.contains("load_skill(\"area-2/skill-17\")"), "the top match survives the cut: {found}");
     // Descriptions go before arguments: all twenty matches still name their skill.
     let arguments = found.lines().filter(|line| line.starts_with("- load_skill(\"")).count();
     assert_eq!(arguments, 20, "every match keeps its argument: {found}");
+    assert!(found.contains("[shortened to fit the model's context]"), "the result was cut: {found}");
 }
 
 #[tokio::test]
@@ -257,8 +260,8 @@ async fn a_turn_whose_loaded_skill_fills_the_context_ends_context_full_with_its_
         Reply::tool("load_skill", json!({"skill_path": "notaria/extensa"})),
         Reply::text("Nunca."),
     ]);
-    // 3,904 tokens of input; the SKILL.md alone is about 5,000.
-    let http = stack.http(&[("LLM_CONTEXT_TOKENS", "8000")]).await;
+    // 4,404 tokens of input; the SKILL.md alone is about 5,000.
+    let http = stack.http(&[("LLM_CONTEXT_TOKENS", "8500")]).await;
     let (status, body) = turn(&http, "llena", "Revisa el contrato con la habilidad extensa").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!((body["ending"].as_str(), body["steps"].as_u64()), (Some("context_full"), Some(2)), "{body}");

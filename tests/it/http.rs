@@ -65,8 +65,10 @@ async fn load_skill_switches_the_very_next_call_to_the_skill_md_and_the_turn_end
     assert_eq!(body["steps"], 3);
     let requests = stack.model.requests();
     assert!(system_of(&requests[0]).contains("load_skill(\"escrituras/hipoteca\")"));
-    // State 2: the whole SKILL.md replaces the prompt, with no listing of other skills.
-    assert_eq!(system_of(&requests[1]), skill_md("escrituras/compraventa"));
+    // State 2: the whole SKILL.md replaces the prompt, with no listing of other skills; only what
+    // /memories is for follows it.
+    let state_two = format!("{}{}", skill_md("escrituras/compraventa"), agent_core::prompt::MEMORY_SECTION);
+    assert_eq!(system_of(&requests[1]), state_two);
     assert!(!system_of(&requests[1]).contains("load_skill(\"escrituras/hipoteca\")"), "no listing in state 2");
     assert!(tool_results(&requests[1])[0].contains("escrituras/compraventa loaded"));
     assert!(tool_results(&requests[2])[1].contains("/skills"), "{:?}", tool_results(&requests[2]));

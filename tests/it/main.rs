@@ -14,6 +14,7 @@ mod forced;
 mod http;
 mod http_files;
 mod long_sessions;
+mod memory;
 mod metrics;
 mod planner;
 mod queue;

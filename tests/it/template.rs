@@ -52,13 +52,13 @@ fn long_form(value: serde_norway::Value) -> Value {
 }
 
 /// A stack of the template with some parameters set (the others at their defaults).
-struct Rendered {
+pub(crate) struct Rendered {
     template: Value,
     parameters: HashMap<String, String>,
 }
 
 impl Rendered {
-    fn new(parameters: &[(&str, &str)]) -> Rendered {
+    pub(crate) fn new(parameters: &[(&str, &str)]) -> Rendered {
         let template = template();
         let mut values: HashMap<String, String> = template["Parameters"]
             .as_object()
@@ -194,7 +194,7 @@ impl Rendered {
     }
 
     /// The rendered properties of a resource, or `None` when its condition leaves it out.
-    fn resource(&self, name: &str) -> Option<Value> {
+    pub(crate) fn resource(&self, name: &str) -> Option<Value> {
         let resource = &self.template["Resources"][name];
         assert!(resource.is_object(), "no resource {name}");
         if let Some(condition) = resource["Condition"].as_str() {
@@ -212,7 +212,7 @@ impl Rendered {
     }
 
     /// The statements of a function's inline policies (`Policies` entries with a `Statement`).
-    fn function_statements(&self, name: &str) -> Vec<Value> {
+    pub(crate) fn function_statements(&self, name: &str) -> Vec<Value> {
         let properties = self.resource(name).unwrap_or_else(|| panic!("{name} is not created"));
         let policies = properties["Policies"].as_array().cloned().unwrap_or_default();
         policies.iter().filter_map(|policy| policy["Statement"].as_array().cloned()).flatten().collect()
@@ -228,7 +228,7 @@ fn function(value: &Value) -> Option<(&str, &Value)> {
     (key == "Ref" || key == "Condition" || key.starts_with("Fn::")).then_some((key.as_str(), argument))
 }
 
-fn scalar(value: &Value) -> String {
+pub(crate) fn scalar(value: &Value) -> String {
     match value {
         Value::String(text) => text.clone(),
         other => other.to_string(),
@@ -236,7 +236,7 @@ fn scalar(value: &Value) -> String {
 }
 
 /// The resources of a statement, as a list.
-fn resources(statement: &Value) -> Vec<String> {
+pub(crate) fn resources(statement: &Value) -> Vec<String> {
     match &statement["Resource"] {
         Value::Array(items) => items.iter().map(scalar).collect(),
         one => vec![scalar(one)],
@@ -244,7 +244,7 @@ fn resources(statement: &Value) -> Vec<String> {
 }
 
 /// Whether an IAM resource pattern (`*` any run of characters, `?` one) matches `arn`.
-fn iam_matches(pattern: &str, arn: &str) -> bool {
+pub(crate) fn iam_matches(pattern: &str, arn: &str) -> bool {
     fn matches(pattern: &[u8], text: &[u8]) -> bool {
         match (pattern.first(), text.first()) {
             (None, None) => true,

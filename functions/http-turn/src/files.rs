@@ -70,7 +70,7 @@ pub(crate) async fn download(
 
 /// The path's segments percent-decoded and joined with `/`; a segment that decodes to something
 /// that is not a plain name (`/`, `.`, `..`, a control character, invalid UTF-8) is a 400.
-fn decode_path(segments: &[&str]) -> Result<String, ApiError> {
+pub(crate) fn decode_path(segments: &[&str]) -> Result<String, ApiError> {
     let mut names = Vec::with_capacity(segments.len());
     for segment in segments {
         let name = percent_decode_str(segment)

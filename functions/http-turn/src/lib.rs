@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 mod background;
 mod files;
+mod memories;
 mod session_view;
 mod sessions_list;
 mod skills_view;
@@ -121,6 +122,9 @@ async fn route(
         ["sessions", id, "turns", turn] if method == Method::GET => Route::GetTurn(id, turn),
         ["skills"] if method == Method::GET => Route::ListSkills,
         ["usage"] if method == Method::GET => Route::Usage,
+        ["memories"] if method == Method::GET => Route::ListMemories,
+        ["memories"] if method == Method::DELETE => Route::DeleteMemories(None),
+        ["memories", path @ ..] if method == Method::DELETE => Route::DeleteMemories(Some(path)),
         ["sessions", id, "files", path @ ..] if !path.is_empty() && method == Method::GET => Route::GetFile(id, path),
         ["sessions"]
         | ["sessions", _, "turns"]
@@ -128,7 +132,8 @@ async fn route(
         | ["sessions", _, "turns", _]
         | ["sessions", _, "files", _, ..]
         | ["skills"]
-        | ["usage"] => {
+        | ["usage"]
+        | ["memories", ..] => {
             return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on this path")))
         }
         _ => return Err(not_found()),
@@ -156,6 +161,8 @@ async fn route(
             Ok(Answer { status: 200, body: body.into(), headers: Vec::new(), replayed: reply.replayed })
         }
         Route::Usage => Ok(usage::usage(service, &user, event).await?.into()),
+        Route::ListMemories => Ok(memories::list(service, &user).await?.into()),
+        Route::DeleteMemories(path) => Ok(memories::delete(service, &user, path).await?.into()),
         Route::GetTurn(id, turn) => {
             let session = parse_session_id(id)?;
             background::status(service, &user, &session, turn).await
@@ -199,6 +206,8 @@ enum Route<'a> {
     ListSkills,
     ListSessions,
     Usage,
+    ListMemories,
+    DeleteMemories(Option<&'a [&'a str]>),
 }
 
 /// The JWT `sub` verified by API Gateway's authorizer; the body is never consulted.

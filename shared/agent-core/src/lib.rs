@@ -19,7 +19,7 @@ pub mod vfs;
 pub use agent_ports::{expert, ids, keys, message, model, sandbox, store};
 
 pub use events::{NoObserver, TurnEvent, TurnObserver};
-pub use ids::{InvalidId, SessionId, SkillPath, TicketId, UserId};
+pub use ids::{InvalidId, MemoryPath, SessionId, SkillPath, TicketId, UserId};
 pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
 pub use model::{complete_as_one_delta, ChatModel, DeltaSink, ModelError};
 pub use store::{

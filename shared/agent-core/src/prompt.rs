@@ -35,6 +35,14 @@ again in a later turn if you still need it.
 {skill}
 ";
 
+/// What `/memories` is for, added to the system prompt in both states (a tenant's own base prompt
+/// and a loaded skill's instructions need not say it).
+pub const MEMORY_SECTION: &str = "\n\n## Memory\n\
+/memories is your long-term memory of this user, kept across all of their conversations (/workspace \
+lasts for this one only). At the start of a conversation, or when the user refers to earlier work, check \
+it (ls /memories). When you learn something a later conversation should know (their preferences, facts \
+about their work, corrections), save it there in short files, one topic each. Never save secrets.\n";
+
 /// A base template that cannot be used; the message names the problem precisely.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub enum TemplateError {
@@ -173,6 +181,8 @@ pub enum SectionKind {
     MandatorySkill,
     /// The trailing `<skill-reminder>`: never cut.
     Reminder,
+    /// What `/memories` is for ([`MEMORY_SECTION`]): may be trimmed.
+    Memory,
 }
 
 /// One part of a system prompt.
@@ -260,7 +270,8 @@ impl FromStr for SkillPromptMode {
 }
 
 /// The system prompt for the next model call: state 1 (no skill: template + listing) or
-/// state 2 (a skill is current: its SKILL.md, replacing or injected per `mode`).
+/// state 2 (a skill is current: its SKILL.md, replacing or injected per `mode`); both end with
+/// [`MEMORY_SECTION`].
 pub fn system_prompt(
     template: &PromptTemplate,
     vars: &PromptVars,
@@ -268,7 +279,7 @@ pub fn system_prompt(
     current_skill: Option<&SkillDoc>,
     mode: SkillPromptMode,
 ) -> SystemPrompt {
-    let sections = match (current_skill, mode) {
+    let mut sections = match (current_skill, mode) {
         (None, _) => template.render_sections(vars, &Section::listing(listing)),
         (Some(skill), SkillPromptMode::Replace) => {
             vec![Section::new(SectionKind::SkillDocument, skill.content.to_string())]
@@ -278,6 +289,7 @@ pub fn system_prompt(
             template.render_sections(vars, &Section::new(SectionKind::SkillDocument, section))
         }
     };
+    sections.push(Section::new(SectionKind::Memory, MEMORY_SECTION));
     SystemPrompt { sections }
 }
 
@@ -305,6 +317,34 @@ mod tests {
         let sections = template.render_sections(&vars(), &Section::new(SectionKind::MandatorySkill, "SKILLS HERE"));
         assert_eq!(SystemPrompt { sections: sections.clone() }.render(), text);
         assert_eq!(sections.iter().filter(|s| s.is_protected()).count(), 1);
+    }
+
+    #[test]
+    fn both_states_say_what_the_memories_are_for() {
+        let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
+        let listing =
+            Listing { text: "LISTING".into(), fallbacks: Vec::new(), total: 1, shown_in_full: 1, search: false };
+        let frontmatter = crate::skills::Frontmatter {
+            name: "compraventa".into(),
+            description: "Escrituras".into(),
+            category: None,
+            tools: None,
+            declared_tools: None,
+        };
+        let path = crate::ids::SkillPath::parse("notaria/compraventa").unwrap();
+        let doc = SkillDoc { path, frontmatter, content: "# Compraventa".into() };
+        for (skill, mode) in [
+            (None, SkillPromptMode::Replace),
+            (Some(&doc), SkillPromptMode::Replace),
+            (Some(&doc), SkillPromptMode::Inject),
+        ] {
+            let prompt = system_prompt(&template, &vars(), &listing, skill, mode);
+            let last = prompt.sections.last().unwrap();
+            assert_eq!((last.kind, last.text.as_str()), (SectionKind::Memory, MEMORY_SECTION));
+            assert!(!last.is_protected(), "the budget may trim it");
+            assert_eq!(prompt.sections.iter().filter(|s| s.kind == SectionKind::Memory).count(), 1);
+        }
+        assert!(MEMORY_SECTION.len() < 500, "{} bytes", MEMORY_SECTION.len());
     }
 
     #[test]

@@ -239,6 +239,69 @@ impl fmt::Display for SkillPath {
     }
 }
 
+/// Longest path of a memory file, in bytes, after `/memories/`.
+pub const MAX_MEMORY_PATH_BYTES: usize = 256;
+
+/// A file of the user's long-term memory (`/memories` in the file tools), by its path relative to
+/// it: `preferencias.md`, `clientes/garcia.md`. It becomes the key `{user}/memories/{path}`, so it
+/// is held to the form the file tools normalise paths to: segments that are neither empty nor `.`
+/// or `..`, no backslash, no control character, no percent escape (`%2e`), no trailing
+/// whitespace, at most [`MAX_MEMORY_PATH_BYTES`] bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct MemoryPath(String);
+
+impl MemoryPath {
+    pub fn parse(value: impl Into<String>) -> Result<Self, InvalidId> {
+        let value = value.into();
+        let invalid = |reason| Err(InvalidId { kind: "memory path", reason });
+        if value.is_empty() {
+            return invalid("must not be empty");
+        }
+        if value.len() > MAX_MEMORY_PATH_BYTES {
+            return invalid("is longer than 256 bytes");
+        }
+        if value.chars().any(|c| c.is_control() || c == '\\') {
+            return invalid("contains a control character or a backslash");
+        }
+        if value.ends_with(char::is_whitespace) {
+            return invalid("must not end with whitespace");
+        }
+        let escaped =
+            value.as_bytes().windows(3).any(|w| w[0] == b'%' && w[1].is_ascii_hexdigit() && w[2].is_ascii_hexdigit());
+        if escaped {
+            return invalid("contains a percent escape");
+        }
+        if value.split('/').any(|segment| matches!(segment, "" | "." | "..")) {
+            return invalid("has an empty, `.` or `..` segment");
+        }
+        Ok(Self(value))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for MemoryPath {
+    type Error = InvalidId;
+    fn try_from(value: String) -> Result<Self, Self::Error> {
+        Self::parse(value)
+    }
+}
+
+impl From<MemoryPath> for String {
+    fn from(value: MemoryPath) -> String {
+        value.0
+    }
+}
+
+impl fmt::Display for MemoryPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,5 +351,19 @@ mod tests {
         assert_eq!((grouped.category(), grouped.top_folder()), (Some("playwright-pro"), Some("engineering-team")));
         assert_eq!(grouped.to_string(), "engineering-team/playwright-pro/skills/coverage");
         assert_eq!(SkillPath::parse(&grouped.to_string()).unwrap(), grouped);
+    }
+
+    #[test]
+    fn memory_paths_are_clean_relative_paths() {
+        for good in ["prefs.md", "clientes/garcía ñ.md", " a.md", "a...b", ".notas/x", "50%.md"] {
+            assert_eq!(MemoryPath::parse(good).unwrap().as_str(), good);
+        }
+        let long = "a".repeat(MAX_MEMORY_PATH_BYTES + 1);
+        for bad in
+            ["", "/a", "a/", "a//b", "./a", "a/../b", "..", "a%2fb", "%2E%2e", "a\\b", "a\0b", "a\nb", "a ", &long]
+        {
+            assert!(MemoryPath::parse(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert!(MemoryPath::parse("a".repeat(MAX_MEMORY_PATH_BYTES)).is_ok());
     }
 }

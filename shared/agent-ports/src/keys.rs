@@ -1,6 +1,6 @@
 //! The object-store key layout, in one place: every key is `{user_id}/...`, built from validated ids.
 
-use crate::ids::{AgentName, SessionId, SkillPath, TicketId, UserId};
+use crate::ids::{AgentName, MemoryPath, SessionId, SkillPath, TicketId, UserId};
 
 /// Prefix of all of a tenant's skills: `{user}/skills/`.
 pub fn skills_prefix(user: &UserId) -> String {
@@ -64,4 +64,15 @@ pub fn tool_result_key(user: &UserId, session: &SessionId, sha256: &str) -> Stri
 /// the key means two racing commits of the same turn never overwrite each other's object.
 pub fn turn_spill_key(user: &UserId, session: &SessionId, turn: u64, sha256: &str) -> String {
     format!("{user}/sessions/{session}/turns/{turn:010}-{sha256}.json")
+}
+
+/// Prefix of the user's long-term memory, `/memories` in the file tools: `{user}/memories/`. It is
+/// the user's alone and outlives every session.
+pub fn memories_prefix(user: &UserId) -> String {
+    format!("{user}/memories/")
+}
+
+/// A memory file: `{user}/memories/{path}`, the path validated by [`MemoryPath`].
+pub fn memory_key(user: &UserId, path: &MemoryPath) -> String {
+    format!("{user}/memories/{path}")
 }

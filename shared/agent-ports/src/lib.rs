@@ -14,7 +14,7 @@ pub mod store;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
 
-pub use ids::{AgentName, InvalidId, SessionId, SkillPath, TicketId, UserId};
+pub use ids::{AgentName, InvalidId, MemoryPath, SessionId, SkillPath, TicketId, UserId};
 pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
 pub use model::{complete_as_one_delta, ChatModel, DeltaSink, ModelError};
 pub use store::{

@@ -83,6 +83,7 @@ impl ObjectStore for S3ObjectStore {
                     key: key.to_string(),
                     etag: object.e_tag().map(strip_quotes).unwrap_or_default(),
                     size: object.size().and_then(|size| u64::try_from(size).ok()).unwrap_or(0),
+                    last_modified: object.last_modified().map(|time| time.secs()),
                 });
             }
             // A truncated page without a token would loop forever; treat it as the last page.

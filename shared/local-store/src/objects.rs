@@ -12,10 +12,26 @@ use sha2::{Digest, Sha256};
 
 use crate::support::{bump, lock, CallCounts};
 
+/// One object: its bytes, its ETag and when it was written (unix seconds), as S3 keeps them.
+#[derive(Debug)]
+struct Stored {
+    bytes: Vec<u8>,
+    etag: String,
+    modified: i64,
+}
+
+impl Stored {
+    fn new(bytes: Vec<u8>, etag: String) -> Self {
+        let modified =
+            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        Self { bytes, etag, modified }
+    }
+}
+
 /// Objects in memory, with content-derived ETags like S3's.
 #[derive(Debug, Default)]
 pub struct MemoryObjectStore {
-    objects: Mutex<BTreeMap<String, (Vec<u8>, String)>>,
+    objects: Mutex<BTreeMap<String, Stored>>,
     pub calls: CallCounts,
     /// Every call in order, kept only by a store made with [`MemoryObjectStore::recording`]: tests
     /// assert which keys a piece of the core asked for, the benchmark keeps nothing.
@@ -46,7 +62,7 @@ impl MemoryObjectStore {
 
     /// An object's bytes, for assertions; not counted as a call.
     pub fn bytes(&self, key: &str) -> Option<Vec<u8>> {
-        lock(&self.objects).get(key).map(|(bytes, _)| bytes.clone())
+        lock(&self.objects).get(key).map(|stored| stored.bytes.clone())
     }
 
     /// Copies every file under `dir` to `{prefix}{relative path}`; used to seed example skills.
@@ -73,7 +89,7 @@ impl MemoryObjectStore {
     pub fn insert(&self, key: &str, bytes: impl Into<Vec<u8>>) -> String {
         let bytes = bytes.into();
         let etag = hex::encode(&Sha256::digest(&bytes)[..16]);
-        lock(&self.objects).insert(key.to_owned(), (bytes, etag.clone()));
+        lock(&self.objects).insert(key.to_owned(), Stored::new(bytes, etag.clone()));
         etag
     }
 
@@ -97,14 +113,19 @@ impl ObjectStore for MemoryObjectStore {
         Ok(objects
             .range(prefix.to_owned()..)
             .take_while(|(key, _)| key.starts_with(prefix))
-            .map(|(key, (bytes, etag))| ObjectMeta { key: key.clone(), etag: etag.clone(), size: bytes.len() as u64 })
+            .map(|(key, stored)| ObjectMeta {
+                key: key.clone(),
+                etag: stored.etag.clone(),
+                size: stored.bytes.len() as u64,
+                last_modified: Some(stored.modified),
+            })
             .collect())
     }
 
     async fn get(&self, key: &str) -> Result<Option<Object>, StoreError> {
         bump(&self.calls.object_gets);
         self.record("get", key);
-        Ok(lock(&self.objects).get(key).map(|(bytes, etag)| Object { bytes: bytes.clone(), etag: etag.clone() }))
+        Ok(lock(&self.objects).get(key).map(|stored| Object { bytes: stored.bytes.clone(), etag: stored.etag.clone() }))
     }
 
     async fn put(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
@@ -126,8 +147,8 @@ impl ObjectStore for MemoryObjectStore {
         self.record("get", key);
         Ok(match lock(&self.objects).get(key) {
             None => Fetched::Missing,
-            Some((_, current)) if Some(current.as_str()) == etag => Fetched::NotModified,
-            Some((bytes, current)) => Fetched::Changed(Object { bytes: bytes.clone(), etag: current.clone() }),
+            Some(stored) if Some(stored.etag.as_str()) == etag => Fetched::NotModified,
+            Some(stored) => Fetched::Changed(Object { bytes: stored.bytes.clone(), etag: stored.etag.clone() }),
         })
     }
 
@@ -138,14 +159,14 @@ impl ObjectStore for MemoryObjectStore {
         let mut objects = lock(&self.objects);
         let holds = match (&condition, objects.get(key)) {
             (WriteCondition::Absent, existing) => existing.is_none(),
-            (WriteCondition::Matches(etag), Some((_, current))) => current == etag,
+            (WriteCondition::Matches(etag), Some(stored)) => stored.etag == *etag,
             (WriteCondition::Matches(_), None) => false,
         };
         if !holds {
             return Err(StoreError::Conflict);
         }
         let etag = hex::encode(&Sha256::digest(&bytes)[..16]);
-        objects.insert(key.to_owned(), (bytes, etag.clone()));
+        objects.insert(key.to_owned(), Stored::new(bytes, etag.clone()));
         Ok(etag)
     }
 }

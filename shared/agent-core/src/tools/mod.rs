@@ -14,6 +14,7 @@ mod specs;
 pub mod task;
 mod todos;
 
+use crate::tool_names::FILE_TOOL_NAMES;
 pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_SKILL, TASK, TODO_READ, TODO_WRITE};
 pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess};
 pub use saved::{result_path, RESULTS_FOLDER};
@@ -290,6 +291,10 @@ impl<'a> SkillsEnv<'a> {
         );
         let mut sections =
             self.shared.template.render_sections(self.shared.vars, &Section::new(SectionKind::MandatorySkill, block));
+        // The memory section only helps a skill that can reach /memories, through the file tools.
+        if forced.offered.iter().any(|tool| FILE_TOOL_NAMES.contains(&tool.name.as_str())) {
+            sections.push(Section::new(SectionKind::Memory, prompt::MEMORY_SECTION));
+        }
         let tools: String =
             forced.offered.iter().map(|tool| format!("- {}: {}\n", tool.name, tool.description)).collect();
         sections.push(Section::new(SectionKind::Tools, format!("\n\n## Tools for this skill\n{tools}")));

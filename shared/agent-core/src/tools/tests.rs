@@ -156,6 +156,26 @@ async fn a_forced_skill_is_state_2_from_the_first_call() {
 }
 
 #[tokio::test]
+async fn a_forced_skill_with_file_tools_is_told_what_memories_are_for_and_one_without_is_not() {
+    let store = seeded();
+    let skill_md = "---\nname: notas\ndescription: Toma notas.\nallowed-tools: todowrite\n---\n# notas\n";
+    store.insert(&format!("{USER}/skills/notas/SKILL.md"), skill_md.to_owned());
+    let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
+
+    let with_files = ScriptedModel::default().text("Listo.");
+    turn(&store, &with_files, &template, Some("escrituras/hipoteca"), 100_000).await;
+    let system = &with_files.requests()[0].system;
+    let memory = system.find(prompt::MEMORY_SECTION).expect("the memory section");
+    assert!(memory < system.find("<skill-reminder").unwrap(), "the reminder still closes the prompt");
+
+    let without_files = ScriptedModel::default().text("Listo.");
+    turn(&store, &without_files, &template, Some("notas"), 100_000).await;
+    let request = &without_files.requests()[0];
+    assert!(!request.tools.iter().any(|tool| tool.name == "ls"), "{:?}", request.tools);
+    assert!(!request.system.contains("## Memory"), "{}", request.system);
+}
+
+#[tokio::test]
 async fn the_tier_counts_how_far_the_budget_shrank_the_listing_for_the_call() {
     let store = seeded();
     // A base template of placeholders only, so the listing is the largest section to trim.

@@ -2,11 +2,13 @@
 //! then commit the turn with the per-turn state reset, or change nothing at all.
 //!
 //! A file per step: `skills` (a turn of the skills strategy, slash commands), `planner` (a turn of
-//! the planner strategy), `summary` (history summaries), `commit` (storing the turn); this file
+//! the planner strategy), `summary` (history summaries), `commit` (storing the turn), `files` and
+//! `memories` (a session's workspace files and the user's memories, for the HTTP API); this file
 //! holds the types, the service and the idempotency claim and panic boundary around a turn.
 
 mod commit;
 mod files;
+mod memories;
 mod planner;
 mod skills;
 mod summary;
@@ -14,6 +16,7 @@ mod usage;
 
 pub use commit::INLINE_TOOL_RESULT_BYTES;
 pub use files::{FileDownload, DOWNLOAD_LINK_LIFETIME};
+pub use memories::MemoryFile;
 pub use skills::parse_slash_command;
 pub use usage::{seconds_to_next_utc_day, utc_day, DEFAULT_MODEL_LABEL};
 

@@ -13,7 +13,7 @@ use crate::skills::{Resolved, SkillDoc};
 use crate::store::{Session, SessionState};
 use crate::telemetry;
 use crate::tools::{Delegation, LoadSkillError, SandboxAccess, SkillSource, SkillsEnv, TurnShared};
-use crate::vfs::Vfs;
+use crate::vfs::{SavedMemories, Vfs};
 
 /// Splits `/name rest` or `/category/name rest` into the command and the request.
 pub fn parse_slash_command(message: &str) -> Option<(&str, &str)> {
@@ -142,6 +142,12 @@ impl TurnService {
         let executions = env.executions();
         let sandbox_session = env.sandbox_session().or_else(|| session.state.sandbox_session.clone());
         let (vfs, todos) = env.into_parts();
+        // The turn's memory changes go to the store before the commit, so a committed turn has
+        // lost none of them (see `vfs::memories` for what this costs).
+        let saved = vfs.save_memories().await?;
+        if saved != SavedMemories::default() {
+            tracing::info!(written = saved.written, deleted = saved.deleted, "memories saved");
+        }
         let files: Vec<ReplyFile> = vfs
             .written_files()
             .into_iter()

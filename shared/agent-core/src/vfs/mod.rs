@@ -9,6 +9,9 @@
 //!   caller ([`Vfs::into_workspace`]). Directories are implied by file paths.
 //! - `/ticket` — read-only, only when the turn has a ticket: the objects under
 //!   [`keys::ticket_prefix`], listed once per turn.
+//! - `/memories` — read-write, the user's long-term memory: kept across all of the user's sessions
+//!   under [`keys::memories_prefix`], never seen by another user (see `memories` for when it is
+//!   read and written). The sandbox's `execute` does not see it.
 //! - `/skills` — read-only, absent until a skill is mounted ([`Vfs::mount_skill`]); a mounted
 //!   skill `category/name` appears as `/skills/{name}` and maps to [`keys::skill_prefix`]. Its
 //!   files are those the catalog index lists for it ([`Vfs::with_catalog`]), or, when the index
@@ -30,7 +33,11 @@
 //! - Object keys are never built from a model path: a skill or ticket file is found by looking
 //!   its validated relative path up in the listing of the root's prefix (or the index's file list
 //!   of the skill, which came from such a listing), and only listed keys are fetched. Listed keys
-//!   that are not clean relative paths are invisible.
+//!   that are not clean relative paths are invisible. The one exception is a `/memories` file
+//!   written or deleted: its key is built from its path, validated as a [`MemoryPath`], under the
+//!   turn's own user.
+//!
+//! [`MemoryPath`]: crate::ids::MemoryPath
 //! - Errors are returned as [`VfsError`], whose `Display` is exactly what the model sees; it never
 //!   contains an object key, a bucket, a user id or a storage backend's message.
 //! - Every result is at most [`MAX_OUTPUT_BYTES`], under the loop's cut of a tool result, so what
@@ -40,15 +47,18 @@
 //!
 //! This file holds the types (a root's listed files, `Entry`, among them), the bounds and the
 //! mounts; `read` has the reading tools (`ls`, `read_file`, `glob`, `grep`), `write` the writing
-//! ones (`write_file`, `edit_file`, `delete`), `resolve` what a model path names, and `storage` the
-//! listings, loads and caches behind them.
+//! ones (`write_file`, `edit_file`, `delete`), `memories` the writing tools on `/memories` and
+//! the saving of its changes, `resolve` what a model path names, and `storage` the listings, loads
+//! and caches behind them.
 //!
 //! [`keys::workspace_blob_key`]: crate::keys::workspace_blob_key
 //! [`keys::ticket_prefix`]: crate::keys::ticket_prefix
 //! [`keys::skill_prefix`]: crate::keys::skill_prefix
+//! [`keys::memories_prefix`]: crate::keys::memories_prefix
 
 mod exchange;
 mod glob;
+mod memories;
 mod path;
 mod read;
 mod render;
@@ -57,6 +67,8 @@ mod storage;
 mod tools;
 mod write;
 
+#[cfg(test)]
+mod memory_tests;
 #[cfg(test)]
 mod tests;
 
@@ -68,6 +80,7 @@ pub fn is_clean_workspace_path(rel: &str) -> bool {
 }
 pub use crate::tool_names::FILE_TOOL_NAMES;
 pub use glob::{MAX_GLOB_EXPANSIONS, MAX_GLOB_NESTING, MAX_GLOB_PATTERN_BYTES};
+pub use memories::SavedMemories;
 pub use render::EMPTY_FILE_NOTE;
 pub use storage::BlobCache;
 pub use tools::{file_tool_specs, run_file_tool};
@@ -93,6 +106,15 @@ pub const MAX_WORKSPACE_BYTES: u64 = 10 * 1024 * 1024;
 /// Longest path of a `/workspace` file, after `/workspace/`: the manifest of every file is stored
 /// with the session in one DynamoDB item (400 KB).
 pub const MAX_WORKSPACE_PATH_BYTES: usize = 256;
+/// Largest file `write_file` / `edit_file` may produce under `/memories`: memories are notes, and
+/// the model reads them into its context.
+pub const MAX_MEMORY_FILE_BYTES: usize = 64 * 1024;
+/// Most files in a user's `/memories`.
+pub const MAX_MEMORY_FILES: usize = 100;
+/// Most bytes of all of a user's `/memories` files together.
+pub const MAX_MEMORY_BYTES: u64 = 1024 * 1024;
+/// Longest path of a `/memories` file, after `/memories/` (it is part of the file's object key).
+pub use crate::ids::MAX_MEMORY_PATH_BYTES;
 /// Largest file `read_file` / `grep` will fetch.
 pub const MAX_READ_BYTES: u64 = 8 << 20;
 /// `read_file`'s default number of lines (deepagents' default).
@@ -107,7 +129,8 @@ pub const MAX_GREP_PATTERN_BYTES: usize = 4096;
 
 const BINARY_SNIFF_BYTES: usize = 8 * 1024;
 const CACHE_MAX_BYTES: usize = 64 << 20;
-const LOAD_CONCURRENCY: usize = 8;
+/// Object requests a file tool (or a save) keeps in flight at once.
+pub(crate) const LOAD_CONCURRENCY: usize = 8;
 /// Characters of an `old_string` repeated in an `edit_file` error.
 const SNIPPET_CHARS: usize = 200;
 
@@ -137,7 +160,7 @@ pub enum VfsError {
     NotADirectory(String),
     #[error("Error: File '{path}' is a binary file ({size} bytes) and cannot be read as text")]
     Binary { path: String, size: u64 },
-    #[error("Error: Path is read-only: {0} (only /workspace is writable)")]
+    #[error("Error: Path is read-only: {0} (only /workspace and /memories are writable)")]
     ReadOnly(String),
     #[error("Error: old_string cannot be empty. Provide the exact text to replace.")]
     EmptyOldString,
@@ -168,6 +191,12 @@ pub enum VfsError {
     OffsetOutOfRange { offset: usize, lines: usize },
     #[error("Error: Content too large: {size} bytes (a file holds at most {max} bytes)", max = MAX_FILE_BYTES)]
     ContentTooLarge { size: usize },
+    #[error(
+        "Error: Content too large: {size} bytes (a /memories file holds at most {max} bytes; keep each memory \
+         short, one topic a file)",
+        max = MAX_MEMORY_FILE_BYTES
+    )]
+    MemoryTooLarge { size: usize },
     #[error("Error: File is too large to read: {path} ({size} bytes, at most {max})", max = MAX_READ_BYTES)]
     FileTooLarge { path: String, size: u64 },
     /// A write that would take the workspace past a quota; the text names it.
@@ -237,6 +266,8 @@ enum Source {
     Blob(String),
     /// A listed object's key.
     Object(String),
+    /// A `/memories` file written during this turn and not saved yet: its bytes.
+    Staged(Arc<Vec<u8>>),
 }
 
 /// The agent's filesystem for one turn. See the module documentation.
@@ -258,6 +289,8 @@ pub struct Vfs<'a> {
     /// Each listed skill's bundle, kept out of its listing.
     skill_bundles: Mutex<HashMap<SkillPath, Option<crate::skills::bundle::BundleRef>>>,
     contents: Mutex<ContentCache>,
+    /// The user's `/memories`: listed on first use, the turn's changes held until saved.
+    memories: memories::Memories,
     shared_blobs: Option<&'a BlobCache>,
     /// The turn's catalog, whose index keeps each skill's files: a mounted skill is listed only
     /// when it has none there.
@@ -287,6 +320,7 @@ impl<'a> Vfs<'a> {
             skill_listings: Mutex::new(HashMap::new()),
             skill_bundles: Mutex::new(HashMap::new()),
             contents: Mutex::new(ContentCache::default()),
+            memories: memories::Memories::default(),
             shared_blobs: None,
             catalog: None,
         }

@@ -31,7 +31,7 @@ pub(crate) fn parse(input: &str) -> Result<Vec<String>, VfsError> {
     }
     let Some(rest) = path.strip_prefix('/') else {
         return Err(VfsError::InvalidPath(format!(
-            "{path} (paths must be absolute and start with /workspace, /ticket or /skills)"
+            "{path} (paths must be absolute and start with /workspace, /memories, /ticket or /skills)"
         )));
     };
     if path.contains("//") {

@@ -24,7 +24,8 @@ impl Vfs<'_> {
         let mut paths: Vec<String> = match node {
             None => Vec::new(),
             Some(Node::Root) => {
-                let mut roots = vec!["/workspace/".to_owned()];
+                // `/memories` is named without being listed: `ls /` makes no request.
+                let mut roots = vec!["/workspace/".to_owned(), "/memories/".to_owned()];
                 if self.ticket.is_some() {
                     roots.push("/ticket/".to_owned());
                 }

@@ -7,6 +7,7 @@ use crate::ids::{SkillPath, TicketId};
 #[derive(Debug, Clone, Copy)]
 pub(super) enum RootRef<'v> {
     Workspace,
+    Memories,
     Ticket(&'v TicketId),
     Skill(&'v SkillPath),
 }
@@ -15,6 +16,7 @@ impl RootRef<'_> {
     fn vpath(self) -> String {
         match self {
             RootRef::Workspace => "/workspace".to_owned(),
+            RootRef::Memories => "/memories".to_owned(),
             RootRef::Ticket(_) => "/ticket".to_owned(),
             RootRef::Skill(skill) => format!("/skills/{}", skill.name()),
         }
@@ -27,6 +29,12 @@ impl RootRef<'_> {
             format!("{}/{rel}", self.vpath())
         }
     }
+}
+
+/// A writable root and the path inside it (relative to it, never empty).
+pub(super) enum Writable {
+    Workspace(String),
+    Memories(String),
 }
 
 /// What a valid path names.
@@ -69,6 +77,7 @@ impl Vfs<'_> {
         let Some((root, rest)) = segments.split_first() else { return Ok((Some(Node::Root), shown)) };
         let node = match (root.as_str(), &self.ticket) {
             ("workspace", _) => Some(Node::In { root: RootRef::Workspace, rel: rest.join("/") }),
+            ("memories", _) => Some(Node::In { root: RootRef::Memories, rel: rest.join("/") }),
             ("ticket", Some(ticket)) => Some(Node::In { root: RootRef::Ticket(ticket), rel: rest.join("/") }),
             ("skills", _) => match rest.split_first() {
                 None => (!self.mounts.is_empty()).then_some(Node::SkillsDir),
@@ -81,13 +90,15 @@ impl Vfs<'_> {
         Ok((node, shown))
     }
 
-    /// A validated path inside `/workspace` naming a possible file; anything else is read-only.
-    pub(super) fn writable(&self, raw: &str) -> Result<(String, String), VfsError> {
+    /// A validated path inside `/workspace` or `/memories` naming a possible file; anything else
+    /// is read-only.
+    pub(super) fn writable(&self, raw: &str) -> Result<(Writable, String), VfsError> {
         let segments = path::parse(raw)?;
         let shown = path::display(&segments);
         match segments.split_first() {
-            Some((root, [])) if root == "workspace" => Err(VfsError::IsDirectory(shown)),
-            Some((root, rest)) if root == "workspace" => Ok((rest.join("/"), shown)),
+            Some((root, [])) if root == "workspace" || root == "memories" => Err(VfsError::IsDirectory(shown)),
+            Some((root, rest)) if root == "workspace" => Ok((Writable::Workspace(rest.join("/")), shown)),
+            Some((root, rest)) if root == "memories" => Ok((Writable::Memories(rest.join("/")), shown)),
             _ => Err(VfsError::ReadOnly(shown)),
         }
     }

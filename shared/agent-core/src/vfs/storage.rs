@@ -57,7 +57,7 @@ pub(super) struct ContentCache {
     map: HashMap<String, Arc<Vec<u8>>>,
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
@@ -79,6 +79,7 @@ impl Vfs<'_> {
                     })
                     .collect(),
             )),
+            RootRef::Memories => self.memory_entries().await,
             RootRef::Ticket(ticket) => {
                 let cached = lock(&self.ticket_listing).clone();
                 if let Some(listing) = cached {
@@ -104,7 +105,12 @@ impl Vfs<'_> {
                         let skill_md = std::iter::once(("SKILL.md", entry.size));
                         let listed: Vec<ObjectMeta> = skill_md
                             .chain(files.iter().map(|(rel, size)| (rel.as_str(), *size)))
-                            .map(|(rel, size)| ObjectMeta { key: format!("{prefix}{rel}"), etag: String::new(), size })
+                            .map(|(rel, size)| ObjectMeta {
+                                key: format!("{prefix}{rel}"),
+                                etag: String::new(),
+                                size,
+                                last_modified: None,
+                            })
                             .collect();
                         entries_from(&prefix, &listed)
                     }
@@ -128,7 +134,7 @@ impl Vfs<'_> {
         lock(&self.skill_bundles).get(skill).cloned().flatten()
     }
 
-    async fn list_objects(&self, prefix: &str) -> Result<Arc<Vec<Entry>>, VfsError> {
+    pub(super) async fn list_objects(&self, prefix: &str) -> Result<Arc<Vec<Entry>>, VfsError> {
         let listed = self.objects.list(prefix).await.map_err(VfsError::storage)?;
         Ok(entries_from(prefix, &listed))
     }
@@ -138,7 +144,9 @@ impl Vfs<'_> {
     pub(super) async fn files_under(&self, node: &Node<'_>) -> Result<Vec<(String, Entry)>, VfsError> {
         let roots: Vec<(RootRef<'_>, &str)> = match node {
             Node::Root => {
-                let mut roots = vec![(RootRef::Workspace, "")];
+                // A search of every root searches the memories too (deepagents' composite backend
+                // does the same), so it lists them.
+                let mut roots = vec![(RootRef::Workspace, ""), (RootRef::Memories, "")];
                 if let Some(ticket) = &self.ticket {
                     roots.push((RootRef::Ticket(ticket), ""));
                 }
@@ -171,6 +179,7 @@ impl Vfs<'_> {
         let key = match &entry.source {
             Source::Blob(sha) => keys::workspace_blob_key(&self.user, &self.session, sha),
             Source::Object(key) => key.clone(),
+            Source::Staged(bytes) => return Ok(bytes.clone()),
         };
         let cached = lock(&self.contents).map.get(&key).cloned();
         if let Some(bytes) = cached {
@@ -191,8 +200,8 @@ impl Vfs<'_> {
                 tracing::warn!(path = shown, "virtual filesystem: workspace blob missing or corrupt");
                 return Err(VfsError::Unavailable(shown.to_owned()));
             }
-            (Some(object), Source::Object(_)) => object.bytes,
-            (None, Source::Object(_)) => return Err(VfsError::NotFound(shown.to_owned())),
+            (Some(object), _) => object.bytes,
+            (None, _) => return Err(VfsError::NotFound(shown.to_owned())),
         };
         if bytes.len() as u64 > MAX_READ_BYTES {
             return Err(VfsError::FileTooLarge { path: shown.to_owned(), size: bytes.len() as u64 });

@@ -94,7 +94,7 @@ where
 async fn ls_root_before_and_after_mount() {
     let store = seeded();
     let mut vfs = vfs(&store);
-    assert_eq!(vfs.ls("/").await.unwrap(), "['/ticket/', '/workspace/']");
+    assert_eq!(vfs.ls("/").await.unwrap(), "['/memories/', '/ticket/', '/workspace/']");
     assert_eq!(vfs.ls("/skills").await.unwrap(), "No files found");
     assert_eq!(
         text(vfs.read_file("/skills/compraventa/SKILL.md", 0, 10).await),
@@ -104,7 +104,7 @@ async fn ls_root_before_and_after_mount() {
     vfs.mount_skill(skill("escrituras/compraventa"));
     vfs.mount_skill(skill("escrituras/compraventa")); // idempotent
     assert_eq!(vfs.loaded_skills(), [skill("escrituras/compraventa")]);
-    assert_eq!(vfs.ls("/").await.unwrap(), "['/skills/', '/ticket/', '/workspace/']");
+    assert_eq!(vfs.ls("/").await.unwrap(), "['/memories/', '/skills/', '/ticket/', '/workspace/']");
     assert_eq!(vfs.ls("/workspace").await.unwrap(), "No files found");
 }
 
@@ -355,7 +355,7 @@ async fn workspace_write_overwrite_read_edit_and_manifest() {
     vfs.write_file("/workspace/sin_final.md", "b b").await.unwrap();
     assert!(text(vfs.edit_file("/workspace/sin_final.md", "b\n", "c", false).await)
         .contains("old_string would appear 2 times in the file"));
-    vfs.delete("/workspace/sin_final.md").unwrap();
+    vfs.delete("/workspace/sin_final.md").await.unwrap();
 
     // The next turn sees the committed manifest, reading blobs from the store.
     let manifest = vfs.into_workspace();
@@ -389,7 +389,7 @@ async fn ticket_and_skills_are_read_only() {
         "/skills",
         "/otro/x",
     ] {
-        let expected = format!("Error: Path is read-only: {path} (only /workspace is writable)");
+        let expected = format!("Error: Path is read-only: {path} (only /workspace and /memories are writable)");
         assert_eq!(text(vfs.write_file(path, "x").await), expected);
         assert_eq!(text(vfs.edit_file(path, "a", "b", true).await), expected);
     }
@@ -401,11 +401,12 @@ async fn ticket_and_skills_are_read_only() {
 async fn ticket_is_absent_without_a_ticket_id() {
     let store = seeded();
     let vfs = Vfs::new(&store, user(), session(), None, BTreeMap::new());
-    assert_eq!(vfs.ls("/").await.unwrap(), "['/workspace/']");
+    assert_eq!(vfs.ls("/").await.unwrap(), "['/memories/', '/workspace/']");
     assert_eq!(text(vfs.read_file("/ticket/a.txt", 0, 10).await), "Error: File '/ticket/a.txt' not found");
     assert_eq!(vfs.ls("/ticket").await.unwrap(), "No files found");
     assert_eq!(vfs.grep("clausula", None, None).await.unwrap(), "No matches found");
-    assert!(store.recorded().is_empty(), "{:?}", store.recorded());
+    // A search of every root looks in the user's memories, and in no ticket.
+    assert_eq!(store.recorded(), ["list u1/memories/"]);
 
     let with_ticket = self::vfs(&store);
     assert_eq!(with_ticket.read_file("/ticket/a.txt", 1, 1).await.unwrap(), "@@ lines 2-2 of 2 @@\nsegunda");
@@ -593,7 +594,7 @@ async fn run_file_tool_reads_arguments_as_deepagents_does() {
         "Error: the arguments of ls are not valid JSON: send a JSON object"
     );
     assert_eq!(run("ls", json!([1])).await, "Error: the arguments of ls must be a JSON object, got an array");
-    assert_eq!(run("ls", json!({"path": "/"})).await, "['/skills/', '/ticket/', '/workspace/']");
+    assert_eq!(run("ls", json!({"path": "/"})).await, "['/memories/', '/skills/', '/ticket/', '/workspace/']");
     assert_eq!(
         run("write_file", json!({"file_path": "/workspace/a.md"})).await,
         "Error: missing required argument 'content' (a string) for write_file"
@@ -696,10 +697,10 @@ async fn the_workspace_quota_is_enforced_where_the_model_writes_and_delete_makes
     assert!(full.starts_with("Error: /workspace already holds 100 files") && full.contains("delete"), "{full}");
     // A full workspace still lets a file be rewritten.
     assert_eq!(vfs.write_file("/workspace/f1.txt", "otra").await.unwrap(), "Updated file /workspace/f1.txt");
-    assert_eq!(vfs.delete("/workspace/f0.txt").unwrap(), "Deleted /workspace/f0.txt");
-    assert_eq!(text(vfs.delete("/workspace/f0.txt")), "Error: File '/workspace/f0.txt' not found");
-    assert!(text(vfs.delete("/skills/compraventa/SKILL.md")).starts_with("Error: Path is read-only"));
-    assert!(text(vfs.delete("/workspace")).starts_with("Error: Is a directory"), "the root stays");
+    assert_eq!(vfs.delete("/workspace/f0.txt").await.unwrap(), "Deleted /workspace/f0.txt");
+    assert_eq!(text(vfs.delete("/workspace/f0.txt").await), "Error: File '/workspace/f0.txt' not found");
+    assert!(text(vfs.delete("/skills/compraventa/SKILL.md").await).starts_with("Error: Path is read-only"));
+    assert!(text(vfs.delete("/workspace").await).starts_with("Error: Is a directory"), "the root stays");
     vfs.write_file("/workspace/one-more.txt", "x").await.unwrap();
     assert_eq!(vfs.workspace().len(), MAX_WORKSPACE_FILES);
 

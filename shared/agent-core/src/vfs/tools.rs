@@ -1,21 +1,21 @@
 //! The seven file tools as the model sees them (names, arguments, defaults and descriptions as
-//! LangChain deepagents 0.7's filesystem tools, adapted to the three roots) and their dispatch onto
+//! LangChain deepagents 0.7's filesystem tools, adapted to the four roots) and their dispatch onto
 //! a [`Vfs`]. Arguments are read as deepagents' pydantic schemas read them (a number may come as a
 //! numeric string, a boolean as `"true"`), and every bad one is an error result naming it.
 
 use serde_json::{json, Map, Value};
 
 use super::{
-    GrepOutput, Vfs, VfsError, DEFAULT_READ_LIMIT, MAX_FILE_BYTES, MAX_GREP_MATCHES, MAX_WORKSPACE_BYTES,
-    MAX_WORKSPACE_FILES,
+    GrepOutput, Vfs, VfsError, DEFAULT_READ_LIMIT, MAX_FILE_BYTES, MAX_GREP_MATCHES, MAX_MEMORY_BYTES,
+    MAX_MEMORY_FILES, MAX_MEMORY_FILE_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES,
 };
 use crate::message::ToolSpec;
 use crate::tool_names::FILE_TOOL_NAMES;
 
-const ROOTS: &str = "The filesystem has up to three roots: /workspace (your private read-write \
-    scratch space for this conversation), /ticket (read-only files of the current ticket, when there is one) \
-    and /skills (read-only; only the skills you have loaded appear there, as /skills/<name>). \
-    Paths must be absolute.";
+const ROOTS: &str = "The filesystem has up to four roots: /workspace (your private read-write \
+    scratch space for this conversation), /memories (read-write, your long-term memory of this user, kept across \
+    conversations), /ticket (read-only files of the current ticket, when there is one) and /skills \
+    (read-only; only the skills you have loaded appear there, as /skills/<name>). Paths must be absolute.";
 
 const GLOB_RULES: &str = "Supports `*` (any characters within a path segment), `**` (any directories), `?` \
     (single character), `[abc]` (one character from a set), and `{a,b}` (alternatives), e.g. `*.md`, \
@@ -96,14 +96,17 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
                  - Use this tool when you intend to create a new file or replace the whole file. You do not need to \
                  read the file first.\n\
                  - Prefer to edit existing files (with the edit_file tool) over creating new ones when possible.\n\
-                 - Only /workspace is writable; parent directories are implied. A file holds at most \
-                 {MAX_FILE_BYTES} bytes; /workspace holds at most {MAX_WORKSPACE_FILES} files and {} MiB in all.",
-                MAX_WORKSPACE_BYTES / (1024 * 1024)
+                 - Only /workspace and /memories are writable; parent directories are implied. A file holds at \
+                 most {MAX_FILE_BYTES} bytes; /workspace holds at most {MAX_WORKSPACE_FILES} files and {} MiB in \
+                 all. A /memories file holds at most {MAX_MEMORY_FILE_BYTES} bytes; /memories holds at most \
+                 {MAX_MEMORY_FILES} files and {} MiB in all.",
+                MAX_WORKSPACE_BYTES / (1024 * 1024),
+                MAX_MEMORY_BYTES / (1024 * 1024)
             ),
             json!({
                 "type": "object",
                 "properties": {
-                    "file_path": {"type": "string", "description": "Absolute path where the file should be written, under /workspace, e.g. \"/workspace/borrador.md\"."},
+                    "file_path": {"type": "string", "description": "Absolute path where the file should be written, under /workspace or /memories, e.g. \"/workspace/borrador.md\"."},
                     "content": {"type": "string", "description": "The text content to write to the file. This parameter is required."}
                 },
                 "required": ["file_path", "content"]
@@ -118,12 +121,12 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
              - old_string must be unique in the file unless replace_all is true; give more surrounding context to \
              make it unique.\n\
              - Prefer editing an existing file over creating a new one.\n\
-             - Only files under /workspace can be edited."
+             - Only files under /workspace and /memories can be edited."
                 .to_owned(),
             json!({
                 "type": "object",
                 "properties": {
-                    "file_path": {"type": "string", "description": "Absolute path to the file to edit, under /workspace."},
+                    "file_path": {"type": "string", "description": "Absolute path to the file to edit, under /workspace or /memories."},
                     "old_string": {"type": "string", "description": "The exact text to find and replace. Must be unique in the file unless replace_all is true."},
                     "new_string": {"type": "string", "description": "The text to replace old_string with. Must be different from old_string."},
                     "replace_all": {"type": "boolean", "default": false, "description": "If true, replace all occurrences of old_string. If false (default), old_string must be unique."}
@@ -133,7 +136,7 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
         ),
         spec(
             "delete",
-            "Deletes a file or directory under /workspace.\n\nUsage:\n- Permanently removes the file or directory at \
+            "Deletes a file or directory under /workspace or /memories.\n\nUsage:\n- Permanently removes the file or directory at \
              the given absolute path.\n- Deleting a directory removes it and everything inside it, recursively. Prefer \
              deleting a directory in one call over deleting each file individually.\n- This cannot be undone, so only \
              delete paths you are sure are no longer needed; it also makes room when the workspace is full."
@@ -141,7 +144,7 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
             json!({
                 "type": "object",
                 "properties": {
-                    "file_path": {"type": "string", "description": "Absolute path to the file or directory to delete, under /workspace."}
+                    "file_path": {"type": "string", "description": "Absolute path to the file or directory to delete, under /workspace or /memories."}
                 },
                 "required": ["file_path"]
             }),
@@ -211,7 +214,7 @@ async fn dispatch(vfs: &mut Vfs<'_>, name: &str, args: &Value) -> Result<String,
             )
             .await
         }
-        "delete" => vfs.delete(args.string("file_path")?),
+        "delete" => vfs.delete(args.string("file_path")?).await,
         "glob" => vfs.glob(args.string("pattern")?, args.optional_string("path")?).await,
         "grep" => {
             let output = match args.optional_string("output_mode")? {

@@ -1,9 +1,10 @@
-//! The writing tools, all inside `/workspace`: `write_file`, `edit_file` and `delete`, within the
-//! workspace's quotas.
+//! The writing tools: `write_file`, `edit_file` and `delete`, inside `/workspace` within its
+//! quotas, or handed to `memories` for a path inside `/memories`.
 
 use std::sync::Arc;
 
 use super::read::as_text;
+use super::resolve::Writable;
 use super::storage::sha256_hex;
 use super::{
     Entry, Source, Vfs, VfsError, MAX_FILE_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES, MAX_WORKSPACE_PATH_BYTES,
@@ -13,9 +14,13 @@ use crate::keys;
 use crate::store::WorkspaceFile;
 
 impl Vfs<'_> {
-    /// Writes a whole file under `/workspace` (parents are implied), creating it or replacing it.
+    /// Writes a whole file under `/workspace` or `/memories` (parents are implied), creating it or
+    /// replacing it.
     pub async fn write_file(&mut self, path: &str, content: &str) -> Result<String, VfsError> {
-        let (rel, shown) = self.writable(path)?;
+        let (rel, shown) = match self.writable(path)? {
+            (Writable::Workspace(rel), shown) => (rel, shown),
+            (Writable::Memories(rel), shown) => return self.write_memory(rel, shown, content).await,
+        };
         if content.len() > MAX_FILE_BYTES {
             return Err(VfsError::ContentTooLarge { size: content.len() });
         }
@@ -51,10 +56,13 @@ impl Vfs<'_> {
         Ok(format!("Updated file {shown}"))
     }
 
-    /// Replaces `old` with `new` in a `/workspace` file: exactly one occurrence, or all of them
-    /// with `replace_all`; the errors are deepagents' (with `old` cut to [`SNIPPET_CHARS`]).
+    /// Replaces `old` with `new` in a `/workspace` or `/memories` file: exactly one occurrence, or
+    /// all of them with `replace_all`; the errors are deepagents' (with `old` cut to [`SNIPPET_CHARS`]).
     pub async fn edit_file(&mut self, path: &str, old: &str, new: &str, replace_all: bool) -> Result<String, VfsError> {
-        let (rel, shown) = self.writable(path)?;
+        let (rel, shown) = match self.writable(path)? {
+            (Writable::Workspace(rel), shown) => (rel, shown),
+            (Writable::Memories(rel), shown) => return self.edit_memory(rel, shown, old, new, replace_all).await,
+        };
         let Some(file) = self.workspace.get(&rel).cloned() else {
             let prefix = format!("{rel}/");
             return Err(if self.workspace.keys().any(|p| p.starts_with(&prefix)) {
@@ -69,21 +77,7 @@ impl Vfs<'_> {
         let entry = Entry { rel: rel.clone(), size: file.size, source: Source::Blob(file.sha256) };
         let bytes = self.load(&shown, &entry).await?;
         let text = as_text(&bytes).ok_or(VfsError::Binary { path: shown.clone(), size: bytes.len() as u64 })?;
-        let count = text.matches(old).count();
-        if count == 0 {
-            // A model often adds a final newline the file does not have; say so precisely.
-            if let Some(stripped) = old.strip_suffix('\n').filter(|s| !s.is_empty() && text.ends_with(*s)) {
-                return Err(match text.matches(stripped).count() {
-                    1 => VfsError::TrailingNewline,
-                    n => VfsError::TrailingNewlineAmbiguous(n),
-                });
-            }
-            return Err(VfsError::StringNotFound(truncate_chars(old, SNIPPET_CHARS, "...")));
-        }
-        if count > 1 && !replace_all {
-            return Err(VfsError::AmbiguousEdit { snippet: truncate_chars(old, SNIPPET_CHARS, "..."), count });
-        }
-        let updated = text.replace(old, new);
+        let (updated, count) = replace_in(text, old, new, replace_all)?;
         if updated.len() > MAX_FILE_BYTES {
             return Err(VfsError::ContentTooLarge { size: updated.len() });
         }
@@ -95,10 +89,13 @@ impl Vfs<'_> {
     }
 
     /// Removes a `/workspace` file, or a directory with everything under it, from the manifest, as
-    /// deepagents' `delete` does (the content-addressed blobs stay, unreferenced). The root itself
-    /// cannot be deleted.
-    pub fn delete(&mut self, path: &str) -> Result<String, VfsError> {
-        let (rel, shown) = self.writable(path)?;
+    /// deepagents' `delete` does (the content-addressed blobs stay, unreferenced), or the same under
+    /// `/memories`. The roots themselves cannot be deleted.
+    pub async fn delete(&mut self, path: &str) -> Result<String, VfsError> {
+        let (rel, shown) = match self.writable(path)? {
+            (Writable::Workspace(rel), shown) => (rel, shown),
+            (Writable::Memories(rel), shown) => return self.delete_memory(rel, shown).await,
+        };
         let prefix = format!("{rel}/");
         let before = self.workspace.len();
         self.workspace.retain(|file, _| *file != rel && !file.starts_with(&prefix));
@@ -138,6 +135,26 @@ impl Vfs<'_> {
         }
         Ok(WorkspaceFile { sha256: sha, size: bytes.len() as u64 })
     }
+}
+
+/// `text` with `old` replaced by `new` (every occurrence, which must be one unless `replace_all`),
+/// and how many there were; the errors are deepagents'.
+pub(super) fn replace_in(text: &str, old: &str, new: &str, replace_all: bool) -> Result<(String, usize), VfsError> {
+    let count = text.matches(old).count();
+    if count == 0 {
+        // A model often adds a final newline the file does not have; say so precisely.
+        if let Some(stripped) = old.strip_suffix('\n').filter(|s| !s.is_empty() && text.ends_with(*s)) {
+            return Err(match text.matches(stripped).count() {
+                1 => VfsError::TrailingNewline,
+                n => VfsError::TrailingNewlineAmbiguous(n),
+            });
+        }
+        return Err(VfsError::StringNotFound(truncate_chars(old, SNIPPET_CHARS, "...")));
+    }
+    if count > 1 && !replace_all {
+        return Err(VfsError::AmbiguousEdit { snippet: truncate_chars(old, SNIPPET_CHARS, "..."), count });
+    }
+    Ok((text.replace(old, new), count))
 }
 
 fn truncate_chars(line: &str, max: usize, marker: &str) -> String {

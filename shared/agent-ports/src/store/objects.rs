@@ -7,6 +7,8 @@ pub struct ObjectMeta {
     pub key: String,
     pub etag: String,
     pub size: u64,
+    /// When the object was last written, in unix seconds; `None` when the store does not say.
+    pub last_modified: Option<i64>,
 }
 
 /// One object's bytes with the ETag they were read at.
