@@ -409,6 +409,7 @@ fn turn_request(user: &UserId, session: &SessionId, message: &str) -> TurnReques
         deadline: None,
         now: agent_core::turn::OffsetDateTime::now_utc(),
         idempotency: None,
+        decisions: None,
     }
 }
 

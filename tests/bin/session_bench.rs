@@ -127,6 +127,7 @@ fn main() {
                 deadline: None,
                 now: agent_core::turn::OffsetDateTime::now_utc(),
                 idempotency: None,
+                decisions: None,
             };
             counter.reset();
             let (cpu_before, started) = (cpu_time(), Instant::now());

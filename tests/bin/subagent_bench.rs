@@ -107,6 +107,7 @@ fn request(user: &UserId, session: &str, scenario: Scenario) -> TurnRequest {
         deadline: None,
         now: agent_core::turn::OffsetDateTime::now_utc(),
         idempotency: None,
+        decisions: None,
     }
 }
 

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_core::keys;
 use agent_core::store::{
-    HistorySummary, ObjectStore, SessionState, SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit,
-    WorkspaceFile,
+    HistorySummary, ObjectStore, PendingApproval, PendingCall, SessionState, SessionStore, StoreError, TodoItem,
+    TodoStatus, TurnCommit, WorkspaceFile,
 };
 use agent_core::{Message, SessionId, SkillPath, ToolCall, UserId};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -245,6 +245,13 @@ async fn commits_store_history_and_state_as_native_attributes() {
         summary: Some(HistorySummary { text: "earlier: greetings".into(), covers: 2, from_turn: Some(2) }),
         summary_retry_at: Some(7),
         sandbox_session: Some("interpreter-session-1".into()),
+        pending_approval: Some(PendingApproval {
+            calls: vec![PendingCall { id: "c2".into(), name: "execute".into() }],
+            turn_start: 0,
+            steps: 2,
+            forced_skill: Some(skill("escrituras/compraventa")),
+            ticket: None,
+        }),
     };
     let mut first_turn = turn("hola", "¿en qué puedo ayudar?");
     first_turn.push(Message::Assistant {
@@ -268,6 +275,8 @@ async fn commits_store_history_and_state_as_native_attributes() {
     assert_eq!(meta["session_id"], s("s1"));
     assert_eq!(meta["version"], n(1));
     assert_eq!(meta["loaded_skills"], AttributeValue::L(vec![s("escrituras/compraventa")]));
+    let pending = meta["pending_approval"].as_m().expect("the pending approval is a native map");
+    assert_eq!(pending["steps"], n(2));
     let plan_attr = meta["plan"].as_m().expect("plan is a native map");
     assert_eq!(plan_attr["goal"], s("draft"));
     let steps = plan_attr["steps"].as_l().expect("steps is a native list");

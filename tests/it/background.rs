@@ -20,16 +20,28 @@ struct Background {
 
 impl Background {
     async fn start() -> Background {
+        Self::start_with(&[]).await
+    }
+
+    async fn start_with(extra: &[(&str, &str)]) -> Background {
         let stack = Stack::new().await;
         let sqs = aws_sdk_sqs::Client::new(&tests::moto::sdk_config(&stack.endpoint).await);
         let queue_url = tests::moto::create_fifo_queue(&sqs).await;
-        let http = stack.http(&[("TURN_QUEUE_URL", &queue_url)]).await;
-        let worker = stack.queue(&[("TURN_QUEUE_URL", &queue_url), ("TURN_MAX_RECEIVE_COUNT", "3")]).await;
+        let mut http_env = vec![("TURN_QUEUE_URL", queue_url.as_str())];
+        http_env.extend_from_slice(extra);
+        let http = stack.http(&http_env).await;
+        let mut worker_env = vec![("TURN_QUEUE_URL", queue_url.as_str()), ("TURN_MAX_RECEIVE_COUNT", "3")];
+        worker_env.extend_from_slice(extra);
+        let worker = stack.queue(&worker_env).await;
         Background { stack, sqs, queue_url, http, worker }
     }
 
     async fn post_async(&self, session: &str, message: &str, key: Option<&str>) -> (u16, Value, Value) {
-        let mut event = turn_event(Some(USER), session, json!({ "message": message }));
+        self.post_body_async(session, json!({ "message": message }), key).await
+    }
+
+    async fn post_body_async(&self, session: &str, body: Value, key: Option<&str>) -> (u16, Value, Value) {
+        let mut event = turn_event(Some(USER), session, body);
         event["headers"]["prefer"] = json!("respond-async");
         if let Some(key) = key {
             event["headers"]["idempotency-key"] = json!(key);
@@ -163,4 +175,34 @@ async fn background_failures_are_retried_then_reported_to_the_poller() {
     assert_eq!(polled["status"], "failed", "{polled}");
     assert_eq!(polled["error"]["code"], "model_provider_failed");
     assert!(bg.stack.session_item(USER, "b4").await.is_none(), "nothing was committed");
+}
+
+#[tokio::test]
+async fn a_background_turn_pauses_for_approval_and_its_queued_decisions_run_the_call_once() {
+    let bg = Background::start_with(&[("APPROVAL_REQUIRED", "write_file")]).await;
+    bg.stack.model.push([
+        Reply::tool("write_file", json!({"file_path": "/workspace/informe.md", "content": "Informe"})),
+        Reply::text("Informe escrito."),
+    ]);
+    let (_, accepted, _) = bg.post_async("b9", "Escribe el informe", None).await;
+    assert!(bg.deliver(bg.receive(1).await).await.is_empty());
+    let (_, paused) = bg.poll(USER, "b9", accepted["turn_id"].as_str().unwrap()).await;
+    assert_eq!((paused["status"].as_str(), paused["ending"].as_str()), (Some("completed"), Some("awaiting_approval")));
+    let call_id = paused["pending_approval"][0]["id"].clone();
+
+    let decisions = json!({"decisions": [{"call_id": call_id, "decision": "approve"}]});
+    let (status, accepted, _) = bg.post_body_async("b9", decisions, Some("k-b9")).await;
+    assert_eq!(status, 202, "{accepted}");
+    let records = bg.receive(1).await;
+    assert_eq!(records.len(), 1);
+    // A redelivered record replays the turn instead of running the call again.
+    assert!(bg.deliver(vec![records[0].clone(), records[0].clone()]).await.is_empty());
+    let (_, done) = bg.poll(USER, "b9", accepted["turn_id"].as_str().unwrap()).await;
+    assert_eq!(
+        (done["status"].as_str(), done["reply"].as_str()),
+        (Some("completed"), Some("Informe escrito.")),
+        "{done}"
+    );
+    assert_eq!(done["files"], json!([{"path": "/workspace/informe.md", "size": 7}]));
+    assert_eq!(bg.stack.model.requests().len(), 2, "each model call made once");
 }

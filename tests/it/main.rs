@@ -1,5 +1,6 @@
 //! The one integration-test binary.
 
+mod approvals;
 mod aws_store;
 mod background;
 mod bedrock;

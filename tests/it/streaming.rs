@@ -388,3 +388,36 @@ async fn the_prelude_and_its_delimiter_reach_the_client_together() {
     let held = gaps.iter().filter(|gap| **gap >= Duration::from_millis(30)).count();
     assert!(held <= 3, "{held} of {TURNS} delimiters waited for the prelude's ACK: {gaps:?}");
 }
+
+#[tokio::test]
+async fn a_streamed_turn_pauses_with_approval_requested_and_streams_the_calls_its_decisions_run() {
+    let stack = Stack::new().await;
+    let identity = IdentityProvider::start().await;
+    let mut env = identity.env();
+    env.push(("APPROVAL_REQUIRED", "write_file"));
+    let function = Function::start("stream-turn", &stack.env(&env)).await;
+    let streaming = Streaming { stack, identity, function };
+    streaming.stack.model.push([
+        Reply::tool("write_file", json!({"file_path": "/workspace/a.md", "content": "Hola"})),
+        Reply::text("Escrito."),
+    ]);
+    let mut stream = streaming.post("s9", json!({"message": "Escribe a.md"})).await;
+    let events = all_events(&mut stream).await;
+    assert_eq!(names(&events), ["turn.started", "model.call", "approval.requested", "turn.completed"]);
+    let calls = &events[2].data["calls"];
+    assert_eq!(calls[0]["name"], "write_file", "{calls}");
+    assert_eq!(calls[0]["summary"], "content=Hola file_path=/workspace/a.md");
+    assert_eq!(events[3].data["ending"], "awaiting_approval");
+    assert_eq!(events[3].data["pending_approval"][0]["id"], calls[0]["id"]);
+
+    let decisions = json!({"decisions": [{"call_id": calls[0]["id"], "decision": "approve"}]});
+    let mut stream = streaming.post("s9", decisions).await;
+    let events = all_events(&mut stream).await;
+    assert_eq!(
+        names(&events),
+        ["turn.started", "tool.call", "tool.result", "file.written", "model.call", "message.delta", "turn.completed"]
+    );
+    assert_eq!(events[1].data["id"], calls[0]["id"]);
+    assert_eq!(events[6].data["ending"], "answered");
+    assert_eq!(events[6].data["reply"], "Escrito.");
+}

@@ -42,8 +42,11 @@ pub(crate) async fn accept(
         .transpose()
         .map_err(|err| ApiError::bad_request(format!("`ticket_id`: {err}")))?;
     let ticket = ticket.as_ref().map(|ticket| ticket.as_str());
-    let idempotency = IdempotencyKey::for_queued_turn(&key, &user, &session, &body.message, ticket)
-        .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))?;
+    let decisions = body.decisions()?;
+    let fingerprint = decisions.as_ref().map(agent_core::agent::Decisions::fingerprint);
+    let idempotency =
+        IdempotencyKey::for_queued_turn(&key, &user, &session, &body.message, ticket, fingerprint.as_deref())
+            .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))?;
     let turn_id = idempotency.key_hash.clone();
     let now = time::OffsetDateTime::now_utc();
     let waiting = match service.accept_background(&user, &session, &idempotency, now).await? {
@@ -64,6 +67,7 @@ pub(crate) async fn accept(
             "message": body.message,
             "ticket_id": ticket,
             "idempotency_key": key,
+            "decisions": body.decisions,
         });
         queue.enqueue(record, session.as_str(), &turn_id).await.map_err(|error| {
             tracing::error!(session = %session, %error, "could not enqueue a background turn");

@@ -85,6 +85,8 @@ pub fn session_view(session: &Session, page: &HistoryPage) -> Value {
         "todos": session.state.todos,
         "summary": session.state.summary.as_ref().map(|summary| json!({"text": shown_text(&summary.text), "covers_messages": summary.covers})),
         "plan": session.state.plan,
+        // The calls a paused turn waits on (their arguments are in the last assistant message).
+        "pending_approval": session.state.pending_approval.as_ref().map(|pending| json!({"calls": pending.calls})),
         "workspace": workspace,
         "history": history,
         "turns": turns,

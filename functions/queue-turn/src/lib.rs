@@ -25,7 +25,11 @@ const MIN_TIME_FOR_A_TURN: Duration = Duration::from_secs(10);
 struct RecordBody {
     user_id: String,
     session_id: String,
+    #[serde(default)]
     message: String,
+    /// Decisions on the calls a paused turn waits on, instead of a message.
+    #[serde(default)]
+    decisions: Option<Vec<agent_core::agent::CallDecision>>,
     #[serde(default)]
     ticket_id: Option<String>,
     /// The turn's idempotency key when the producer sets one (continuations do); otherwise the
@@ -150,9 +154,21 @@ async fn process(
         .as_deref()
         .or(record.message_id.as_deref())
         .ok_or_else(|| RecordError::Malformed("the record has no message id".to_owned()))?;
-    let idempotency =
-        IdempotencyKey::for_queued_turn(key, &user, &session, &body.message, ticket.as_ref().map(|t| t.as_str()))
-            .map_err(RecordError::Malformed)?;
+    let decisions = body
+        .decisions
+        .map(agent_core::agent::Decisions::new)
+        .transpose()
+        .map_err(|err| RecordError::Malformed(format!("`decisions`: {err}")))?;
+    let fingerprint = decisions.as_ref().map(agent_core::agent::Decisions::fingerprint);
+    let idempotency = IdempotencyKey::for_queued_turn(
+        key,
+        &user,
+        &session,
+        &body.message,
+        ticket.as_ref().map(|t| t.as_str()),
+        fingerprint.as_deref(),
+    )
+    .map_err(RecordError::Malformed)?;
     let request = TurnRequest {
         user: user.clone(),
         session: session.clone(),
@@ -162,6 +178,7 @@ async fn process(
         deadline,
         now: time::OffsetDateTime::now_utc(),
         idempotency: Some(idempotency.clone()),
+        decisions,
     };
     agent_app::name_turn(&tracing::Span::current(), &request, record.message_id.as_deref().unwrap_or(""));
     // A defect fails this record only; the rest of the batch and the warm process go on.

@@ -2,6 +2,7 @@
 //! and its parsing, the turn request built from it, and the mapping of every failure to a precise
 //! status with a JSON error body safe to show a client.
 
+use agent_core::agent::{CallDecision, Decisions};
 use agent_core::turn::{TurnError, TurnRequest, UserProfile, MAX_MESSAGE_BYTES};
 use agent_core::{IdempotencyKey, ModelError, SessionId, StoreError, TicketId, UserId};
 use base64::Engine;
@@ -64,6 +65,12 @@ impl From<TurnError> for ApiError {
                 "conflict",
                 "another turn of this session finished first; nothing was saved, send the message again",
             ),
+            pending @ TurnError::ApprovalPending { .. } => ApiError::new(
+                409,
+                "approval_pending",
+                format!("{pending}: answer them with `decisions` (approve, edit or reject) before a new message"),
+            ),
+            TurnError::NotPending(message) => ApiError::new(409, "not_pending", message),
             TurnError::InProgress => ApiError::new(
                 409,
                 "turn_in_progress",
@@ -145,9 +152,25 @@ impl From<TurnError> for ApiError {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TurnBody {
+    /// The user's message; empty (or absent) when `decisions` answer a paused turn.
+    #[serde(default)]
     pub message: String,
     #[serde(default)]
     pub ticket_id: Option<String>,
+    /// Decisions on the tool calls a paused turn waits on (`approve`, `edit`, `reject`).
+    #[serde(default)]
+    pub decisions: Option<Vec<CallDecision>>,
+}
+
+impl TurnBody {
+    /// The body's decisions, validated; `None` when it has none.
+    pub fn decisions(&self) -> Result<Option<Decisions>, ApiError> {
+        self.decisions
+            .clone()
+            .map(Decisions::new)
+            .transpose()
+            .map_err(|err| ApiError::bad_request(format!("`decisions`: {err}")))
+    }
 }
 
 /// The answer to a defect: nothing about it reaches the client.
@@ -170,7 +193,8 @@ pub fn turn_request(
     profile: UserProfile,
     deadline: Option<Instant>,
 ) -> Result<TurnRequest, ApiError> {
-    let idempotency = idempotency_key(headers, &body)?;
+    let decisions = body.decisions()?;
+    let idempotency = idempotency_key(headers, &body, decisions.as_ref())?;
     let ticket = body
         .ticket_id
         .map(TicketId::parse)
@@ -185,6 +209,7 @@ pub fn turn_request(
         deadline,
         now: time::OffsetDateTime::now_utc(),
         idempotency,
+        decisions,
     })
 }
 
@@ -195,9 +220,16 @@ pub fn client_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
 }
 
 /// The `Idempotency-Key` header, fingerprinted with what the turn is asked; `None` without one.
-fn idempotency_key(headers: &HeaderMap, body: &TurnBody) -> Result<Option<IdempotencyKey>, ApiError> {
+fn idempotency_key(
+    headers: &HeaderMap,
+    body: &TurnBody,
+    decisions: Option<&Decisions>,
+) -> Result<Option<IdempotencyKey>, ApiError> {
     let Some(key) = client_key(headers)? else { return Ok(None) };
-    let request = [body.message.as_str(), body.ticket_id.as_deref().unwrap_or("")];
+    let decisions = decisions.map(Decisions::fingerprint);
+    let mut request = vec![body.message.as_str(), body.ticket_id.as_deref().unwrap_or("")];
+    // Decisions are part of what is asked; a message's fingerprint stays what it always was.
+    request.extend(decisions.as_deref());
     IdempotencyKey::new(key, &request)
         .map(Some)
         .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))
@@ -231,9 +263,16 @@ pub fn parse_turn_body(raw: Option<&str>, base64: bool) -> Result<TurnBody, ApiE
     if body.message.len() > MAX_MESSAGE_BYTES {
         return Err(too_large());
     }
-    if body.message.trim().is_empty() {
-        return Err(ApiError::bad_request("`message` must not be empty"));
+    match (body.decisions.is_some(), body.message.trim().is_empty()) {
+        (false, true) => return Err(ApiError::bad_request("`message` must not be empty")),
+        (true, false) => {
+            return Err(ApiError::bad_request(
+                "send either `message` or `decisions`: the decisions go on with the paused turn",
+            ))
+        }
+        _ => {}
     }
+    body.decisions()?;
     Ok(body)
 }
 

@@ -64,6 +64,10 @@ pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConf
     config.subagents.max_depth = count("SUBAGENT_MAX_DEPTH", 0..=4, defaults.max_depth)?;
     config.subagents.per_turn = count("SUBAGENTS_PER_TURN", 1..=64, defaults.per_turn)?;
     config.subagents.max_steps = count("SUBAGENT_MAX_STEPS", 1..=200, defaults.max_steps)?;
+    let ask = lookup("APPROVAL_REQUIRED").unwrap_or_default();
+    let allow = lookup("APPROVAL_ALLOW").unwrap_or_default();
+    config.approvals = agent_core::tools::ApprovalPolicy::parse(&ask, &allow)
+        .map_err(|reason| ConfigError::Invalid { name: "APPROVAL_REQUIRED/APPROVAL_ALLOW", reason })?;
     if let Some(value) = lookup("SKILL_PROMPT_MODE") {
         config.prompt_mode = value
             .parse::<SkillPromptMode>()

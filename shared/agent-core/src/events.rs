@@ -2,7 +2,7 @@
 //! call with the prompt state it is made in, the model's text as it arrives, skills loaded, tool
 //! calls with their arguments and their results.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::model::DeltaSink;
@@ -75,6 +75,10 @@ pub enum TurnEvent {
     /// `context_full`, or `failed` when its model failed), its model calls, and the first line of the
     /// answer returned as the `task` call's result, cut.
     SubagentCompleted { subagent: String, ending: String, steps: u32, ok: bool, summary: String },
+    /// The turn stopped before running tool calls that need a person's approval: each call's id,
+    /// tool, whole arguments and their one-line summary. The turn ends `awaiting_approval`; the
+    /// next turn request answers them.
+    ApprovalRequested { calls: Vec<ApprovalCall> },
     /// An event of a subagent's own loop (its model calls, tool calls and results, skills loaded,
     /// files written), tagged with the subagent's id; its name and fields are the inner event's.
     #[serde(serialize_with = "serialize_nested")]
@@ -89,6 +93,26 @@ fn serialize_nested<S: serde::Serializer>(subagent: &str, event: &TurnEvent, ser
         fields.insert("subagent".to_owned(), Value::String(subagent.to_owned()));
     }
     value.serialize(serializer)
+}
+
+/// A tool call waiting for approval, as the turn's event and its reply show it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: Value,
+    pub summary: String,
+}
+
+impl ApprovalCall {
+    pub fn of(call: &crate::message::ToolCall) -> Self {
+        Self {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            summary: summarise_arguments(&call.arguments),
+        }
+    }
 }
 
 /// The skill listing a state-1 model call shows: the counts of the listing as chosen for the turn
@@ -119,6 +143,7 @@ impl TurnEvent {
             TurnEvent::FileWritten { .. } => "file.written",
             TurnEvent::SubagentStarted { .. } => "subagent.started",
             TurnEvent::SubagentCompleted { .. } => "subagent.completed",
+            TurnEvent::ApprovalRequested { .. } => "approval.requested",
             TurnEvent::Nested { event, .. } => event.name(),
         }
     }

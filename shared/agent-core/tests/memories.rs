@@ -67,6 +67,7 @@ fn request(user: &str, session: &str, message: &str) -> TurnRequest {
         deadline: None,
         now: OffsetDateTime::now_utc(),
         idempotency: None,
+        decisions: None,
     }
 }
 

@@ -32,6 +32,7 @@ fn request(message: &str, key: Option<&str>) -> TurnRequest {
         deadline: None,
         now: OffsetDateTime::now_utc(),
         idempotency: key.map(|key| IdempotencyKey::new(key, &[message]).unwrap()),
+        decisions: None,
     }
 }
 
@@ -87,10 +88,10 @@ async fn a_background_record_goes_queued_running_queued_then_failed_or_committed
     use agent_core::{Accepted, Claim, TurnStatus};
     let store = MemorySessionStore::new();
     let (user, session) = (UserId::parse("u1").unwrap(), SessionId::parse("s1").unwrap());
-    let key = IdempotencyKey::for_queued_turn("k1", &user, &session, "hola", None).unwrap();
+    let key = IdempotencyKey::for_queued_turn("k1", &user, &session, "hola", None, None).unwrap();
     assert_eq!(store.accept(&user, &session, &key, 100).await.unwrap(), Accepted::New);
     assert_eq!(store.accept(&user, &session, &key, 101).await.unwrap(), Accepted::Existing(TurnStatus::Queued));
-    let other = IdempotencyKey::for_queued_turn("k1", &user, &session, "adiós", None).unwrap();
+    let other = IdempotencyKey::for_queued_turn("k1", &user, &session, "adiós", None, None).unwrap();
     assert_eq!(store.accept(&user, &session, &other, 101).await.unwrap(), Accepted::Mismatch);
     let status = || store.turn_status(&user, &session, &key.key_hash, 102);
     assert_eq!(status().await.unwrap(), Some(TurnStatus::Queued));

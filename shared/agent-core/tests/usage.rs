@@ -100,6 +100,7 @@ fn request(user_id: &str, message: &str) -> TurnRequest {
         deadline: None,
         now: OffsetDateTime::now_utc(),
         idempotency: None,
+        decisions: None,
     }
 }
 

@@ -18,6 +18,7 @@ pub use ids::{AgentName, InvalidId, MemoryPath, SessionId, SkillPath, TicketId, 
 pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
 pub use model::{complete_as_one_delta, ChatModel, DeltaSink, ModelError};
 pub use store::{
-    Accepted, Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore, Session,
-    SessionState, SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit, TurnStatus, WorkspaceFile,
+    Accepted, Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore,
+    PendingApproval, PendingCall, Session, SessionState, SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit,
+    TurnStatus, WorkspaceFile,
 };

@@ -121,6 +121,7 @@ fn request(user: &UserId, session: &str) -> TurnRequest {
         deadline: None,
         now: agent_core::turn::OffsetDateTime::now_utc(),
         idempotency: None,
+        decisions: None,
     }
 }
 

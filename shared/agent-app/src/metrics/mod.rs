@@ -116,6 +116,7 @@ fn ending_name(ending: agent_core::agent::Ending) -> &'static str {
         Ending::AwaitingClarification => "awaiting_clarification",
         Ending::PlanFailed => "plan_failed",
         Ending::ContextFull => "context_full",
+        Ending::AwaitingApproval => "awaiting_approval",
     }
 }
 

@@ -1,18 +1,25 @@
 //! One model reply's tool calls: each is refused, run on its own in order, or run at once with the
 //! reply's other concurrent calls (subagents). Every call gets a result, so the stored history stays
-//! well-formed whatever was refused.
+//! well-formed whatever was refused. A call that needs a person's approval stops the reply
+//! before it (and before the reply's concurrent batch): the calls from there on wait.
 
 use tracing::Instrument;
 
+use super::approval::{rejection_result, Decision, Decisions, EDITED_NOTE};
 use super::{results, ToolOutput, TurnEnv, MAX_TOOL_ARGUMENT_BYTES, MAX_TOOL_CALLS_PER_REPLY};
 use super::{MAX_TURN_ARGUMENT_BYTES, MAX_TURN_TOOL_RESULT_BYTES};
-use crate::events::{self, TurnEvent, TurnObserver};
+use crate::events::{self, ApprovalCall, TurnEvent, TurnObserver};
 use crate::message::{Message, ToolCall, Usage};
 use crate::telemetry;
 
 /// The calls of one reply and what the loop already knows of them.
 pub(super) struct Reply<'r> {
+    /// The calls to run: the reply's, or the part of them still to run when a paused turn resumes.
     pub calls: &'r [ToolCall],
+    /// The index in the reply of `calls[0]`.
+    pub first_index: usize,
+    /// A person's decisions on calls that waited for approval, when a paused turn resumes.
+    pub decisions: Option<&'r Decisions>,
     /// For each call, its arguments' size when they were over the bounds (and replaced).
     pub oversized: &'r [Option<usize>],
     /// The model call (from 1) that made the reply.
@@ -61,17 +68,57 @@ impl Spent {
     }
 }
 
+/// How far a reply's calls got.
+pub(super) enum Ran {
+    /// Every call has its result.
+    All,
+    /// The calls from the first one that needs approval on have not run; these of them wait.
+    Paused(Vec<ToolCall>),
+}
+
 /// Runs the calls of `reply` and appends their results to `conversation`, in the reply's order.
-/// Every call is announced first (the model asked for them together); the calls that run
-/// concurrently run as one batch where the first of them stands.
+/// Every call that runs is announced first (the model asked for them together); the calls that
+/// run concurrently run as one batch where the first of them stands. When a call needs approval,
+/// the calls before it (and before the batch) run and the rest wait.
 pub(super) async fn run_reply(
     env: &mut dyn TurnEnv,
     reply: Reply<'_>,
     spent: &mut Spent,
     events: &dyn TurnObserver,
     conversation: &mut Vec<Message>,
-) {
-    for call in reply.calls {
+) -> Ran {
+    let decision = |call: &ToolCall| reply.decisions.and_then(|decisions| decisions.get(&call.id));
+    // The calls as they run: with a person's edited arguments.
+    let calls: Vec<ToolCall> = reply
+        .calls
+        .iter()
+        .map(|call| reply.decisions.map_or_else(|| call.clone(), |decisions| decisions.applied(call)))
+        .collect();
+    let concurrent: Vec<bool> = calls
+        .iter()
+        .enumerate()
+        .map(|(index, call)| {
+            reply.first_index + index < MAX_TOOL_CALLS_PER_REPLY
+                && reply.oversized[index].is_none()
+                && env.runs_concurrently(call)
+        })
+        .collect();
+    let gated: Vec<usize> = calls
+        .iter()
+        .enumerate()
+        .filter(|(index, call)| {
+            decision(call).is_none()
+                && spent.refusal(reply.first_index + index, reply.oversized[*index]).is_none()
+                && env.needs_approval(call)
+        })
+        .map(|(index, _)| index)
+        .collect();
+    // Nothing from the first call that waits runs, nor the concurrent batch when it stands later.
+    let end = match gated.first() {
+        Some(&first) => first.min(concurrent.iter().position(|c| *c).unwrap_or(first)),
+        None => calls.len(),
+    };
+    for call in &calls[..end] {
         tracing::info!(tool = %call.name, step = reply.step, "tool call");
         events.event(TurnEvent::ToolCall {
             id: call.id.clone(),
@@ -80,30 +127,24 @@ pub(super) async fn run_reply(
             summary: events::summarise_arguments(&call.arguments),
         });
     }
-    let concurrent: Vec<bool> = reply
-        .calls
-        .iter()
-        .enumerate()
-        .map(|(index, call)| {
-            index < MAX_TOOL_CALLS_PER_REPLY && reply.oversized[index].is_none() && env.runs_concurrently(call)
-        })
-        .collect();
     // The batch's outputs by call index, once it has run.
     let mut batch: Option<Vec<Option<(ToolOutput, &'static str)>>> = None;
 
-    for (index, call) in reply.calls.iter().enumerate() {
+    for (index, call) in calls[..end].iter().enumerate() {
         // Each call is measured in an `execute_tool` span, refused or run.
         let span = telemetry::tool_span(&call.name, &call.id);
-        let (output, outcome) = if concurrent[index] {
+        let (mut output, outcome) = if let Some(Decision::Reject { message }) = decision(call) {
+            (ToolOutput::from(rejection_result(message.as_deref())), telemetry::outcome::REFUSED)
+        } else if concurrent[index] {
             if batch.is_none() {
-                batch = Some(run_batch(env, &reply, &concurrent, spent, events).await);
+                batch = Some(run_batch(env, &reply, &calls, &concurrent, spent, events).await);
             }
             match batch.as_mut().and_then(|outputs| outputs[index].take()) {
                 Some(ran) => ran,
                 None => (ToolOutput::from("Error: this call was not run.".to_owned()), telemetry::outcome::ERROR),
             }
         } else {
-            match spent.refusal(index, reply.oversized[index]) {
+            match spent.refusal(reply.first_index + index, reply.oversized[index]) {
                 Some(text) => (ToolOutput::from(text), telemetry::outcome::REFUSED),
                 None => {
                     let refused_before = env.refused_calls();
@@ -113,10 +154,22 @@ pub(super) async fn run_reply(
                 }
             }
         };
+        if matches!(decision(call), Some(Decision::Edit { .. })) {
+            output.content.insert_str(0, EDITED_NOTE);
+        }
         span.record(telemetry::field::OUTCOME, outcome);
         drop(span);
         record(env, call, output, spent, reply.offload_bound, events, conversation).await;
     }
+    if end == calls.len() {
+        return Ran::All;
+    }
+    let waiting: Vec<ToolCall> = gated.iter().map(|index| calls[*index].clone()).collect();
+    for call in &waiting {
+        tracing::info!(tool = %call.name, step = reply.step, "tool call waits for approval");
+    }
+    events.event(TurnEvent::ApprovalRequested { calls: waiting.iter().map(ApprovalCall::of).collect() });
+    Ran::Paused(waiting)
 }
 
 /// Runs the reply's concurrent calls as one batch: those refused at its start get their refusal,
@@ -124,14 +177,20 @@ pub(super) async fn run_reply(
 async fn run_batch(
     env: &mut dyn TurnEnv,
     reply: &Reply<'_>,
+    calls: &[ToolCall],
     concurrent: &[bool],
     spent: &Spent,
     events: &dyn TurnObserver,
 ) -> Vec<Option<(ToolOutput, &'static str)>> {
-    let mut outputs: Vec<Option<(ToolOutput, &'static str)>> = reply.calls.iter().map(|_| None).collect();
+    let mut outputs: Vec<Option<(ToolOutput, &'static str)>> = calls.iter().map(|_| None).collect();
     let mut run = Vec::new();
-    for (index, call) in reply.calls.iter().enumerate().filter(|(index, _)| concurrent[*index]) {
-        match spent.refusal(index, reply.oversized[index]) {
+    for (index, call) in calls.iter().enumerate().filter(|(index, _)| concurrent[*index]) {
+        let rejected = reply.decisions.and_then(|decisions| decisions.get(&call.id));
+        if let Some(Decision::Reject { .. }) = rejected {
+            // Its rejection is given where it stands in the reply.
+            continue;
+        }
+        match spent.refusal(reply.first_index + index, reply.oversized[index]) {
             Some(text) => outputs[index] = Some((ToolOutput::from(text), telemetry::outcome::REFUSED)),
             None => run.push((index, call)),
         }

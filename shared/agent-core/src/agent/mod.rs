@@ -5,7 +5,12 @@
 //! a file (`results`), the turn's older steps are condensed when the context fills (`compact`), and a
 //! turn that still cannot go on ends [`Ending::ContextFull`]. Only a request that does not fit before
 //! the first call is an error.
+//!
+//! A call the environment says needs a person's approval stops the loop before it runs
+//! ([`Ending::AwaitingApproval`]); [`resume`] goes on from the stored conversation with the
+//! person's decisions (`approval`).
 
+mod approval;
 mod calls;
 pub mod compact;
 pub mod results;
@@ -20,6 +25,7 @@ use crate::events::{DeltaEvents, ListingShown, TurnEvent, TurnObserver};
 use crate::message::{ChatRequest, Message, ToolCall, ToolSpec, Usage};
 use crate::model::{ChatModel, ModelError};
 use crate::prompt::SystemPrompt;
+pub use approval::{CallDecision, Decision, Decisions, MAX_REJECTION_MESSAGE_BYTES};
 
 /// Tool results longer than this are cut when they cannot be saved to a file, so one huge file
 /// cannot swamp the context.
@@ -80,6 +86,12 @@ pub trait TurnEnv: Send {
     /// the model could not read it, or it could not be written (the result is then cut instead).
     async fn save_result(&mut self, _call: &ToolCall, _content: &str) -> Option<String> {
         None
+    }
+    /// Whether `call` must wait for a person's approval before it runs. Asked only of calls the
+    /// loop would run (within the reply's bounds, not yet decided); an environment that would
+    /// refuse the call anyway says no, so nobody is asked about a call that cannot run.
+    fn needs_approval(&self, _call: &ToolCall) -> bool {
+        false
     }
     /// Whether `call` runs together with the reply's other such calls (a `task`, whose subagent
     /// spends its time waiting on the model): they all run at once where the first of them stands
@@ -185,6 +197,9 @@ pub enum Ending {
     /// The turn's own work no longer fits the model's context, even with its older steps condensed;
     /// what it did is committed and the next message continues.
     ContextFull,
+    /// Some of the model's tool calls need a person's approval: none of them has run, and the
+    /// next turn request answers them ([`LoopOutcome::pending`]).
+    AwaitingApproval,
 }
 
 /// A finished loop: the reply, every message the turn added (starting with the user's), and counts.
@@ -195,6 +210,20 @@ pub struct LoopOutcome {
     pub steps: u32,
     pub usage: Usage,
     pub ending: Ending,
+    /// With [`Ending::AwaitingApproval`]: the calls that wait, in the reply's order.
+    pub pending: Vec<ToolCall>,
+}
+
+/// A paused turn as [`resume`] takes it back.
+pub struct Paused<'a> {
+    /// The conversation as stored: the history, then the paused turn's messages, the last
+    /// assistant message holding the calls that wait.
+    pub conversation: &'a [Message],
+    /// Where the paused turn's messages start in `conversation`.
+    pub turn_start: usize,
+    /// Model calls the turn made before it paused.
+    pub steps: u32,
+    pub decisions: &'a Decisions,
 }
 
 /// Runs one turn. Only a model failure is an error; tool failures are tool results, and hitting a
@@ -213,15 +242,70 @@ pub async fn run(
     conversation.extend_from_slice(history);
     let first_new = conversation.len();
     conversation.push(user_message);
+    let start = Start { conversation, first_new, stored: first_new, steps: 0, decisions: None };
+    drive(model, env, start, limits, events).await
+}
+
+/// Goes on with a turn that paused for approval: the calls of its last reply that had not run
+/// run now as the person decided (approved, with edited arguments, or rejected), then the loop
+/// continues where it stopped, its steps counted from where they were. The outcome's messages are
+/// the ones added after `paused.conversation`.
+pub async fn resume(
+    model: &dyn ChatModel,
+    env: &mut dyn TurnEnv,
+    paused: Paused<'_>,
+    limits: &Limits,
+    events: &dyn TurnObserver,
+) -> Result<LoopOutcome, ModelError> {
+    let conversation = paused.conversation.to_vec();
+    let stored = conversation.len();
+    let first_new = paused.turn_start.min(stored);
+    let start = Start { conversation, first_new, stored, steps: paused.steps, decisions: Some(paused.decisions) };
+    drive(model, env, start, limits, events).await
+}
+
+/// Where a loop starts: the conversation (history and the turn's messages so far), where the turn
+/// starts in it, how much of it is stored already, the steps made, and decisions to apply first.
+struct Start<'d> {
+    conversation: Vec<Message>,
+    first_new: usize,
+    stored: usize,
+    steps: u32,
+    decisions: Option<&'d Decisions>,
+}
+
+async fn drive(
+    model: &dyn ChatModel,
+    env: &mut dyn TurnEnv,
+    start: Start<'_>,
+    limits: &Limits,
+    events: &dyn TurnObserver,
+) -> Result<LoopOutcome, ModelError> {
+    let Start { mut conversation, first_new, stored, mut steps, decisions } = start;
     let mut usage = Usage::default();
-    let mut steps = 0;
     // What the turn's tool calls have spent, and an abort's reason once one was called.
     let mut spent = calls::Spent::default();
     let mut argument_bytes = 0usize;
     let mut compacted: Option<compact::Compacted> = None;
     let offload_bound = results::offload_bound(limits.input_tokens);
+    let mut pending = Vec::new();
+
+    let resumed = match decisions {
+        Some(decisions) => {
+            resume_calls(env, &mut conversation, decisions, steps, offload_bound, &mut spent, events).await
+        }
+        None => calls::Ran::All,
+    };
+    usage.add(std::mem::take(&mut spent.usage));
 
     let ending = loop {
+        if let calls::Ran::Paused(waiting) = &resumed {
+            pending = waiting.clone();
+            break Ending::AwaitingApproval;
+        }
+        if spent.aborted.is_some() {
+            break Ending::Aborted;
+        }
         if steps >= limits.max_steps {
             break Ending::StepLimit;
         }
@@ -322,9 +406,20 @@ pub async fn run(
         if calls.is_empty() {
             break Ending::Answered;
         }
-        let reply = calls::Reply { calls: &calls, oversized: &oversized, step: steps, offload_bound };
-        calls::run_reply(env, reply, &mut spent, events, &mut conversation).await;
+        let reply = calls::Reply {
+            calls: &calls,
+            first_index: 0,
+            decisions: None,
+            oversized: &oversized,
+            step: steps,
+            offload_bound,
+        };
+        let ran = calls::run_reply(env, reply, &mut spent, events, &mut conversation).await;
         usage.add(std::mem::take(&mut spent.usage));
+        if let calls::Ran::Paused(waiting) = ran {
+            pending = waiting;
+            break Ending::AwaitingApproval;
+        }
         if spent.aborted.is_some() {
             break Ending::Aborted;
         }
@@ -340,6 +435,15 @@ pub async fn run(
             Some(Message::Assistant { content, .. }) => content.clone(),
             _ => String::new(),
         },
+        // What the model said with the calls that wait.
+        Ending::AwaitingApproval => conversation
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                Message::Assistant { content, .. } => Some(content.clone()),
+                _ => None,
+            })
+            .unwrap_or_default(),
         Ending::StepLimit => {
             let notice = format!(
                 "I stopped after {steps} steps, the limit for one turn, before finishing. \
@@ -370,8 +474,51 @@ pub async fn run(
             notice
         }
     };
-    let messages = conversation.split_off(first_new);
-    Ok(LoopOutcome { reply, messages, steps, usage, ending })
+    let messages = conversation.split_off(stored.max(first_new));
+    Ok(LoopOutcome { reply, messages, steps, usage, ending, pending })
+}
+
+/// Runs the calls of a paused turn's last reply that have no result yet, as `decisions` say. The
+/// reply's message in `conversation` takes the edited arguments, so the model sees what ran.
+async fn resume_calls(
+    env: &mut dyn TurnEnv,
+    conversation: &mut Vec<Message>,
+    decisions: &Decisions,
+    step: u32,
+    offload_bound: usize,
+    spent: &mut calls::Spent,
+    events: &dyn TurnObserver,
+) -> calls::Ran {
+    let Some(at) = conversation.iter().rposition(|message| matches!(message, Message::Assistant { .. })) else {
+        return calls::Ran::All;
+    };
+    let answered: std::collections::HashSet<String> = conversation[at + 1..]
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let Message::Assistant { tool_calls, .. } = &mut conversation[at] else { return calls::Ran::All };
+    for call in tool_calls.iter_mut() {
+        if let Some(Decision::Edit { arguments }) = decisions.get(&call.id) {
+            call.arguments = arguments.clone();
+        }
+    }
+    let Some(first_index) = tool_calls.iter().position(|call| !answered.contains(&call.id)) else {
+        return calls::Ran::All;
+    };
+    let remaining: Vec<ToolCall> = tool_calls[first_index..].to_vec();
+    let oversized = vec![None; remaining.len()];
+    let reply = calls::Reply {
+        calls: &remaining,
+        first_index,
+        decisions: Some(decisions),
+        oversized: &oversized,
+        step,
+        offload_bound,
+    };
+    calls::run_reply(env, reply, spent, events, conversation).await
 }
 
 /// The system prompt, the messages and the trims of the request for model call `step` (from 0):

@@ -218,7 +218,7 @@ pub fn spec_name_problem(name: &str) -> Option<&'static str> {
 }
 
 /// Claude Code's tool names, as skills copied from public repositories declare them, mapped to ours.
-fn our_tool_name(declared: &str) -> Option<&'static str> {
+pub(crate) fn our_tool_name(declared: &str) -> Option<&'static str> {
     let ours = FILE_TOOL_NAMES.iter().chain(ESSENTIAL_TOOLS.iter()).find(|name| **name == declared);
     if let Some(name) = ours {
         return Some(name);

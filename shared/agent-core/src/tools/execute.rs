@@ -107,7 +107,7 @@ pub enum CommandPattern {
 }
 
 impl CommandPattern {
-    fn allows(&self, command: &str) -> bool {
+    pub(crate) fn allows(&self, command: &str) -> bool {
         match self {
             CommandPattern::Prefix(prefix) => {
                 command == prefix

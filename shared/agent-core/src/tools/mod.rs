@@ -6,6 +6,7 @@
 //! specs of the other tools and loading a skill (`source`) have files of their own; the tools'
 //! names are in [`crate::tool_names`].
 
+mod approval;
 mod execute;
 mod saved;
 mod shared;
@@ -16,6 +17,7 @@ mod todos;
 
 use crate::tool_names::FILE_TOOL_NAMES;
 pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_SKILL, TASK, TODO_READ, TODO_WRITE};
+pub use approval::{ApprovalPolicy, ApprovalRule, MAX_APPROVAL_RULES};
 pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess};
 pub use saved::{result_path, RESULTS_FOLDER};
 pub use shared::TurnShared;
@@ -220,6 +222,22 @@ impl<'a> SkillsEnv<'a> {
         Some(ToolOutput::from(content))
     }
 
+    /// Whether the turn's approval policy names `call`, one this agent would run: a call to a tool
+    /// it was not offered, or a command its skill does not allow, is refused instead of asked about.
+    fn policy_requires(&self, call: &ToolCall) -> bool {
+        let Some(policy) = self.shared.approvals else { return false };
+        if !self.offers(&call.name) {
+            return false;
+        }
+        if call.name == EXECUTE {
+            let command = call.arguments.get("command").and_then(Value::as_str).unwrap_or_default();
+            if self.command_rules().is_some_and(|(rules, skill)| rules.check(command, skill).is_err()) {
+                return false;
+            }
+        }
+        policy.requires(call)
+    }
+
     /// The commands `execute` may run and the skill that says so: a forced skill's, or the one a
     /// subagent inherited from a forced parent.
     fn command_rules(&self) -> Option<(&CommandRules, &str)> {
@@ -414,6 +432,12 @@ impl TurnEnv for SkillsEnv<'_> {
         call.name == TASK
     }
 
+    fn needs_approval(&self, call: &ToolCall) -> bool {
+        // A subagent's own loop cannot pause the turn: its calls that need approval are refused
+        // when they run (see `call_tool`).
+        self.role.depth == 0 && self.policy_requires(call)
+    }
+
     async fn call_concurrently(&mut self, calls: &[&ToolCall], events: &dyn TurnObserver) -> Vec<ToolOutput> {
         task::run_tasks(self, calls, events).await
     }
@@ -421,6 +445,14 @@ impl TurnEnv for SkillsEnv<'_> {
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput {
         if let Some(refused) = self.refuse_unoffered(call) {
             return refused;
+        }
+        if self.role.depth > 0 && self.policy_requires(call) {
+            self.refused_tool_calls += 1;
+            tracing::info!(tool = %call.name, "refused a subagent's call that needs approval");
+            return ToolOutput::from(format!(
+                "Error: calls to `{}` like this one need a person's approval, which a subagent cannot ask for;                  it was not run. Finish with what you have and say which call is still needed: the agent that                  gave you the task can make it.",
+                call.name
+            ));
         }
         let content = match call.name.as_str() {
             LOAD_SKILL => {

@@ -5,6 +5,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
+use super::approval::ApprovalPolicy;
 use super::execute::SandboxAccess;
 use super::source::SkillSource;
 use super::task::Delegation;
@@ -28,6 +29,8 @@ pub struct TurnShared<'a> {
     pub(super) sandbox_session: Mutex<Option<String>>,
     /// How subagents are run, when the turn offers `task`.
     pub(super) delegation: Option<Delegation<'a>>,
+    /// Which calls wait for a person's approval; `None` when none do.
+    pub(super) approvals: Option<&'a ApprovalPolicy>,
 }
 
 impl<'a> TurnShared<'a> {
@@ -51,7 +54,14 @@ impl<'a> TurnShared<'a> {
             executions: AtomicU32::new(0),
             sandbox_session: Mutex::new(None),
             delegation: None,
+            approvals: None,
         }
+    }
+
+    /// Stops the turn for a person's approval before a call `policy` names runs.
+    pub fn with_approvals(mut self, policy: &'a ApprovalPolicy) -> Self {
+        self.approvals = Some(policy).filter(|policy| !policy.is_empty());
+        self
     }
 
     /// Offers `execute`, running commands in `access`'s sandbox; `session` is the backend's own

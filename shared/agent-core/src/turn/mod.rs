@@ -3,9 +3,11 @@
 //!
 //! A file per step: `skills` (a turn of the skills strategy, slash commands), `planner` (a turn of
 //! the planner strategy), `summary` (history summaries), `commit` (storing the turn), `files` and
-//! `memories` (a session's workspace files and the user's memories, for the HTTP API); this file
+//! `memories` (a session's workspace files and the user's memories, for the HTTP API), `approval`
+//! (a turn paused for approval, taken back); this file
 //! holds the types, the service and the idempotency claim and panic boundary around a turn.
 
+mod approval;
 mod commit;
 mod files;
 mod memories;
@@ -14,6 +16,7 @@ mod skills;
 mod summary;
 mod usage;
 
+pub use approval::MAX_SHOWN_ARGUMENT_BYTES;
 pub use commit::INLINE_TOOL_RESULT_BYTES;
 pub use files::{FileDownload, DOWNLOAD_LINK_LIFETIME};
 pub use memories::MemoryFile;
@@ -29,8 +32,10 @@ use thiserror::Error;
 pub use time::OffsetDateTime;
 use tokio::time::Instant;
 
+use crate::agent::Decisions;
 use crate::agent::Ending;
 use crate::budget;
+use crate::events::ApprovalCall;
 use crate::events::{NoObserver, TurnEvent, TurnObserver};
 use crate::expert::Experts;
 use crate::ids::{SessionId, SkillPath, TicketId, UserId};
@@ -43,7 +48,7 @@ use crate::skills::{Catalog, CatalogView, SkillLibrary};
 use crate::store::{
     Accepted, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionStore, StoreError, TurnStatus,
 };
-use crate::tools::SubagentConfig;
+use crate::tools::{ApprovalPolicy, SubagentConfig};
 use crate::vfs::BlobCache;
 
 /// Longest user message accepted, in bytes.
@@ -83,6 +88,8 @@ pub struct AgentConfig {
     /// The bounds of subagents started by `task` (`SUBAGENT_MAX_DEPTH`, `SUBAGENTS_PER_TURN`,
     /// `SUBAGENT_MAX_STEPS`); a depth of 0 offers no `task`.
     pub subagents: SubagentConfig,
+    /// Which tool calls wait for a person's approval (`APPROVAL_REQUIRED`, `APPROVAL_ALLOW`).
+    pub approvals: ApprovalPolicy,
 }
 
 /// How turns are answered.
@@ -123,6 +130,7 @@ impl Default for AgentConfig {
             daily_token_budget: None,
             model_provider: String::new(),
             subagents: SubagentConfig::default(),
+            approvals: ApprovalPolicy::default(),
         }
     }
 }
@@ -165,6 +173,9 @@ pub struct TurnRequest {
     /// The client's idempotency key: a repeated key replays the committed reply instead of
     /// running the turn again.
     pub idempotency: Option<IdempotencyKey>,
+    /// A person's decisions on the calls a paused turn waits on; the turn then goes on instead
+    /// of starting from `message` (which is empty).
+    pub decisions: Option<Decisions>,
 }
 
 /// How long a claim on an idempotency key outlives the invocation's deadline (or lasts, without
@@ -195,6 +206,10 @@ pub struct TurnReply {
     /// Commands run in the sandbox.
     #[serde(default)]
     pub executions: u32,
+    /// With ending `awaiting_approval`: the calls that wait (large arguments replaced by their
+    /// size; the whole call is the last assistant message of the session's history).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_approval: Vec<ApprovalCall>,
     /// True when this is the stored reply of an earlier delivery with the same idempotency key.
     #[serde(skip)]
     pub replayed: bool,
@@ -217,6 +232,12 @@ pub enum TurnError {
     UnknownSkill { command: String, suggestions: Vec<String> },
     #[error("the session was changed by a concurrent turn; retry")]
     Conflict,
+    /// The session's last turn waits for decisions on these calls; a new message cannot start.
+    #[error("the session waits for decisions on the tool calls {}", calls.join(", "))]
+    ApprovalPending { calls: Vec<String> },
+    /// The decisions do not answer the calls that wait (or none wait).
+    #[error("{0}")]
+    NotPending(String),
     /// A turn with the same idempotency key is running now.
     #[error("a turn with this idempotency key is still running; retry later")]
     InProgress,
@@ -428,8 +449,14 @@ impl TurnService {
         request: TurnRequest,
         events: &dyn TurnObserver,
     ) -> Result<TurnReply, TurnError> {
-        if request.message.trim().is_empty() {
-            return Err(TurnError::InvalidInput("`message` must not be empty".to_owned()));
+        match (&request.decisions, request.message.trim().is_empty()) {
+            (None, true) => return Err(TurnError::InvalidInput("`message` must not be empty".to_owned())),
+            (Some(_), false) => {
+                return Err(TurnError::InvalidInput(
+                    "send either `message` or `decisions`: the decisions go on with the paused turn".to_owned(),
+                ))
+            }
+            _ => {}
         }
         if request.message.len() > MAX_MESSAGE_BYTES {
             return Err(TurnError::InvalidInput(format!("`message` is larger than {MAX_MESSAGE_BYTES} bytes")));

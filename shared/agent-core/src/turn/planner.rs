@@ -74,6 +74,7 @@ impl TurnService {
             version: session.version + 1,
             files: Vec::new(),
             executions: 0,
+            pending_approval: Vec::new(),
             replayed: false,
         };
         telemetry::measured(

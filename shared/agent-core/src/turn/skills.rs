@@ -3,14 +3,16 @@
 
 use std::sync::Arc;
 
+use super::approval;
 use super::summary::history_for_model;
 use super::{Claimed, ReplyFile, Strategy, TurnError, TurnReply, TurnRequest, TurnService};
 use crate::agent::{self, Ending, Limits};
 use crate::events::{TurnEvent, TurnObserver};
+use crate::ids::TicketId;
 use crate::message::{Message, Usage};
 use crate::prompt::{PromptTemplate, PromptVars};
 use crate::skills::{Resolved, SkillDoc};
-use crate::store::{Session, SessionState};
+use crate::store::{PendingApproval, PendingCall, Session, SessionState};
 use crate::telemetry;
 use crate::tools::{Delegation, LoadSkillError, SandboxAccess, SkillSource, SkillsEnv, TurnShared};
 use crate::vfs::{SavedMemories, Vfs};
@@ -49,6 +51,9 @@ impl TurnService {
         events: &dyn TurnObserver,
     ) -> Result<TurnReply, TurnError> {
         if self.config.strategy == Strategy::Planner {
+            if request.decisions.is_some() {
+                return Err(TurnError::NotPending("this agent's turns never wait for approval".to_owned()));
+            }
             return self.run_planner_turn(request, claim, events).await;
         }
         // The session (with the day's usage under a budget) and the catalog are independent reads:
@@ -60,19 +65,29 @@ impl TurnService {
             }),
         )?;
         let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
+        let resumed = approval::paused_turn(&session, request.decisions.as_ref())?;
         let source = SkillSource {
             library: &self.skills,
             objects: self.objects.as_ref(),
             user: &request.user,
             catalog: &catalog,
         };
-        let forced = match parse_slash_command(&request.message) {
-            Some((command, _)) => Some(resolve_command(&source, command).await?),
-            None => None,
+        let forced = match (&resumed, parse_slash_command(&request.message)) {
+            // A paused turn goes on inside the skill it was forced into.
+            (Some(paused), _) => match &paused.pending.forced_skill {
+                Some(path) => Some(resolve_command(&source, &path.to_string()).await?),
+                None => None,
+            },
+            (None, Some((command, _))) => Some(resolve_command(&source, command).await?),
+            (None, None) => None,
+        };
+        let ticket = match &resumed {
+            Some(paused) => paused.pending.ticket.clone(),
+            None => request.ticket.clone(),
         };
         let custom_template = catalog.base_prompt().map(PromptTemplate::parse).transpose()?;
         let template = custom_template.as_ref().unwrap_or(&self.default_template);
-        let vars = self.prompt_vars(&request);
+        let vars = self.prompt_vars(&request, ticket.as_ref());
         let user_message = match (&forced, parse_slash_command(&request.message)) {
             (Some(doc), Some((_, ""))) => {
                 format!("(The user started the skill /{} without further instructions.)", doc.path.name())
@@ -82,14 +97,18 @@ impl TurnService {
         };
 
         let mut usage = Usage::default();
-        let (summary, summary_retry_at) = self.summarise_if_needed(&session, request.deadline, &mut usage).await;
+        // A paused turn's history is summarised once it is over, not in its middle.
+        let (summary, summary_retry_at) = match resumed {
+            Some(_) => (session.state.summary.clone(), session.state.summary_retry_at),
+            None => self.summarise_if_needed(&session, request.deadline, &mut usage).await,
+        };
         let history = history_for_model(&session, summary.as_ref());
 
         let vfs = Vfs::new(
             self.objects.as_ref(),
             request.user.clone(),
             request.session.clone(),
-            request.ticket.clone(),
+            ticket.clone(),
             session.state.workspace.clone(),
         )
         .with_blob_cache(&self.blobs)
@@ -112,6 +131,7 @@ impl TurnService {
                 session.state.sandbox_session.clone(),
             );
         }
+        shared = shared.with_approvals(&self.config.approvals);
         if self.config.subagents.max_depth > 0 {
             shared = shared.with_subagents(Delegation::new(self.model.as_ref(), limits.clone(), self.config.subagents));
         }
@@ -128,8 +148,22 @@ impl TurnService {
             env.force(doc).await;
         }
 
-        let outcome =
-            agent::run(self.model.as_ref(), &mut env, &history, Message::user(user_message), &limits, events).await?;
+        let outcome = match &resumed {
+            Some(paused) => {
+                let turn_start = paused.turn_start_in(&session, &history)?;
+                let paused = agent::Paused {
+                    conversation: &history,
+                    turn_start,
+                    steps: paused.pending.steps,
+                    decisions: paused.decisions,
+                };
+                agent::resume(self.model.as_ref(), &mut env, paused, &limits, events).await?
+            }
+            None => {
+                agent::run(self.model.as_ref(), &mut env, &history, Message::user(user_message), &limits, events)
+                    .await?
+            }
+        };
         // A turn that never reached the model has nothing to say: a canned "out of time" reply
         // committed in its place would hide the failure and use up the user's message.
         if outcome.steps == 0 && outcome.ending == Ending::Deadline {
@@ -141,7 +175,21 @@ impl TurnService {
         let refused_tool_calls = env.refused_tool_calls();
         let executions = env.executions();
         let sandbox_session = env.sandbox_session().or_else(|| session.state.sandbox_session.clone());
+        let awaiting = outcome.ending == Ending::AwaitingApproval;
         let (vfs, todos) = env.into_parts();
+        // A paused turn keeps what it goes on with: its skills and where it stands.
+        let pending_approval = awaiting.then(|| PendingApproval {
+            calls: outcome
+                .pending
+                .iter()
+                .map(|call| PendingCall { id: call.id.clone(), name: call.name.clone() })
+                .collect(),
+            turn_start: resumed.as_ref().map_or(session.history_end(), |paused| paused.pending.turn_start),
+            steps: outcome.steps,
+            forced_skill: forced_skill.clone(),
+            ticket: ticket.clone(),
+        });
+        let loaded_skills = if awaiting { vfs.loaded_skills().to_vec() } else { Vec::new() };
         // The turn's memory changes go to the store before the commit, so a committed turn has
         // lost none of them (see `vfs::memories` for what this costs).
         let saved = vfs.save_memories().await?;
@@ -155,16 +203,18 @@ impl TurnService {
             .collect();
         let workspace = vfs.into_workspace();
 
-        // The cleanup of seed 001: the loaded (or forced) skill lasts one turn.
+        // The cleanup of seed 001: the loaded (or forced) skill lasts one turn (a paused turn's
+        // until it is over).
         let state = SessionState {
-            current_skill: None,
-            loaded_skills: Vec::new(),
+            current_skill: if awaiting { ended_in.clone() } else { None },
+            loaded_skills,
             plan: session.state.plan.clone(),
             workspace,
             todos,
             summary,
             summary_retry_at,
             sandbox_session,
+            pending_approval,
         };
         let reply = TurnReply {
             session_id: request.session.clone(),
@@ -178,6 +228,7 @@ impl TurnService {
             version: session.version + 1,
             files,
             executions,
+            pending_approval: outcome.pending.iter().map(approval::shown).collect(),
             replayed: false,
         };
         telemetry::measured(
@@ -199,10 +250,10 @@ impl TurnService {
         Ok(reply)
     }
 
-    fn prompt_vars(&self, request: &TurnRequest) -> PromptVars {
+    fn prompt_vars(&self, request: &TurnRequest, ticket: Option<&TicketId>) -> PromptVars {
         let date = request.now.date();
         let profile = &request.profile;
-        let (title, description) = match &request.ticket {
+        let (title, description) = match ticket {
             Some(ticket) => (
                 format!("Ticket {ticket}"),
                 "This conversation is about a ticket; its files are under /ticket (read-only).".to_owned(),

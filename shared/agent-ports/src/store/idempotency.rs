@@ -42,15 +42,20 @@ impl IdempotencyKey {
 
 impl IdempotencyKey {
     /// The key of a queued turn, fingerprinted with everything its record asks (user, session,
-    /// message, ticket): the queue worker and the HTTP function that enqueues it compute the same.
+    /// message, ticket, and the decisions that answer a paused turn): the queue worker and the
+    /// HTTP function that enqueues it compute the same.
     pub fn for_queued_turn(
         key: &str,
         user: &UserId,
         session: &SessionId,
         message: &str,
         ticket: Option<&str>,
+        decisions: Option<&str>,
     ) -> Result<Self, String> {
-        Self::new(key, &[user.as_str(), session.as_str(), message, ticket.unwrap_or("")])
+        let mut request = vec![user.as_str(), session.as_str(), message, ticket.unwrap_or("")];
+        // A turn without decisions keeps the fingerprint it always had.
+        request.extend(decisions);
+        Self::new(key, &request)
     }
 }
 

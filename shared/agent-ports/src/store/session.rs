@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::idempotency::CommitKey;
 use super::usage::TurnUsage;
-use crate::ids::{SessionId, SkillPath, UserId};
+use crate::ids::{SessionId, SkillPath, TicketId, UserId};
 use crate::message::Message;
 
 /// A file of a session's `/workspace`: its content lives in the object store under its hash,
@@ -46,6 +46,36 @@ pub struct SessionState {
     /// code interpreter session), so the next turn's commands reuse it.
     #[serde(default)]
     pub sandbox_session: Option<String>,
+    /// A turn paused for a person's decision on some of its tool calls: the turn's messages so far
+    /// are in the history, and the next turn request must answer these calls.
+    #[serde(default)]
+    pub pending_approval: Option<PendingApproval>,
+}
+
+/// A turn that stopped before running tool calls that need a person's approval. The calls
+/// themselves (their arguments) are the last assistant message of the history; this says which of
+/// them wait and what the turn needs to go on where it stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingApproval {
+    /// The calls waiting for a decision, in the reply's order.
+    pub calls: Vec<PendingCall>,
+    /// The index, in the whole history, of the paused turn's first message (its user message).
+    pub turn_start: usize,
+    /// The model calls the turn has made so far; its step bound counts them.
+    pub steps: u32,
+    /// The skill a slash command forced on the turn, enforced again when it goes on.
+    #[serde(default)]
+    pub forced_skill: Option<SkillPath>,
+    /// The ticket the turn was about.
+    #[serde(default)]
+    pub ticket: Option<TicketId>,
+}
+
+/// One tool call waiting for approval.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingCall {
+    pub id: String,
+    pub name: String,
 }
 
 /// One entry of the todo list.

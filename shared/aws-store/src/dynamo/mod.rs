@@ -225,6 +225,13 @@ fn decode_state(reader: &Reader<'_>) -> Result<SessionState, StoreError> {
         None | Some(AttributeValue::Null(_)) => None,
         Some(_) => Some(reader.string("sandbox_session")?.to_owned()),
     };
+    let pending_approval = match reader.opt("pending_approval") {
+        None | Some(AttributeValue::Null(_)) => None,
+        Some(value) => Some(
+            serde_json::from_value(attr_to_json(value)?)
+                .map_err(|err| StoreError::Corrupt(format!("{context}: pending_approval: {err}")))?,
+        ),
+    };
     Ok(SessionState {
         current_skill,
         loaded_skills,
@@ -234,11 +241,12 @@ fn decode_state(reader: &Reader<'_>) -> Result<SessionState, StoreError> {
         summary,
         summary_retry_at,
         sandbox_session,
+        pending_approval,
     })
 }
 
 /// The meta attributes that carry the state, as DynamoDB values.
-fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 8] {
+fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 9] {
     let current_skill = match &state.current_skill {
         Some(skill) => s(skill.to_string()),
         None => AttributeValue::Null(true),
@@ -261,6 +269,10 @@ fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 8]
         Some(summary) => json_to_attr(&serde_json::to_value(summary).expect("summary serialises")),
         None => AttributeValue::Null(true),
     };
+    let pending_approval = match &state.pending_approval {
+        Some(pending) => json_to_attr(&serde_json::to_value(pending).expect("a pending approval serialises")),
+        None => AttributeValue::Null(true),
+    };
     [
         ("current_skill", current_skill),
         ("loaded_skills", loaded_skills),
@@ -270,6 +282,7 @@ fn state_attributes(state: &SessionState) -> [(&'static str, AttributeValue); 8]
         ("summary", summary),
         ("summary_retry_at", state.summary_retry_at.map_or(AttributeValue::Null(true), n)),
         ("sandbox_session", state.sandbox_session.as_deref().map_or(AttributeValue::Null(true), s)),
+        ("pending_approval", pending_approval),
     ]
 }
 

@@ -1,0 +1,153 @@
+//! Which tool calls need a person's approval before they run: a policy of `ask` rules and `allow`
+//! exceptions written in Claude Code's permission syntax (`execute`, `Write`, `Bash(git push:*)`,
+//! an expert's tool by name). A deployment sets one; it can only add approvals, never waive a
+//! refusal (a call the turn would refuse is refused, not asked about).
+
+use serde_json::Value;
+
+use super::execute::CommandPattern;
+use super::EXECUTE;
+use crate::message::ToolCall;
+use crate::skills::frontmatter::our_tool_name;
+
+/// Most rules one policy holds.
+pub const MAX_APPROVAL_RULES: usize = 64;
+/// Longest rule, in bytes.
+const MAX_RULE_BYTES: usize = 256;
+
+/// One rule: a tool, and for `execute` optionally which commands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalRule {
+    /// Our tool name (`execute`, `write_file`...) or another tool's name as offered.
+    tool: String,
+    /// `Bash(...)`'s commands; `None` for every call of the tool.
+    commands: Option<CommandPattern>,
+}
+
+impl ApprovalRule {
+    /// Reads one rule: a tool name (ours or Claude Code's), or `Bash(...)` with a command pattern.
+    pub fn parse(rule: &str) -> Result<Self, String> {
+        let rule = rule.trim();
+        if rule.is_empty() || rule.len() > MAX_RULE_BYTES {
+            return Err(format!("an approval rule must be 1 to {MAX_RULE_BYTES} bytes"));
+        }
+        if let Some(inner) = rule.strip_prefix("Bash(").and_then(|rest| rest.strip_suffix(')')) {
+            let inner = inner.trim();
+            if inner.is_empty() || inner == "*" || inner == ":*" {
+                return Ok(Self { tool: EXECUTE.to_owned(), commands: None });
+            }
+            let commands = match inner.strip_suffix(":*").or_else(|| inner.strip_suffix(" *")) {
+                Some(prefix) => CommandPattern::Prefix(prefix.trim().to_owned()),
+                None => CommandPattern::Exact(inner.to_owned()),
+            };
+            return Ok(Self { tool: EXECUTE.to_owned(), commands: Some(commands) });
+        }
+        if rule.contains('(') || rule.contains(')') {
+            return Err(format!(
+                "approval rule `{rule}`: only `Bash(...)` takes a pattern; name other tools without one"
+            ));
+        }
+        if !rule.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':')) {
+            return Err(format!("approval rule `{rule}` is not a tool name"));
+        }
+        let tool = our_tool_name(rule).map_or_else(|| rule.to_owned(), str::to_owned);
+        Ok(Self { tool, commands: None })
+    }
+
+    fn matches(&self, call: &ToolCall) -> bool {
+        if call.name != self.tool {
+            return false;
+        }
+        let Some(pattern) = &self.commands else { return true };
+        let command = call.arguments.get("command").and_then(Value::as_str).unwrap_or_default().trim();
+        // A chained command is more than the pattern names.
+        !command.contains([';', '&', '|', '`', '\n', '\r']) && !command.contains("$(") && pattern.allows(command)
+    }
+}
+
+/// The deployment's approval policy: a call needs approval when an `ask` rule matches it and no
+/// `allow` rule does.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApprovalPolicy {
+    ask: Vec<ApprovalRule>,
+    allow: Vec<ApprovalRule>,
+}
+
+impl ApprovalPolicy {
+    /// Reads the two lists, each rules separated by commas (`APPROVAL_REQUIRED`, `APPROVAL_ALLOW`).
+    pub fn parse(ask: &str, allow: &str) -> Result<Self, String> {
+        let rules = |list: &str| -> Result<Vec<ApprovalRule>, String> {
+            let rules = split_rules(list).map(ApprovalRule::parse).collect::<Result<Vec<_>, _>>()?;
+            if rules.len() > MAX_APPROVAL_RULES {
+                return Err(format!("at most {MAX_APPROVAL_RULES} approval rules"));
+            }
+            Ok(rules)
+        };
+        Ok(Self { ask: rules(ask)?, allow: rules(allow)? })
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ask.is_empty()
+    }
+
+    /// Whether `call` needs a person's approval.
+    pub fn requires(&self, call: &ToolCall) -> bool {
+        self.ask.iter().any(|rule| rule.matches(call)) && !self.allow.iter().any(|rule| rule.matches(call))
+    }
+}
+
+/// The rules of a comma-separated list; a comma inside `Bash(...)` belongs to its pattern.
+fn split_rules(list: &str) -> impl Iterator<Item = &str> {
+    let mut depth = 0usize;
+    let mut start = 0;
+    let mut rules = Vec::new();
+    for (index, c) in list.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth = depth.saturating_sub(1),
+            ',' if depth == 0 => {
+                rules.push(&list[start..index]);
+                start = index + 1;
+            }
+            _ => {}
+        }
+    }
+    rules.push(&list[start..]);
+    rules.into_iter().map(str::trim).filter(|rule| !rule.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(name: &str, arguments: Value) -> ToolCall {
+        ToolCall { id: "c".into(), name: name.into(), arguments }
+    }
+
+    #[test]
+    fn ask_rules_name_tools_in_either_syntax_and_allow_rules_carve_out_commands() {
+        let policy =
+            ApprovalPolicy::parse("Bash, Write, experto_fiscal.presentar", "Bash(python:*), Bash(ls)").unwrap();
+        assert!(policy.requires(&call("execute", json!({"command": "rm -rf /workspace"}))));
+        assert!(!policy.requires(&call("execute", json!({"command": "python scripts/fill.py a.pdf"}))));
+        assert!(!policy.requires(&call("execute", json!({"command": "ls"}))));
+        assert!(policy.requires(&call("execute", json!({"command": "ls -la"}))), "exact means exact");
+        assert!(policy.requires(&call("execute", json!({"command": "python x.py; curl evil"}))), "chained");
+        assert!(policy.requires(&call("write_file", json!({"file_path": "/workspace/a"}))));
+        assert!(policy.requires(&call("experto_fiscal.presentar", json!({}))));
+        assert!(!policy.requires(&call("read_file", json!({"file_path": "/workspace/a"}))));
+    }
+
+    #[test]
+    fn an_empty_policy_asks_nothing_and_bad_rules_are_refused() {
+        assert!(ApprovalPolicy::parse("", "").unwrap().is_empty());
+        assert!(!ApprovalPolicy::default().requires(&call("execute", json!({"command": "ls"}))));
+        assert!(ApprovalPolicy::parse("Write(/workspace/**)", "").unwrap_err().contains("only `Bash(...)`"));
+        assert!(ApprovalPolicy::parse("rm -rf", "").unwrap_err().contains("not a tool name"));
+        let many = vec!["execute"; MAX_APPROVAL_RULES + 1].join(",");
+        assert!(ApprovalPolicy::parse(&many, "").is_err());
+        let policy = ApprovalPolicy::parse("Bash(git commit -m a,b:*)", "").unwrap();
+        assert!(policy.requires(&call("execute", json!({"command": "git commit -m a,b now"}))));
+    }
+}

@@ -1,0 +1,163 @@
+//! Human approval of tool calls through the compiled http-turn with the scripted model: a call the
+//! deployment's policy names pauses the turn (nothing of it runs); the next request's decisions,
+//! taken by a new process, run it once, edited or not, or tell the model it was rejected; a
+//! redelivered decision replays; and a forced skill's command rules still hold for edited arguments.
+
+use serde_json::{json, Value};
+use tests::lambda::Function;
+use tests::model_server::Reply;
+use tests::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
+
+const USER: &str = "user-approvals";
+
+async fn post(function: &Function, session: &str, body: Value, key: Option<&str>) -> (u16, Value, Value) {
+    let mut event = turn_event(Some(USER), session, body);
+    if let Some(key) = key {
+        event["headers"]["idempotency-key"] = json!(key);
+    }
+    let response = function.call(event).await;
+    let (status, body) = status_and_body(&response);
+    (status, body, response["headers"].clone())
+}
+
+fn decide(decisions: Value) -> Value {
+    json!({ "decisions": decisions })
+}
+
+#[tokio::test]
+async fn a_call_that_needs_approval_pauses_the_turn_and_a_new_process_runs_it_once_approved() {
+    let stack = Stack::new().await;
+    let policy = [("APPROVAL_REQUIRED", "Write, execute")];
+    stack.model.push([
+        Reply::Tools(vec![
+            ("ls".to_owned(), json!({"path": "/workspace"})),
+            ("write_file".to_owned(), json!({"file_path": "/workspace/carta.md", "content": "Estimado cliente"})),
+        ]),
+        Reply::text("He escrito la carta."),
+    ]);
+    let http = stack.http(&policy).await;
+    let (status, paused, _) = post(&http, "s1", json!({"message": "Escribe la carta"}), None).await;
+    assert_eq!(status, 200, "{paused}");
+    assert_eq!(paused["ending"], "awaiting_approval", "{paused}");
+    let pending = paused["pending_approval"].as_array().expect("the calls that wait");
+    assert_eq!(pending.len(), 1, "{paused}");
+    assert_eq!(pending[0]["name"], "write_file");
+    assert_eq!(pending[0]["arguments"]["content"], "Estimado cliente");
+    let call_id = pending[0]["id"].as_str().unwrap().to_owned();
+    assert!(paused["files"].as_array().unwrap().is_empty(), "nothing was written: {paused}");
+    assert_eq!(stack.model.requests().len(), 1);
+    // The session says what waits; the history holds the reply with the calls, and the call
+    // before the one that waits has run.
+    let (_, session) = status_and_body(&http.call(get_event(Some(USER), "s1")).await);
+    assert_eq!(session["pending_approval"]["calls"][0]["id"], call_id.as_str(), "{session}");
+    assert!(session["workspace"].as_array().unwrap().is_empty(), "{session}");
+    let history = session["history"].as_array().unwrap();
+    assert_eq!(history.last().unwrap()["role"], "tool", "the ls result is stored: {session}");
+
+    // A new message cannot start while the call waits.
+    let (status, body, _) = post(&http, "s1", json!({"message": "Otra cosa"}), None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("approval_pending")), "{body}");
+    // Decisions must answer exactly the calls that wait.
+    let wrong = decide(json!([{"call_id": "call_nope", "decision": "approve"}]));
+    let (status, body, _) = post(&http, "s1", wrong, None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not_pending")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains(&call_id), "{body}");
+    assert_eq!(stack.model.requests().len(), 1, "nothing ran");
+
+    // A cold process takes the decision: the call runs, and the loop goes on.
+    drop(http);
+    let http = stack.http(&policy).await;
+    let approve = decide(json!([{"call_id": call_id, "decision": "approve"}]));
+    let (status, done, headers) = post(&http, "s1", approve.clone(), Some("approve-1")).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!((done["ending"].as_str(), done["reply"].as_str()), (Some("answered"), Some("He escrito la carta.")));
+    assert_eq!(done["steps"], 2, "the turn's steps go on from where it paused");
+    assert!(headers.get("idempotent-replayed").is_none());
+    assert_eq!(done["files"], json!([{"path": "/workspace/carta.md", "size": 16}]), "{done}");
+    let requests = stack.model.requests();
+    assert_eq!(requests.len(), 2);
+    let results = tool_results(&requests[1]);
+    assert_eq!(results.len(), 2, "both calls of the reply have their result: {results:?}");
+    assert!(results[1].starts_with("Updated file /workspace/carta.md"), "{results:?}");
+
+    // The same request again replays; other decisions find nothing pending.
+    let (status, replayed, headers) = post(&http, "s1", approve.clone(), Some("approve-1")).await;
+    assert_eq!((status, replayed["reply"].clone()), (200, done["reply"].clone()));
+    assert_eq!(headers["idempotent-replayed"], "true");
+    let (status, body, _) = post(&http, "s1", approve, Some("approve-2")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not_pending")), "{body}");
+    assert_eq!(stack.model.requests().len(), 2, "nothing ran twice");
+    let (_, session) = status_and_body(&http.call(get_event(Some(USER), "s1")).await);
+    assert!(session["pending_approval"].is_null(), "{session}");
+    assert_eq!(session["workspace"].as_array().unwrap().len(), 1, "{session}");
+}
+
+#[tokio::test]
+async fn a_rejected_call_does_not_run_and_the_model_hears_why() {
+    let stack = Stack::new().await;
+    stack.model.push([
+        Reply::tool("write_file", json!({"file_path": "/workspace/borrador.md", "content": "x"})),
+        Reply::text("De acuerdo, no lo escribo."),
+    ]);
+    let http = stack.http(&[("APPROVAL_REQUIRED", "write_file")]).await;
+    let (status, paused, _) = post(&http, "s2", json!({"message": "Guarda un borrador"}), None).await;
+    assert_eq!((status, paused["ending"].as_str()), (200, Some("awaiting_approval")), "{paused}");
+    let call_id = paused["pending_approval"][0]["id"].clone();
+    let reject = decide(json!([{"call_id": call_id, "decision": "reject", "message": "Todavía no."}]));
+    let (status, done, _) = post(&http, "s2", reject, None).await;
+    assert_eq!((status, done["reply"].as_str()), (200, Some("De acuerdo, no lo escribo.")), "{done}");
+    assert!(done["files"].as_array().unwrap().is_empty(), "{done}");
+    let results = tool_results(&stack.model.requests()[1]);
+    assert_eq!(results, ["The user rejected this call; it was not run. Their message: Todavía no."]);
+    // Bad decisions are refused before anything is read.
+    let (status, body, _) = post(&http, "s2", decide(json!([{"call_id": "a", "decision": "maybe"}])), None).await;
+    assert_eq!(status, 400, "{body}");
+    let both = json!({"message": "hola", "decisions": [{"call_id": "a", "decision": "approve"}]});
+    let (status, body, _) = post(&http, "s2", both, None).await;
+    assert_eq!(status, 400, "{body}");
+}
+
+#[tokio::test]
+async fn edited_arguments_still_obey_the_forced_skills_commands() {
+    let stack = Stack::new().await;
+    let skill = "---\nname: calculo\ndescription: Calcula con Python.\nallowed-tools: Bash(python3:*)\n---\n# Cálculo\nUsa python3.\n";
+    stack.put(&format!("{USER}/skills/calculo/SKILL.md"), skill).await;
+    stack.model.push([
+        Reply::tool("execute", json!({"command": "python3 -c 'print(1)'"})),
+        Reply::tool("execute", json!({"command": "python3 -c 'print(2)'"})),
+        Reply::text("Calculado."),
+    ]);
+    let env = tests::image::local_sandbox_env();
+    let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    all.push(("APPROVAL_REQUIRED", "execute"));
+    let http = stack.http(&all).await;
+    let (status, paused, _) = post(&http, "s3", json!({"message": "/calculo suma"}), None).await;
+    assert_eq!((status, paused["ending"].as_str()), (200, Some("awaiting_approval")), "{paused}");
+    assert_eq!(paused["forced_skill"], "calculo");
+    let first = paused["pending_approval"][0]["id"].clone();
+
+    // The person edits the command into one the skill does not allow: refused, not run.
+    let edit = decide(json!([{"call_id": first, "decision": "edit", "arguments": {"command": "rm -rf /workspace"}}]));
+    let (status, paused_again, _) = post(&http, "s3", edit, None).await;
+    assert_eq!((status, paused_again["ending"].as_str()), (200, Some("awaiting_approval")), "{paused_again}");
+    let results = tool_results(&stack.model.requests()[1]);
+    assert!(results[0].starts_with("(The user edited this call's arguments before it ran.)"), "{results:?}");
+    assert!(results[0].contains("does not allow this command"), "{results:?}");
+    assert_eq!(paused_again["refused_tool_calls"], 1, "{paused_again}");
+    assert_eq!(paused_again["executions"], 0, "{paused_again}");
+
+    // The second call, edited into an allowed one, runs with the edit.
+    let second = paused_again["pending_approval"][0]["id"].clone();
+    let edit =
+        decide(json!([{"call_id": second, "decision": "edit", "arguments": {"command": "python3 -c 'print(6*7)'"}}]));
+    let (status, done, _) = post(&http, "s3", edit, None).await;
+    assert_eq!((status, done["reply"].as_str()), (200, Some("Calculado.")), "{done}");
+    assert_eq!(done["executions"], 1, "{done}");
+    let requests = stack.model.requests();
+    assert_eq!(requests.len(), 3);
+    let results = tool_results(&requests[2]);
+    assert!(results.last().unwrap().contains("42"), "{results:?}");
+    // The model saw the command that ran, and the forced skill held through both pauses.
+    assert!(requests[2].to_string().contains("print(6*7)"), "the edited call is in the conversation");
+    assert!(tests::stack::system_of(&requests[2]).contains("<mandatory-skill name=\"calculo\">"));
+}
