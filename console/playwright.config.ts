@@ -46,6 +46,8 @@ export default defineConfig({
       LLM_PROVIDER: "",
       // Slow enough that the page shows text before the turn ends.
       MODEL_WORD_DELAY_MS: "120",
+      // The demo's note edit waits for a person, as a deployment's policy would make it.
+      APPROVAL_REQUIRED: "edit_file",
     },
     reuseExistingServer: false,
     // moto starts and the functions are started in two instances each.

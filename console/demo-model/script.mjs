@@ -15,7 +15,8 @@ export const WORD_FILE = "nota.docx";
 export const GREETING =
   "Hola. Soy el modelo de demostración de la consola: respondo con guion a unas pocas peticiones, " +
   "«Toma nota de la reunión del martes» y después «Pásame el borrador en Word», o «Investiga en " +
-  "paralelo la compraventa y la hipoteca», que reparto entre dos subagentes; mi texto llega " +
+  "paralelo la compraventa y la hipoteca», que reparto entre dos subagentes, o «Cambia la hora de la " +
+  "reunión a las 11:00», que espera tu aprobación; mi texto llega " +
   "palabra a palabra, como lo escribe un modelo. Para un modelo de verdad, arranca la consola con " +
   "LLM_PROVIDER, LLM_MODEL y LLM_API_KEY.";
 
@@ -24,6 +25,13 @@ export const WORD_FAILED =
   "No he podido hacer la minuta: el script de la habilidad no la generó (mira su resultado en la " +
   "línea de tiempo; necesita /workspace/nota.md). Pide primero «Toma nota de la reunión del martes» " +
   "y vuelve a pedírmela.";
+
+/** The request that makes this model edit the note: an `edit_file` call the console's policy asks about. */
+export const RESCHEDULE = "Cambia la hora de la reunión a las 11:00";
+
+/** The answers once the person decided on the edit. */
+export const RESCHEDULED = "He cambiado la hora de la reunión a las 11:00 en /workspace/nota.md.";
+export const NOT_RESCHEDULED = "De acuerdo: la hora de la reunión sigue como estaba.";
 
 /** The request that makes this model delegate: two `task` calls in one reply, run at once. */
 export const DELEGATION = "Investiga en paralelo la compraventa y la hipoteca";
@@ -99,6 +107,15 @@ export function decide(messages) {
     const failed = results.find((result) => String(result.content ?? "").startsWith("Error"));
     if (failed) return { text: `Un subagente no terminó su parte: ${String(failed.content).split("\n", 1)[0]}` };
     return { text: DELEGATED };
+  }
+  if (/cambia la hora/i.test(user)) {
+    if (!done.includes("edit_file")) {
+      return { tool: "edit_file", args: { file_path: "/workspace/nota.md", old_string: "10:00", new_string: "11:00" } };
+    }
+    const edited = String(results[done.lastIndexOf("edit_file")]?.content ?? "");
+    if (edited.startsWith("The user rejected")) return { text: NOT_RESCHEDULED };
+    if (edited.startsWith("Error")) return { text: `No he podido cambiarla: ${edited.split("\n", 1)[0]}` };
+    return { text: RESCHEDULED };
   }
   const wordSkill = system.includes("# Minuta en Word");
   if (/word/i.test(user) || wordSkill) {

@@ -12,7 +12,10 @@ import {
   DELEGATED,
   DELEGATION,
   GREETING,
+  NOT_RESCHEDULED,
   NOTE_TEXT,
+  RESCHEDULE,
+  RESCHEDULED,
   SUBTASKS,
   WORD_FAILED,
   WORD_FILE,
@@ -215,6 +218,64 @@ test("a turn that delegates shows each subagent nested in its timeline, with its
   expect(await accessibilityViolations(page)).toEqual([]);
   await turn.evaluate((element) => element.scrollIntoView({ block: "start" }));
   await page.screenshot({ path: `${SHOTS}/subagents.png`, fullPage: true });
+});
+
+test("a call that needs approval waits for Approve, Edit or Reject, and the turn goes on as decided", async ({ page }) => {
+  await page.setViewportSize({ width: 1280, height: 1500 });
+  await open(page);
+  await send(page, "Toma nota de la reunión del martes");
+  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toContainText("He guardado la nota", {
+    timeout: 30_000,
+  });
+  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
+
+  // The edit waits: the turn shows the call with the three choices, and nothing has run.
+  await send(page, RESCHEDULE);
+  const paused = lastTurn(page);
+  const panel = paused.getByRole("region", { name: "Waiting for your approval" });
+  await expect(panel).toBeVisible({ timeout: 30_000 });
+  const call = panel.getByRole("listitem", { name: "Call edit_file" });
+  await expect(call).toContainText("old_string=10:00");
+  const send_ = panel.getByRole("button", { name: "Send decisions" });
+  await expect(send_).toBeDisabled();
+  const choices = call.getByRole("group", { name: /Decision for edit_file/ });
+  await expect(choices.getByRole("button")).toHaveText(["Approve", "Edit", "Reject"]);
+  expect(await accessibilityViolations(page)).toEqual([]);
+  await page.screenshot({ path: `${SHOTS}/approval.png`, fullPage: true });
+
+  // Edited to another hour, then sent: the edit runs, the answer comes, the panel is gone.
+  await choices.getByRole("button", { name: "Edit" }).click();
+  await expect(choices.getByRole("button", { name: "Edit" })).toHaveAttribute("aria-pressed", "true");
+  const editor = call.getByRole("textbox", { name: "Arguments of edit_file (JSON)" });
+  const edited = JSON.parse(await editor.inputValue());
+  expect(edited).toEqual({ file_path: "/workspace/nota.md", old_string: "10:00", new_string: "11:00" });
+  await editor.fill("{ not json");
+  await expect(send_).toBeDisabled();
+  await editor.fill(JSON.stringify({ ...edited, new_string: "11:30" }));
+  await send_.click();
+  await expect(panel).toBeHidden();
+  const resumed = lastTurn(page);
+  await expect(resumed.getByRole("group", { name: "Answer" })).toHaveText(RESCHEDULED, { timeout: 30_000 });
+  await expect(resumed.getByRole("list", { name: /Timeline of turn/ })).toContainText("Tool edit_file:");
+  const link = page.getByRole("link", { name: "Download nota.md" });
+  const [download] = await Promise.all([page.waitForEvent("download"), link.click()]);
+  const saved = await readFile(await download.path(), "utf8");
+  expect(saved).toContain("11:30");
+  expect(saved).not.toContain("10:00");
+  await expect(resumed.getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
+
+  // Asked again and rejected with a reason: nothing changes and the model hears why.
+  await send(page, RESCHEDULE);
+  const again = lastTurn(page).getByRole("region", { name: "Waiting for your approval" });
+  await expect(again).toBeVisible({ timeout: 30_000 });
+  await again.getByRole("button", { name: "Reject" }).click();
+  await again.getByRole("textbox", { name: "Reason for the model (optional)" }).fill("Ya está bien así.");
+  await again.getByRole("button", { name: "Send decisions" }).click();
+  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toHaveText(NOT_RESCHEDULED, {
+    timeout: 30_000,
+  });
+  await lastTurn(page).getByRole("button", { name: /Tool edit_file:/ }).click();
+  await expect(lastTurn(page).getByRole("group", { name: "Result" })).toContainText("Their message: Ya está bien así.");
 });
 
 test("the catalog shows warnings, skipped files with their reason, and searches", async ({ page }) => {

@@ -40,7 +40,25 @@ export type Ending =
   | "awaiting_choice"
   | "awaiting_clarification"
   | "plan_failed"
-  | "context_full";
+  | "context_full"
+  | "awaiting_approval";
+
+/** A tool call a paused turn waits on (agent-core `ApprovalCall`): its arguments, whole or by size. */
+export interface PendingCall {
+  id: string;
+  name: string;
+  arguments: unknown;
+  summary: string;
+}
+
+/** A person's decision on one pending call, as `POST /sessions/{id}/turns` takes it. */
+export type Decision =
+  | { call_id: string; decision: "approve" }
+  | { call_id: string; decision: "edit"; arguments: Record<string, unknown> }
+  | { call_id: string; decision: "reject"; message?: string };
+
+/** What a turn is asked: a message, or the decisions that let a paused turn go on. */
+export type TurnBody = { message: string } | { decisions: Decision[] };
 
 /** The 200 body of a turn, and the data of `turn.completed` (agent-core `TurnReply`). */
 export interface TurnReply {
@@ -55,6 +73,8 @@ export interface TurnReply {
   version: number;
   files?: ReplyFile[];
   executions?: number;
+  /** With ending `awaiting_approval`: the calls that wait. */
+  pending_approval?: PendingCall[];
 }
 
 export interface SessionSummary {
@@ -101,6 +121,8 @@ export interface SessionView {
   turns: HistoryTurn[];
   next_cursor: string | null;
   truncated?: boolean;
+  /** The calls the session's paused turn waits on (their arguments are in its last assistant message). */
+  pending_approval?: { calls: { id: string; name: string }[] } | null;
 }
 
 export interface Skill {
@@ -293,13 +315,13 @@ export class Api {
   }
 
   /**
-   * Sends a message and reads the turn's events as they arrive. Resolves when the stream ends;
+   * Sends a message (or decisions) and reads the turn's events as they arrive. Resolves when the stream ends;
    * a refused request rejects with its ApiError before any event. A server that answers JSON
    * instead of a stream is taken as the turn's reply (`turn.completed`).
    */
   async sendTurn(
     sessionId: string,
-    message: string,
+    body: TurnBody,
     onEvent: (event: SseEvent) => void,
     signal?: AbortSignal,
   ): Promise<void> {
@@ -314,7 +336,7 @@ export class Api {
           // A retried delivery of the same request replays the committed turn instead of running it twice.
           "Idempotency-Key": idempotencyKey(),
         },
-        body: JSON.stringify({ message }),
+        body: JSON.stringify(body),
         signal,
       });
     } catch (err) {

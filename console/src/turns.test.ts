@@ -247,3 +247,36 @@ describe("slash completion", () => {
     expect(insertSkill("/c texto", "compra")).toEqual({ value: "/compra texto", caret: 8 });
   });
 });
+
+describe("a turn that waits for approval", () => {
+  const call = { id: "c1", name: "edit_file", arguments: { file_path: "/workspace/nota.md" }, summary: "file_path=/workspace/nota.md" };
+
+  it("lists the calls of approval.requested, and the reply's when it ends awaiting approval", () => {
+    const requested = play([event("turn.started", {}), event("approval.requested", { calls: [call, { name: "no id" }] })]);
+    expect(requested.pending).toEqual([call]);
+    const reply = { session_id: "s", reply: "", ending: "awaiting_approval", pending_approval: [call], steps: 1 };
+    const ended = play([event("turn.started", {}), event("turn.completed", reply)]);
+    expect(ended.status).toBe("completed");
+    expect(ended.pending).toEqual([call]);
+    const answered = play([event("turn.completed", { ...reply, ending: "answered", pending_approval: undefined })]);
+    expect(answered.pending).toEqual([]);
+  });
+
+  it("puts a stored session's waiting calls on its newest turn, with their arguments from its history", () => {
+    const view: SessionView = {
+      session_id: "s",
+      version: 1,
+      workspace: [],
+      history: [
+        { role: "user", content: "Cambia la hora" },
+        { role: "assistant", content: "", tool_calls: [{ id: "c1", name: "edit_file", arguments: call.arguments }] },
+      ],
+      turns: [{ turn: 1, first_message: 0, messages: 2 }],
+      next_cursor: null,
+      pending_approval: { calls: [{ id: "c1", name: "edit_file" }] },
+    };
+    const [turn] = turnsFromHistory(view, "h");
+    expect(turn.pending).toEqual([call]);
+    expect(turnsFromHistory({ ...view, pending_approval: null }, "h")[0].pending).toEqual([]);
+  });
+});

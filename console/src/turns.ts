@@ -2,7 +2,7 @@
 // (`applyEvent`) or from a stored session page (`turnsFromHistory`). Pure functions, so the
 // page and the tests share them.
 
-import type { HistoryMessage, ReplyFile, SessionView, TurnReply } from "./api";
+import type { HistoryMessage, PendingCall, ReplyFile, SessionView, TurnReply } from "./api";
 import type { SseEvent } from "./sse";
 
 export interface Listing {
@@ -89,6 +89,8 @@ export interface Turn {
   error: TurnError | null;
   startedAt: number | null;
   durationMs: number | null;
+  /** The tool calls this turn waits on for a person's decision; empty once decided. */
+  pending: PendingCall[];
 }
 
 export function newTurn(key: string, number: number | null, message: string, startedAt: number): Turn {
@@ -103,6 +105,7 @@ export function newTurn(key: string, number: number | null, message: string, sta
     error: null,
     startedAt,
     durationMs: null,
+    pending: [],
   };
 }
 
@@ -348,6 +351,8 @@ export function applyEvent(turn: Turn, event: SseEvent, now: number): Turn {
   switch (event.event) {
     case "turn.started":
       return turn;
+    case "approval.requested":
+      return { ...turn, pending: pendingCalls(data?.calls) };
     case "message.delta":
       return { ...turn, answer: turn.answer + text(data?.text) };
     case "turn.completed": {
@@ -357,7 +362,8 @@ export function applyEvent(turn: Turn, event: SseEvent, now: number): Turn {
       }
       // A reply without streamed text (a JSON answer, a replayed turn) still shows its text.
       const answer = turn.answer.trim() === "" ? text(reply.reply) : turn.answer;
-      return finish({ ...turn, answer }, now, { reply });
+      const pending = reply.ending === "awaiting_approval" ? pendingCalls(reply.pending_approval) : [];
+      return finish({ ...turn, answer, pending: pending.length > 0 ? pending : turn.pending }, now, { reply });
     }
     case "turn.failed":
       return finish(turn, now, { error: errorOf(data) });
@@ -365,6 +371,20 @@ export function applyEvent(turn: Turn, event: SseEvent, now: number): Turn {
       // Events this page does not know yet are ignored, as a newer server may send more.
       return turn;
   }
+}
+
+/** The pending calls an event or a reply lists; entries without an id are dropped. */
+function pendingCalls(value: unknown): PendingCall[] {
+  if (!Array.isArray(value)) return [];
+  return value
+    .filter((call): call is Json => !!call && typeof call === "object")
+    .map((call) => ({
+      id: text(call.id),
+      name: text(call.name),
+      arguments: call.arguments,
+      summary: text(call.summary) || summariseArguments(call.arguments),
+    }))
+    .filter((call) => call.id !== "");
 }
 
 /** How many rows a timeline has, its subagents' rows included. */
@@ -480,18 +500,31 @@ export function turnFromMessages(key: string, number: number | null, messages: H
 export function turnsFromHistory(view: SessionView, keyPrefix: string): Turn[] {
   const history = view.history ?? [];
   const numbered = view.turns ?? [];
-  if (numbered.length === 0) {
-    return history.length === 0 ? [] : [turnFromMessages(`${keyPrefix}-all`, null, history)];
+  const turns =
+    numbered.length === 0
+      ? history.length === 0
+        ? []
+        : [turnFromMessages(`${keyPrefix}-all`, null, history)]
+      : numbered
+          .map((entry) =>
+            turnFromMessages(
+              `${keyPrefix}-${entry.turn}`,
+              entry.turn,
+              history.slice(entry.first_message, entry.first_message + entry.messages),
+            ),
+          )
+          .sort((a, b) => (a.number ?? 0) - (b.number ?? 0));
+  // A paused turn's calls wait on the newest turn; their arguments are in its timeline.
+  const waiting = view.pending_approval?.calls ?? [];
+  const last = turns[turns.length - 1];
+  if (last && waiting.length > 0) {
+    last.pending = waiting.map((call) => {
+      const row = last.timeline.find((entry) => entry.kind === "tool" && entry.id === call.id);
+      const args = row && row.kind === "tool" ? row.arguments : undefined;
+      return { id: call.id, name: call.name, arguments: args, summary: summariseArguments(args) };
+    });
   }
-  return numbered
-    .map((entry) =>
-      turnFromMessages(
-        `${keyPrefix}-${entry.turn}`,
-        entry.turn,
-        history.slice(entry.first_message, entry.first_message + entry.messages),
-      ),
-    )
-    .sort((a, b) => (a.number ?? 0) - (b.number ?? 0));
+  return turns;
 }
 
 /** The session's files after a turn wrote `written`: updated in place, new ones added, sorted. */

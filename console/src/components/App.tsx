@@ -3,7 +3,16 @@
 
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 
-import { Api, ApiError, getConfig, newSessionId, type ConsoleConfig, type Skill } from "../api";
+import {
+  Api,
+  ApiError,
+  getConfig,
+  newSessionId,
+  type ConsoleConfig,
+  type Decision,
+  type Skill,
+  type TurnBody,
+} from "../api";
 import { messageOf } from "../errors";
 import { useAbortableLoad } from "../hooks/useAbortableLoad";
 import { applyEvent, failTurn, mergeFiles, newTurn, turnsFromHistory, type Turn, type TurnError } from "../turns";
@@ -152,8 +161,25 @@ export function App() {
     }
   };
 
-  const send = async (message: string) => {
+  /** Decisions on the calls the newest turn waits on: the turn goes on as a new one of the page. */
+  const decide = (decisions: Decision[]) => {
     if (!api || stream.current) return;
+    const counts = new Map<string, number>();
+    for (const decision of decisions) counts.set(decision.decision, (counts.get(decision.decision) ?? 0) + 1);
+    const said = [...counts].map(([decision, count]) => `${decision}${count > 1 ? ` ×${count}` : ""}`).join(", ");
+    // The calls are answered: the paused turn stops offering them, unless the decisions fail.
+    const paused = turns.find((turn) => turn.pending.length > 0);
+    const offer = (pending: Turn["pending"]) =>
+      setTurns((current) => current.map((turn) => (turn.key === paused?.key ? { ...turn, pending } : turn)));
+    offer([]);
+    void send({ decisions }, `Decisions: ${said}`).then((ok) => {
+      if (!ok && paused) offer(paused.pending);
+    });
+  };
+
+  /** Runs one turn on the page; resolves to whether it completed. */
+  const send = async (body: TurnBody, message: string): Promise<boolean> => {
+    if (!api || stream.current) return false;
     let id = shown.current;
     if (!id) {
       id = newSessionId();
@@ -170,10 +196,11 @@ export function App() {
     setRunning(true);
     setAnnouncement("");
     let ended = false;
+    let completed = false;
     try {
       await api.sendTurn(
         id,
-        message,
+        body,
         (event) => {
           if (abort.signal.aborted) return;
           const now = performance.now();
@@ -190,6 +217,7 @@ export function App() {
             }
           } else if (event.event === "turn.completed") {
             ended = true;
+            completed = true;
             setAnnouncement("The turn completed.");
           } else if (event.event === "turn.failed") {
             ended = true;
@@ -219,6 +247,7 @@ export function App() {
         void refreshWorkspace(id);
       }
     }
+    return completed;
   };
 
   if (configLoad.error) {
@@ -285,7 +314,8 @@ export function App() {
           running={running}
           skills={skills}
           onOlder={() => sessionId && void loadHistory(sessionId, olderCursor)}
-          onSend={(message) => void send(message)}
+          onSend={(message) => void send({ message }, message)}
+          onDecide={decide}
         />
         <SideTabs
           workspace={<Workspace key={userId} api={api} sessionId={sessionId} files={files} />}

@@ -3,6 +3,7 @@
 import { useEffect, useRef } from "preact/hooks";
 
 import type { Skill } from "../api";
+import type { Decision } from "../api";
 import { timelineSize, type Turn } from "../turns";
 import { Composer } from "./Composer";
 import { TurnView } from "./TurnView";
@@ -19,6 +20,8 @@ export interface ConversationProps {
   skills: Skill[];
   onOlder: () => void;
   onSend: (message: string) => void;
+  /** Sends a person's decisions on the calls the newest turn waits on. */
+  onDecide: (decisions: Decision[]) => void;
 }
 
 export function Conversation(props: ConversationProps) {
@@ -79,7 +82,12 @@ export function Conversation(props: ConversationProps) {
           <p class="muted">No turns yet. Write a message below; start it with / to force a skill.</p>
         )}
         {turns.map((turn) => (
-          <TurnView key={turn.key} turn={turn} />
+          <TurnView
+            key={turn.key}
+            turn={turn}
+            onDecide={turn === last && turn.pending.length > 0 ? props.onDecide : null}
+            running={props.running}
+          />
         ))}
         <div ref={end} />
       </div>

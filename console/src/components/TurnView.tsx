@@ -1,12 +1,24 @@
 // One turn of the conversation: the user's message, its timeline (subagents nested in it), the
 // answer and its summary.
 
+import type { Decision } from "../api";
 import { entryKeys, type Turn } from "../turns";
+import { ApprovalPanel } from "./ApprovalPanel";
 import { SubagentRow } from "./SubagentRow";
 import { TimelineRow } from "./TimelineRow";
 import { TurnStats } from "./TurnStats";
 
-export function TurnView({ turn }: { turn: Turn }) {
+export function TurnView({
+  turn,
+  onDecide = null,
+  running: sending = false,
+}: {
+  turn: Turn;
+  /** Given to the newest turn while calls of it wait for a decision. */
+  onDecide?: ((decisions: Decision[]) => void) | null;
+  /** Whether a turn of the session is running, so decisions cannot be sent twice. */
+  running?: boolean;
+}) {
   const label = turn.number === null ? "Turn" : `Turn ${turn.number}`;
   const headingId = `heading-${turn.key}`;
   const running = turn.status === "running";
@@ -44,6 +56,15 @@ export function TurnView({ turn }: { turn: Turn }) {
           {running && turn.answer === "" && <span class="muted">Working…</span>}
         </div>
       </div>
+      {onDecide && turn.pending.length > 0 && (
+        <ApprovalPanel
+          key={turn.pending.map((call) => call.id).join(" ")}
+          calls={turn.pending}
+          id={turn.key}
+          disabled={sending}
+          onDecide={onDecide}
+        />
+      )}
       {turn.error && (
         <p role="alert" class="error">
           Error {turn.error.code}

@@ -208,7 +208,13 @@ async fn serve(root: &Path, listener: TcpListener, page: page::Page, moto_port: 
         audience: tests::identity::AUDIENCE.to_owned(),
     };
     let base = local::environment(root, &stack, local::sandbox_settings(root).as_deref());
-    let (environment, model) = model_environment(&base, |name| std::env::var(name).ok(), &env_names())?;
+    let (mut environment, model) = model_environment(&base, |name| std::env::var(name).ok(), &env_names())?;
+    // The approval policy the console's turns run under, when its environment sets one.
+    for name in ["APPROVAL_REQUIRED", "APPROVAL_ALLOW"] {
+        if let Some(value) = std::env::var(name).ok().filter(|value| !value.contains('\n')) {
+            environment.push_str(&format!("{name}={value}\n"));
+        }
+    }
     let env = local::parse_environment(&environment);
     write_storage_env(root, &stack)?;
     let users: Vec<Value> = USERS
