@@ -1,6 +1,7 @@
 //! Support for the integration tests: real protocol peers started on loopback.
 
 pub mod agentcore;
+pub mod bench;
 pub mod experts;
 pub mod faults;
 pub mod identity;

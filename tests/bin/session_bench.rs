@@ -11,11 +11,12 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_core::turn::{AgentConfig, TurnRequest, TurnService, UserProfile};
-use agent_core::{ChatResponse, Message, SessionId, ToolCall, UserId};
+use agent_core::turn::{AgentConfig, TurnService};
+use agent_core::{ChatResponse, Message, ToolCall, UserId};
 use agent_ports::testing::FnModel;
 use aws_store::{AwsStores, CallCounter, StoreSettings};
 use serde_json::json;
+use tests::bench::{cpu_time, request};
 use tests::stack::Stack;
 
 const DEFAULT_TURNS: usize = 300;
@@ -61,14 +62,6 @@ struct TurnFigures {
     wall: Duration,
     cpu: Duration,
     requests: u64,
-}
-
-fn cpu_time() -> Duration {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage only writes into the struct we pass.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
 }
 
 fn rss_kib(field: &str) -> u64 {
@@ -118,20 +111,10 @@ fn main() {
         let mut ops_at: BTreeMap<usize, BTreeMap<String, u64>> = BTreeMap::new();
         let mut rss_at_10 = 0;
         for turn in 1..=turns {
-            let request = TurnRequest {
-                user: user.clone(),
-                session: SessionId::parse("long").unwrap(),
-                message: format!("Turn {turn}: please update the notes and search them."),
-                ticket: None,
-                profile: UserProfile::default(),
-                deadline: None,
-                now: agent_core::turn::OffsetDateTime::now_utc(),
-                idempotency: None,
-                decisions: None,
-            };
+            let turn_request = request(&user, "long", format!("Turn {turn}: please update the notes and search them."));
             counter.reset();
             let (cpu_before, started) = (cpu_time(), Instant::now());
-            service.run_turn(request).await.expect("the turn commits");
+            service.run_turn(turn_request).await.expect("the turn commits");
             let (wall, cpu) = (started.elapsed(), cpu_time() - cpu_before);
             let operations = counter.operations();
             figures.push(TurnFigures { wall, cpu, requests: operations.values().sum() });

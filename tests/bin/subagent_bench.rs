@@ -10,11 +10,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_core::turn::{AgentConfig, TurnRequest, TurnService, UserProfile};
-use agent_core::{ChatResponse, Message, SessionId, ToolCall, UserId};
+use agent_core::turn::{AgentConfig, TurnService};
+use agent_core::{ChatResponse, Message, ToolCall, UserId};
 use agent_ports::testing::FnModel;
 use local_store::{MemoryObjectStore, MemorySessionStore};
 use serde_json::json;
+use tests::bench::{cpu_time, request};
 
 const SIZES: [usize; 2] = [10, 10_000];
 /// Warm turns per figure, unless the wall cap comes first.
@@ -97,27 +98,6 @@ fn skill_md(index: usize) -> String {
     )
 }
 
-fn request(user: &UserId, session: &str, scenario: Scenario) -> TurnRequest {
-    TurnRequest {
-        user: user.clone(),
-        session: SessionId::parse(session).unwrap(),
-        message: scenario.message().into(),
-        ticket: None,
-        profile: UserProfile::default(),
-        deadline: None,
-        now: agent_core::turn::OffsetDateTime::now_utc(),
-        idempotency: None,
-        decisions: None,
-    }
-}
-
-fn cpu_time() -> Duration {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
-}
-
 struct Figure {
     cpu_per_turn: Duration,
     requests_per_turn: f64,
@@ -138,12 +118,12 @@ async fn measure(skills: usize, scenario: Scenario) -> Figure {
     let service =
         TurnService::new(sessions.clone(), objects.clone(), Arc::new(instant_model()), AgentConfig::default());
     // The first turn builds the index and fills the process-wide caches: not counted.
-    service.run_turn(request(&user, "warmup", scenario)).await.unwrap();
+    service.run_turn(request(&user, "warmup", scenario.message())).await.unwrap();
     let calls_before = objects.calls.total() + sessions.calls.total();
     let (before, wall) = (cpu_time(), Instant::now());
     let mut turns = 0;
     while turns < WARM_TURNS && wall.elapsed() < WALL_CAP {
-        let reply = service.run_turn(request(&user, &format!("s{turns}"), scenario)).await.unwrap();
+        let reply = service.run_turn(request(&user, &format!("s{turns}"), scenario.message())).await.unwrap();
         assert_eq!(reply.reply, "done");
         turns += 1;
     }

@@ -18,12 +18,13 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_core::turn::{AgentConfig, TurnRequest, TurnService, UserProfile};
-use agent_core::{ChatResponse, Message, SessionId, ToolCall, UserId};
+use agent_core::turn::{AgentConfig, TurnService};
+use agent_core::{ChatResponse, Message, ToolCall, UserId};
 use agent_ports::testing::FnModel;
 use aws_store::{AwsStores, CallCounter, StoreSettings};
 use local_store::{MemoryObjectStore, MemorySessionStore};
 use serde_json::{json, Value};
+use tests::bench::{cpu_time, request};
 use tests::lambda::{Function, Invocation};
 use tests::model_server::Reply;
 use tests::stack::{status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
@@ -111,28 +112,6 @@ fn tenant_skills(count: usize) -> Vec<(String, Vec<u8>)> {
         .collect()
 }
 
-fn request(user: &UserId, session: &str) -> TurnRequest {
-    TurnRequest {
-        user: user.clone(),
-        session: SessionId::parse(session).unwrap(),
-        message: MESSAGE.into(),
-        ticket: None,
-        profile: UserProfile::default(),
-        deadline: None,
-        now: agent_core::turn::OffsetDateTime::now_utc(),
-        idempotency: None,
-        decisions: None,
-    }
-}
-
-fn cpu_time() -> Duration {
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage only writes into the struct we pass.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
-    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
-    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
-}
-
 fn peak_rss_kib(pid: u32) -> Option<u64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     status
@@ -210,14 +189,14 @@ async fn cpu_per_turn(skills: usize) -> CpuFigure {
         TurnService::new(sessions.clone(), objects.clone(), Arc::new(instant_model()), AgentConfig::default());
     // Warm the process with one turn, as a warm Lambda would be: it builds the tenant's index.
     let started = Instant::now();
-    service.run_turn(request(&user, "warmup")).await.unwrap();
+    service.run_turn(request(&user, "warmup", MESSAGE)).await.unwrap();
     let warmup = started.elapsed();
     let calls_before = objects.calls.total() + sessions.calls.total();
     let (before, wall) = (cpu_time(), Instant::now());
     let mut turns = 0;
     while turns < WARM_TURNS && wall.elapsed() < CPU_WALL_CAP {
         // A fresh session per turn keeps history length constant across iterations.
-        service.run_turn(request(&user, &format!("s{turns}"))).await.unwrap();
+        service.run_turn(request(&user, &format!("s{turns}"), MESSAGE)).await.unwrap();
         turns += 1;
     }
     let per_turn = (cpu_time() - before) / turns;
@@ -259,7 +238,7 @@ fn aws_service(config: &aws_config::SdkConfig, settings: &StoreSettings) -> (Tur
 async fn counted_turn(service: &TurnService, counter: &CallCounter, user: &UserId, session: &str) -> (Ops, Duration) {
     counter.reset();
     let started = Instant::now();
-    service.run_turn(request(user, session)).await.unwrap();
+    service.run_turn(request(user, session, MESSAGE)).await.unwrap();
     (counter.operations(), started.elapsed())
 }
 

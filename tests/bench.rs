@@ -1,0 +1,30 @@
+//! Helpers the benchmarks in `bin/` share: the process's CPU time and a plain turn request.
+
+use std::time::Duration;
+
+use agent_core::turn::{OffsetDateTime, TurnRequest, UserProfile};
+use agent_core::{SessionId, UserId};
+
+/// The CPU time this process has used so far, user and system together.
+pub fn cpu_time() -> Duration {
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage only writes into the struct we pass.
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    let micros = |t: libc::timeval| t.tv_sec as u64 * 1_000_000 + t.tv_usec as u64;
+    Duration::from_micros(micros(usage.ru_utime) + micros(usage.ru_stime))
+}
+
+/// A turn of `user` in `session` that says `message`, with no ticket, deadline or idempotency key.
+pub fn request(user: &UserId, session: &str, message: impl Into<String>) -> TurnRequest {
+    TurnRequest {
+        user: user.clone(),
+        session: SessionId::parse(session).unwrap(),
+        message: message.into(),
+        ticket: None,
+        profile: UserProfile::default(),
+        deadline: None,
+        now: OffsetDateTime::now_utc(),
+        idempotency: None,
+        decisions: None,
+    }
+}
