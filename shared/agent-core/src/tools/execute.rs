@@ -107,6 +107,18 @@ pub enum CommandPattern {
 }
 
 impl CommandPattern {
+    /// Reads what stands inside `Bash(...)`; `None` when it names every command (``, `*`, `:*`).
+    pub(crate) fn parse(inner: &str) -> Option<Self> {
+        let inner = inner.trim();
+        if inner.is_empty() || inner == "*" || inner == ":*" {
+            return None;
+        }
+        Some(match inner.strip_suffix(":*").or_else(|| inner.strip_suffix(" *")) {
+            Some(prefix) => CommandPattern::Prefix(prefix.trim().to_owned()),
+            None => CommandPattern::Exact(inner.to_owned()),
+        })
+    }
+
     pub(crate) fn allows(&self, command: &str) -> bool {
         match self {
             CommandPattern::Prefix(prefix) => {
@@ -132,17 +144,15 @@ pub fn command_rules(declared: &[String]) -> Option<CommandRules> {
     let mut any = false;
     for name in declared {
         let name = name.trim();
-        if name == "Bash" || name == EXECUTE || name == "Bash(*)" || name == "Bash(:*)" {
+        if name == "Bash" || name == EXECUTE {
             any = true;
             continue;
         }
         let Some(inner) = name.strip_prefix("Bash(").and_then(|rest| rest.strip_suffix(')')) else { continue };
-        let inner = inner.trim();
-        let pattern = match inner.strip_suffix(":*").or_else(|| inner.strip_suffix(" *")) {
-            Some(prefix) => CommandPattern::Prefix(prefix.trim().to_owned()),
-            None => CommandPattern::Exact(inner.to_owned()),
-        };
-        patterns.push(pattern);
+        match CommandPattern::parse(inner) {
+            Some(pattern) => patterns.push(pattern),
+            None => any = true,
+        }
     }
     match (any, patterns.is_empty()) {
         (true, _) => Some(CommandRules::Any),
@@ -155,13 +165,18 @@ pub fn command_rules(declared: &[String]) -> Option<CommandRules> {
 /// must not carry another command after it.
 const CHAINING: [&str; 8] = [";", "&", "|", "`", "$(", "\n", "\r", "<("];
 
+/// The first chaining, substitution or background operator in `command`, if any.
+pub(crate) fn chaining_in(command: &str) -> Option<&'static str> {
+    CHAINING.iter().find(|op| command.contains(**op)).copied()
+}
+
 impl CommandRules {
     /// `Err` with the tool error when the rules refuse `command`.
     pub fn check(&self, command: &str, skill: &str) -> Result<(), String> {
         let CommandRules::Only(patterns) = self else { return Ok(()) };
         let allowed: Vec<String> = patterns.iter().map(CommandPattern::shown).collect();
         let command = command.trim();
-        if let Some(op) = CHAINING.iter().find(|op| command.contains(**op)) {
+        if let Some(op) = chaining_in(command) {
             return Err(format!(
                 "Error: the skill /{skill} only allows the commands {}; a command with `{}` (chaining, pipes or \
                  substitution) is refused. Run one allowed command per call.",
