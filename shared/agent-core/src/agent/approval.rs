@@ -7,7 +7,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{MAX_TOOL_ARGUMENT_BYTES, MAX_TOOL_CALLS_PER_REPLY};
-use crate::message::ToolCall;
 
 /// Longest message a rejection may give the model, in bytes.
 pub const MAX_REJECTION_MESSAGE_BYTES: usize = 4096;
@@ -103,14 +102,6 @@ impl Decisions {
     /// A canonical text of the decisions, for an idempotency key's fingerprint.
     pub fn fingerprint(&self) -> String {
         serde_json::to_string(&self.by_call).unwrap_or_default()
-    }
-
-    /// `call` as it is to run: with the edited arguments when the decision was an edit.
-    pub(super) fn applied(&self, call: &ToolCall) -> ToolCall {
-        match self.get(&call.id) {
-            Some(Decision::Edit { arguments }) => ToolCall { arguments: arguments.clone(), ..call.clone() },
-            _ => call.clone(),
-        }
     }
 }
 

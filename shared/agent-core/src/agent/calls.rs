@@ -88,12 +88,8 @@ pub(super) async fn run_reply(
     conversation: &mut Vec<Message>,
 ) -> Ran {
     let decision = |call: &ToolCall| reply.decisions.and_then(|decisions| decisions.get(&call.id));
-    // The calls as they run: with a person's edited arguments.
-    let calls: Vec<ToolCall> = reply
-        .calls
-        .iter()
-        .map(|call| reply.decisions.map_or_else(|| call.clone(), |decisions| decisions.applied(call)))
-        .collect();
+    // A resumed reply's calls already carry a person's edited arguments (see `resume_calls`).
+    let calls = reply.calls;
     let concurrent: Vec<bool> = calls
         .iter()
         .enumerate()
@@ -137,7 +133,7 @@ pub(super) async fn run_reply(
             (ToolOutput::from(rejection_result(message.as_deref())), telemetry::outcome::REFUSED)
         } else if concurrent[index] {
             if batch.is_none() {
-                batch = Some(run_batch(env, &reply, &calls, &concurrent, spent, events).await);
+                batch = Some(run_batch(env, &reply, calls, &concurrent, spent, events).await);
             }
             match batch.as_mut().and_then(|outputs| outputs[index].take()) {
                 Some(ran) => ran,
