@@ -8,7 +8,7 @@ use super::summary::history_for_model;
 use super::{Claimed, ReplyFile, Strategy, TurnError, TurnReply, TurnRequest, TurnService};
 use crate::agent::{self, Ending, Limits};
 use crate::events::{TurnEvent, TurnObserver};
-use crate::ids::TicketId;
+use crate::ids::{SkillPath, TicketId};
 use crate::message::{Message, Usage};
 use crate::prompt::{PromptTemplate, PromptVars};
 use crate::skills::{Resolved, SkillDoc};
@@ -137,10 +137,12 @@ impl TurnService {
         }
         let mut env = SkillsEnv::new(shared, session.state.todos.clone());
         // A session stored mid-skill (by a strategy that keeps one) resumes in state 2.
-        for skill in &session.state.loaded_skills {
+        // A paused forced turn stored its forced skill as current: forcing it below loads it once.
+        let not_forced = |skill: &&SkillPath| forced.as_ref().is_none_or(|doc| &doc.path != *skill);
+        for skill in session.state.loaded_skills.iter().filter(not_forced) {
             let _ = env.load_skill(&skill.to_string()).await;
         }
-        if let Some(skill) = &session.state.current_skill {
+        if let Some(skill) = session.state.current_skill.as_ref().filter(not_forced) {
             let _ = env.load_skill(&skill.to_string()).await;
         }
         if let Some(doc) = forced {
