@@ -112,6 +112,13 @@ async fn a_rejected_call_does_not_run_and_the_model_hears_why() {
     // Bad decisions are refused before anything is read.
     let (status, body, _) = post(&http, "s2", decide(json!([{"call_id": "a", "decision": "maybe"}])), None).await;
     assert_eq!(status, 400, "{body}");
+    let twice = decide(json!([{"call_id": "a", "decision": "approve"}, {"call_id": "a", "decision": "reject"}]));
+    let (status, body, _) = post(&http, "s2", twice, None).await;
+    assert_eq!(
+        (status, body["error"]["message"].as_str().is_some_and(|m| m.contains("answered twice"))),
+        (400, true),
+        "{body}"
+    );
     let both = json!({"message": "hola", "decisions": [{"call_id": "a", "decision": "approve"}]});
     let (status, body, _) = post(&http, "s2", both, None).await;
     assert_eq!(status, 400, "{body}");

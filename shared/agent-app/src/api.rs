@@ -272,7 +272,7 @@ pub fn parse_turn_body(raw: Option<&str>, base64: bool) -> Result<TurnBody, ApiE
         }
         _ => {}
     }
-    body.decisions()?;
+    // The decisions themselves are validated once, where the turn request is built from them.
     Ok(body)
 }
 
