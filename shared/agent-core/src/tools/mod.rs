@@ -450,7 +450,9 @@ impl TurnEnv for SkillsEnv<'_> {
             self.refused_tool_calls += 1;
             tracing::info!(tool = %call.name, "refused a subagent's call that needs approval");
             return ToolOutput::from(format!(
-                "Error: calls to `{}` like this one need a person's approval, which a subagent cannot ask for;                  it was not run. Finish with what you have and say which call is still needed: the agent that                  gave you the task can make it.",
+                "Error: calls to `{}` like this one need a person's approval, which a subagent cannot ask for; \
+                 it was not run. Finish with what you have and say which call is still needed: the agent that \
+                 gave you the task can make it.",
                 call.name
             ));
         }
