@@ -164,7 +164,51 @@ fn remove_tree(dir: &Path) -> Result<(), String> {
     if !dir.exists() {
         return Ok(());
     }
+    // A build killed mid-way (SIGKILL gives mmdebstrap no chance to clean up) leaves /dev/pts,
+    // /dev/shm, /proc or /sys mounted inside its half-built root; removing through such a mount
+    // would reach the host's own files.
+    unmount_under(dir)?;
     std::fs::remove_dir_all(dir).map_err(|err| format!("could not remove {}: {err}", dir.display()))
+}
+
+/// Detaches every mount at or under `dir`, deepest first; an error when one stays.
+fn unmount_under(dir: &Path) -> Result<(), String> {
+    let dir = dir.canonicalize().map_err(|err| format!("could not resolve {}: {err}", dir.display()))?;
+    let Ok(table) = std::fs::read_to_string("/proc/self/mounts") else { return Ok(()) };
+    let mut points: Vec<PathBuf> = table
+        .lines()
+        .filter_map(|line| line.split_whitespace().nth(1))
+        .map(|point| PathBuf::from(unescape_mount_point(point)))
+        .filter(|point| point.starts_with(&dir))
+        .collect();
+    points.sort_by_key(|point| std::cmp::Reverse(point.components().count()));
+    points.dedup();
+    for point in &points {
+        eprintln!("xtask: unmounting {} left by an interrupted build", point.display());
+        run(Command::new("umount").arg("--lazy").arg(point), &format!("umount {}", point.display()))?;
+    }
+    Ok(())
+}
+
+/// A mount point as `/proc/self/mounts` writes it, with its octal escapes (`\040` for a space) undone.
+fn unescape_mount_point(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut index = 0;
+    while index < bytes.len() {
+        let escape = bytes.get(index + 1..index + 4).filter(|_| bytes[index] == b'\\');
+        match escape.and_then(|digits| u8::from_str_radix(std::str::from_utf8(digits).ok()?, 8).ok()) {
+            Some(byte) => {
+                out.push(byte);
+                index += 4;
+            }
+            None => {
+                out.push(bytes[index]);
+                index += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// The bytes of the regular files under `dir`, links not followed.
@@ -178,4 +222,16 @@ pub fn tree_bytes(dir: &Path) -> u64 {
             _ => 0,
         })
         .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mount_points_lose_their_octal_escapes() {
+        assert_eq!(unescape_mount_point("/work/a\\040b/rootfs.partial/dev/pts"), "/work/a b/rootfs.partial/dev/pts");
+        assert_eq!(unescape_mount_point("/plain"), "/plain");
+        assert_eq!(unescape_mount_point("/trailing\\04"), "/trailing\\04");
+    }
 }
