@@ -45,10 +45,13 @@ export type Ending =
 
 /** A tool call a paused turn waits on (agent-core `ApprovalCall`): its arguments, whole or by size. */
 export interface PendingCall {
+  /** What a decision names: a subagent's call is `{subagent}/{call id}`. */
   id: string;
   name: string;
   arguments: unknown;
   summary: string;
+  /** The subagent (`sa-1`...) that made the call; absent for the turn's own agent. */
+  subagent?: string;
 }
 
 /** A person's decision on one pending call, as `POST /sessions/{id}/turns` takes it. */
@@ -122,7 +125,8 @@ export interface SessionView {
   next_cursor: string | null;
   truncated?: boolean;
   /** The calls the session's paused turn waits on (their arguments are in its last assistant message). */
-  pending_approval?: { calls: { id: string; name: string }[] } | null;
+  /** The calls a paused turn waits on; a subagent's carry their arguments and the subagent's id. */
+  pending_approval?: { calls: { id: string; name: string; subagent?: string; arguments?: unknown }[] } | null;
 }
 
 export interface Skill {

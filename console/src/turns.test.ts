@@ -279,4 +279,22 @@ describe("a turn that waits for approval", () => {
     expect(turn.pending).toEqual([call]);
     expect(turnsFromHistory({ ...view, pending_approval: null }, "h")[0].pending).toEqual([]);
   });
+
+  it("says which subagent asks, live and from a stored session whose view carries the call's arguments", () => {
+    const asked = { ...call, id: "sa-1/c7", subagent: "sa-1" };
+    expect(play([event("approval.requested", { calls: [asked] })]).pending).toEqual([asked]);
+    const view: SessionView = {
+      session_id: "s",
+      version: 1,
+      workspace: [],
+      history: [
+        { role: "user", content: "Prepara la carta" },
+        { role: "assistant", content: "", tool_calls: [{ id: "t1", name: "task", arguments: { description: "d" } }] },
+      ],
+      turns: [{ turn: 1, first_message: 0, messages: 2 }],
+      next_cursor: null,
+      pending_approval: { calls: [{ id: "sa-1/c7", name: "edit_file", subagent: "sa-1", arguments: call.arguments }] },
+    };
+    expect(turnsFromHistory(view, "h")[0].pending).toEqual([asked]);
+  });
 });

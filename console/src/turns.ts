@@ -383,6 +383,7 @@ function pendingCalls(value: unknown): PendingCall[] {
       name: text(call.name),
       arguments: call.arguments,
       summary: text(call.summary) || summariseArguments(call.arguments),
+      ...(text(call.subagent) !== "" ? { subagent: text(call.subagent) } : {}),
     }))
     .filter((call) => call.id !== "");
 }
@@ -520,8 +521,9 @@ export function turnsFromHistory(view: SessionView, keyPrefix: string): Turn[] {
   if (last && waiting.length > 0) {
     last.pending = waiting.map((call) => {
       const row = last.timeline.find((entry) => entry.kind === "tool" && entry.id === call.id);
-      const args = row && row.kind === "tool" ? row.arguments : undefined;
-      return { id: call.id, name: call.name, arguments: args, summary: summariseArguments(args) };
+      const args = call.arguments ?? (row && row.kind === "tool" ? row.arguments : undefined);
+      const shown = { id: call.id, name: call.name, arguments: args, summary: summariseArguments(args) };
+      return call.subagent ? { ...shown, subagent: call.subagent } : shown;
     });
   }
   return turns;

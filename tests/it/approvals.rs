@@ -1,7 +1,8 @@
 //! Human approval of tool calls through the compiled http-turn with the scripted model: a call the
 //! deployment's policy names pauses the turn (nothing of it runs); the next request's decisions,
 //! taken by a new process, run it once, edited or not, or tell the model it was rejected; a
-//! redelivered decision replays; and a forced skill's command rules still hold for edited arguments.
+//! redelivered decision replays; a forced skill's command rules still hold for edited arguments; and
+//! a subagent's call that needs approval pauses the whole turn, which goes on inside the subagent.
 
 use serde_json::{json, Value};
 use tests::lambda::Function;
@@ -167,4 +168,145 @@ async fn edited_arguments_still_obey_the_forced_skills_commands() {
     // The model saw the command that ran, and the forced skill held through both pauses.
     assert!(requests[2].to_string().contains("print(6*7)"), "the edited call is in the conversation");
     assert!(tests::stack::system_of(&requests[2]).contains("<mandatory-skill name=\"calculo\">"));
+}
+
+fn task(description: &str) -> (String, Value) {
+    ("task".to_owned(), json!({"description": description, "subagent_type": "general-purpose"}))
+}
+
+#[tokio::test]
+async fn a_subagents_call_that_needs_approval_pauses_the_turn_and_goes_on_inside_that_subagent() {
+    let stack = Stack::new().await;
+    let policy = [("APPROVAL_REQUIRED", "write_file")];
+    stack.model.push([Reply::Tools(vec![task("Draft the letter to the client."), task("Find the client's name.")])]);
+    stack.model.push_for(
+        "Draft the letter",
+        [
+            Reply::tool("write_file", json!({"file_path": "/workspace/carta.md", "content": "Estimada Ana"})),
+            Reply::text("Draft written to /workspace/carta.md."),
+        ],
+    );
+    stack.model.push_for("client's name", [Reply::text("The client is Ana.")]);
+    stack.model.push([Reply::text("La carta para Ana está lista.")]);
+    let http = stack.http(&policy).await;
+    let (status, paused, _) = post(&http, "s4", json!({"message": "Prepara la carta"}), None).await;
+    assert_eq!((status, paused["ending"].as_str()), (200, Some("awaiting_approval")), "{paused}");
+    let pending = paused["pending_approval"].as_array().expect("the calls that wait");
+    assert_eq!(pending.len(), 1, "{paused}");
+    assert_eq!((pending[0]["name"].as_str(), pending[0]["subagent"].as_str()), (Some("write_file"), Some("sa-1")));
+    let call_id = pending[0]["id"].as_str().unwrap().to_owned();
+    assert!(call_id.starts_with("sa-1/"), "a subagent's call is named within the turn: {call_id}");
+    assert!(paused["files"].as_array().unwrap().is_empty(), "nothing was written: {paused}");
+    assert_eq!(stack.model.requests().len(), 3, "the parent and both subagents were asked once");
+    // The other subagent's answer is its task's result already; the paused one's task has none.
+    let (_, session) = status_and_body(&http.call(get_event(Some(USER), "s4")).await);
+    let waiting = &session["pending_approval"]["calls"][0];
+    assert_eq!(waiting["subagent"], "sa-1", "{session}");
+    assert_eq!(waiting["arguments"]["content"], "Estimada Ana", "from the subagent's kept conversation: {session}");
+    let history = session["history"].as_array().unwrap();
+    let last = history.last().unwrap();
+    assert_eq!((last["role"].as_str(), last["content"].as_str()), (Some("tool"), Some("The client is Ana.")));
+
+    // A cold process takes the decision: the subagent's write runs, the subagent answers, and the
+    // turn's own loop goes on with both answers.
+    drop(http);
+    let http = stack.http(&policy).await;
+    let approve = decide(json!([{"call_id": call_id, "decision": "approve"}]));
+    let (status, done, _) = post(&http, "s4", approve.clone(), Some("approve-sub")).await;
+    assert_eq!(status, 200, "{done}");
+    assert_eq!(
+        (done["ending"].as_str(), done["reply"].as_str()),
+        (Some("answered"), Some("La carta para Ana está lista."))
+    );
+    assert_eq!(done["files"], json!([{"path": "/workspace/carta.md", "size": 12}]), "{done}");
+    let requests = stack.model.requests();
+    assert_eq!(requests.len(), 5, "the subagent once more, then the parent");
+    // The subagent went on in its own conversation: its task, its call, the call's result.
+    let resumed = &requests[3];
+    assert!(resumed.to_string().contains("Draft the letter to the client."), "{resumed}");
+    assert!(!resumed.to_string().contains("Prepara la carta"), "none of the parent's words: {resumed}");
+    let results = tool_results(resumed);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(results[0].starts_with("Updated file /workspace/carta.md"), "{results:?}");
+    let mut answers = tool_results(&requests[4]);
+    answers.sort();
+    assert_eq!(answers, ["Draft written to /workspace/carta.md.", "The client is Ana."]);
+
+    // The same decision again replays; nothing runs twice.
+    let (status, replayed, headers) = post(&http, "s4", approve, Some("approve-sub")).await;
+    assert_eq!((status, replayed["reply"].clone()), (200, done["reply"].clone()));
+    assert_eq!(headers["idempotent-replayed"], "true");
+    assert_eq!(stack.model.requests().len(), 5);
+    let (_, session) = status_and_body(&http.call(get_event(Some(USER), "s4")).await);
+    assert!(session["pending_approval"].is_null(), "{session}");
+}
+
+#[tokio::test]
+async fn a_subagent_two_levels_down_waits_and_a_rejection_reaches_it() {
+    let stack = Stack::new().await;
+    let policy = [("APPROVAL_REQUIRED", "execute, write_file")];
+    stack.model.push([Reply::Tools(vec![task("Organise the archive.")])]);
+    stack.model.push_for("Organise the archive", [Reply::Tools(vec![task("Delete the old drafts.")])]);
+    stack.model.push_for(
+        "Delete the old drafts",
+        [
+            Reply::tool("write_file", json!({"file_path": "/workspace/borrar.txt", "content": "todo"})),
+            Reply::text("I did not delete anything: the user said no."),
+        ],
+    );
+    stack.model.push_for("Organise the archive", [Reply::text("Nothing was deleted.")]);
+    stack.model.push([Reply::text("No se ha borrado nada.")]);
+    let http = stack.http(&policy).await;
+    let (status, paused, _) = post(&http, "s5", json!({"message": "Ordena el archivo"}), None).await;
+    assert_eq!((status, paused["ending"].as_str()), (200, Some("awaiting_approval")), "{paused}");
+    let pending = &paused["pending_approval"][0];
+    assert_eq!(pending["subagent"], "sa-2", "the level-2 subagent's call waits: {paused}");
+    let call_id = pending["id"].as_str().unwrap().to_owned();
+
+    drop(http);
+    let http = stack.http(&policy).await;
+    let reject = decide(json!([{"call_id": call_id, "decision": "reject", "message": "No borres nada."}]));
+    let (status, done, _) = post(&http, "s5", reject, None).await;
+    assert_eq!((status, done["reply"].as_str()), (200, Some("No se ha borrado nada.")), "{done}");
+    assert!(done["files"].as_array().unwrap().is_empty(), "{done}");
+    let requests = stack.model.requests();
+    assert_eq!(requests.len(), 6, "parent, level 1, level 2; then level 2, level 1, parent");
+    let results = tool_results(&requests[3]);
+    assert_eq!(results, ["The user rejected this call; it was not run. Their message: No borres nada."]);
+    assert_eq!(tool_results(&requests[4]), ["I did not delete anything: the user said no."]);
+    assert_eq!(tool_results(&requests[5]), ["Nothing was deleted."]);
+}
+
+#[tokio::test]
+async fn a_subagent_too_large_to_keep_while_it_waits_ends_its_task_with_an_error() {
+    let stack = Stack::new().await;
+    let policy = [("APPROVAL_REQUIRED", "edit_file")];
+    let big = "x".repeat(120 * 1024);
+    stack.model.push([Reply::Tools(vec![task("Write two long chapters, then fix the title.")])]);
+    stack.model.push_for(
+        "two long chapters",
+        [
+            Reply::Tools(vec![
+                ("write_file".to_owned(), json!({"file_path": "/workspace/uno.md", "content": big})),
+                ("write_file".to_owned(), json!({"file_path": "/workspace/dos.md", "content": big})),
+            ]),
+            Reply::tool("edit_file", json!({"file_path": "/workspace/uno.md", "old_string": "x", "new_string": "y"})),
+        ],
+    );
+    stack.model.push([Reply::text("The chapters are written; the title still needs fixing.")]);
+    let http = stack.http(&policy).await;
+    let (status, done, _) = post(&http, "s6", json!({"message": "Escribe el libro"}), None).await;
+    assert_eq!((status, done["ending"].as_str()), (200, Some("answered")), "nothing waits: {done}");
+    assert!(done["pending_approval"].as_array().is_none_or(|calls| calls.is_empty()), "{done}");
+    let results = tool_results(&stack.model.requests()[3]);
+    assert_eq!(results.len(), 1, "{results:?}");
+    assert!(
+        results[0].starts_with("Error: the subagent stopped at a call that needs a person's approval"),
+        "{results:?}"
+    );
+    assert!(results[0].contains("192 KiB"), "{results:?}");
+    // What it wrote before it stopped is kept.
+    let files: Vec<&str> =
+        done["files"].as_array().unwrap().iter().map(|file| file["path"].as_str().unwrap()).collect();
+    assert_eq!(files, ["/workspace/dos.md", "/workspace/uno.md"]);
 }

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_core::keys;
 use agent_core::store::{
-    HistorySummary, ObjectStore, PendingApproval, PendingCall, SessionState, SessionStore, StoreError, TodoItem,
-    TodoStatus, TurnCommit, WorkspaceFile,
+    HistorySummary, ObjectStore, PausedSubagent, PendingApproval, PendingCall, SessionState, SessionStore, StoreError,
+    TodoItem, TodoStatus, TurnCommit, WorkspaceFile,
 };
 use agent_core::{Message, SessionId, SkillPath, ToolCall, UserId};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -246,11 +246,34 @@ async fn commits_store_history_and_state_as_native_attributes() {
         summary_retry_at: Some(7),
         sandbox_session: Some("interpreter-session-1".into()),
         pending_approval: Some(PendingApproval {
-            calls: vec![PendingCall { id: "c2".into(), name: "execute".into() }],
+            calls: vec![
+                PendingCall { id: "c2".into(), name: "execute".into(), subagent: None },
+                PendingCall { id: "sa-1/t1".into(), name: "write_file".into(), subagent: Some("sa-1".into()) },
+            ],
             turn_start: 0,
             steps: 2,
             forced_skill: Some(skill("escrituras/compraventa")),
             ticket: None,
+            // A paused subagent's conversation, kept natively typed with the rest of the state.
+            subagents: vec![PausedSubagent {
+                id: "sa-1".into(),
+                parent: None,
+                task_call_id: "c3".into(),
+                conversation: vec![
+                    Message::user("Escribe el borrador"),
+                    Message::Assistant {
+                        content: "Lo escribo.".into(),
+                        tool_calls: vec![ToolCall {
+                            id: "t1".into(),
+                            name: "write_file".into(),
+                            arguments: json!({"file_path": "/workspace/b.md", "content": "x", "n": 1.5}),
+                        }],
+                    },
+                ],
+                steps: 1,
+                loaded_skills: vec![skill("escrituras/compraventa")],
+            }],
+            subagents_started: 1,
         }),
     };
     let mut first_turn = turn("hola", "¿en qué puedo ayudar?");

@@ -2,6 +2,7 @@
 //! newest turns first, bounded so an answer stays far below Lambda's 6 MB response limit.
 
 use agent_app::api::ApiError;
+use agent_core::store::PendingApproval;
 use agent_core::{HistoryPage, Message, Session};
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use serde_json::{json, Value};
@@ -86,13 +87,37 @@ pub fn session_view(session: &Session, page: &HistoryPage) -> Value {
         "summary": session.state.summary.as_ref().map(|summary| json!({"text": shown_text(&summary.text), "covers_messages": summary.covers})),
         "plan": session.state.plan,
         // The calls a paused turn waits on (their arguments are in the last assistant message).
-        "pending_approval": session.state.pending_approval.as_ref().map(|pending| json!({"calls": pending.calls})),
+        "pending_approval": session.state.pending_approval.as_ref().map(pending_view),
         "workspace": workspace,
         "history": history,
         "turns": turns,
         "next_cursor": page.next_before.map(|turn| turn.to_string()),
         "truncated": cut_short,
     })
+}
+
+/// The calls a paused turn waits on; a subagent's with its arguments, which are in its kept
+/// conversation rather than in the history shown.
+fn pending_view(pending: &PendingApproval) -> Value {
+    let calls: Vec<Value> = pending
+        .calls
+        .iter()
+        .map(|call| {
+            let mut shown = json!({"id": call.id, "name": call.name});
+            if let Some(subagent) = &call.subagent {
+                shown["subagent"] = json!(subagent);
+                let arguments = pending.subagent_call(call).map(|made| &made.arguments);
+                let size = arguments.map_or(0, |arguments| arguments.to_string().len());
+                shown["arguments"] = match arguments {
+                    Some(_) if size > MAX_SHOWN_TEXT_BYTES => json!({"_omitted_bytes": size}),
+                    Some(arguments) => arguments.clone(),
+                    None => Value::Null,
+                };
+            }
+            shown
+        })
+        .collect();
+    json!({ "calls": calls })
 }
 
 /// One message as shown: long texts and arguments cut at [`MAX_SHOWN_TEXT_BYTES`], with their size.

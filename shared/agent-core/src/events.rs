@@ -98,19 +98,25 @@ fn serialize_nested<S: serde::Serializer>(subagent: &str, event: &TurnEvent, ser
 /// A tool call waiting for approval, as the turn's event and its reply show it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ApprovalCall {
+    /// What a decision names: the call's id, `{subagent}/{call id}` for a subagent's call.
     pub id: String,
     pub name: String,
     pub arguments: Value,
     pub summary: String,
+    /// The subagent (`sa-1`...) that made the call; absent for the turn's own agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<String>,
 }
 
 impl ApprovalCall {
-    pub fn of(call: &crate::message::ToolCall) -> Self {
+    pub fn of(waiting: &crate::agent::WaitingCall) -> Self {
+        let call = &waiting.call;
         Self {
             id: call.id.clone(),
             name: call.name.clone(),
             arguments: call.arguments.clone(),
             summary: summarise_arguments(&call.arguments),
+            subagent: waiting.subagent.clone(),
         }
     }
 }

@@ -50,6 +50,8 @@ pub mod outcome {
     pub const OK: &str = "ok";
     pub const ERROR: &str = "error";
     pub const REFUSED: &str = "refused";
+    /// A `task` whose subagent stopped for a person's approval: it has no result yet.
+    pub const PAUSED: &str = "paused";
 }
 
 /// The `execute_tool` span of one call, its outcome to be recorded.

@@ -19,6 +19,6 @@ pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReas
 pub use model::{complete_as_one_delta, ChatModel, DeltaSink, ModelError};
 pub use store::{
     Accepted, Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore,
-    PendingApproval, PendingCall, Session, SessionState, SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit,
-    TurnStatus, WorkspaceFile,
+    PausedSubagent, PendingApproval, PendingCall, Session, SessionState, SessionStore, StoreError, TodoItem,
+    TodoStatus, TurnCommit, TurnStatus, WorkspaceFile,
 };

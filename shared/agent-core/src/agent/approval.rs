@@ -8,6 +8,11 @@ use serde_json::Value;
 
 use super::{MAX_TOOL_ARGUMENT_BYTES, MAX_TOOL_CALLS_PER_REPLY};
 
+/// Between a subagent's id and its call's id in the id a decision names (`sa-1/toolu_01`).
+pub const SUBAGENT_CALL_SEPARATOR: char = '/';
+/// Longest call id a decision may name: a model's id (up to 128 bytes) with a subagent's before it.
+const MAX_DECISION_CALL_ID_BYTES: usize = 160;
+
 /// Longest message a rejection may give the model, in bytes.
 pub const MAX_REJECTION_MESSAGE_BYTES: usize = 4096;
 
@@ -52,8 +57,8 @@ impl Decisions {
         }
         let mut by_call = BTreeMap::new();
         for CallDecision { call_id, decision } in decisions {
-            if call_id.is_empty() || call_id.len() > 128 {
-                return Err("`call_id` must be 1 to 128 bytes".to_owned());
+            if call_id.is_empty() || call_id.len() > MAX_DECISION_CALL_ID_BYTES {
+                return Err(format!("`call_id` must be 1 to {MAX_DECISION_CALL_ID_BYTES} bytes"));
             }
             match &decision {
                 Decision::Edit { arguments } => {
@@ -99,6 +104,19 @@ impl Decisions {
         self.by_call.is_empty()
     }
 
+    /// The decisions on subagent `id`'s own calls, named by its model's call ids.
+    pub(crate) fn of_subagent(&self, id: &str) -> Decisions {
+        let by_call = self
+            .by_call
+            .iter()
+            .filter_map(|(call_id, decision)| {
+                let (subagent, call) = call_id.split_once(SUBAGENT_CALL_SEPARATOR)?;
+                (subagent == id).then(|| (call.to_owned(), decision.clone()))
+            })
+            .collect();
+        Decisions { by_call }
+    }
+
     /// A canonical text of the decisions, for an idempotency key's fingerprint.
     pub fn fingerprint(&self) -> String {
         serde_json::to_string(&self.by_call).unwrap_or_default()
@@ -119,6 +137,22 @@ pub(super) const EDITED_NOTE: &str = "(The user edited this call's arguments bef
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_subagents_decisions_are_found_by_its_id_and_named_by_its_own_call_ids() {
+        let decisions = Decisions::new(vec![
+            CallDecision { call_id: "c1".into(), decision: Decision::Approve },
+            CallDecision { call_id: "sa-1/c2".into(), decision: Decision::Reject { message: None } },
+            CallDecision { call_id: "sa-12/c2".into(), decision: Decision::Approve },
+            CallDecision { call_id: "sa-1/x/y".into(), decision: Decision::Approve },
+        ])
+        .unwrap();
+        let first = decisions.of_subagent("sa-1");
+        assert_eq!(first.call_ids().collect::<Vec<_>>(), ["c2", "x/y"]);
+        assert_eq!(first.get("c2"), Some(&Decision::Reject { message: None }));
+        assert_eq!(decisions.of_subagent("sa-12").call_ids().collect::<Vec<_>>(), ["c2"]);
+        assert!(decisions.of_subagent("sa-2").is_empty());
+    }
     use serde_json::json;
 
     fn parse(value: Value) -> Result<Decisions, String> {

@@ -6,7 +6,7 @@
 use tracing::Instrument;
 
 use super::approval::{rejection_result, Decision, Decisions, EDITED_NOTE};
-use super::{results, ToolOutput, TurnEnv, MAX_TOOL_ARGUMENT_BYTES, MAX_TOOL_CALLS_PER_REPLY};
+use super::{results, Pause, ToolOutput, TurnEnv, WaitingCall, MAX_TOOL_ARGUMENT_BYTES, MAX_TOOL_CALLS_PER_REPLY};
 use super::{MAX_TURN_ARGUMENT_BYTES, MAX_TURN_TOOL_RESULT_BYTES};
 use crate::events::{self, ApprovalCall, TurnEvent, TurnObserver};
 use crate::message::{Message, ToolCall, Usage};
@@ -14,10 +14,10 @@ use crate::telemetry;
 
 /// The calls of one reply and what the loop already knows of them.
 pub(super) struct Reply<'r> {
-    /// The calls to run: the reply's, or the part of them still to run when a paused turn resumes.
+    /// The calls to run: the reply's, or those still without a result when a paused turn resumes.
     pub calls: &'r [ToolCall],
-    /// The index in the reply of `calls[0]`.
-    pub first_index: usize,
+    /// For each call, its index in the reply.
+    pub indices: &'r [usize],
     /// A person's decisions on calls that waited for approval, when a paused turn resumes.
     pub decisions: Option<&'r Decisions>,
     /// For each call, its arguments' size when they were over the bounds (and replaced).
@@ -72,8 +72,10 @@ impl Spent {
 pub(super) enum Ran {
     /// Every call has its result.
     All,
-    /// The calls from the first one that needs approval on have not run; these of them wait.
-    Paused(Vec<ToolCall>),
+    /// Some calls wait for a person's decision: the calls from the first one that needs approval
+    /// on, or a `task` whose subagent stopped for one (and the reply's calls after it that run on
+    /// their own). These have no result yet.
+    Paused(Pause),
 }
 
 /// Runs the calls of `reply` and appends their results to `conversation`, in the reply's order.
@@ -94,7 +96,7 @@ pub(super) async fn run_reply(
         .iter()
         .enumerate()
         .map(|(index, call)| {
-            reply.first_index + index < MAX_TOOL_CALLS_PER_REPLY
+            reply.indices[index] < MAX_TOOL_CALLS_PER_REPLY
                 && reply.oversized[index].is_none()
                 && env.runs_concurrently(call)
         })
@@ -104,7 +106,7 @@ pub(super) async fn run_reply(
         .enumerate()
         .filter(|(index, call)| {
             decision(call).is_none()
-                && spent.refusal(reply.first_index + index, reply.oversized[*index]).is_none()
+                && spent.refusal(reply.indices[*index], reply.oversized[*index]).is_none()
                 && env.needs_approval(call)
         })
         .map(|(index, _)| index)
@@ -125,22 +127,28 @@ pub(super) async fn run_reply(
     }
     // The batch's outputs by call index, once it has run.
     let mut batch: Option<Vec<Option<(ToolOutput, &'static str)>>> = None;
+    let mut pause = Pause::default();
 
     for (index, call) in calls[..end].iter().enumerate() {
+        // Once a subagent has paused, a call after it that runs on its own waits with it: the
+        // model asked for it after the task's answer.
+        if !pause.waiting.is_empty() && !concurrent[index] {
+            break;
+        }
         // Each call is measured in an `execute_tool` span, refused or run.
         let span = telemetry::tool_span(&call.name, &call.id);
         let (mut output, outcome) = if let Some(Decision::Reject { message }) = decision(call) {
             (ToolOutput::from(rejection_result(message.as_deref())), telemetry::outcome::REFUSED)
         } else if concurrent[index] {
             if batch.is_none() {
-                batch = Some(run_batch(env, &reply, calls, &concurrent, spent, events).await);
+                batch = Some(run_batch(env, &reply, &concurrent, spent, events).await);
             }
             match batch.as_mut().and_then(|outputs| outputs[index].take()) {
                 Some(ran) => ran,
                 None => (ToolOutput::from("Error: this call was not run.".to_owned()), telemetry::outcome::ERROR),
             }
         } else {
-            match spent.refusal(reply.first_index + index, reply.oversized[index]) {
+            match spent.refusal(reply.indices[index], reply.oversized[index]) {
                 Some(text) => (ToolOutput::from(text), telemetry::outcome::REFUSED),
                 None => {
                     let refused_before = env.refused_calls();
@@ -150,6 +158,14 @@ pub(super) async fn run_reply(
                 }
             }
         };
+        if let Some(paused) = output.paused.take() {
+            // Its subagent waits for a decision; the call gets its result when it is done.
+            span.record(telemetry::field::OUTCOME, telemetry::outcome::PAUSED);
+            spent.usage.add(output.usage);
+            pause.waiting.extend(paused.waiting);
+            pause.subagents.extend(paused.subagents);
+            continue;
+        }
         if matches!(decision(call), Some(Decision::Edit { .. })) {
             output.content.insert_str(0, EDITED_NOTE);
         }
@@ -157,15 +173,21 @@ pub(super) async fn run_reply(
         drop(span);
         record(env, call, output, spent, reply.offload_bound, events, conversation).await;
     }
-    if end == calls.len() {
+    if end == calls.len() && pause.waiting.is_empty() {
         return Ran::All;
     }
-    let waiting: Vec<ToolCall> = gated.iter().map(|index| calls[*index].clone()).collect();
-    for call in &waiting {
-        tracing::info!(tool = %call.name, step = reply.step, "tool call waits for approval");
+    let own: Vec<WaitingCall> = gated
+        .iter()
+        .filter(|index| **index >= end)
+        .map(|index| WaitingCall { call: calls[*index].clone(), subagent: None })
+        .collect();
+    // The turn's own calls first, then its subagents', as the reply ordered their tasks.
+    pause.waiting.splice(0..0, own);
+    for waiting in &pause.waiting {
+        tracing::info!(tool = %waiting.call.name, subagent = ?waiting.subagent, step = reply.step, "tool call waits for approval");
     }
-    events.event(TurnEvent::ApprovalRequested { calls: waiting.iter().map(ApprovalCall::of).collect() });
-    Ran::Paused(waiting)
+    events.event(TurnEvent::ApprovalRequested { calls: pause.waiting.iter().map(ApprovalCall::of).collect() });
+    Ran::Paused(pause)
 }
 
 /// Runs the reply's concurrent calls as one batch: those refused at its start get their refusal,
@@ -173,20 +195,19 @@ pub(super) async fn run_reply(
 async fn run_batch(
     env: &mut dyn TurnEnv,
     reply: &Reply<'_>,
-    calls: &[ToolCall],
     concurrent: &[bool],
     spent: &Spent,
     events: &dyn TurnObserver,
 ) -> Vec<Option<(ToolOutput, &'static str)>> {
-    let mut outputs: Vec<Option<(ToolOutput, &'static str)>> = calls.iter().map(|_| None).collect();
+    let mut outputs: Vec<Option<(ToolOutput, &'static str)>> = reply.calls.iter().map(|_| None).collect();
     let mut run = Vec::new();
-    for (index, call) in calls.iter().enumerate().filter(|(index, _)| concurrent[*index]) {
+    for (index, call) in reply.calls.iter().enumerate().filter(|(index, _)| concurrent[*index]) {
         let rejected = reply.decisions.and_then(|decisions| decisions.get(&call.id));
         if let Some(Decision::Reject { .. }) = rejected {
             // Its rejection is given where it stands in the reply.
             continue;
         }
-        match spent.refusal(reply.first_index + index, reply.oversized[index]) {
+        match spent.refusal(reply.indices[index], reply.oversized[index]) {
             Some(text) => outputs[index] = Some((ToolOutput::from(text), telemetry::outcome::REFUSED)),
             None => run.push((index, call)),
         }

@@ -25,7 +25,8 @@ use crate::events::{DeltaEvents, ListingShown, TurnEvent, TurnObserver};
 use crate::message::{ChatRequest, Message, ToolCall, ToolSpec, Usage};
 use crate::model::{ChatModel, ModelError};
 use crate::prompt::SystemPrompt;
-pub use approval::{CallDecision, Decision, Decisions, MAX_REJECTION_MESSAGE_BYTES};
+use crate::store::PausedSubagent;
+pub use approval::{CallDecision, Decision, Decisions, MAX_REJECTION_MESSAGE_BYTES, SUBAGENT_CALL_SEPARATOR};
 
 /// Tool results longer than this are cut when they cannot be saved to a file, so one huge file
 /// cannot swamp the context.
@@ -144,7 +145,7 @@ impl PromptState {
 }
 
 /// What a tool call produced.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ToolOutput {
     pub content: String,
     /// Set by `abort`: end the turn now with this reply.
@@ -153,6 +154,26 @@ pub struct ToolOutput {
     pub loaded_skill: Option<String>,
     /// The model tokens the call itself spent (a subagent's loop), counted in the turn's usage.
     pub usage: Usage,
+    /// Set by a `task` whose subagent stopped at a call that needs approval: the call has no
+    /// result yet, and the turn pauses with what waits.
+    pub paused: Option<Box<Pause>>,
+}
+
+/// A call that waits for a person's decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WaitingCall {
+    /// The call as a decision names it: a subagent's has the id `{subagent}/{call id}`.
+    pub call: ToolCall,
+    /// The subagent that made it; `None` for the loop's own agent.
+    pub subagent: Option<String>,
+}
+
+/// Why a loop stopped for approval: the calls that wait (its own and its subagents'), and the
+/// subagents that stopped inside its `task` calls, kept until the decisions come.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Pause {
+    pub waiting: Vec<WaitingCall>,
+    pub subagents: Vec<PausedSubagent>,
 }
 
 impl From<String> for ToolOutput {
@@ -198,7 +219,7 @@ pub enum Ending {
     /// what it did is committed and the next message continues.
     ContextFull,
     /// Some of the model's tool calls need a person's approval: none of them has run, and the
-    /// next turn request answers them ([`LoopOutcome::pending`]).
+    /// next turn request answers them ([`LoopOutcome::pause`]).
     AwaitingApproval,
 }
 
@@ -210,8 +231,9 @@ pub struct LoopOutcome {
     pub steps: u32,
     pub usage: Usage,
     pub ending: Ending,
-    /// With [`Ending::AwaitingApproval`]: the calls that wait, in the reply's order.
-    pub pending: Vec<ToolCall>,
+    /// With [`Ending::AwaitingApproval`]: the calls that wait, in the reply's order (a subagent's
+    /// in place of its `task` call), and the subagents that paused.
+    pub pause: Pause,
 }
 
 /// A paused turn as [`resume`] takes it back.
@@ -288,9 +310,9 @@ async fn drive(
     let mut argument_bytes = 0usize;
     let mut compacted: Option<compact::Compacted> = None;
     let offload_bound = results::offload_bound(limits.input_tokens);
-    let mut pending = Vec::new();
+    let mut pause = Pause::default();
 
-    let resumed = match decisions {
+    let mut resumed = match decisions {
         Some(decisions) => {
             resume_calls(env, &mut conversation, decisions, steps, offload_bound, &mut spent, events).await
         }
@@ -299,8 +321,8 @@ async fn drive(
     usage.add(std::mem::take(&mut spent.usage));
 
     let ending = loop {
-        if let calls::Ran::Paused(waiting) = &resumed {
-            pending = waiting.clone();
+        if let calls::Ran::Paused(waiting) = &mut resumed {
+            pause = std::mem::take(waiting);
             break Ending::AwaitingApproval;
         }
         if spent.aborted.is_some() {
@@ -406,9 +428,10 @@ async fn drive(
         if calls.is_empty() {
             break Ending::Answered;
         }
+        let indices: Vec<usize> = (0..calls.len()).collect();
         let reply = calls::Reply {
             calls: &calls,
-            first_index: 0,
+            indices: &indices,
             decisions: None,
             oversized: &oversized,
             step: steps,
@@ -417,7 +440,7 @@ async fn drive(
         let ran = calls::run_reply(env, reply, &mut spent, events, &mut conversation).await;
         usage.add(std::mem::take(&mut spent.usage));
         if let calls::Ran::Paused(waiting) = ran {
-            pending = waiting;
+            pause = waiting;
             break Ending::AwaitingApproval;
         }
         if spent.aborted.is_some() {
@@ -475,11 +498,12 @@ async fn drive(
         }
     };
     let messages = conversation.split_off(stored.max(first_new));
-    Ok(LoopOutcome { reply, messages, steps, usage, ending, pending })
+    Ok(LoopOutcome { reply, messages, steps, usage, ending, pause })
 }
 
-/// Runs the calls of a paused turn's last reply that have no result yet, as `decisions` say. The
-/// reply's message in `conversation` takes the edited arguments, so the model sees what ran.
+/// Runs the calls of a paused turn's last reply that have no result yet, as `decisions` say (a
+/// `task` whose subagent paused goes on with it). The reply's message in `conversation` takes the
+/// edited arguments, so the model sees what ran.
 async fn resume_calls(
     env: &mut dyn TurnEnv,
     conversation: &mut Vec<Message>,
@@ -505,14 +529,20 @@ async fn resume_calls(
             call.arguments = arguments.clone();
         }
     }
-    let Some(first_index) = tool_calls.iter().position(|call| !answered.contains(&call.id)) else {
+    // A batch of subagents can leave a call without a result between two that have one.
+    let (indices, remaining): (Vec<usize>, Vec<ToolCall>) = tool_calls
+        .iter()
+        .enumerate()
+        .filter(|(_, call)| !answered.contains(&call.id))
+        .map(|(index, call)| (index, call.clone()))
+        .unzip();
+    if remaining.is_empty() {
         return calls::Ran::All;
-    };
-    let remaining: Vec<ToolCall> = tool_calls[first_index..].to_vec();
+    }
     let oversized = vec![None; remaining.len()];
     let reply = calls::Reply {
         calls: &remaining,
-        first_index,
+        indices: &indices,
         decisions: Some(decisions),
         oversized: &oversized,
         step,

@@ -173,6 +173,23 @@ impl<'a> SkillsEnv<'a> {
         self.current_skill.as_deref()
     }
 
+    /// The skill this agent loaded itself (not one forced on the turn), to load again when a
+    /// paused subagent goes on.
+    fn own_skill(&self) -> Option<crate::ids::SkillPath> {
+        let forced = self.forced.as_ref().map(|forced| &forced.doc.path);
+        self.current_skill.as_ref().map(|doc| doc.path.clone()).filter(|path| Some(path) != forced)
+    }
+
+    /// Subagents the turn has started so far, resumed ones included.
+    pub fn subagents_started(&self) -> u32 {
+        self.shared.delegation.as_ref().map_or(0, Delegation::started)
+    }
+
+    /// Paused subagents that this request did not take back: they keep waiting.
+    pub fn unresumed_subagents(&self) -> Vec<crate::store::PausedSubagent> {
+        self.shared.delegation.as_ref().map_or_else(Vec::new, Delegation::unresumed)
+    }
+
     pub fn forced_skill(&self) -> Option<&SkillDoc> {
         self.forced.as_ref().map(|forced| forced.doc.as_ref())
     }
@@ -433,9 +450,12 @@ impl TurnEnv for SkillsEnv<'_> {
     }
 
     fn needs_approval(&self, call: &ToolCall) -> bool {
-        // A subagent's own loop cannot pause the turn: its calls that need approval are refused
-        // when they run (see `call_tool`).
-        self.role.depth == 0 && self.policy_requires(call)
+        // A `task` whose subagent paused was asked about, if at all, before it started.
+        let resumes = |delegation: &Delegation<'_>| delegation.holds_paused(self.role.id.as_deref(), &call.id);
+        if call.name == TASK && self.shared.delegation.as_ref().is_some_and(resumes) {
+            return false;
+        }
+        self.policy_requires(call)
     }
 
     async fn call_concurrently(&mut self, calls: &[&ToolCall], events: &dyn TurnObserver) -> Vec<ToolOutput> {
@@ -445,16 +465,6 @@ impl TurnEnv for SkillsEnv<'_> {
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput {
         if let Some(refused) = self.refuse_unoffered(call) {
             return refused;
-        }
-        if self.role.depth > 0 && self.policy_requires(call) {
-            self.refused_tool_calls += 1;
-            tracing::info!(tool = %call.name, "refused a subagent's call that needs approval");
-            return ToolOutput::from(format!(
-                "Error: calls to `{}` like this one need a person's approval, which a subagent cannot ask for; \
-                 it was not run. Finish with what you have and say which call is still needed: the agent that \
-                 gave you the task can make it.",
-                call.name
-            ));
         }
         let content = match call.name.as_str() {
             LOAD_SKILL => {

@@ -4,9 +4,9 @@
 use std::collections::BTreeSet;
 
 use super::TurnError;
-use crate::agent::Decisions;
+use crate::agent::{Decisions, WaitingCall};
 use crate::events::ApprovalCall;
-use crate::message::{Message, ToolCall};
+use crate::message::Message;
 use crate::store::{PendingApproval, Session, StoreError};
 
 /// A call's arguments larger than this are shown by their size in a reply's pending calls (the
@@ -69,9 +69,9 @@ impl Resumed<'_> {
 }
 
 /// A waiting call as a reply shows it.
-pub(super) fn shown(call: &ToolCall) -> ApprovalCall {
-    let mut shown = ApprovalCall::of(call);
-    let size = call.arguments.to_string().len();
+pub(super) fn shown(waiting: &WaitingCall) -> ApprovalCall {
+    let mut shown = ApprovalCall::of(waiting);
+    let size = waiting.call.arguments.to_string().len();
     if size > MAX_SHOWN_ARGUMENT_BYTES {
         shown.arguments = serde_json::json!({ "_omitted_bytes": size });
     }

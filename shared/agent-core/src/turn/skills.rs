@@ -133,7 +133,13 @@ impl TurnService {
         }
         shared = shared.with_approvals(&self.config.approvals);
         if self.config.subagents.max_depth > 0 {
-            shared = shared.with_subagents(Delegation::new(self.model.as_ref(), limits.clone(), self.config.subagents));
+            let mut delegation = Delegation::new(self.model.as_ref(), limits.clone(), self.config.subagents);
+            if let Some(paused) = &resumed {
+                let pending = paused.pending;
+                delegation =
+                    delegation.resuming(pending.subagents.clone(), pending.subagents_started, paused.decisions.clone());
+            }
+            shared = shared.with_subagents(delegation);
         }
         let mut env = SkillsEnv::new(shared, session.state.todos.clone());
         // A session stored mid-skill (by a strategy that keeps one) resumes in state 2.
@@ -178,18 +184,28 @@ impl TurnService {
         let executions = env.executions();
         let sandbox_session = env.sandbox_session().or_else(|| session.state.sandbox_session.clone());
         let awaiting = outcome.ending == Ending::AwaitingApproval;
+        let subagents_started = env.subagents_started();
+        let mut paused_subagents = outcome.pause.subagents.clone();
+        paused_subagents.extend(env.unresumed_subagents());
         let (vfs, todos) = env.into_parts();
-        // A paused turn keeps what it goes on with: its skills and where it stands.
+        // A paused turn keeps what it goes on with: its skills, its paused subagents and where it stands.
         let pending_approval = awaiting.then(|| PendingApproval {
             calls: outcome
-                .pending
+                .pause
+                .waiting
                 .iter()
-                .map(|call| PendingCall { id: call.id.clone(), name: call.name.clone() })
+                .map(|waiting| PendingCall {
+                    id: waiting.call.id.clone(),
+                    name: waiting.call.name.clone(),
+                    subagent: waiting.subagent.clone(),
+                })
                 .collect(),
             turn_start: resumed.as_ref().map_or(session.history_end(), |paused| paused.pending.turn_start),
             steps: outcome.steps,
             forced_skill: forced_skill.clone(),
             ticket: ticket.clone(),
+            subagents: paused_subagents,
+            subagents_started,
         });
         let loaded_skills = if awaiting { vfs.loaded_skills().to_vec() } else { Vec::new() };
         // The turn's memory changes go to the store before the commit, so a committed turn has
@@ -230,7 +246,7 @@ impl TurnService {
             version: session.version + 1,
             files,
             executions,
-            pending_approval: outcome.pending.iter().map(approval::shown).collect(),
+            pending_approval: outcome.pause.waiting.iter().map(approval::shown).collect(),
             replayed: false,
         };
         telemetry::measured(

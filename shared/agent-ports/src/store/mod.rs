@@ -15,8 +15,8 @@ pub use idempotency::{Accepted, Claim, CommitKey, IdempotencyKey, TurnStatus};
 pub use listing::{SessionCursor, SessionList, SessionSummary, MAX_SESSIONS_PAGE};
 pub use objects::{Fetched, LinkHeaders, Object, ObjectMeta, WriteCondition};
 pub use session::{
-    HistoryPage, HistorySummary, PendingApproval, PendingCall, Session, SessionState, TodoItem, TodoStatus, TurnCommit,
-    WorkspaceFile, MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS,
+    HistoryPage, HistorySummary, PausedSubagent, PendingApproval, PendingCall, Session, SessionState, TodoItem,
+    TodoStatus, TurnCommit, WorkspaceFile, MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS,
 };
 pub use usage::{BudgetOverride, BudgetState, ModelUsage, Reservation, TurnUsage, UsageCounts, UsageDay};
 

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::idempotency::CommitKey;
 use super::usage::TurnUsage;
 use crate::ids::{SessionId, SkillPath, TicketId, UserId};
-use crate::message::Message;
+use crate::message::{Message, ToolCall};
 
 /// A file of a session's `/workspace`: its content lives in the object store under its hash,
 /// so the manifest can be committed atomically with the rest of the session.
@@ -53,11 +53,12 @@ pub struct SessionState {
 }
 
 /// A turn that stopped before running tool calls that need a person's approval. The calls
-/// themselves (their arguments) are the last assistant message of the history; this says which of
-/// them wait and what the turn needs to go on where it stopped.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// themselves (their arguments) are the last assistant message of the history, or of a paused
+/// subagent's conversation; this says which of them wait and what the turn needs to go on where it
+/// stopped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PendingApproval {
-    /// The calls waiting for a decision, in the reply's order.
+    /// The calls waiting for a decision, in the reply's order, a subagent's after its parent's.
     pub calls: Vec<PendingCall>,
     /// The index, in the whole history, of the paused turn's first message (its user message).
     pub turn_start: usize,
@@ -69,13 +70,59 @@ pub struct PendingApproval {
     /// The ticket the turn was about.
     #[serde(default)]
     pub ticket: Option<TicketId>,
+    /// The turn's subagents that paused inside a `task` call, which has no result yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subagents: Vec<PausedSubagent>,
+    /// Subagents the turn had started when it paused: the turn's bound counts them, and new ones
+    /// are numbered after them.
+    #[serde(default)]
+    pub subagents_started: u32,
+}
+
+impl PendingApproval {
+    /// A subagent's waiting call as its model made it, from the subagent's kept conversation (the
+    /// turn's own calls are in the session's history); `None` for the turn's own calls.
+    pub fn subagent_call(&self, call: &PendingCall) -> Option<&ToolCall> {
+        let subagent = call.subagent.as_deref()?;
+        let own_id = call.id.strip_prefix(subagent)?.strip_prefix('/')?;
+        let paused = self.subagents.iter().find(|paused| paused.id == subagent)?;
+        let calls = paused.conversation.iter().rev().find_map(|message| match message {
+            Message::Assistant { tool_calls, .. } => Some(tool_calls),
+            _ => None,
+        })?;
+        calls.iter().find(|made| made.id == own_id)
+    }
 }
 
 /// One tool call waiting for approval.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingCall {
+    /// The model's call id; a subagent's call is `{subagent}/{call id}`, unique within the turn.
     pub id: String,
     pub name: String,
+    /// The subagent (`sa-1`...) that made the call; `None` for the turn's own agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagent: Option<String>,
+}
+
+/// A subagent stopped at a call that needs approval: its own conversation (its task, then its
+/// steps; the last assistant message holds the calls that wait, or the `task` calls of its own
+/// paused subagents), kept until the decisions come.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PausedSubagent {
+    /// The subagent's id within the turn (`sa-2`).
+    pub id: String,
+    /// The agent that started it: `None` for the turn's own agent, or a subagent's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent: Option<String>,
+    /// The parent's `task` call that the subagent's answer will be the result of.
+    pub task_call_id: String,
+    pub conversation: Vec<Message>,
+    /// Model calls it has made.
+    pub steps: u32,
+    /// Skills it had loaded, the current one last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaded_skills: Vec<SkillPath>,
 }
 
 /// One entry of the todo list.

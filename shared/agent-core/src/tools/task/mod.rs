@@ -2,11 +2,13 @@
 //! (its instructions and the task, not the parent's history) with the tools its type allows, and its
 //! final message becomes the call's result. The reply's `task` calls run at the same time; each
 //! subagent shares the turn's filesystem, sandbox, deadline and token budget. `prompt` holds what a
-//! subagent is told.
+//! subagent is told; `pause` how a subagent stopped for approval is kept and taken back.
 
+mod pause;
 mod prompt;
 
 pub use crate::skills::agents::BUILT_IN_AGENT as GENERAL_PURPOSE;
+pub use pause::MAX_PAUSED_SUBAGENTS_BYTES;
 pub use prompt::{agent_prompt, SUBAGENT_NOTE};
 
 use std::collections::BTreeSet;
@@ -16,11 +18,12 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use super::{CommandRules, SkillsEnv};
-use crate::agent::{self, Ending, Limits, ToolOutput};
+use crate::agent::{self, Decisions, Ending, Limits, ToolOutput};
 use crate::events::{self, TurnEvent, TurnObserver};
 use crate::message::{Message, ToolCall, ToolSpec};
 use crate::model::ChatModel;
 use crate::skills::{AgentDoc, AgentEntry};
+use crate::store::PausedSubagent;
 use crate::tool_names::TASK;
 
 /// Longest task description accepted, in bytes.
@@ -52,11 +55,36 @@ pub struct Delegation<'a> {
     pub config: SubagentConfig,
     /// Subagents started so far this turn; also numbers their ids.
     started: AtomicU32,
+    /// What a paused turn resumes: its subagents that wait, and the decisions on every level.
+    resume: pause::Resume,
 }
 
 impl<'a> Delegation<'a> {
     pub fn new(model: &'a dyn ChatModel, limits: Limits, config: SubagentConfig) -> Self {
-        Self { model, limits, config, started: AtomicU32::new(0) }
+        Self { model, limits, config, started: AtomicU32::new(0), resume: pause::Resume::default() }
+    }
+
+    /// A paused turn's delegation: `subagents` go on from where they stopped when the `task`
+    /// calls they answer run again, with `decisions`; `started` subagents count against the bound.
+    pub fn resuming(mut self, subagents: Vec<PausedSubagent>, started: u32, decisions: Decisions) -> Self {
+        self.started = AtomicU32::new(started);
+        self.resume = pause::Resume::new(subagents, decisions);
+        self
+    }
+
+    /// Subagents the turn has started, resumed ones included, up to its bound.
+    pub fn started(&self) -> u32 {
+        self.started.load(Ordering::Relaxed).min(self.config.per_turn)
+    }
+
+    /// Paused subagents no `task` call took back this time; they keep waiting.
+    pub fn unresumed(&self) -> Vec<PausedSubagent> {
+        self.resume.rest()
+    }
+
+    /// Whether the `task` call `call_id` of agent `parent` has a paused subagent to go on with.
+    pub(crate) fn holds_paused(&self, parent: Option<&str>, call_id: &str) -> bool {
+        self.resume.holds(parent, call_id)
     }
 
     /// The next subagent's number, or `None` once the turn has started as many as it may.
@@ -186,6 +214,8 @@ struct Child<'a> {
     call_id: String,
     agent_type: String,
     description: String,
+    /// Where it stopped for approval in the turn's earlier request, when it goes on from there.
+    resumed: Option<PausedSubagent>,
 }
 
 async fn prepare_child<'a>(parent: &SkillsEnv<'a>, call: &ToolCall) -> Result<Child<'a>, String> {
@@ -204,16 +234,24 @@ async fn prepare_child<'a>(parent: &SkillsEnv<'a>, call: &ToolCall) -> Result<Ch
             (Some(doc), allowed)
         }
     };
-    let Some(number) = delegation.start() else {
-        return Err(format!(
-            "Error: this turn has started {} subagents, the most one turn may; this task was not started. Do the \
-             work yourself, or tell the user what is left.",
-            delegation.config.per_turn
-        ));
+    // A subagent that paused goes on as itself: same id, no new start counted.
+    let resumed = delegation.resume.take(parent.role.id.as_deref(), &call.id);
+    let id = match &resumed {
+        Some(paused) => paused.id.clone(),
+        None => match delegation.start() {
+            Some(number) => format!("sa-{number}"),
+            None => {
+                return Err(format!(
+                    "Error: this turn has started {} subagents, the most one turn may; this task was not started. \
+                     Do the work yourself, or tell the user what is left.",
+                    delegation.config.per_turn
+                ))
+            }
+        },
     };
     let role = Role {
         depth: parent.role.depth + 1,
-        id: Some(format!("sa-{number}")),
+        id: Some(id.clone()),
         agent,
         allowed: Some(allowed),
         commands: parent.command_rules().map(|(rules, skill)| (rules.clone(), skill.to_owned())),
@@ -224,13 +262,19 @@ async fn prepare_child<'a>(parent: &SkillsEnv<'a>, call: &ToolCall) -> Result<Ch
         env.forced = parent.forced.clone();
         env.current_skill = parent.current_skill.clone();
     }
+    for skill in resumed.iter().flat_map(|paused| &paused.loaded_skills) {
+        if let Err(err) = env.load_skill(&skill.to_string()).await {
+            tracing::warn!(subagent = %id, skill = %skill, error = %err, "a paused subagent's skill could not be loaded again");
+        }
+    }
     Ok(Child {
-        id: format!("sa-{number}"),
+        id,
         parent: parent.role.id.clone(),
         env,
         call_id: call.id.clone(),
         agent_type: arguments.agent_type,
         description: arguments.description,
+        resumed,
     })
 }
 
@@ -279,9 +323,30 @@ async fn run_child(delegation: &Delegation<'_>, mut child: Child<'_>, events: &d
     });
     let observer = SubagentEvents { parent: events, id: &child.id };
     let limits = Limits { max_steps: delegation.config.max_steps, ..delegation.limits.clone() };
-    let user = Message::user(std::mem::take(&mut child.description));
-    let run = agent::run(delegation.model, &mut child.env, &[], user, &limits, &observer);
-    let (output, ending, steps) = match Box::pin(run).await {
+    let resumed = child.resumed.take();
+    let outcome = match &resumed {
+        Some(paused) => {
+            let decisions = delegation.resume.decisions_of(&child.id);
+            let paused = agent::Paused {
+                conversation: &paused.conversation,
+                turn_start: 0,
+                steps: paused.steps,
+                decisions: &decisions,
+            };
+            Box::pin(agent::resume(delegation.model, &mut child.env, paused, &limits, &observer)).await
+        }
+        None => {
+            let user = Message::user(std::mem::take(&mut child.description));
+            Box::pin(agent::run(delegation.model, &mut child.env, &[], user, &limits, &observer)).await
+        }
+    };
+    let (output, ending, steps) = match outcome {
+        Ok(outcome) if outcome.ending == Ending::AwaitingApproval => {
+            let steps = outcome.steps;
+            let output = pause::paused_output(delegation, &child, resumed, outcome);
+            let ending = if output.paused.is_some() { "awaiting_approval" } else { "failed" };
+            (output, ending.to_owned(), steps)
+        }
         Ok(outcome) => {
             let content = result_text(&outcome.reply, &outcome.messages, outcome.ending, outcome.steps);
             let ending = serde_json::to_value(outcome.ending)
@@ -297,12 +362,16 @@ async fn run_child(delegation: &Delegation<'_>, mut child: Child<'_>, events: &d
             (ToolOutput::from(content), "failed".to_owned(), 0)
         }
     };
+    let summary = match &output.paused {
+        Some(_) => "waits for a person's approval".to_owned(),
+        None => events::summarise_result(&output.content),
+    };
     events.event(TurnEvent::SubagentCompleted {
         subagent: child.id.clone(),
         ending,
         steps,
         ok: !events::is_error_result(&output.content),
-        summary: events::summarise_result(&output.content),
+        summary,
     });
     output
 }
@@ -343,6 +412,8 @@ impl TurnObserver for SubagentEvents<'_> {
             TurnEvent::Nested { .. } | TurnEvent::SubagentStarted { .. } | TurnEvent::SubagentCompleted { .. } => {
                 self.parent.event(event)
             }
+            // The turn's own loop asks for every call that waits, its subagents' included, at once.
+            TurnEvent::ApprovalRequested { .. } => {}
             // A subagent's text is not the reply; its model calls are buffered.
             TurnEvent::MessageDelta { .. } => {}
             event => self.parent.event(TurnEvent::Nested { subagent: self.id.to_owned(), event: Box::new(event) }),
