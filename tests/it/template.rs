@@ -693,3 +693,17 @@ fn the_cursor_key_is_a_generated_secret_only_http_turn_reads_and_bad_budget_item
     }
     assert!(crate::metrics::METRICS.contains(&("BudgetConfigErrors", "Count")));
 }
+
+#[test]
+fn the_approval_policy_reaches_every_turn_function_from_its_parameters() {
+    let stack = Rendered::new(&[("ApprovalRequired", "Bash, Write"), ("ApprovalAllow", "Bash(python3:*)")]);
+    for function in ["HttpTurnFunction", "StreamTurnFunction", "QueueTurnFunction"] {
+        let variables = &stack.resource(function).expect(function)["Environment"]["Variables"];
+        assert_eq!(variables["APPROVAL_REQUIRED"], json!("Bash, Write"), "{function}");
+        assert_eq!(variables["APPROVAL_ALLOW"], json!("Bash(python3:*)"), "{function}");
+    }
+    // Without them nothing waits: the variables are empty, which the functions read as no policy.
+    let plain = Rendered::new(&[]);
+    let variables = &plain.resource("HttpTurnFunction").unwrap()["Environment"]["Variables"];
+    assert_eq!((variables["APPROVAL_REQUIRED"].as_str(), variables["APPROVAL_ALLOW"].as_str()), (Some(""), Some("")));
+}
