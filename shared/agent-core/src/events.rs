@@ -109,14 +109,14 @@ pub struct ApprovalCall {
 }
 
 impl ApprovalCall {
-    pub fn of(waiting: &crate::agent::WaitingCall) -> Self {
-        let call = &waiting.call;
+    /// `call` as it waits; `subagent` made it, or the turn's own agent when `None`.
+    pub fn of(call: &crate::message::ToolCall, subagent: Option<&str>) -> Self {
         Self {
             id: call.id.clone(),
             name: call.name.clone(),
             arguments: call.arguments.clone(),
             summary: summarise_arguments(&call.arguments),
-            subagent: waiting.subagent.clone(),
+            subagent: subagent.map(str::to_owned),
         }
     }
 }

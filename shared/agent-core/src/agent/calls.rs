@@ -8,7 +8,7 @@ use tracing::Instrument;
 use super::approval::{rejection_result, Decision, Decisions, EDITED_NOTE};
 use super::{results, Pause, ToolOutput, TurnEnv, WaitingCall, MAX_TOOL_ARGUMENT_BYTES, MAX_TOOL_CALLS_PER_REPLY};
 use super::{MAX_TURN_ARGUMENT_BYTES, MAX_TURN_TOOL_RESULT_BYTES};
-use crate::events::{self, ApprovalCall, TurnEvent, TurnObserver};
+use crate::events::{self, TurnEvent, TurnObserver};
 use crate::message::{Message, ToolCall, Usage};
 use crate::telemetry;
 
@@ -186,7 +186,7 @@ pub(super) async fn run_reply(
     for waiting in &pause.waiting {
         tracing::info!(tool = %waiting.call.name, subagent = ?waiting.subagent, step = reply.step, "tool call waits for approval");
     }
-    events.event(TurnEvent::ApprovalRequested { calls: pause.waiting.iter().map(ApprovalCall::of).collect() });
+    events.event(TurnEvent::ApprovalRequested { calls: pause.waiting.iter().map(WaitingCall::shown).collect() });
     Ran::Paused(pause)
 }
 

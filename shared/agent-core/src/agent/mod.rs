@@ -168,6 +168,13 @@ pub struct WaitingCall {
     pub subagent: Option<String>,
 }
 
+impl WaitingCall {
+    /// The call as a reply and the `approval.requested` event show it.
+    pub fn shown(&self) -> crate::events::ApprovalCall {
+        crate::events::ApprovalCall::of(&self.call, self.subagent.as_deref())
+    }
+}
+
 /// Why a loop stopped for approval: the calls that wait (its own and its subagents'), and the
 /// subagents that stopped inside its `task` calls, kept until the decisions come.
 #[derive(Debug, Clone, Default, PartialEq)]

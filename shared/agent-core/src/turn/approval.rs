@@ -70,7 +70,7 @@ impl Resumed<'_> {
 
 /// A waiting call as a reply shows it.
 pub(super) fn shown(waiting: &WaitingCall) -> ApprovalCall {
-    let mut shown = ApprovalCall::of(waiting);
+    let mut shown = waiting.shown();
     let size = waiting.call.arguments.to_string().len();
     if size > MAX_SHOWN_ARGUMENT_BYTES {
         shown.arguments = serde_json::json!({ "_omitted_bytes": size });
