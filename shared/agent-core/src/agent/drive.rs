@@ -1,0 +1,327 @@
+//! The loop itself: from where a turn starts (a new message, or a paused turn's decisions), call
+//! the model, run the calls of its reply, and repeat until it answers, pauses or meets a bound;
+//! then the reply that says how it ended. Each request is prepared by `compact` and the budget.
+
+use tokio::time::Instant;
+
+use super::approval::{Decision, Decisions};
+use super::{calls, compact, results, Ending, Limits, LoopOutcome, Pause, TurnEnv};
+use super::{
+    MAX_REPLY_BYTES, MAX_TOOL_ARGUMENT_BYTES, MAX_TOOL_CALL_ID_BYTES, MAX_TOOL_NAME_BYTES, MAX_TURN_ARGUMENT_BYTES,
+};
+use crate::budget::{self, Trim};
+use crate::events::{DeltaEvents, TurnObserver};
+use crate::message::{ChatRequest, Message, ToolCall, ToolSpec, Usage};
+use crate::model::{ChatModel, ModelError};
+use crate::prompt::SystemPrompt;
+
+/// Where a loop starts: the conversation (history and the turn's messages so far), where the turn
+/// starts in it, how much of it is stored already, the steps made, and decisions to apply first.
+pub(super) struct Start<'d> {
+    pub conversation: Vec<Message>,
+    pub first_new: usize,
+    pub stored: usize,
+    pub steps: u32,
+    pub decisions: Option<&'d Decisions>,
+}
+
+pub(super) async fn drive(
+    model: &dyn ChatModel,
+    env: &mut dyn TurnEnv,
+    start: Start<'_>,
+    limits: &Limits,
+    events: &dyn TurnObserver,
+) -> Result<LoopOutcome, ModelError> {
+    let Start { mut conversation, first_new, stored, mut steps, decisions } = start;
+    let mut usage = Usage::default();
+    // What the turn's tool calls have spent, and an abort's reason once one was called.
+    let mut spent = calls::Spent::default();
+    let mut argument_bytes = 0usize;
+    let mut compacted: Option<compact::Compacted> = None;
+    let offload_bound = results::offload_bound(limits.input_tokens);
+    let mut pause = Pause::default();
+
+    let mut resumed = match decisions {
+        Some(decisions) => {
+            resume_calls(env, &mut conversation, decisions, steps, offload_bound, &mut spent, events).await
+        }
+        None => calls::Ran::All,
+    };
+    usage.add(std::mem::take(&mut spent.usage));
+
+    let ending = loop {
+        if let calls::Ran::Paused(waiting) = &mut resumed {
+            pause = std::mem::take(waiting);
+            break Ending::AwaitingApproval;
+        }
+        if spent.aborted.is_some() {
+            break Ending::Aborted;
+        }
+        if steps >= limits.max_steps {
+            break Ending::StepLimit;
+        }
+        let call_deadline = limits.deadline.map(|deadline| deadline.checked_sub(limits.reserve).unwrap_or(deadline));
+        if call_deadline.is_some_and(|at| at <= Instant::now()) {
+            break Ending::Deadline;
+        }
+        let tools = env.tools();
+        let (mut system, mut messages, mut trims) =
+            prepare(&*env, &conversation, first_new, compacted.as_ref(), steps, &tools, limits.input_tokens);
+        // The turn itself would be cut: condense its older steps first, as long as there are some
+        // and what is never cut (the prompt as trimmed, the request, the tools) leaves room for them.
+        let floor = budget::estimate_request(&system, std::slice::from_ref(&conversation[first_new]), &tools);
+        if budget::cuts_the_turn(&trims) && floor < limits.input_tokens {
+            // The calls that returned skill instructions, asked of the environment before the call
+            // to the model, since the environment is not shared across it.
+            let skill_calls: std::collections::HashSet<&str> = conversation[first_new..]
+                .iter()
+                .flat_map(|message| match message {
+                    Message::Assistant { tool_calls, .. } => tool_calls.as_slice(),
+                    _ => &[],
+                })
+                .filter(|call| env.reads_skill_text(call))
+                .map(|call| call.id.as_str())
+                .collect();
+            let skill_text = |call: &ToolCall| skill_calls.contains(call.id.as_str());
+            let condensed =
+                compact::compact(model, &conversation, first_new, compacted.as_ref(), limits, &skill_text, &mut usage)
+                    .await;
+            if condensed.is_some() {
+                compacted = condensed;
+                (system, messages, trims) =
+                    prepare(&*env, &conversation, first_new, compacted.as_ref(), steps, &tools, limits.input_tokens);
+            }
+        }
+        let mut shrunk = 0;
+        let mut full = None;
+        for trim in trims {
+            log_trim(&trim, steps);
+            match trim {
+                Trim::StillOver { tokens, limit } => full = Some((tokens, limit)),
+                Trim::ShrunkListing { .. } => shrunk += 1,
+                _ => {}
+            }
+        }
+        // A provider refuses a request over its context, so none is sent: before the first call
+        // the request itself is too large; after it, the turn ends with what it did.
+        match full {
+            Some((tokens, limit)) if steps == 0 => return Err(ModelError::ContextTooLarge { tokens, limit }),
+            Some(_) => break Ending::ContextFull,
+            None => {}
+        }
+        if let Some(state) = env.prompt_state() {
+            let tokens = budget::estimate_request(&system, &messages, &tools);
+            events.event(state.event(steps + 1, shrunk, &tools, tokens));
+        }
+        let request = ChatRequest { system: system.render(), messages, tools, ..ChatRequest::default() };
+        let deltas = DeltaEvents::new(events, MAX_REPLY_BYTES);
+        let call = async {
+            if events.wants_deltas() {
+                model.complete_streaming(&request, &deltas).await
+            } else {
+                model.complete(&request).await
+            }
+        };
+        let response = match call_deadline {
+            Some(at) => match tokio::time::timeout_at(at, call).await {
+                Ok(response) => response?,
+                Err(_) => break Ending::Deadline,
+            },
+            None => call.await?,
+        };
+        steps += 1;
+        usage.add(response.usage);
+        let mut content = response.content;
+        results::cut_text(&mut content, MAX_REPLY_BYTES, "[reply cut: it was longer than the limit of one reply]");
+        let mut calls = response.tool_calls;
+        // What the model sent is bounded before it is run or stored.
+        let oversized: Vec<Option<usize>> = calls
+            .iter_mut()
+            .enumerate()
+            .map(|(index, call)| {
+                if call.id.is_empty() || call.id.len() > MAX_TOOL_CALL_ID_BYTES {
+                    call.id = format!("call_{steps}_{index}");
+                }
+                results::cut_text(&mut call.name, MAX_TOOL_NAME_BYTES, "");
+                let size = call.arguments.to_string().len();
+                let over = size > MAX_TOOL_ARGUMENT_BYTES || argument_bytes + size > MAX_TURN_ARGUMENT_BYTES;
+                if over {
+                    call.arguments = serde_json::json!({ "_omitted_bytes": size });
+                } else {
+                    argument_bytes += size;
+                }
+                over.then_some(size)
+            })
+            .collect();
+        conversation.push(Message::Assistant { content, tool_calls: calls.clone() });
+        if calls.is_empty() {
+            break Ending::Answered;
+        }
+        let indices: Vec<usize> = (0..calls.len()).collect();
+        let reply = calls::Reply {
+            calls: &calls,
+            indices: &indices,
+            decisions: None,
+            oversized: &oversized,
+            step: steps,
+            offload_bound,
+        };
+        let ran = calls::run_reply(env, reply, &mut spent, events, &mut conversation).await;
+        usage.add(std::mem::take(&mut spent.usage));
+        if let calls::Ran::Paused(waiting) = ran {
+            pause = waiting;
+            break Ending::AwaitingApproval;
+        }
+        if spent.aborted.is_some() {
+            break Ending::Aborted;
+        }
+    };
+
+    let reply = match ending {
+        // The loop itself only ends answered, at a bound, or aborted; the planner's endings are its own.
+        Ending::Answered
+        | Ending::PlanContinues
+        | Ending::AwaitingChoice
+        | Ending::AwaitingClarification
+        | Ending::PlanFailed => match conversation.last() {
+            Some(Message::Assistant { content, .. }) => content.clone(),
+            _ => String::new(),
+        },
+        // What the model said with the calls that wait.
+        Ending::AwaitingApproval => conversation
+            .iter()
+            .rev()
+            .find_map(|message| match message {
+                Message::Assistant { content, .. } => Some(content.clone()),
+                _ => None,
+            })
+            .unwrap_or_default(),
+        Ending::StepLimit => {
+            let notice = format!(
+                "I stopped after {steps} steps, the limit for one turn, before finishing. \
+                 Send another message and I will continue."
+            );
+            conversation.push(Message::assistant(notice.clone()));
+            notice
+        }
+        Ending::Aborted => {
+            let reason = spent.aborted.take().unwrap_or_default();
+            conversation.push(Message::assistant(reason.clone()));
+            reason
+        }
+        Ending::Deadline => {
+            let notice = "I ran out of time for this turn before finishing. \
+                          Send another message and I will continue."
+                .to_owned();
+            conversation.push(Message::assistant(notice.clone()));
+            notice
+        }
+        Ending::ContextFull => {
+            let notice = format!(
+                "I stopped after {steps} steps, before finishing: this turn's work no longer fits in the model's \
+                 context, even with its earlier steps condensed. What I did is saved, files included. Send another \
+                 message and I will continue from there."
+            );
+            conversation.push(Message::assistant(notice.clone()));
+            notice
+        }
+    };
+    let messages = conversation.split_off(stored.max(first_new));
+    Ok(LoopOutcome { reply, messages, steps, usage, ending, pause })
+}
+
+/// Runs the calls of a paused turn's last reply that have no result yet, as `decisions` say (a
+/// `task` whose subagent paused goes on with it). The reply's message in `conversation` takes the
+/// edited arguments, so the model sees what ran.
+async fn resume_calls(
+    env: &mut dyn TurnEnv,
+    conversation: &mut Vec<Message>,
+    decisions: &Decisions,
+    step: u32,
+    offload_bound: usize,
+    spent: &mut calls::Spent,
+    events: &dyn TurnObserver,
+) -> calls::Ran {
+    let Some(at) = conversation.iter().rposition(|message| matches!(message, Message::Assistant { .. })) else {
+        return calls::Ran::All;
+    };
+    let answered: std::collections::HashSet<String> = conversation[at + 1..]
+        .iter()
+        .filter_map(|message| match message {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.clone()),
+            _ => None,
+        })
+        .collect();
+    let Message::Assistant { tool_calls, .. } = &mut conversation[at] else { return calls::Ran::All };
+    for call in tool_calls.iter_mut() {
+        if let Some(Decision::Edit { arguments }) = decisions.get(&call.id) {
+            call.arguments = arguments.clone();
+        }
+    }
+    // A batch of subagents can leave a call without a result between two that have one.
+    let (indices, remaining): (Vec<usize>, Vec<ToolCall>) = tool_calls
+        .iter()
+        .enumerate()
+        .filter(|(_, call)| !answered.contains(&call.id))
+        .map(|(index, call)| (index, call.clone()))
+        .unzip();
+    if remaining.is_empty() {
+        return calls::Ran::All;
+    }
+    let oversized = vec![None; remaining.len()];
+    let reply = calls::Reply {
+        calls: &remaining,
+        indices: &indices,
+        decisions: Some(decisions),
+        oversized: &oversized,
+        step,
+        offload_bound,
+    };
+    calls::run_reply(env, reply, spent, events, conversation).await
+}
+
+/// The system prompt, the messages and the trims of the request for model call `step` (from 0):
+/// the conversation as [`compact::view`] gives it, the reminder, and [`budget::fit`].
+fn prepare(
+    env: &dyn TurnEnv,
+    conversation: &[Message],
+    first_new: usize,
+    compacted: Option<&compact::Compacted>,
+    step: u32,
+    tools: &[ToolSpec],
+    limit: usize,
+) -> (SystemPrompt, Vec<Message>, Vec<Trim>) {
+    let mut system = env.system_prompt();
+    let mut messages = compact::view(conversation, first_new, compacted);
+    if let Some(reminder) = env.reminder(step) {
+        messages.push(Message::user(reminder));
+    }
+    let trims = budget::fit(&mut system, &mut messages, first_new, tools, limit);
+    (system, messages, trims)
+}
+
+fn log_trim(trim: &Trim, step: u32) {
+    match trim {
+        Trim::CutArguments { calls, tokens } => {
+            tracing::info!(step, calls, tokens, "context budget: cut the large arguments of tool calls")
+        }
+        Trim::DroppedMessages { count, tokens } => {
+            tracing::info!(step, count, tokens, "context budget: dropped the oldest messages of earlier turns")
+        }
+        Trim::DroppedSection { tokens } => {
+            tracing::info!(step, tokens, "context budget: dropped a non-skill section of the system prompt")
+        }
+        Trim::ShrunkListing { tokens } => {
+            tracing::warn!(step, tokens, "context budget: shrank the skill listing to its next smaller tier")
+        }
+        Trim::CutNewestArguments { tokens } => {
+            tracing::info!(step, tokens, "context budget: cut the large arguments of a call of the newest reply")
+        }
+        Trim::TruncatedMessage { index, tokens } => {
+            tracing::info!(step, index, tokens, "context budget: truncated the largest message")
+        }
+        Trim::StillOver { tokens, limit } => {
+            tracing::warn!(step, tokens, limit, "context budget: still over the limit with nothing left to trim")
+        }
+    }
+}
