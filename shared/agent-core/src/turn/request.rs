@@ -1,0 +1,141 @@
+//! What one turn is asked and answers: the validated request, the reply (the HTTP API's 200 body),
+//! and why a turn failed.
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+use time::OffsetDateTime;
+use tokio::time::Instant;
+
+use crate::agent::{Decisions, Ending};
+use crate::events::ApprovalCall;
+use crate::ids::{SessionId, SkillPath, TicketId, UserId};
+use crate::message::Usage;
+use crate::model::ModelError;
+use crate::prompt::TemplateError;
+use crate::store::{IdempotencyKey, StoreError};
+
+/// Who is asking, as far as the prompt cares; taken from the authenticated identity.
+#[derive(Debug, Clone, Default)]
+pub struct UserProfile {
+    pub name: Option<String>,
+    pub language: Option<String>,
+    pub description: Option<String>,
+}
+
+/// A validated request for one turn.
+#[derive(Debug, Clone)]
+pub struct TurnRequest {
+    pub user: UserId,
+    pub session: SessionId,
+    pub message: String,
+    pub ticket: Option<TicketId>,
+    pub profile: UserProfile,
+    pub deadline: Option<Instant>,
+    pub now: OffsetDateTime,
+    /// The client's idempotency key: a repeated key replays the committed reply instead of
+    /// running the turn again.
+    pub idempotency: Option<IdempotencyKey>,
+    /// A person's decisions on the calls a paused turn waits on; the turn then goes on instead
+    /// of starting from `message` (which is empty).
+    pub decisions: Option<Decisions>,
+}
+
+/// The result of a committed turn; its JSON is the HTTP API's 200 body and the stored replay.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TurnReply {
+    pub session_id: SessionId,
+    pub reply: String,
+    /// The skill the turn ended in; the stored session is reset to none.
+    pub current_skill: Option<SkillPath>,
+    /// The skill forced by a slash command, if any.
+    pub forced_skill: Option<SkillPath>,
+    /// Tool calls refused because the tool was not offered.
+    pub refused_tool_calls: u32,
+    pub steps: u32,
+    pub usage: Usage,
+    pub ending: Ending,
+    /// The session's version after this turn.
+    pub version: u64,
+    /// The workspace files this turn wrote (by a file tool or a command) that it kept, downloadable
+    /// from `GET /sessions/{id}/files/{path}`.
+    #[serde(default)]
+    pub files: Vec<ReplyFile>,
+    /// Commands run in the sandbox.
+    #[serde(default)]
+    pub executions: u32,
+    /// With ending `awaiting_approval`: the calls that wait (large arguments replaced by their
+    /// size; the whole call is the last assistant message of the session's history).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_approval: Vec<ApprovalCall>,
+    /// True when this is the stored reply of an earlier delivery with the same idempotency key.
+    #[serde(skip)]
+    pub replayed: bool,
+}
+
+/// A file a turn wrote: its `/workspace` path and size.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplyFile {
+    pub path: String,
+    pub size: u64,
+}
+
+/// Why a turn failed. Whatever the variant, the session is as it was before the turn.
+#[derive(Debug, Error)]
+pub enum TurnError {
+    #[error("{0}")]
+    InvalidInput(String),
+    /// A slash command that names no skill of the tenant; nothing was sent to the model.
+    #[error("{}", unknown_skill_message(command, suggestions))]
+    UnknownSkill { command: String, suggestions: Vec<String> },
+    #[error("the session was changed by a concurrent turn; retry")]
+    Conflict,
+    /// The session's last turn waits for decisions on these calls; a new message cannot start.
+    #[error("the session waits for decisions on the tool calls {}", calls.join(", "))]
+    ApprovalPending { calls: Vec<String> },
+    /// The decisions do not answer the calls that wait (or none wait).
+    #[error("{0}")]
+    NotPending(String),
+    /// A turn with the same idempotency key is running now.
+    #[error("a turn with this idempotency key is still running; retry later")]
+    InProgress,
+    /// The idempotency key was used before with a different request.
+    #[error("this idempotency key was used with a different request")]
+    IdempotencyMismatch,
+    /// The tenant has used its daily token budget (`used` of `budget` tokens); nothing was sent to
+    /// the model. The budget renews at the next UTC midnight, `retry_after_secs` from now.
+    #[error("the daily token budget is spent ({used} of {budget} tokens); it renews at 00:00 UTC")]
+    QuotaExceeded { used: u64, budget: u64, retry_after_secs: u64 },
+    /// The background turn with this idempotency key failed for good; `error` is what it answered.
+    #[error("the turn with this idempotency key failed: {error}")]
+    AlreadyFailed { error: serde_json::Value },
+    /// The invocation's deadline came before a single model call could be made; nothing was
+    /// committed, and a retry with more time runs the turn.
+    #[error("no time was left for a model call before the invocation's deadline")]
+    OutOfTime,
+    /// A defect (a panic) inside the turn; nothing was committed.
+    #[error("internal error: {0}")]
+    Internal(String),
+    #[error(transparent)]
+    Model(#[from] ModelError),
+    #[error(transparent)]
+    Store(StoreError),
+    #[error("configuration error: {0}")]
+    Config(#[from] TemplateError),
+}
+
+fn unknown_skill_message(command: &str, suggestions: &[String]) -> String {
+    if suggestions.is_empty() {
+        format!("unknown skill command `{command}`: no skill has that name")
+    } else {
+        format!("unknown skill command `{command}`; did you mean {}?", suggestions.join(", "))
+    }
+}
+
+impl From<StoreError> for TurnError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::Conflict => TurnError::Conflict,
+            other => TurnError::Store(other),
+        }
+    }
+}
