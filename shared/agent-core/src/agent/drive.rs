@@ -11,7 +11,7 @@ use super::{
 };
 use crate::budget::{self, Trim};
 use crate::events::{DeltaEvents, TurnObserver};
-use crate::message::{ChatRequest, Message, ToolCall, ToolSpec, Usage};
+use crate::message::{ChatRequest, Message, ToolCall, Usage};
 use crate::model::{ChatModel, ModelError};
 use crate::prompt::SystemPrompt;
 
@@ -65,11 +65,12 @@ pub(super) async fn drive(
             break Ending::Deadline;
         }
         let tools = env.tools();
+        let tools_tokens = budget::estimate_tools(&tools);
         let (mut system, mut messages, mut trims) =
-            prepare(&*env, &conversation, first_new, compacted.as_ref(), steps, &tools, limits.input_tokens);
+            prepare(&*env, &conversation, first_new, compacted.as_ref(), steps, tools_tokens, limits.input_tokens);
         // The turn itself would be cut: condense its older steps first, as long as there are some
         // and what is never cut (the prompt as trimmed, the request, the tools) leaves room for them.
-        let floor = budget::estimate_request(&system, std::slice::from_ref(&conversation[first_new]), &tools);
+        let floor = budget::estimate_request(&system, std::slice::from_ref(&conversation[first_new]), tools_tokens);
         if budget::cuts_the_turn(&trims) && floor < limits.input_tokens {
             // The calls that returned skill instructions, asked of the environment before the call
             // to the model, since the environment is not shared across it.
@@ -88,8 +89,15 @@ pub(super) async fn drive(
                     .await;
             if condensed.is_some() {
                 compacted = condensed;
-                (system, messages, trims) =
-                    prepare(&*env, &conversation, first_new, compacted.as_ref(), steps, &tools, limits.input_tokens);
+                (system, messages, trims) = prepare(
+                    &*env,
+                    &conversation,
+                    first_new,
+                    compacted.as_ref(),
+                    steps,
+                    tools_tokens,
+                    limits.input_tokens,
+                );
             }
         }
         let mut shrunk = 0;
@@ -110,7 +118,7 @@ pub(super) async fn drive(
             None => {}
         }
         if let Some(state) = env.prompt_state() {
-            let tokens = budget::estimate_request(&system, &messages, &tools);
+            let tokens = budget::estimate_request(&system, &messages, tools_tokens);
             events.event(state.event(steps + 1, shrunk, &tools, tokens));
         }
         let request = ChatRequest { system: system.render(), messages, tools, ..ChatRequest::default() };
@@ -288,7 +296,7 @@ fn prepare(
     first_new: usize,
     compacted: Option<&compact::Compacted>,
     step: u32,
-    tools: &[ToolSpec],
+    tools_tokens: usize,
     limit: usize,
 ) -> (SystemPrompt, Vec<Message>, Vec<Trim>) {
     let mut system = env.system_prompt();
@@ -296,7 +304,7 @@ fn prepare(
     if let Some(reminder) = env.reminder(step) {
         messages.push(Message::user(reminder));
     }
-    let trims = budget::fit(&mut system, &mut messages, first_new, tools, limit);
+    let trims = budget::fit(&mut system, &mut messages, first_new, tools_tokens, limit);
     (system, messages, trims)
 }
 

@@ -93,13 +93,18 @@ pub fn estimate_message(message: &Message) -> usize {
     }
 }
 
-/// Tokens of a whole request.
-pub fn estimate_request(system: &SystemPrompt, messages: &[Message], tools: &[ToolSpec]) -> usize {
-    let tools: usize = tools
+/// Tokens the tools' specs add to a request. A turn's tools change only with a forced skill, so
+/// the loop counts them once per model call rather than once per estimate.
+pub fn estimate_tools(tools: &[ToolSpec]) -> usize {
+    tools
         .iter()
         .map(|t| 8 + estimate_text(&t.name) + estimate_text(&t.description) + estimate_text(&t.parameters.to_string()))
-        .sum();
-    estimate_text(&system.render()) + messages.iter().map(estimate_message).sum::<usize>() + tools
+        .sum()
+}
+
+/// Tokens of a whole request whose tools come to `tools_tokens` ([`estimate_tools`]).
+pub fn estimate_request(system: &SystemPrompt, messages: &[Message], tools_tokens: usize) -> usize {
+    estimate_text(&system.render()) + messages.iter().map(estimate_message).sum::<usize>() + tools_tokens
 }
 
 /// One trim, for the logs.
@@ -135,11 +140,11 @@ pub fn fit(
     system: &mut SystemPrompt,
     messages: &mut Vec<Message>,
     request_index: usize,
-    tools: &[ToolSpec],
+    tools_tokens: usize,
     limit: usize,
 ) -> Vec<Trim> {
     let mut trims = Vec::new();
-    let mut total = estimate_request(system, messages, tools);
+    let mut total = estimate_request(system, messages, tools_tokens);
     if total <= limit {
         return trims;
     }

@@ -31,7 +31,7 @@ fn history() -> Vec<Message> {
 #[test]
 fn under_the_limit_nothing_changes() {
     let (mut system, mut messages) = (prompt(), history());
-    assert!(fit(&mut system, &mut messages, 4, &[], 1_000_000).is_empty());
+    assert!(fit(&mut system, &mut messages, 4, 0, 1_000_000).is_empty());
     assert_eq!(messages, history());
 }
 
@@ -39,22 +39,22 @@ fn under_the_limit_nothing_changes() {
 fn trims_in_order_and_keeps_skill_and_request() {
     let (mut system, mut messages) = (prompt(), history());
     let limit = 1200;
-    let trims = fit(&mut system, &mut messages, 4, &[], limit);
+    let trims = fit(&mut system, &mut messages, 4, 0, limit);
     assert!(matches!(trims[0], Trim::DroppedMessages { count: 4, .. }), "{trims:?}");
     assert!(matches!(trims[1], Trim::DroppedSection { .. }), "{trims:?}");
     assert!(matches!(trims[2], Trim::TruncatedMessage { index: 1, .. }), "{trims:?}");
     assert_eq!(messages[0], Message::user("current request"));
     assert!(system.render().contains("<mandatory-skill>rules</mandatory-skill>"));
     assert!(system.render().ends_with("<skill-reminder/>"));
-    assert!(estimate_request(&system, &messages, &[]) <= limit);
+    assert!(estimate_request(&system, &messages, 0) <= limit);
 }
 
 #[test]
 fn a_tool_call_and_its_result_are_dropped_together() {
     let (mut system, mut messages) = (prompt(), history());
     system.sections.clear();
-    let without_first = estimate_request(&system, &messages[1..], &[]);
-    fit(&mut system, &mut messages, 4, &[], without_first - 1);
+    let without_first = estimate_request(&system, &messages[1..], 0);
+    fit(&mut system, &mut messages, 4, 0, without_first - 1);
     assert!(!matches!(messages[0], Message::Tool { .. }), "never starts with an orphan tool result");
 }
 
@@ -64,10 +64,10 @@ fn the_skill_listing_shrinks_by_tier_and_is_never_dropped() {
     listing.fallbacks = vec!["names only ".repeat(100), "9 skills in 2 categories".to_owned()];
     let mut system = SystemPrompt { sections: vec![Section::new(SectionKind::Base, "base"), listing] };
     let mut messages = vec![Message::user("current request")];
-    let trims = fit(&mut system, &mut messages, 0, &[], 500);
+    let trims = fit(&mut system, &mut messages, 0, 0, 500);
     assert!(matches!(trims[0], Trim::ShrunkListing { .. }), "{trims:?}");
     assert!(system.render().contains("names only"), "{}", system.render());
-    let trims = fit(&mut system, &mut messages, 0, &[], 10);
+    let trims = fit(&mut system, &mut messages, 0, 0, 10);
     assert!(trims.iter().any(|t| matches!(t, Trim::ShrunkListing { .. })), "{trims:?}");
     assert!(system.render().contains("9 skills in 2 categories"), "the smallest tier stays: {}", system.render());
 }
@@ -108,14 +108,14 @@ fn earlier_calls_arguments_go_first_and_the_newest_reply_keeps_its_own() {
         write("c", 3_000),
         written("c"),
     ];
-    let trims = fit(&mut system, &mut messages, 4, &[], 2_000);
+    let trims = fit(&mut system, &mut messages, 4, 0, 2_000);
     assert!(matches!(trims[..], [Trim::CutArguments { calls: 2, .. }]), "{trims:?}");
     assert!(!cuts_the_turn(&trims), "earlier calls' arguments are not the turn's last resort");
     assert_eq!(messages.len(), 9, "no message was dropped");
     assert_eq!(arguments(&messages[1])["content"], "[60000 bytes cut to fit the model's context]");
     assert_eq!(arguments(&messages[5])["file_path"], "/workspace/b.md");
     assert_eq!(arguments(&messages[7])["content"], "w".repeat(3_000), "the newest reply's arguments stay");
-    assert!(estimate_request(&system, &messages, &[]) <= 2_000);
+    assert!(estimate_request(&system, &messages, 0) <= 2_000);
 }
 
 #[test]
@@ -127,21 +127,21 @@ fn the_newest_replys_arguments_are_cut_when_they_are_the_largest_thing_left() {
         write("b", 200_000),
         written("b"),
     ];
-    let trims = fit(&mut system, &mut messages, 0, &[], 1_500);
+    let trims = fit(&mut system, &mut messages, 0, 0, 1_500);
     assert!(matches!(trims[..], [Trim::CutNewestArguments { .. }]), "{trims:?}");
     assert!(cuts_the_turn(&trims), "the current turn was cut");
     assert_eq!(
         messages[1],
         Message::Tool { tool_call_id: "r".into(), name: "read_file".into(), content: "r".repeat(3_000) }
     );
-    assert!(estimate_request(&system, &messages, &[]) <= 1_500);
+    assert!(estimate_request(&system, &messages, 0) <= 1_500);
 }
 
 #[test]
 fn a_request_over_the_limit_on_its_own_is_still_over() {
     let mut system = SystemPrompt { sections: vec![] };
     let mut messages = vec![Message::user("q".repeat(30_000)), write("b", 20_000), written("b")];
-    let trims = fit(&mut system, &mut messages, 0, &[], 1_000);
+    let trims = fit(&mut system, &mut messages, 0, 0, 1_000);
     assert!(matches!(trims.last(), Some(Trim::StillOver { limit: 1_000, .. })), "{trims:?}");
     assert_eq!(messages[0], Message::user("q".repeat(30_000)), "the request is never cut");
     assert!(arguments(&messages[1])["content"].as_str().unwrap().contains("cut"), "the rest was");

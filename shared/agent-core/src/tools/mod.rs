@@ -68,6 +68,10 @@ pub struct SkillsEnv<'a> {
     refused_tool_calls: u32,
     /// Workspace files this agent's calls wrote since the loop last asked.
     written: Vec<(String, u64)>,
+    /// The tools this agent is offered, built on first use: they change only when a skill is
+    /// forced on it ([`SkillsEnv::set_forced`] forgets them), and every model call and tool call
+    /// asks for them.
+    offered: std::sync::OnceLock<Vec<ToolSpec>>,
 }
 
 impl<'a> SkillsEnv<'a> {
@@ -77,7 +81,16 @@ impl<'a> SkillsEnv<'a> {
     }
 
     fn with_role(shared: Arc<TurnShared<'a>>, role: task::Role, todos: Vec<TodoItem>) -> Self {
-        Self { shared, role, current_skill: None, forced: None, todos, refused_tool_calls: 0, written: Vec::new() }
+        Self {
+            shared,
+            role,
+            current_skill: None,
+            forced: None,
+            todos,
+            refused_tool_calls: 0,
+            written: Vec::new(),
+            offered: std::sync::OnceLock::new(),
+        }
     }
 
     /// The sandbox backend's session to keep with the agent session.
@@ -166,7 +179,7 @@ impl<'a> SkillsEnv<'a> {
         }
         self.shared.vfs.lock().await.mount_skill(doc.path.clone());
         self.current_skill = Some(doc.clone());
-        self.forced = Some(Forced { doc, offered, commands });
+        self.set_forced(Some(Forced { doc, offered, commands }));
     }
 
     pub fn current_skill(&self) -> Option<&SkillDoc> {
@@ -209,12 +222,35 @@ impl<'a> SkillsEnv<'a> {
         (shared.vfs.into_inner(), self.todos)
     }
 
+    fn set_forced(&mut self, forced: Option<Forced>) {
+        self.forced = forced;
+        self.offered = std::sync::OnceLock::new();
+    }
+
+    /// The tools this agent is offered: every tool, or a forced skill's; a subagent's type may
+    /// narrow them, and an agent at the deepest level has no `task`.
+    fn offered_tools(&self) -> &[ToolSpec] {
+        self.offered.get_or_init(|| {
+            let mut tools = match &self.forced {
+                Some(forced) => forced.offered.clone(),
+                None => self.all_tools(),
+            };
+            if let Some(allowed) = &self.role.allowed {
+                tools.retain(|tool| allowed.contains(&tool.name));
+            }
+            if !self.can_delegate() {
+                tools.retain(|tool| tool.name != TASK);
+            }
+            tools
+        })
+    }
+
     fn offered_names(&self) -> Vec<String> {
-        self.tools().into_iter().map(|tool| tool.name).collect()
+        self.offered_tools().iter().map(|tool| tool.name.clone()).collect()
     }
 
     fn offers(&self, name: &str) -> bool {
-        self.tools().iter().any(|tool| tool.name == name)
+        self.offered_tools().iter().any(|tool| tool.name == name)
     }
 
     /// Enforced at execution: whatever the model was offered is all it may run. The refusal of a
@@ -370,7 +406,7 @@ impl TurnEnv for SkillsEnv<'_> {
             ),
         };
         // State 2 with a sandbox: say where the skill's own scripts are, so its instructions work.
-        let offers_execute = self.tools().iter().any(|tool| tool.name == EXECUTE);
+        let offers_execute = self.offers(EXECUTE);
         if let (Some(access), Some(skill), true) = (&self.shared.sandbox, &self.current_skill, offers_execute) {
             let note = execute::skill_folder_note(&access.sandbox.layout(), skill.path.name());
             let at = match self.forced {
@@ -387,18 +423,7 @@ impl TurnEnv for SkillsEnv<'_> {
     }
 
     fn tools(&self) -> Vec<ToolSpec> {
-        let mut tools = match &self.forced {
-            Some(forced) => forced.offered.clone(),
-            None => self.all_tools(),
-        };
-        // A subagent of a type with its own tool list has those of its parent's tools only.
-        if let Some(allowed) = &self.role.allowed {
-            tools.retain(|tool| allowed.contains(&tool.name));
-        }
-        if !self.can_delegate() {
-            tools.retain(|tool| tool.name != TASK);
-        }
-        tools
+        self.offered_tools().to_vec()
     }
 
     fn reminder(&self, step: u32) -> Option<String> {

@@ -59,7 +59,7 @@ impl Collect {
 /// The request's tokens as `budget::estimate_request` counts them, from what the model received.
 fn estimate(request: &ChatRequest) -> usize {
     let system = prompt::SystemPrompt { sections: vec![Section::new(SectionKind::Base, request.system.clone())] };
-    budget::estimate_request(&system, &request.messages, &request.tools)
+    budget::estimate_request(&system, &request.messages, budget::estimate_tools(&request.tools))
 }
 
 /// Runs one turn of the skills strategy over `store`'s skills: `force` forces that skill first,

@@ -138,7 +138,7 @@ async fn a_long_turn_condenses_its_older_steps_with_the_model_and_keeps_every_st
         let tokens = estimate_request(
             &SystemPrompt { sections: vec![Section::new(SectionKind::Base, request.system.clone())] },
             &request.messages,
-            &request.tools,
+            crate::budget::estimate_tools(&request.tools),
         );
         assert!(tokens <= 6_000, "a request of {tokens} tokens");
     }

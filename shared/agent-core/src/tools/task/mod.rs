@@ -259,7 +259,7 @@ async fn prepare_child<'a>(parent: &SkillsEnv<'a>, call: &ToolCall) -> Result<Ch
     let mut env = SkillsEnv::with_role(parent.shared.clone(), role, Vec::new());
     // A general-purpose subagent of a forced skill works inside that skill, as its parent does.
     if env.role.agent.is_none() {
-        env.forced = parent.forced.clone();
+        env.set_forced(parent.forced.clone());
         env.current_skill = parent.current_skill.clone();
     }
     for skill in resumed.iter().flat_map(|paused| &paused.loaded_skills) {
