@@ -252,6 +252,7 @@ async fn a_tenant_agent_from_agents_runs_with_its_instructions_and_only_its_tool
     let (status, body) = turn(&http, "s4", "Revisa mi borrador.").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["reply"], "Revisado.");
+    assert_eq!(body["refused_tool_calls"], 1, "the subagent's refused write counts in the turn's: {body}");
 
     let requests = stack.model.requests();
     // The parent is told of the tenant's agent beside the built-in type.

@@ -66,6 +66,8 @@ pub struct SkillsEnv<'a> {
     forced: Option<Forced>,
     todos: Vec<TodoItem>,
     refused_tool_calls: u32,
+    /// Calls refused inside the subagents this agent started (and theirs), for the turn's count.
+    refused_by_subagents: u32,
     /// Workspace files this agent's calls wrote since the loop last asked.
     written: Vec<(String, u64)>,
     /// The tools this agent is offered, built on first use: they change only when a skill is
@@ -88,6 +90,7 @@ impl<'a> SkillsEnv<'a> {
             forced: None,
             todos,
             refused_tool_calls: 0,
+            refused_by_subagents: 0,
             written: Vec::new(),
             offered: std::sync::OnceLock::new(),
         }
@@ -207,8 +210,9 @@ impl<'a> SkillsEnv<'a> {
         self.forced.as_ref().map(|forced| forced.doc.as_ref())
     }
 
+    /// Calls refused this turn, by this agent and by the subagents it started.
     pub fn refused_tool_calls(&self) -> u32 {
-        self.refused_tool_calls
+        self.refused_tool_calls + self.refused_by_subagents
     }
 
     pub fn todos(&self) -> &[TodoItem] {

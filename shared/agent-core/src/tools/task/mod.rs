@@ -192,15 +192,17 @@ pub(crate) async fn run_tasks(
             Err(message) => outputs[index] = Some(ToolOutput::from(message)),
         }
     }
-    let Some(delegation) = parent.shared.delegation.as_ref() else {
+    let shared = parent.shared.clone();
+    let Some(delegation) = shared.delegation.as_ref() else {
         return outputs.into_iter().map(Option::unwrap_or_default).collect();
     };
     let runs = children.into_iter().map(|(index, child)| async move {
-        let output = run_child(delegation, child, events).await;
-        (index, output)
+        let ran = run_child(delegation, child, events).await;
+        (index, ran)
     });
-    for (index, output) in futures::future::join_all(runs).await {
+    for (index, (output, refused)) in futures::future::join_all(runs).await {
         outputs[index] = Some(output);
+        parent.refused_by_subagents += refused;
     }
     outputs.into_iter().map(Option::unwrap_or_default).collect()
 }
@@ -311,8 +313,12 @@ async fn tenant_agent(parent: &SkillsEnv<'_>, name: &str) -> Result<Arc<AgentDoc
 }
 
 /// Runs one subagent's loop and makes its result the `task` call's: its final message, or what it
-/// has with a note when it stopped at a bound.
-async fn run_child(delegation: &Delegation<'_>, mut child: Child<'_>, events: &dyn TurnObserver) -> ToolOutput {
+/// has with a note when it stopped at a bound. Also the calls it (and its subagents) refused.
+async fn run_child(
+    delegation: &Delegation<'_>,
+    mut child: Child<'_>,
+    events: &dyn TurnObserver,
+) -> (ToolOutput, u32) {
     events.event(TurnEvent::SubagentStarted {
         subagent: child.id.clone(),
         parent: child.parent.clone(),
@@ -373,7 +379,7 @@ async fn run_child(delegation: &Delegation<'_>, mut child: Child<'_>, events: &d
         ok: !events::is_error_result(&output.content),
         summary,
     });
-    output
+    (output, child.env.refused_tool_calls())
 }
 
 /// What a subagent's `task` call returns: its answer, or, when it stopped at a bound, what it said
