@@ -65,7 +65,7 @@ pub(super) async fn drive(
             break Ending::Deadline;
         }
         let tools = env.tools();
-        let tools_tokens = budget::estimate_tools(&tools);
+        let tools_tokens = env.tools_tokens();
         let (mut system, mut messages, mut trims) =
             prepare(&*env, &conversation, first_new, compacted.as_ref(), steps, tools_tokens, limits.input_tokens);
         // The turn itself would be cut: condense its older steps first, as long as there are some

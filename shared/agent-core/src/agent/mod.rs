@@ -55,6 +55,11 @@ const MAX_TOOL_NAME_BYTES: usize = 128;
 pub trait TurnEnv: Send {
     fn system_prompt(&self) -> SystemPrompt;
     fn tools(&self) -> Vec<ToolSpec>;
+    /// The tokens [`TurnEnv::tools`] add to a request ([`crate::budget::estimate_tools`]); an
+    /// environment whose tools rarely change may count them once.
+    fn tools_tokens(&self) -> usize {
+        crate::budget::estimate_tools(&self.tools())
+    }
     /// A short reminder added after the conversation for the model call numbered `step` (0-based);
     /// it is part of that request only, never of the history.
     fn reminder(&self, _step: u32) -> Option<String> {

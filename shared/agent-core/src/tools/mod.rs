@@ -58,6 +58,12 @@ struct Forced {
     commands: CommandRules,
 }
 
+/// The tools an agent is offered, and the tokens they add to each request.
+struct Offered {
+    tools: Vec<ToolSpec>,
+    tokens: usize,
+}
+
 /// The state one agent of a turn of the skills strategy works on.
 pub struct SkillsEnv<'a> {
     shared: Arc<TurnShared<'a>>,
@@ -73,7 +79,7 @@ pub struct SkillsEnv<'a> {
     /// The tools this agent is offered, built on first use: they change only when a skill is
     /// forced on it ([`SkillsEnv::set_forced`] forgets them), and every model call and tool call
     /// asks for them.
-    offered: std::sync::OnceLock<Vec<ToolSpec>>,
+    offered: std::sync::OnceLock<Offered>,
 }
 
 impl<'a> SkillsEnv<'a> {
@@ -234,6 +240,10 @@ impl<'a> SkillsEnv<'a> {
     /// The tools this agent is offered: every tool, or a forced skill's; a subagent's type may
     /// narrow them, and an agent at the deepest level has no `task`.
     fn offered_tools(&self) -> &[ToolSpec] {
+        &self.offered().tools
+    }
+
+    fn offered(&self) -> &Offered {
         self.offered.get_or_init(|| {
             let mut tools = match &self.forced {
                 Some(forced) => forced.offered.clone(),
@@ -245,7 +255,8 @@ impl<'a> SkillsEnv<'a> {
             if !self.can_delegate() {
                 tools.retain(|tool| tool.name != TASK);
             }
-            tools
+            let tokens = crate::budget::estimate_tools(&tools);
+            Offered { tools, tokens }
         })
     }
 
@@ -428,6 +439,10 @@ impl TurnEnv for SkillsEnv<'_> {
 
     fn tools(&self) -> Vec<ToolSpec> {
         self.offered_tools().to_vec()
+    }
+
+    fn tools_tokens(&self) -> usize {
+        self.offered().tokens
     }
 
     fn reminder(&self, step: u32) -> Option<String> {
