@@ -314,11 +314,7 @@ async fn tenant_agent(parent: &SkillsEnv<'_>, name: &str) -> Result<Arc<AgentDoc
 
 /// Runs one subagent's loop and makes its result the `task` call's: its final message, or what it
 /// has with a note when it stopped at a bound. Also the calls it (and its subagents) refused.
-async fn run_child(
-    delegation: &Delegation<'_>,
-    mut child: Child<'_>,
-    events: &dyn TurnObserver,
-) -> (ToolOutput, u32) {
+async fn run_child(delegation: &Delegation<'_>, mut child: Child<'_>, events: &dyn TurnObserver) -> (ToolOutput, u32) {
     events.event(TurnEvent::SubagentStarted {
         subagent: child.id.clone(),
         parent: child.parent.clone(),
