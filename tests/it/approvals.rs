@@ -178,7 +178,13 @@ fn task(description: &str) -> (String, Value) {
 async fn a_subagents_call_that_needs_approval_pauses_the_turn_and_goes_on_inside_that_subagent() {
     let stack = Stack::new().await;
     let policy = [("APPROVAL_REQUIRED", "write_file")];
-    stack.model.push([Reply::Tools(vec![task("Draft the letter to the client."), task("Find the client's name.")])]);
+    // A call of the reply that runs on its own stands between the two tasks.
+    let list = ("ls".to_owned(), json!({"path": "/workspace"}));
+    stack.model.push([Reply::Tools(vec![
+        task("Draft the letter to the client."),
+        list,
+        task("Find the client's name."),
+    ])]);
     stack.model.push_for(
         "Draft the letter",
         [
@@ -206,6 +212,7 @@ async fn a_subagents_call_that_needs_approval_pauses_the_turn_and_goes_on_inside
     let history = session["history"].as_array().unwrap();
     let last = history.last().unwrap();
     assert_eq!((last["role"].as_str(), last["content"].as_str()), (Some("tool"), Some("The client is Ana.")));
+    assert_eq!(history[history.len() - 2]["role"], "assistant", "the ls after the paused task waits: {session}");
 
     // A cold process takes the decision: the subagent's write runs, the subagent answers, and the
     // turn's own loop goes on with both answers.
@@ -228,9 +235,11 @@ async fn a_subagents_call_that_needs_approval_pauses_the_turn_and_goes_on_inside
     let results = tool_results(resumed);
     assert_eq!(results.len(), 1, "{results:?}");
     assert!(results[0].starts_with("Updated file /workspace/carta.md"), "{results:?}");
-    let mut answers = tool_results(&requests[4]);
-    answers.sort();
-    assert_eq!(answers, ["Draft written to /workspace/carta.md.", "The client is Ana."]);
+    // The other subagent ran once, before the pause; the ls ran after the resumed one answered.
+    let answers = tool_results(&requests[4]);
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    assert_eq!(&answers[..2], ["The client is Ana.", "Draft written to /workspace/carta.md."]);
+    assert!(answers[2].contains("carta.md"), "the ls sees the file the resumed subagent wrote: {answers:?}");
 
     // The same decision again replays; nothing runs twice.
     let (status, replayed, headers) = post(&http, "s4", approve, Some("approve-sub")).await;

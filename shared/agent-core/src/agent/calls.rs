@@ -130,10 +130,11 @@ pub(super) async fn run_reply(
     let mut pause = Pause::default();
 
     for (index, call) in calls[..end].iter().enumerate() {
-        // Once a subagent has paused, a call after it that runs on its own waits with it: the
-        // model asked for it after the task's answer.
+        // Once a subagent has paused, a call after it that runs on its own waits with it (the
+        // model asked for it after the task's answer); the batch's later calls have run, and
+        // keep their results.
         if !pause.waiting.is_empty() && !concurrent[index] {
-            break;
+            continue;
         }
         // Each call is measured in an `execute_tool` span, refused or run.
         let span = telemetry::tool_span(&call.name, &call.id);
