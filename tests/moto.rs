@@ -1,4 +1,5 @@
-//! moto_server on loopback: one per test process, shared by every test, killed with the process.
+//! moto on loopback (moto_server's application, with DynamoDB requests applied one at a time):
+//! one per test process, shared by every test, killed with the process.
 
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
@@ -67,8 +68,16 @@ fn start() -> Moto {
         .name("moto_server".into())
         .spawn(move || {
             let parent = std::process::id() as libc::pid_t;
-            let mut command = Command::new("moto_server");
+            let python = match moto_python() {
+                Ok(python) => python,
+                Err(message) => {
+                    let _ = started_tx.send(Err(message));
+                    return;
+                }
+            };
+            let mut command = Command::new(python);
             command
+                .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/moto_serial.py"))
                 .args(["-H", "127.0.0.1", "-p", &port.to_string()])
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
@@ -88,15 +97,8 @@ fn start() -> Moto {
             }
             let mut child = match command.spawn() {
                 Ok(child) => child,
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
-                    let _ =
-                        started_tx
-                            .send(Err("moto_server is not on PATH; install it with `pip install \"moto[server]\"`"
-                                .to_string()));
-                    return;
-                }
                 Err(err) => {
-                    let _ = started_tx.send(Err(format!("could not start moto_server: {err}")));
+                    let _ = started_tx.send(Err(format!("could not start moto_serial.py: {err}")));
                     return;
                 }
             };
@@ -147,6 +149,26 @@ fn start() -> Moto {
     Moto { endpoint: format!("http://{address}") }
 }
 
+/// The Python that `moto_server` on `PATH` runs in (its script's `#!` line), so the launcher
+/// imports the same moto; `moto_serial.py` says why moto is not started as `moto_server` itself.
+fn moto_python() -> Result<std::path::PathBuf, String> {
+    const INSTALL: &str = "install it with `pip install \"moto[server]\"`";
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let script = std::env::split_paths(&path)
+        .map(|dir| dir.join("moto_server"))
+        .find(|candidate| candidate.is_file())
+        .ok_or_else(|| format!("moto_server is not on PATH; {INSTALL}"))?;
+    let text = std::fs::read(&script).map_err(|err| format!("read {}: {err}", script.display()))?;
+    let first_line = text.split(|byte| *byte == b'\n').next().unwrap_or_default();
+    let interpreter = std::str::from_utf8(first_line)
+        .ok()
+        .and_then(|line| line.strip_prefix("#!"))
+        .and_then(|line| line.split_whitespace().next())
+        .filter(|interpreter| Path::new(interpreter).is_absolute())
+        .ok_or_else(|| format!("{} has no `#!` line naming its Python; {INSTALL}", script.display()))?;
+    Ok(interpreter.into())
+}
+
 /// An SDK configuration for moto: static test credentials, us-east-1, the given endpoint.
 pub async fn sdk_config(endpoint: &str) -> SdkConfig {
     aws_config::defaults(BehaviorVersion::latest())
@@ -155,63 +177,6 @@ pub async fn sdk_config(endpoint: &str) -> SdkConfig {
         .endpoint_url(endpoint)
         .load()
         .await
-}
-
-/// An endpoint in front of moto that forwards one request at a time.
-///
-/// moto_server is threaded but its DynamoDB transactions take no lock, so two truly concurrent
-/// conditional transactions can both pass their conditions. DynamoDB serialises transactions on
-/// the same items; this proxy restores that, so a race test checks the store's conditions
-/// rather than moto's thread safety. The proxy lives on the calling test's runtime.
-pub async fn serialized_endpoint(upstream: &str) -> String {
-    #[derive(Clone)]
-    struct Proxy {
-        upstream: String,
-        client: reqwest::Client,
-        turn: Arc<tokio::sync::Mutex<()>>,
-    }
-
-    async fn forward(
-        axum::extract::State(proxy): axum::extract::State<Proxy>,
-        request: axum::extract::Request,
-    ) -> axum::response::Response {
-        use axum::response::IntoResponse;
-        let (parts, body) = request.into_parts();
-        let body = axum::body::to_bytes(body, usize::MAX).await.expect("read the request body");
-        let path = parts.uri.path_and_query().map(|pq| pq.as_str()).unwrap_or("/");
-        let mut headers = parts.headers;
-        headers.remove(axum::http::header::HOST);
-        headers.remove(axum::http::header::CONTENT_LENGTH);
-        let _turn = proxy.turn.lock().await;
-        let response = proxy
-            .client
-            .request(parts.method, format!("{}{path}", proxy.upstream))
-            .headers(headers)
-            .body(body)
-            .send()
-            .await
-            .expect("forward to moto_server");
-        let status = response.status();
-        let mut headers = response.headers().clone();
-        for hop in
-            [axum::http::header::CONNECTION, axum::http::header::TRANSFER_ENCODING, axum::http::header::CONTENT_LENGTH]
-        {
-            headers.remove(hop);
-        }
-        let bytes = response.bytes().await.expect("read moto_server's response");
-        (status, headers, bytes).into_response()
-    }
-
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
-    let address = listener.local_addr().expect("proxy address");
-    let proxy = Proxy {
-        upstream: upstream.trim_end_matches('/').to_string(),
-        client: reqwest::Client::builder().no_proxy().build().expect("proxy client"),
-        turn: Arc::new(tokio::sync::Mutex::new(())),
-    };
-    let app = axum::Router::new().fallback(forward).with_state(proxy);
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    format!("http://{address}")
 }
 
 /// A name no other test (or test process) uses, for buckets and tables in the shared moto.

@@ -1,4 +1,4 @@
-//! The S3 and DynamoDB adapters against moto_server: pagination, conditional commits,
+//! The S3 and DynamoDB adapters against moto: pagination, conditional commits,
 //! spilling, expiry and tenant isolation, checked through the traits and the raw items.
 
 use std::collections::{BTreeMap, HashMap};
@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use agent_core::keys;
 use agent_core::store::{
-    HistorySummary, ObjectStore, PausedSubagent, PendingApproval, PendingCall, SessionState, SessionStore, StoreError,
-    TodoItem, TodoStatus, TurnCommit, WorkspaceFile,
+    HistorySummary, ModelUsage, ObjectStore, PausedSubagent, PendingApproval, PendingCall, Reservation, SessionState,
+    SessionStore, StoreError, TodoItem, TodoStatus, TurnCommit, TurnUsage, WorkspaceFile,
 };
 use agent_core::{Message, SessionId, SkillPath, ToolCall, UserId};
 use aws_sdk_dynamodb::types::AttributeValue;
@@ -359,8 +359,7 @@ async fn a_stale_commit_conflicts_and_changes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_commits_from_one_version_have_exactly_one_winner() {
-    // Through a proxy that gives moto DynamoDB's serialisation of transactions (see its docs).
-    let world = world_at(&moto::serialized_endpoint(&moto::moto().endpoint).await).await;
+    let world = world().await;
     let (user, session) = ids("alice", "race");
     let sessions = world.stores.sessions.clone();
     let mut expected_history = Vec::new();
@@ -394,6 +393,67 @@ async fn concurrent_commits_from_one_version_have_exactly_one_winner() {
         assert_eq!(loaded.version, version + 1);
         assert_eq!(loaded.history, expected_history);
     }
+}
+
+/// Reservations are `ADD`s under a condition on the day's `claimed`, spends are transactions of
+/// `ADD`s on the same item. Made 16 at a time, 400 reservations against a budget of 300 grant
+/// exactly 300, none past the budget, and the day's item counts each grant and each spend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn concurrent_reservations_grant_exactly_the_budget_and_each_is_counted() {
+    const BUDGET: u64 = 300;
+    let world = world().await;
+    let (user, _) = ids("alice", "s1");
+    let day = "2026-11-28";
+    let tasks = (0..16).map(|_| {
+        let (sessions, user) = (world.stores.sessions.clone(), user.clone());
+        tokio::spawn(async move {
+            let mut granted = 0;
+            for _ in 0..25 {
+                // A stale `seen` of 0 makes every call try the write, as concurrent turns do.
+                match sessions.reserve_tokens(&user, day, 1, BUDGET, 0).await.expect("reserve") {
+                    Reservation::Granted { tokens, claimed } => {
+                        assert!(claimed <= BUDGET, "granted past the budget: {claimed}");
+                        granted += tokens;
+                    }
+                    Reservation::Refused { claimed } => assert_eq!(claimed, BUDGET),
+                }
+            }
+            granted
+        })
+    });
+    let mut granted = 0;
+    for task in tasks {
+        granted += task.await.unwrap();
+    }
+    assert_eq!(granted, BUDGET);
+    let counts =
+        |item: &Item| ["tokens", "claimed", "reserved"].map(|name| item.get(name).map(|n| n.as_n().unwrap().clone()));
+    let item = world.raw_item("alice", "@usage", &format!("DAY#{day}")).await.expect("the day item");
+    assert_eq!(counts(&item), [None, Some("300".to_owned()), Some("300".to_owned())], "{item:?}");
+
+    // 160 failed turns that each spent the one token they reserved, written at once.
+    let tasks = (0..16).map(|task| {
+        let (sessions, user) = (world.stores.sessions.clone(), user.clone());
+        tokio::spawn(async move {
+            for spend in 0..10 {
+                let usage = TurnUsage {
+                    day: day.to_owned(),
+                    models: BTreeMap::from([(
+                        "m".to_owned(),
+                        ModelUsage { input_tokens: 1, output_tokens: 0, model_calls: 1 },
+                    )]),
+                    reserved: 1,
+                    ..TurnUsage::default()
+                };
+                sessions.record_usage(&user, &usage, &format!("spend-{task}-{spend}")).await.expect("record the spend");
+            }
+        })
+    });
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let item = world.raw_item("alice", "@usage", &format!("DAY#{day}")).await.expect("the day item");
+    assert_eq!(counts(&item), ["160", "300", "140"].map(|n| Some(n.to_owned())), "{item:?}");
 }
 
 #[tokio::test]

@@ -161,7 +161,7 @@ async fn parallel_streamed_and_background_turns_reserve_the_same_way() {
         let stored = stack.session_item(user, &format!("s{index}")).await.is_some();
         assert_eq!(stored, outcomes[index].1 == "completed", "s{index}: {outcomes:?}");
     }
-    assert_eq!(day_tokens(&stack, user).await, (2 * TURN_TOKENS, 0));
+    assert_eq!(day_tokens(&stack, user).await, (2 * TURN_TOKENS, 0), "{outcomes:?}");
 
     // Ten background turns (`Prefer: respond-async`) of another tenant with 1 token left, run by
     // ten queue workers at once: one completes, nine fail for good with quota_exceeded (not
@@ -226,7 +226,7 @@ async fn parallel_streamed_and_background_turns_reserve_the_same_way() {
     }
     assert_eq!(outcomes.iter().filter(|outcome| *outcome == "completed").count(), 1, "{outcomes:?}");
     assert!(outcomes.iter().all(|outcome| outcome == "completed" || outcome == "quota_exceeded"), "{outcomes:?}");
-    assert_eq!(day_tokens(&stack, other).await, (2 * TURN_TOKENS, 0));
+    assert_eq!(day_tokens(&stack, other).await, (2 * TURN_TOKENS, 0), "{outcomes:?} {answers:?}");
 }
 
 /// Writes `user`'s budget item with exactly `attributes`, as an operator's mistaken put-item would.
