@@ -2,7 +2,8 @@
 //! deployment's policy names pauses the turn (nothing of it runs); the next request's decisions,
 //! taken by a new process, run it once, edited or not, or tell the model it was rejected; a
 //! redelivered decision replays; a forced skill's command rules still hold for edited arguments; and
-//! a subagent's call that needs approval pauses the whole turn, which goes on inside the subagent.
+//! a subagent's call that needs approval pauses the whole turn, which goes on inside the subagent;
+//! a tenant's `settings.json` adds approvals it alone can waive, and `skills-index` applies a change.
 
 use serde_json::{json, Value};
 use tests::lambda::Function;
@@ -318,4 +319,59 @@ async fn a_subagent_too_large_to_keep_while_it_waits_ends_its_task_with_an_error
     let files: Vec<&str> =
         done["files"].as_array().unwrap().iter().map(|file| file["path"].as_str().unwrap()).collect();
     assert_eq!(files, ["/workspace/dos.md", "/workspace/uno.md"]);
+}
+
+/// `GET /skills` of `user`.
+fn skills_event(user: &str) -> Value {
+    let mut event = get_event(Some(user), "unused");
+    event["rawPath"] = json!("/skills");
+    event["requestContext"]["http"]["path"] = json!("/skills");
+    event["pathParameters"] = json!({});
+    event
+}
+
+#[tokio::test]
+async fn a_tenants_settings_add_approvals_that_only_it_can_waive_and_skills_index_applies_a_change() {
+    const TENANT: &str = "user-approvals-settings";
+    const OTHER: &str = "user-approvals-none";
+    let stack = Stack::new().await;
+    // Claude Code's settings format; the deployment asks about writes, the tenant about edits.
+    let settings = json!({"permissions": {"ask": ["Edit", "Bash(git push:*)"], "allow": ["Write"], "deny": ["Read"]}});
+    let key = format!("{TENANT}/skills/settings.json");
+    stack.put(&key, settings.to_string()).await;
+    let http = stack.http(&[("APPROVAL_REQUIRED", "Write")]).await;
+    let turn = |user: &str, session: &str| turn_event(Some(user), session, json!({"message": "Cambia la nota"}));
+    let edit = ("edit_file", json!({"file_path": "/workspace/n.md", "old_string": "a", "new_string": "b"}));
+    let write = ("write_file", json!({"file_path": "/workspace/n.md", "content": "a"}));
+
+    // The tenant's `ask` pauses its edit; another tenant's edit runs.
+    stack.model.push([Reply::tool(edit.0, edit.1.clone()), Reply::tool(edit.0, edit.1.clone()), Reply::text("Hecho.")]);
+    let (status, paused) = status_and_body(&http.call(turn(TENANT, "t1")).await);
+    assert_eq!((status, paused["ending"].as_str()), (200, Some("awaiting_approval")), "{paused}");
+    assert_eq!(paused["pending_approval"][0]["name"], "edit_file", "{paused}");
+    let (status, done) = status_and_body(&http.call(turn(OTHER, "o1")).await);
+    assert_eq!((status, done["ending"].as_str()), (200, Some("answered")), "{done}");
+
+    // The tenant's `allow` does not lift the deployment's `Write`.
+    stack.model.push([Reply::tool(write.0, write.1.clone())]);
+    let (_, paused) = status_and_body(&http.call(turn(TENANT, "t2")).await);
+    assert_eq!(paused["pending_approval"][0]["name"], "write_file", "{paused}");
+
+    // The owner sees the rules it added and what was left out.
+    let (status, skills) = status_and_body(&http.call(skills_event(TENANT)).await);
+    assert_eq!(status, 200, "{skills}");
+    assert_eq!(skills["settings"]["ask"], json!(["Edit", "Bash(git push:*)"]), "{skills}");
+    assert_eq!(skills["settings"]["allow"], json!(["Write"]), "{skills}");
+    assert!(skills["settings"]["problems"][0].as_str().unwrap().contains("deny"), "{skills}");
+    let (_, other_skills) = status_and_body(&http.call(skills_event(OTHER)).await);
+    assert!(other_skills["settings"].is_null(), "{other_skills}");
+
+    // The tenant drops its `ask`; skills-index applies the change and the next edit runs.
+    stack.put(&key, json!({"permissions": {"ask": []}}).to_string()).await;
+    let indexer = stack.skills_index(&[]).await;
+    let summary = indexer.call(stack.s3_event(&[&key], true)).await;
+    assert_eq!(summary["updated"], 1, "{summary}");
+    stack.model.push([Reply::tool(edit.0, edit.1.clone()), Reply::text("Hecho.")]);
+    let (_, done) = status_and_body(&http.call(turn(TENANT, "t3")).await);
+    assert_eq!(done["ending"], "answered", "{done}");
 }

@@ -107,6 +107,30 @@ fn a_skill_md_deep_inside_a_skill_is_one_of_its_files() {
     let (output, report) = validate_json(&scratch.0);
     assert!(output.status.success(), "skills inside skills are not skips: {}", stderr(&output));
     assert_eq!(report["base_prompt"]["status"], "absent");
+    assert_eq!(report["settings"]["status"], "absent");
+}
+
+#[test]
+fn validate_reports_the_approval_rules_of_settings_json_and_fails_on_one_left_out() {
+    let scratch = Scratch::new();
+    scratch.write("pdf/SKILL.md", skill_md("Fills PDF forms.", ""));
+    scratch.write("settings.json", r#"{"permissions": {"ask": ["Bash(git push:*)", "Write"], "allow": ["Write"]}}"#);
+    let output = xtask(&["skills", "validate", scratch.0.to_str().unwrap()], &[]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}\n{}", stderr(&output));
+    assert!(
+        text.contains(
+            "settings: settings.json (75 bytes)\n  asks approval for: Bash(git push:*), Write\n  except: Write\n"
+        ),
+        "{text}"
+    );
+
+    scratch.write("settings.json", r#"{"permissions": {"ask": ["Edit(/workspace/**)", "Bash(rm:*)"]}}"#);
+    let (output, report) = validate_json(&scratch.0);
+    assert_eq!(output.status.code(), Some(1), "{report:#}");
+    assert!(stderr(&output).contains("settings.json has 1 problem"), "{}", stderr(&output));
+    assert_eq!(report["settings"]["ask"], serde_json::json!(["Bash(rm:*)"]));
+    assert!(report["settings"]["problems"][0].as_str().unwrap().contains("only `Bash(...)`"), "{report:#}");
 }
 
 #[test]

@@ -98,7 +98,7 @@ pub(crate) fn skills_search_view(
 }
 
 /// The fields every `GET /skills` answer has around its `skills`: the catalog's count, its skipped
-/// files and its base prompt.
+/// files, its base prompt and its settings.
 fn catalog_answer(catalog: &Catalog, view: &CatalogView, skills: Vec<Value>, next_cursor: Option<String>) -> Value {
     // Skipped files are few in practice; a page of them keeps the answer bounded all the same.
     let skipped: Vec<Value> = view
@@ -110,6 +110,16 @@ fn catalog_answer(catalog: &Catalog, view: &CatalogView, skills: Vec<Value>, nex
     let base_prompt = catalog.base_prompt_entry().map(|base| {
         json!({"file": "BASE_PROMPT.md", "size": base.size, "usable": base.text.is_some(), "problem": base.problem})
     });
+    // The approval rules the tenant added, and what of its settings.json is left out and why.
+    let settings = catalog.settings_entry().map(|settings| {
+        json!({
+            "file": agent_core::skills::settings::SETTINGS_FILE,
+            "size": settings.size,
+            "ask": settings.ask,
+            "allow": settings.allow,
+            "problems": settings.problems,
+        })
+    });
     json!({
         "count": view.entries.len(),
         "skills": skills,
@@ -117,6 +127,7 @@ fn catalog_answer(catalog: &Catalog, view: &CatalogView, skills: Vec<Value>, nex
         "skipped": skipped,
         "skipped_count": view.skipped.len(),
         "base_prompt": base_prompt,
+        "settings": settings,
     })
 }
 

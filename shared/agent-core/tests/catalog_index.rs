@@ -1,7 +1,7 @@
 //! The catalog index over the embedded store: built once and revalidated, rebuilt when its format is
 //! older, left alone when it is newer, and updated entry by entry without losing concurrent updates.
 //! A large catalog is read in parts: a cold process reads the head, and a part only for a skill it
-//! looks up.
+//! looks up. The tenant's settings travel in the head.
 
 use std::sync::atomic::Ordering;
 
@@ -208,4 +208,40 @@ async fn a_listing_budget_the_head_lacks_is_rendered_once_and_kept_in_the_head()
 
 fn store_exists(store: &MemoryObjectStore, key: &str) -> bool {
     futures::executor::block_on(agent_core::ObjectStore::get(store, key)).unwrap().is_some()
+}
+
+#[tokio::test]
+async fn the_tenants_settings_ride_in_the_head_and_follow_each_change() {
+    let store = MemoryObjectStore::new();
+    let user = large_tenant(&store, "settled", 600);
+    let settings = TenantFile::Skill("settings.json".to_owned());
+    let call = |name: &str, command: &str| agent_core::ToolCall {
+        id: "c".into(),
+        name: name.into(),
+        arguments: serde_json::json!({ "command": command, "file_path": "/workspace/a" }),
+    };
+    store.insert(
+        "settled/skills/settings.json",
+        br#"{"permissions": {"ask": ["Bash(git push:*)", "Edit(x)"]}}"#.to_vec(),
+    );
+    update_index(&store, &user, &[], true, None).await.unwrap();
+    let stored = head(&store, &user);
+    assert!(!stored.parts.is_empty(), "a catalog in parts");
+    let entry = stored.settings.expect("the settings in the head");
+    assert_eq!((entry.ask.as_slice(), entry.problems.len()), (["Bash(git push:*)".to_owned()].as_slice(), 1));
+    // A cold process gets the rules from the head alone.
+    let catalog = SkillLibrary::new().catalog(&store, &user).await.unwrap();
+    assert!(catalog.approvals().requires(&call("execute", "git push origin")));
+    assert!(!catalog.approvals().requires(&call("write_file", "")));
+
+    store.insert("settled/skills/settings.json", br#"{"permissions": {"ask": ["Write"]}}"#.to_vec());
+    update_index(&store, &user, std::slice::from_ref(&settings), false, None).await.unwrap();
+    let catalog = SkillLibrary::new().catalog(&store, &user).await.unwrap();
+    assert!(catalog.approvals().requires(&call("write_file", "")));
+    assert!(!catalog.approvals().requires(&call("execute", "git push origin")));
+
+    agent_core::ObjectStore::delete(&store, "settled/skills/settings.json").await.unwrap();
+    update_index(&store, &user, &[settings], false, None).await.unwrap();
+    assert_eq!(head(&store, &user).settings, None);
+    assert!(SkillLibrary::new().catalog(&store, &user).await.unwrap().approvals().is_empty());
 }

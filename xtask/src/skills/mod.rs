@@ -19,6 +19,7 @@ use agent_core::skills::index::{
     agent_file, build_index, classify, decode_index, update_index, BasePromptEntry, CatalogIndex, IndexRead, SkillFile,
     SkippedEntry, BASE_PROMPT_FILE, MAX_BASE_PROMPT_BYTES,
 };
+use agent_core::skills::settings::{SettingsEntry, MAX_SETTINGS_BYTES, SETTINGS_FILE};
 use agent_core::store::{ObjectMeta, ObjectStore};
 use agent_core::UserId;
 use aws_store::S3ObjectStore;

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The index the catalog builds from `folder`: the folder's keys in an in-memory store under
-/// [`VALIDATE_USER`]'s prefix, then [`build_index`]. Only SKILL.md and BASE_PROMPT.md files are
+/// [`VALIDATE_USER`]'s prefix, then [`build_index`]. Only SKILL.md, BASE_PROMPT.md and settings.json are
 /// read (the catalog reads nothing else), within the index's size limits; any other file is an
 /// empty object, since only its key counts. A file over its limit is skipped by size, before it
 /// is read, as the catalog does from a listing. The agents' Markdown files go under the user's
@@ -32,6 +32,7 @@ async fn index_folder(folder: &Folder, agents: Option<&Folder>) -> Result<Catalo
         let limit = match classify(&file.rel) {
             SkillFile::Skill(_) => MAX_SKILL_MD_BYTES,
             SkillFile::BasePrompt => MAX_BASE_PROMPT_BYTES,
+            SkillFile::Settings => MAX_SETTINGS_BYTES,
             SkillFile::Unusable(_) | SkillFile::Other => {
                 store.insert(&key, Vec::new());
                 continue;
@@ -50,6 +51,9 @@ async fn index_folder(folder: &Folder, agents: Option<&Folder>) -> Result<Catalo
         if file.rel == BASE_PROMPT_FILE {
             let problem = Some(format!("it is larger than {limit} bytes"));
             index.base_prompt = Some(BasePromptEntry { etag: String::new(), size, text: None, problem });
+        } else if file.rel == SETTINGS_FILE {
+            let problems = vec![format!("it is larger than {limit} bytes")];
+            index.settings = Some(SettingsEntry { size, problems, ..SettingsEntry::default() });
         } else {
             let reason = SkipReason::TooLarge(size).to_string();
             index.skipped.insert(file.rel.clone(), SkippedEntry { file: file.rel.clone(), reason });
@@ -81,6 +85,31 @@ fn agents_report(dir: &Path, index: &CatalogIndex) -> Value {
     let skipped: Vec<Value> =
         index.skipped_agents.values().map(|entry| json!({ "file": entry.file, "reason": entry.reason })).collect();
     json!({ "dir": dir.display().to_string(), "loaded": loaded, "skipped": skipped })
+}
+
+/// The settings part of the text report: the approval rules the tenant adds, and what is left out.
+fn render_settings(settings: &Value) -> String {
+    let rules = |list: &Value| {
+        let rules: Vec<&str> = list.as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+        if rules.is_empty() {
+            "none".to_owned()
+        } else {
+            rules.join(", ")
+        }
+    };
+    if settings["status"] == "absent" {
+        return format!("\nsettings: no {SETTINGS_FILE}, the deployment's approval rules alone apply\n");
+    }
+    let mut out = format!(
+        "\nsettings: {SETTINGS_FILE} ({} bytes)\n  asks approval for: {}\n  except: {}\n",
+        settings["size"],
+        rules(&settings["ask"]),
+        rules(&settings["allow"])
+    );
+    for problem in settings["problems"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        out += &format!("  left out: {problem}\n");
+    }
+    out
 }
 
 /// The agents part of the text report.
@@ -159,6 +188,17 @@ fn report(dir: &Path, folder: &Folder, agents: Option<&Path>, index: &CatalogInd
         },
         Some(BasePromptEntry { problem, size, .. }) => json!({ "status": "ignored", "size": size, "problem": problem }),
     };
+    // The approval rules the tenant's settings.json adds to the deployment's, and what is left out.
+    let settings = match &index.settings {
+        None => json!({ "status": "absent" }),
+        Some(settings) => json!({
+            "status": if settings.ask.is_empty() { "no approval rules" } else { "used" },
+            "size": settings.size,
+            "ask": settings.ask,
+            "allow": settings.allow,
+            "problems": settings.problems,
+        }),
+    };
     let warned =
         |list: &[Value]| list.iter().filter(|e| e["warnings"].as_array().is_some_and(|w| !w.is_empty())).count();
     let with_warnings = warned(&loaded);
@@ -171,6 +211,7 @@ fn report(dir: &Path, folder: &Folder, agents: Option<&Path>, index: &CatalogInd
         "inside_a_skill": inside,
         "skipped": skipped,
         "base_prompt": base_prompt,
+        "settings": settings,
         "agents": agents,
         "ignored": folder.ignored.iter().map(|(path, reason)| json!({ "path": path, "reason": reason })).collect::<Vec<_>>(),
         "totals": {
@@ -245,6 +286,7 @@ fn render(report: &Value) -> String {
         }
         _ => format!("\nbase prompt: no {BASE_PROMPT_FILE}, the built-in prompt is used\n"),
     };
+    out += &render_settings(&report["settings"]);
     if !report["agents"].is_null() {
         out += &render_agents(&report["agents"]);
     }
@@ -297,8 +339,8 @@ fn add_needs(report: &mut Value, workspace: &Path, folder: &Folder, resolve: boo
     report["totals"]["needs"] = needs.totals_json();
 }
 
-/// `validate`: prints the report; fails when a SKILL.md would be skipped or the base prompt would
-/// fail every turn, so a skill repository's CI can run it. What a skill needs that the image lacks
+/// `validate`: prints the report; fails when a SKILL.md would be skipped, the base prompt would
+/// fail every turn, or a part of settings.json is left out, so a skill repository's CI can run it. What a skill needs that the image lacks
 /// is a warning: the skill still loads.
 pub(super) async fn validate(
     workspace: &Path,
@@ -332,6 +374,11 @@ pub(super) async fn validate(
     }
     if invalid_prompt {
         problems.push(format!("{BASE_PROMPT_FILE} is not a usable template"));
+    }
+    // A rule left out is an approval the tenant meant to have and would not get.
+    let left_out = report["settings"]["problems"].as_array().map_or(0, Vec::len);
+    if left_out > 0 {
+        problems.push(format!("{SETTINGS_FILE} has {}", crate::counted(left_out as u64, "problem", "problems")));
     }
     match problems.is_empty() {
         true => Ok(()),

@@ -13,6 +13,7 @@
 //! - [`listing`]: the state-1 listing under its token budget, in tiers.
 //! - [`search`]: BM25 over names, categories and descriptions.
 //! - [`found`]: the text of a `find_skills` result, and how the context budget shrinks it.
+//! - [`settings`]: the tenant's `settings.json`, whose `permissions` add approval rules.
 
 pub mod agents;
 pub use agent_ports::bundle;
@@ -22,6 +23,7 @@ pub mod frontmatter;
 pub mod index;
 pub mod listing;
 pub mod search;
+pub mod settings;
 
 use std::sync::Arc;
 

@@ -1,7 +1,7 @@
 //! Which tool calls need a person's approval before they run: a policy of `ask` rules and `allow`
 //! exceptions written in Claude Code's permission syntax (`execute`, `Write`, `Bash(git push:*)`,
-//! an expert's tool by name). A deployment sets one; it can only add approvals, never waive a
-//! refusal (a call the turn would refuse is refused, not asked about).
+//! an expert's tool by name). The deployment sets one and each tenant may add its own; approvals
+//! never waive a refusal (a call the turn would refuse is refused, not asked about).
 
 use serde_json::Value;
 
@@ -72,12 +72,26 @@ impl ApprovalRule {
     }
 }
 
-/// The deployment's approval policy: a call needs approval when an `ask` rule matches it and no
-/// `allow` rule does.
+/// One party's rules: the calls it asks about, and its exceptions to them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ApprovalPolicy {
+struct RuleSet {
     ask: Vec<ApprovalRule>,
     allow: Vec<ApprovalRule>,
+}
+
+impl RuleSet {
+    fn requires(&self, call: &ToolCall) -> bool {
+        self.ask.iter().any(|rule| rule.asks(call)) && !self.allow.iter().any(|rule| rule.waives(call))
+    }
+}
+
+/// A turn's approval policy: the deployment's rules and the tenant's (its `settings.json`). A call
+/// needs approval when one party's `ask` rule matches it and none of that party's `allow` rules
+/// does: an `allow` waives only its own party's `ask`, so a tenant can add approvals but never
+/// lift the deployment's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ApprovalPolicy {
+    parties: Vec<RuleSet>,
 }
 
 impl ApprovalPolicy {
@@ -90,16 +104,27 @@ impl ApprovalPolicy {
             }
             Ok(rules)
         };
-        Ok(Self { ask: rules(ask)?, allow: rules(allow)? })
+        Ok(Self::from_rules(rules(ask)?, rules(allow)?))
+    }
+
+    /// One party's policy from its parsed rules.
+    pub fn from_rules(ask: Vec<ApprovalRule>, allow: Vec<ApprovalRule>) -> Self {
+        let parties = if ask.is_empty() { Vec::new() } else { vec![RuleSet { ask, allow }] };
+        Self { parties }
+    }
+
+    /// This policy with `other`'s parties beside its own, each keeping its exceptions to itself.
+    pub fn and(&self, other: &ApprovalPolicy) -> ApprovalPolicy {
+        Self { parties: self.parties.iter().chain(&other.parties).cloned().collect() }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.ask.is_empty()
+        self.parties.is_empty()
     }
 
     /// Whether `call` needs a person's approval.
     pub fn requires(&self, call: &ToolCall) -> bool {
-        self.ask.iter().any(|rule| rule.asks(call)) && !self.allow.iter().any(|rule| rule.waives(call))
+        self.parties.iter().any(|party| party.requires(call))
     }
 }
 
@@ -156,6 +181,22 @@ mod tests {
         assert!(ApprovalPolicy::parse(&many, "").is_err());
         let policy = ApprovalPolicy::parse("Bash(git commit -m a,b:*)", "").unwrap();
         assert!(policy.requires(&call("execute", json!({"command": "git commit -m a,b now"}))));
+    }
+
+    #[test]
+    fn a_tenant_adds_approvals_and_its_exceptions_never_lift_the_deployments() {
+        let deployment = ApprovalPolicy::parse("execute", "Bash(ls)").unwrap();
+        let tenant = ApprovalPolicy::parse("Bash(ls), Write", "Bash(python3:*), Write").unwrap();
+        let both = deployment.and(&tenant);
+        // The tenant asks about `ls`, which the deployment lets through.
+        assert!(both.requires(&call("execute", json!({"command": "ls"}))));
+        // The tenant's exception does not lift the deployment's `execute`.
+        assert!(both.requires(&call("execute", json!({"command": "python3 a.py"}))));
+        // An `allow` of the same party waives its `ask`.
+        assert!(!both.requires(&call("write_file", json!({"file_path": "/workspace/a"}))));
+        assert!(!both.requires(&call("read_file", json!({"file_path": "/workspace/a"}))));
+        assert!(deployment.and(&ApprovalPolicy::default()) == deployment);
+        assert!(ApprovalPolicy::default().and(&ApprovalPolicy::default()).is_empty());
     }
 
     #[test]

@@ -20,9 +20,11 @@ use super::index::MAX_SKIPPED_AGENTS;
 use super::index::{hidden_skills, inside_a_skill, BasePromptEntry, CatalogIndex, SkillEntry, SkippedEntry};
 use super::listing::{self, Listing};
 use super::search::SkillSearch;
+use super::settings::SettingsEntry;
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::store::{ObjectStore, StoreError, WriteCondition};
+use crate::tools::ApprovalPolicy;
 
 /// One part as a turn uses it: the usable skills it holds, with their lookups.
 #[derive(Debug, Default)]
@@ -105,6 +107,8 @@ pub struct Catalog {
     parts: Vec<OnceCell<Arc<PartView>>>,
     view: OnceCell<Arc<CatalogView>>,
     listing: Mutex<Option<(usize, Arc<Listing>)>>,
+    /// The tenant's approval rules from its `settings.json`, parsed once per snapshot.
+    approvals: ApprovalPolicy,
     weight: u64,
 }
 
@@ -134,7 +138,8 @@ impl Catalog {
                     .collect()
             }
         };
-        Self { user, head, etag, parts, view: OnceCell::new(), listing: Mutex::new(None), weight }
+        let approvals = head.settings.as_ref().map(SettingsEntry::policy).unwrap_or_default();
+        Self { user, head, etag, parts, view: OnceCell::new(), listing: Mutex::new(None), approvals, weight }
     }
 
     /// The snapshot of an index this process holds whole (just built): every part is at hand.
@@ -183,7 +188,11 @@ impl Catalog {
         let parts: u64 = head.parts.iter().map(|part| 4 * part.bytes).sum();
         let inline =
             inline.map_or(0, |part| Self::estimate(part.skills.len(), part.files.values().map(Vec::len).sum()));
-        1024 + listings + parts + inline + Self::agents_weight(&head.agents)
+        let settings = head.settings.as_ref().map_or(0, |settings| {
+            let rules = settings.ask.iter().chain(&settings.allow).chain(&settings.problems);
+            rules.map(|rule| 2 * rule.len() as u64 + 64).sum()
+        });
+        1024 + listings + parts + inline + settings + Self::agents_weight(&head.agents)
     }
 
     /// The agents' share of a snapshot: their text and about as much again for the structures.
@@ -235,6 +244,16 @@ impl Catalog {
     /// Agent files that cannot be used, and why (at most [`MAX_SKIPPED_AGENTS`]).
     pub fn skipped_agents(&self) -> &[SkippedEntry] {
         &self.head.skipped_agents
+    }
+
+    /// The tenant's `settings.json` entry.
+    pub fn settings_entry(&self) -> Option<&SettingsEntry> {
+        self.head.settings.as_ref()
+    }
+
+    /// The tenant's approval rules (empty without a usable `settings.json`).
+    pub fn approvals(&self) -> &ApprovalPolicy {
+        &self.approvals
     }
 
     /// The tenant's `BASE_PROMPT.md` entry.

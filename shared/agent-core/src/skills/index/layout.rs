@@ -1,6 +1,6 @@
 //! The layouts of a tenant's `skills/` folder: which keys are skills' SKILL.md files (plain,
-//! categorised, or a plugin marketplace's `[group/]plugin/skills/name`), the base prompt, or files
-//! of a skill, and which tenant a key belongs to (its skills' files, or its agents').
+//! categorised, or a plugin marketplace's `[group/]plugin/skills/name`), the base prompt, the
+//! settings, or files of a skill, and which tenant a key belongs to (its skills' files, or its agents').
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 
@@ -8,6 +8,7 @@ use super::SkillEntry;
 use crate::ids::{SkillPath, UserId};
 use crate::skills::agents::{classify_agent, AgentFile};
 use crate::skills::frontmatter::SkipReason;
+use crate::skills::settings::SETTINGS_FILE;
 
 /// The tenant's base prompt override, relative to `{user}/skills/`.
 pub const BASE_PROMPT_FILE: &str = "BASE_PROMPT.md";
@@ -17,6 +18,8 @@ pub const BASE_PROMPT_FILE: &str = "BASE_PROMPT.md";
 pub enum SkillFile {
     /// `BASE_PROMPT.md` at the top.
     BasePrompt,
+    /// `settings.json` at the top.
+    Settings,
     /// `{name}/SKILL.md` or `{category}/{name}/SKILL.md`.
     Skill(SkillPath),
     /// A SKILL.md that cannot be a skill (too deep, or a folder name that is not usable).
@@ -29,6 +32,9 @@ pub enum SkillFile {
 pub fn classify(rel: &str) -> SkillFile {
     if rel == BASE_PROMPT_FILE {
         return SkillFile::BasePrompt;
+    }
+    if rel == SETTINGS_FILE {
+        return SkillFile::Settings;
     }
     let parts: Vec<&str> = rel.split('/').collect();
     // A hidden folder (`.git/`, `.claude-plugin/`, another tool's copy such as `.gemini/`) holds no

@@ -17,6 +17,7 @@ use super::agents::AgentEntry;
 use super::agents::MAX_AGENTS;
 use super::bundle::SkillBundle;
 use super::frontmatter::{parse_skill_md, SkipReason, MAX_SKILL_MD_BYTES};
+use super::settings::{SettingsEntry, MAX_SETTINGS_BYTES, SETTINGS_FILE};
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::store::{Fetched, ObjectMeta, ObjectStore, StoreError, WriteCondition};
@@ -36,7 +37,8 @@ pub use update::{decode_index, update_index, IndexRead, UpdateOutcome};
 /// Format 2: `Bash` and `Bash(...)` in `allowed-tools` map to `execute`. Format 3: each skill's
 /// files (`files`), and skills stored as arrays ([`SkillRow`]) rather than objects keyed by path.
 /// Format 4: a head and content-named parts ([`stored`]). Format 5: the tenant's agents, in the head.
-pub const INDEX_FORMAT: u32 = 5;
+/// Format 6: the tenant's `settings.json`, in the head.
+pub const INDEX_FORMAT: u32 = 6;
 /// Most files of one skill kept in the index; a skill with more is listed when it is first used.
 pub const MAX_INDEXED_FILES: usize = 256;
 /// Largest `BASE_PROMPT.md` kept in the index.
@@ -101,6 +103,8 @@ pub struct CatalogIndex {
     /// Unusable SKILL.md files by file.
     pub skipped: BTreeMap<String, SkippedEntry>,
     pub base_prompt: Option<BasePromptEntry>,
+    /// The tenant's `settings.json`.
+    pub settings: Option<SettingsEntry>,
     /// The tenant's agents by name, at most [`MAX_AGENTS`].
     pub agents: BTreeMap<String, AgentEntry>,
     /// Unusable agent files by file (`agents/{file}`), at most [`MAX_SKIPPED_AGENTS`].
@@ -115,6 +119,7 @@ impl Default for CatalogIndex {
             files: BTreeMap::new(),
             skipped: BTreeMap::new(),
             base_prompt: None,
+            settings: None,
             agents: BTreeMap::new(),
             skipped_agents: BTreeMap::new(),
         }
@@ -232,7 +237,38 @@ enum Outcome {
     Skill(Box<SkillEntry>, Option<Option<Vec<(String, u64)>>>),
     Skipped(SkippedEntry),
     BasePrompt(BasePromptEntry),
+    Settings(SettingsEntry),
     Absent,
+}
+
+/// Why a tenant file the index reads is not usable, before its text is looked at.
+enum Unreadable {
+    TooLarge(u64),
+    NotText,
+}
+
+/// What `examine` makes of a file that cannot be read as text: a skipped skill, or a base prompt or
+/// settings entry that names the problem.
+fn unreadable(rel: &str, path: Option<&SkillPath>, etag: String, size: u64, limit: u64, why: Unreadable) -> Outcome {
+    let problem = match (&why, path) {
+        (Unreadable::TooLarge(size), Some(_)) => {
+            return Outcome::Skipped(SkippedEntry {
+                file: rel.to_owned(),
+                reason: SkipReason::TooLarge(*size).to_string(),
+            })
+        }
+        (Unreadable::NotText, Some(_)) => {
+            return Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason: SkipReason::NotText.to_string() })
+        }
+        (Unreadable::TooLarge(_), None) => format!("it is larger than {limit} bytes"),
+        (Unreadable::NotText, None) => "it is not UTF-8 text".to_owned(),
+    };
+    tracing::warn!(file = rel, reason = %problem, "ignoring the tenant's file");
+    if rel == SETTINGS_FILE {
+        Outcome::Settings(SettingsEntry { etag, size, problems: vec![problem], ..SettingsEntry::default() })
+    } else {
+        Outcome::BasePrompt(BasePromptEntry { etag, size, text: None, problem: Some(problem) })
+    }
 }
 
 /// Reads and parses one file, logging a warning naming the file for anything repaired (what is
@@ -244,14 +280,15 @@ async fn examine(
     listed_size: Option<u64>,
 ) -> Result<Outcome, StoreError> {
     let key = format!("{}{rel}", keys::skills_prefix(user));
-    let skipped = |reason: String| Ok(Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason }));
-    let path = match classify(rel) {
+    let (path, limit) = match classify(rel) {
         SkillFile::Other => return Ok(Outcome::Absent),
-        SkillFile::Unusable(reason) => return skipped(reason.to_string()),
-        SkillFile::BasePrompt => None,
-        SkillFile::Skill(path) => Some(path),
+        SkillFile::Unusable(reason) => {
+            return Ok(Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason: reason.to_string() }))
+        }
+        SkillFile::BasePrompt => (None, MAX_BASE_PROMPT_BYTES),
+        SkillFile::Settings => (None, MAX_SETTINGS_BYTES),
+        SkillFile::Skill(path) => (Some(path), MAX_SKILL_MD_BYTES),
     };
-    let limit = if path.is_some() { MAX_SKILL_MD_BYTES } else { MAX_BASE_PROMPT_BYTES };
     // The size decides before any download: from the caller's listing, or a listing of the skill's
     // folder (which also gives its files), or of the key.
     let mut files = None;
@@ -272,31 +309,36 @@ async fn examine(
             None => return Ok(Outcome::Absent),
         },
     };
-    if let Some(size) = Some(listed_size).filter(|size| *size > limit) {
-        return match path {
-            Some(_) => skipped(SkipReason::TooLarge(size).to_string()),
-            None => Ok(base_prompt_problem(String::new(), size, format!("it is larger than {limit} bytes"))),
-        };
+    if listed_size > limit {
+        return Ok(unreadable(
+            rel,
+            path.as_ref(),
+            String::new(),
+            listed_size,
+            limit,
+            Unreadable::TooLarge(listed_size),
+        ));
     }
     let Some(object) = objects.get(&key).await? else { return Ok(Outcome::Absent) };
     let size = object.bytes.len() as u64;
     if size > limit {
-        return match path {
-            Some(_) => skipped(SkipReason::TooLarge(size).to_string()),
-            None => Ok(base_prompt_problem(object.etag, size, format!("it is larger than {limit} bytes"))),
-        };
+        return Ok(unreadable(rel, path.as_ref(), object.etag, size, limit, Unreadable::TooLarge(size)));
     }
     let Ok(text) = String::from_utf8(object.bytes) else {
-        return match path {
-            Some(_) => skipped(SkipReason::NotText.to_string()),
-            None => Ok(base_prompt_problem(object.etag, size, "it is not UTF-8 text".to_owned())),
-        };
+        return Ok(unreadable(rel, path.as_ref(), object.etag, size, limit, Unreadable::NotText));
     };
     let Some(path) = path else {
+        if rel == SETTINGS_FILE {
+            let entry = SettingsEntry::parse(object.etag, size, &text);
+            for problem in &entry.problems {
+                tracing::warn!(file = SETTINGS_FILE, reason = %problem, "left out of the tenant's settings");
+            }
+            return Ok(Outcome::Settings(entry));
+        }
         return Ok(Outcome::BasePrompt(BasePromptEntry { etag: object.etag, size, text: Some(text), problem: None }));
     };
     match parse_skill_md(&text, path.name()) {
-        Err(reason) => skipped(reason.to_string()),
+        Err(reason) => Ok(Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason: reason.to_string() })),
         Ok(parsed) => {
             for warning in &parsed.warnings {
                 tracing::warn!(file = %rel, reason = %warning, "skill loaded with a warning");
@@ -319,11 +361,6 @@ async fn examine(
     }
 }
 
-fn base_prompt_problem(etag: String, size: u64, problem: String) -> Outcome {
-    tracing::warn!(file = BASE_PROMPT_FILE, reason = %problem, "ignoring the tenant's base prompt");
-    Outcome::BasePrompt(BasePromptEntry { etag, size, text: None, problem: Some(problem) })
-}
-
 impl CatalogIndex {
     /// Puts what `rel` contributes in place of what it contributed before.
     fn apply(&mut self, rel: &str, outcome: Outcome) {
@@ -331,6 +368,12 @@ impl CatalogIndex {
             SkillFile::BasePrompt => {
                 self.base_prompt = match outcome {
                     Outcome::BasePrompt(entry) => Some(entry),
+                    _ => None,
+                }
+            }
+            SkillFile::Settings => {
+                self.settings = match outcome {
+                    Outcome::Settings(entry) => Some(entry),
                     _ => None,
                 }
             }
@@ -356,7 +399,7 @@ impl CatalogIndex {
                         self.files.remove(&path);
                         self.skipped.insert(rel.to_owned(), entry);
                     }
-                    Outcome::BasePrompt(_) | Outcome::Absent => {
+                    Outcome::BasePrompt(_) | Outcome::Settings(_) | Outcome::Absent => {
                         self.files.remove(&path);
                     }
                 }

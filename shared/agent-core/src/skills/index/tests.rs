@@ -9,6 +9,8 @@ fn classifies_both_layouts() {
     assert_eq!(classify("a/b/c/SKILL.md"), SkillFile::Unusable(SkipReason::TooDeep));
     assert!(matches!(classify("a b/SKILL.md"), SkillFile::Unusable(SkipReason::BadFolder(_))));
     assert_eq!(classify("BASE_PROMPT.md"), SkillFile::BasePrompt);
+    assert_eq!(classify("settings.json"), SkillFile::Settings);
+    assert_eq!(classify("pdf/settings.json"), SkillFile::Other);
     assert_eq!(classify("pdf/reference.md"), SkillFile::Other);
     assert!(matches!(classify("SKILL.md"), SkillFile::Unusable(SkipReason::BadFolder(_))));
     // A plugin marketplace's layout, with and without a group folder; deeper is still too deep.

@@ -22,6 +22,7 @@ use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::skills::agents::AgentEntry;
 use crate::skills::listing::{self, Listing};
+use crate::skills::settings::SettingsEntry;
 use crate::store::{ObjectStore, StoreError, WriteCondition};
 
 pub use super::layout::{enclosing_skill, hidden_skills, inside_a_skill};
@@ -51,6 +52,9 @@ pub struct IndexHead {
     pub skipped: usize,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_prompt: Option<BasePromptEntry>,
+    /// The tenant's `settings.json`: its approval rules apply to every turn, which reads the head.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings: Option<SettingsEntry>,
     /// The tenant's agents by name: few and small, so a turn lists them from the head it reads
     /// anyway.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -158,6 +162,7 @@ pub fn encode(index: &CatalogIndex, budgets: &[usize], retired: Vec<RetiredPart>
         total: usable.len(),
         skipped,
         base_prompt: index.base_prompt.clone(),
+        settings: index.settings.clone(),
         agents: index.agents.values().cloned().collect(),
         skipped_agents: index.skipped_agents.values().cloned().collect(),
         listings: Vec::new(),
@@ -221,6 +226,7 @@ fn to_part(index: &CatalogIndex, hidden: &BTreeSet<String>, belongs: impl Fn(&st
 pub fn join(head: &IndexHead, parts: impl IntoIterator<Item = IndexPart>) -> CatalogIndex {
     let mut index = CatalogIndex {
         base_prompt: head.base_prompt.clone(),
+        settings: head.settings.clone(),
         agents: head.agents.iter().map(|agent| (agent.name.clone(), agent.clone())).collect(),
         skipped_agents: head.skipped_agents.iter().map(|skipped| (skipped.file.clone(), skipped.clone())).collect(),
         ..CatalogIndex::default()
