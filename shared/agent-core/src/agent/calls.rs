@@ -152,9 +152,8 @@ pub(super) async fn run_reply(
             match spent.refusal(reply.indices[index], reply.oversized[index]) {
                 Some(text) => (ToolOutput::from(text), telemetry::outcome::REFUSED),
                 None => {
-                    let refused_before = env.refused_calls();
                     let output = env.call_tool(call).instrument(span.clone()).await;
-                    let outcome = outcome_of(&*env, refused_before, &output);
+                    let outcome = outcome_of(&output);
                     (output, outcome)
                 }
             }
@@ -214,24 +213,17 @@ async fn run_batch(
         }
     }
     let calls: Vec<&ToolCall> = run.iter().map(|(_, call)| *call).collect();
-    let refused_before = env.refused_calls();
     let results = env.call_concurrently(&calls, events).await;
-    let refused_now = env.refused_calls() > refused_before;
     for ((index, _), output) in run.into_iter().zip(results) {
-        let outcome = if refused_now && events::is_error_result(&output.content) {
-            telemetry::outcome::REFUSED
-        } else if events::is_error_result(&output.content) {
-            telemetry::outcome::ERROR
-        } else {
-            telemetry::outcome::OK
-        };
+        let outcome = outcome_of(&output);
         outputs[index] = Some((output, outcome));
     }
     outputs
 }
 
-fn outcome_of(env: &dyn TurnEnv, refused_before: u32, output: &ToolOutput) -> &'static str {
-    if env.refused_calls() > refused_before {
+/// The telemetry outcome of a call that was run or refused by its environment.
+fn outcome_of(output: &ToolOutput) -> &'static str {
+    if output.refused {
         telemetry::outcome::REFUSED
     } else if events::is_error_result(&output.content) {
         telemetry::outcome::ERROR

@@ -72,11 +72,6 @@ pub trait TurnEnv: Send {
     fn take_written_files(&mut self) -> Vec<(String, u64)> {
         Vec::new()
     }
-    /// How many tool calls this environment has refused so far (a tool that was not offered, a
-    /// command a forced skill does not allow), so the loop can tell a refusal from a failure.
-    fn refused_calls(&self) -> u32 {
-        0
-    }
     /// The prompt state of the next model call, for its [`TurnEvent::ModelCall`]. Asked after
     /// [`TurnEnv::system_prompt`] for the same call. The default, `None`, is for an environment
     /// without the two prompt states (the planner's expert rounds): its calls send no `model.call`.
@@ -163,6 +158,9 @@ pub struct ToolOutput {
     /// Set by a `task` whose subagent stopped at a call that needs approval: the call has no
     /// result yet, and the turn pauses with what waits.
     pub paused: Option<Box<Pause>>,
+    /// Set when the call was refused without running (a tool that was not offered, a command a
+    /// forced skill does not allow), so the loop tells a refusal from a failure.
+    pub refused: bool,
 }
 
 /// A call that waits for a person's decision.

@@ -101,7 +101,6 @@ impl Planner<'_> {
                 prompt_name: selected.as_ref().map(|p| p.name.as_str()),
                 feedback: feedback.as_deref(),
                 tools: tools.clone(),
-                refused: 0,
             };
             let limits = Limits {
                 max_steps: bounds.steps_left,
@@ -175,8 +174,6 @@ struct ExpertEnv<'a> {
     prompt_name: Option<&'a str>,
     feedback: Option<&'a str>,
     tools: Vec<ToolSpec>,
-    /// Calls of tools the expert does not have, refused without a call.
-    refused: u32,
 }
 
 #[async_trait]
@@ -206,14 +203,10 @@ impl TurnEnv for ExpertEnv<'_> {
         self.tools.clone()
     }
 
-    fn refused_calls(&self) -> u32 {
-        self.refused
-    }
-
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput {
         if !self.tools.iter().any(|tool| tool.name == call.name) {
-            self.refused += 1;
-            return ToolOutput::from(format!("Error: there is no tool named `{}`", call.name));
+            let content = format!("Error: there is no tool named `{}`", call.name);
+            return ToolOutput { content, refused: true, ..ToolOutput::default() };
         }
         let content = match self.experts.call_tool(&call.name, call.arguments.clone()).await {
             Ok(result) if result.is_error => format!("Error (the tool reported a failure): {}", result.text),

@@ -287,7 +287,7 @@ impl<'a> SkillsEnv<'a> {
             ),
             None => format!("Error: there is no tool named `{}`. Available tools: {}.", call.name, offered.join(", ")),
         };
-        Some(ToolOutput::from(content))
+        Some(ToolOutput { content, refused: true, ..ToolOutput::default() })
     }
 
     /// Whether the turn's approval policy names `call`, one this agent would run: a call to a tool
@@ -459,10 +459,6 @@ impl TurnEnv for SkillsEnv<'_> {
         std::mem::take(&mut self.written)
     }
 
-    fn refused_calls(&self) -> u32 {
-        self.refused_tool_calls
-    }
-
     fn reads_skill_text(&self, call: &ToolCall) -> bool {
         reads_skill_text(call)
     }
@@ -519,11 +515,20 @@ impl TurnEnv for SkillsEnv<'_> {
                 return ToolOutput { content, loaded_skill, ..ToolOutput::default() };
             }
             FIND_SKILLS => self.run_find_skills(&call.arguments).await,
-            EXECUTE => self.run_execute(&call.arguments).await,
+            EXECUTE => {
+                let refused_before = self.refused_tool_calls;
+                let content = self.run_execute(&call.arguments).await;
+                return ToolOutput {
+                    content,
+                    refused: self.refused_tool_calls > refused_before,
+                    ..ToolOutput::default()
+                };
+            }
             TODO_WRITE => self.run_todo_write(&call.arguments),
             TODO_READ => self.run_todo_read(),
-            // A `task` runs with the reply's other tasks, through `call_concurrently`.
-            TASK => task::run_tasks(self, &[call], &crate::events::NoObserver).await.pop().unwrap_or_default().content,
+            // A `task` runs with the reply's other tasks, through `call_concurrently`; one on its own
+            // keeps what its subagent spent and whether it paused.
+            TASK => return task::run_tasks(self, &[call], &crate::events::NoObserver).await.pop().unwrap_or_default(),
             ABORT => {
                 let reason = call.arguments.get("reason").and_then(Value::as_str).map(str::trim).unwrap_or_default();
                 if reason.is_empty() {
