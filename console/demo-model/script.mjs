@@ -16,7 +16,8 @@ export const GREETING =
   "Hola. Soy el modelo de demostración de la consola: respondo con guion a unas pocas peticiones, " +
   "«Toma nota de la reunión del martes» y después «Pásame el borrador en Word», o «Investiga en " +
   "paralelo la compraventa y la hipoteca», que reparto entre dos subagentes, o «Cambia la hora de la " +
-  "reunión a las 11:00», que espera tu aprobación; mi texto llega " +
+  "reunión a las 11:00», que espera tu aprobación, o «Encarga a un subagente mover la reunión a las " +
+  "12:00», cuyo cambio también la espera; mi texto llega " +
   "palabra a palabra, como lo escribe un modelo. Para un modelo de verdad, arranca la consola con " +
   "LLM_PROVIDER, LLM_MODEL y LLM_API_KEY.";
 
@@ -61,6 +62,18 @@ export const DELEGATED =
   "Dos subagentes lo han investigado a la vez: lo que pide la notaría para la compraventa está en " +
   "/workspace/compraventa.md y para la hipoteca en /workspace/hipoteca.md.";
 
+/** The request that makes this model hand the note's edit to one subagent, whose `edit_file` call the console's policy asks about. */
+export const DELEGATED_RESCHEDULE = "Encarga a un subagente mover la reunión a las 12:00";
+
+/** What that subagent is told. */
+export const RESCHEDULE_TASK = "Cambia en /workspace/nota.md la hora de la reunión del martes de las 10:00 a las 12:00.";
+
+/** The subagent's answer once its edit ran, which becomes its task call's result. */
+export const SUBAGENT_RESCHEDULED = "He cambiado la hora de la reunión a las 12:00 en /workspace/nota.md.";
+
+/** The answer once the subagent answered that it made the edit. */
+export const DELEGATED_RESCHEDULED = "Un subagente ha cambiado la hora de la reunión a las 12:00 en /workspace/nota.md.";
+
 /**
  * @typedef {{ role: string, content?: string | null, name?: string, tool_call_id?: string,
  *   tool_calls?: { id: string, function: { name: string, arguments: string } }[] }} Message
@@ -90,10 +103,27 @@ export function decide(messages) {
   const done = results.map((m) => m.name ?? names.get(m.tool_call_id ?? "") ?? "");
   // A subagent's prompt ends with `<subagent>…</subagent>`; its task is its user message.
   if (system.includes("<subagent>")) {
+    if (user.includes(RESCHEDULE_TASK)) {
+      if (!done.includes("edit_file")) {
+        return { tool: "edit_file", args: { file_path: "/workspace/nota.md", old_string: "10:00", new_string: "12:00" } };
+      }
+      const edited = String(results[done.lastIndexOf("edit_file")]?.content ?? "");
+      if (edited.startsWith("The user rejected")) return { text: "No he cambiado la hora: la persona lo rechazó." };
+      if (edited.startsWith("Error")) return { text: `No he podido cambiarla: ${edited.split("\n", 1)[0]}` };
+      return { text: SUBAGENT_RESCHEDULED };
+    }
     const task = SUBTASKS.find((subtask) => user.includes(subtask.file));
     if (!task) return { text: "Soy un subagente del modelo de demostración y no sé hacer esta tarea." };
     if (!done.includes("write_file")) return { tool: "write_file", args: { file_path: task.file, content: task.content } };
     return { text: subtaskAnswer(task) };
+  }
+  if (/un subagente/i.test(user)) {
+    if (!done.includes("task")) {
+      return { tool: "task", args: { description: RESCHEDULE_TASK, subagent_type: "general-purpose" } };
+    }
+    const answered = String(results[done.lastIndexOf("task")]?.content ?? "");
+    if (answered !== SUBAGENT_RESCHEDULED) return { text: `El subagente no cambió la hora: ${answered.split("\n", 1)[0]}` };
+    return { text: DELEGATED_RESCHEDULED };
   }
   if (/en paralelo/i.test(user)) {
     if (!done.includes("task")) {

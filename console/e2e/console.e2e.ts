@@ -10,12 +10,16 @@ import { expect, test, type Page } from "@playwright/test";
 
 import {
   DELEGATED,
+  DELEGATED_RESCHEDULE,
+  DELEGATED_RESCHEDULED,
   DELEGATION,
   GREETING,
   NOT_RESCHEDULED,
   NOTE_TEXT,
   RESCHEDULE,
+  RESCHEDULE_TASK,
   RESCHEDULED,
+  SUBAGENT_RESCHEDULED,
   SUBTASKS,
   WORD_FAILED,
   WORD_FILE,
@@ -276,6 +280,71 @@ test("a call that needs approval waits for Approve, Edit or Reject, and the turn
   });
   await lastTurn(page).getByRole("button", { name: /Tool edit_file:/ }).click();
   await expect(lastTurn(page).getByRole("group", { name: "Result" })).toContainText("Their message: Ya está bien así.");
+});
+
+test("a subagent's call that needs approval shows which subagent asks, and once approved the subagent and the turn finish", async ({
+  page,
+}) => {
+  await page.setViewportSize({ width: 1280, height: 1500 });
+  await open(page);
+  await send(page, "Toma nota de la reunión del martes");
+  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toContainText("He guardado la nota", {
+    timeout: 30_000,
+  });
+  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
+
+  // The subagent's edit waits: the panel shows the call with the subagent that asks for it.
+  await send(page, DELEGATED_RESCHEDULE);
+  const paused = lastTurn(page);
+  const panel = paused.getByRole("region", { name: "Waiting for your approval" });
+  await expect(panel).toBeVisible({ timeout: 30_000 });
+  const call = panel.getByRole("listitem", { name: "Call edit_file" });
+  await expect(call).toHaveCount(1);
+  await expect(call).toContainText("new_string=12:00");
+  const badge = call.getByText(/^asked by subagent sa-\d+$/);
+  await expect(badge).toBeVisible();
+  const subagent = (await badge.innerText()).replace("asked by subagent ", "").trim();
+  // The badge reads apart from the call's last argument.
+  await expect(call).toContainText(`old_string=10:00 asked by subagent ${subagent}`);
+  // The subagent named is the one the turn's task call started, which waits with its call.
+  const row = paused
+    .getByRole("list", { name: /Timeline of turn/ })
+    .getByRole("listitem")
+    .filter({ has: page.getByText(RESCHEDULE_TASK, { exact: true }) });
+  await expect(row.getByRole("button", { name: `Subagent ${subagent} (general-purpose)` })).toBeVisible();
+  expect(await accessibilityViolations(page)).toEqual([]);
+  await paused.evaluate((element) => element.scrollIntoView({ block: "start" }));
+  await page.screenshot({ path: `${SHOTS}/subagent-approval.png`, fullPage: true });
+
+  // Approved: the decision names the call inside its subagent, and the edit runs there.
+  const decided = page.waitForRequest((request) => request.method() === "POST" && request.url().endsWith("/turns"));
+  await call.getByRole("button", { name: "Approve" }).click();
+  await panel.getByRole("button", { name: "Send decisions" }).click();
+  const body = (await decided).postDataJSON();
+  expect(body.decisions).toHaveLength(1);
+  expect(body.decisions[0].decision).toBe("approve");
+  expect(body.decisions[0].call_id).toMatch(new RegExp(`^${subagent}/call_\\d+$`));
+  await expect(panel).toBeHidden();
+
+  // The subagent answers, its answer is the task's result, and the parent answers after it.
+  const resumed = lastTurn(page);
+  await expect(resumed.getByRole("group", { name: "Answer" })).toHaveText(DELEGATED_RESCHEDULED, { timeout: 30_000 });
+  await expect(resumed.getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
+  const timeline = resumed.getByRole("list", { name: /Timeline of turn/ });
+  const finished = timeline.getByRole("listitem").filter({ has: page.getByText(RESCHEDULE_TASK, { exact: true }) });
+  await expect(finished.getByRole("button", { name: `Subagent ${subagent} (general-purpose)` })).toBeVisible();
+  await expect(finished.getByText(/^answered · 2 steps$/)).toBeVisible();
+  await expect(finished).toContainText(`→ ${SUBAGENT_RESCHEDULED}`);
+  await expect(finished.getByRole("list", { name: `Timeline of subagent ${subagent}` })).toContainText("Tool edit_file:");
+  const taskName = /Tool task: description=Cambia en/;
+  await timeline.getByRole("button", { name: taskName }).click();
+  const taskRow = timeline.getByRole("listitem").filter({ has: page.getByRole("button", { name: taskName }) });
+  await expect(taskRow.getByRole("group", { name: "Result" })).toHaveText(SUBAGENT_RESCHEDULED);
+  const link = page.getByRole("link", { name: "Download nota.md" });
+  const [download] = await Promise.all([page.waitForEvent("download"), link.click()]);
+  const saved = await readFile(await download.path(), "utf8");
+  expect(saved).toContain("12:00");
+  expect(saved).not.toContain("10:00");
 });
 
 test("the catalog shows warnings, skipped files with their reason, and searches", async ({ page }) => {

@@ -73,7 +73,13 @@ export function ApprovalPanel({
             <li key={call.id} class="approval-call" aria-label={`Call ${call.name}`}>
               <p class="approval-summary">
                 <code>{call.name}</code> <span class="muted">{call.summary}</span>
-                {call.subagent && <span class="badge approval-subagent">asked by subagent {call.subagent}</span>}
+                {/* The space keeps the badge apart from the last argument, on screen and when read out. */}
+                {call.subagent && (
+                  <>
+                    {" "}
+                    <span class="badge approval-subagent">asked by subagent {call.subagent}</span>
+                  </>
+                )}
               </p>
               <div class="approval-choices" role="group" aria-label={`Decision for ${label}`}>
                 {(["approve", "edit", "reject"] as const).map((choice) => (
