@@ -1,5 +1,7 @@
 //! Provider-neutral conversation types: what the loop sends to a model and gets back.
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 /// One entry of a conversation's history. The system prompt is not part of it:
@@ -118,7 +120,8 @@ impl Usage {
 pub struct ChatRequest {
     pub system: String,
     pub messages: Vec<Message>,
-    pub tools: Vec<ToolSpec>,
+    /// Shared with the agent that offers them: a turn's model calls send the same list.
+    pub tools: Arc<[ToolSpec]>,
     /// Use this model instead of the provider's configured one (e.g. `PLANNER_MODEL`).
     pub model: Option<String>,
     /// Ask for a JSON reply that follows a schema (structured output).

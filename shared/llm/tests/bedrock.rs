@@ -114,7 +114,7 @@ fn full_request() -> ChatRequest {
             result("tooluse_1", "# Notes"),
             result("tooluse_2", "- [ ] ship"),
         ],
-        tools: vec![read_tool()],
+        tools: vec![read_tool()].into(),
         ..Default::default()
     }
 }

@@ -74,7 +74,7 @@ fn full_request() -> ChatRequest {
                 content: "- [ ] ship".to_string(),
             },
         ],
-        tools: vec![read_tool()],
+        tools: vec![read_tool()].into(),
         ..Default::default()
     }
 }
@@ -247,7 +247,7 @@ fn raw_arguments_request() -> ChatRequest {
                 content: "bad arguments".to_string(),
             },
         ],
-        tools: vec![],
+        tools: Default::default(),
         ..Default::default()
     }
 }

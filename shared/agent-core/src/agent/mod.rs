@@ -16,6 +16,7 @@ pub mod compact;
 mod drive;
 pub mod results;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -54,7 +55,7 @@ const MAX_TOOL_NAME_BYTES: usize = 128;
 #[async_trait]
 pub trait TurnEnv: Send {
     fn system_prompt(&self) -> SystemPrompt;
-    fn tools(&self) -> Vec<ToolSpec>;
+    fn tools(&self) -> Arc<[ToolSpec]>;
     /// The tokens [`TurnEnv::tools`] add to a request ([`crate::budget::estimate_tools`]); an
     /// environment whose tools rarely change may count them once.
     fn tools_tokens(&self) -> usize {

@@ -1,6 +1,8 @@
 //! Orchestration: for the current task, the prompt is selected (or the user asked), fetched, and
 //! the expert's tools run in `agent::run` rounds until the assessment finds the task done.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 
 use super::arguments::Fetched;
@@ -80,11 +82,11 @@ impl Planner<'_> {
             },
             None => None,
         };
-        let tools = match self.experts.tools(&task.expert).await {
-            Ok(tools) => tools,
+        let tools: Arc<[ToolSpec]> = match self.experts.tools(&task.expert).await {
+            Ok(tools) => tools.into(),
             Err(err) => {
                 tracing::warn!(expert = %task.expert, error = %err, "could not list the expert's tools");
-                Vec::new()
+                Arc::default()
             }
         };
 
@@ -173,7 +175,7 @@ struct ExpertEnv<'a> {
     instructions: Option<&'a str>,
     prompt_name: Option<&'a str>,
     feedback: Option<&'a str>,
-    tools: Vec<ToolSpec>,
+    tools: Arc<[ToolSpec]>,
 }
 
 #[async_trait]
@@ -199,7 +201,7 @@ impl TurnEnv for ExpertEnv<'_> {
         SystemPrompt { sections }
     }
 
-    fn tools(&self) -> Vec<ToolSpec> {
+    fn tools(&self) -> Arc<[ToolSpec]> {
         self.tools.clone()
     }
 

@@ -60,7 +60,7 @@ struct Forced {
 
 /// The tools an agent is offered, and the tokens they add to each request.
 struct Offered {
-    tools: Vec<ToolSpec>,
+    tools: Arc<[ToolSpec]>,
     tokens: usize,
 }
 
@@ -256,7 +256,7 @@ impl<'a> SkillsEnv<'a> {
                 tools.retain(|tool| tool.name != TASK);
             }
             let tokens = crate::budget::estimate_tools(&tools);
-            Offered { tools, tokens }
+            Offered { tools: tools.into(), tokens }
         })
     }
 
@@ -271,10 +271,11 @@ impl<'a> SkillsEnv<'a> {
     /// Enforced at execution: whatever the model was offered is all it may run. The refusal of a
     /// call to any other tool, counted.
     fn refuse_unoffered(&mut self, call: &ToolCall) -> Option<ToolOutput> {
-        let offered = self.offered_names();
-        if offered.contains(&call.name) {
+        if self.offers(&call.name) {
             return None;
         }
+        // The names are listed only for the refusal's text.
+        let offered = self.offered_names();
         self.refused_tool_calls += 1;
         let skill = self.forced.as_ref().map(|forced| forced.doc.path.to_string());
         tracing::warn!(tool = %call.name, forced_skill = ?skill, "refused a call to a tool that was not offered");
@@ -437,8 +438,8 @@ impl TurnEnv for SkillsEnv<'_> {
         prompt
     }
 
-    fn tools(&self) -> Vec<ToolSpec> {
-        self.offered_tools().to_vec()
+    fn tools(&self) -> Arc<[ToolSpec]> {
+        self.offered().tools.clone()
     }
 
     fn tools_tokens(&self) -> usize {

@@ -218,6 +218,6 @@ async fn task_is_offered_when_the_turn_runs_subagents() {
     let shared = TurnShared::new(vfs, source, listing, &template, &vars, SkillPromptMode::Replace)
         .with_subagents(Delegation::new(&model, limits, SubagentConfig::default()));
     let env = SkillsEnv::new(shared, Vec::new());
-    let names: Vec<String> = env.tools().into_iter().map(|tool| tool.name).collect();
+    let names: Vec<String> = env.tools().iter().map(|tool| tool.name.clone()).collect();
     assert!(names.contains(&TASK.to_owned()), "{names:?}");
 }

@@ -1,6 +1,8 @@
 //! History summaries: when the history grows past its threshold, older turns are summarised
 //! once by the model, and the model is given the summary in their place.
 
+use std::sync::Arc;
+
 use tokio::time::Instant;
 use tracing::Instrument;
 
@@ -71,7 +73,7 @@ impl TurnService {
         let request = ChatRequest {
             system: SUMMARY_INSTRUCTIONS.to_owned(),
             messages: vec![Message::user(transcript)],
-            tools: Vec::new(),
+            tools: Arc::default(),
             ..Default::default()
         };
         // The summary is measured in a span of its own, its model call a child of it.

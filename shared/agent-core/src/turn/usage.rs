@@ -470,7 +470,7 @@ mod tests {
         let request = ChatRequest {
             system: "x".repeat(300),
             messages: vec![crate::message::Message::User { content: "y".repeat(30) }],
-            tools: Vec::new(),
+            tools: Arc::default(),
             model: None,
             response_format: None,
         };

@@ -158,7 +158,7 @@ mod tests {
                 Message::assistant(""),
                 Message::assistant("done"),
             ],
-            tools: vec![],
+            tools: Default::default(),
             ..Default::default()
         };
         let body = serde_json::to_value(to_wire("m", 100, &request).unwrap()).unwrap();

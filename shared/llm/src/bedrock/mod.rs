@@ -237,7 +237,8 @@ mod tests {
                 name: "read".into(),
                 description: String::new(),
                 parameters: json!({"type": "object"}),
-            }],
+            }]
+            .into(),
             ..Default::default()
         };
         let wire = to_wire(100, &request).unwrap();

@@ -97,7 +97,7 @@ pub(super) fn to_wire(max_tokens: u32, request: &ChatRequest) -> Result<WireRequ
     }
 
     let mut tools = Vec::with_capacity(request.tools.len() + 1);
-    for tool in &request.tools {
+    for tool in request.tools.iter() {
         tools.push(tool_spec(&tool.name, &tool.description, &tool.parameters)?);
     }
     let mut tool_choice = None;

@@ -158,7 +158,7 @@ mod tests {
         let request = ChatRequest {
             system: String::new(),
             messages: vec![Message::user("hi")],
-            tools: vec![],
+            tools: Default::default(),
             ..Default::default()
         };
         let body = serde_json::to_value(to_wire("m", &request, None, Some(10))).unwrap();

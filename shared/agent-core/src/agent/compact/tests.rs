@@ -74,7 +74,7 @@ impl TurnEnv for Env {
         SystemPrompt { sections }
     }
 
-    fn tools(&self) -> Vec<ToolSpec> {
+    fn tools(&self) -> std::sync::Arc<[ToolSpec]> {
         ["ls", "grep", "load_skill", "read_file"]
             .iter()
             .map(|name| ToolSpec { name: (*name).into(), description: String::new(), parameters: json!({}) })
