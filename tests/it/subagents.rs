@@ -1,7 +1,7 @@
 //! Subagents (`task`) through the compiled functions with the scripted model: a reply's `task` calls
 //! run at the same time, each in a fresh context whose final message becomes the call's result; the
 //! depth, per-turn and step bounds; a subagent's writes committed with the turn; and its events on the
-//! parent's SSE, tagged with its id, in order.
+//! parent's SSE, tagged with its id, in order, also when it stops for approval and goes on once approved.
 
 use std::time::Duration;
 
@@ -282,4 +282,93 @@ async fn a_tenant_agent_from_agents_runs_with_its_instructions_and_only_its_tool
         "{results:?}"
     );
     assert!(!body["files"].to_string().contains("x.md"), "{body}");
+}
+
+#[tokio::test]
+async fn a_subagents_call_that_needs_approval_streams_approval_requested_and_goes_on_once_approved() {
+    use crate::streaming::{all_events, names, stream_event};
+    use tests::identity::IdentityProvider;
+
+    let stack = Stack::new().await;
+    let identity = IdentityProvider::start().await;
+    let mut env = identity.env();
+    env.push(("APPROVAL_REQUIRED", "write_file"));
+    let function = Function::start("stream-turn", &stack.env(&env)).await;
+    stack.model.push([Reply::tool(
+        "task",
+        json!({"description": "Draft the meeting minutes.", "subagent_type": "general-purpose"}),
+    )]);
+    stack.model.push_for(
+        "Draft the meeting minutes",
+        [
+            Reply::tool("write_file", json!({"file_path": "/workspace/minutes.md", "content": "Minutes."})),
+            Reply::text("The minutes are in /workspace/minutes.md."),
+        ],
+    );
+    stack.model.push([Reply::text("Done.")]);
+    let post = |body: Value| {
+        let event = stream_event(Some(&identity.token(USER)), "s-approval", body, true);
+        function.invoke_streaming(event, Duration::from_secs(120))
+    };
+    let first = all_events(&mut post(json!({"message": "Please take care of the minutes."})).await).await;
+    let events = &first;
+    assert_eq!(
+        names(events),
+        [
+            "turn.started",
+            "model.call",
+            "tool.call",
+            "subagent.started",
+            "model.call",
+            "subagent.completed",
+            "approval.requested",
+            "turn.completed",
+        ]
+    );
+    // The subagent stops waiting; the parent's stream says which call of which subagent waits.
+    let completed = &events[5].data;
+    assert_eq!(
+        (completed["subagent"].as_str(), completed["ending"].as_str()),
+        (Some("sa-1"), Some("awaiting_approval"))
+    );
+    let calls = &events[6].data["calls"];
+    assert_eq!(calls.as_array().map(Vec::len), Some(1), "{calls}");
+    assert_eq!((calls[0]["name"].as_str(), calls[0]["subagent"].as_str()), (Some("write_file"), Some("sa-1")));
+    let call_id = calls[0]["id"].as_str().expect("the call's id").to_owned();
+    assert!(call_id.starts_with("sa-1/"), "{call_id}");
+    assert!(events[6].data.get("subagent").is_none(), "the request is the turn's, not the subagent's own event");
+    let done = &events[7].data;
+    assert_eq!(done["ending"], "awaiting_approval");
+    assert_eq!(done["pending_approval"][0]["id"], call_id.as_str());
+
+    // Approved: the task call is made again and its subagent (the same sa-1, started by the same
+    // call) goes on: its call runs with its id on its events, then the parent answers.
+    let task_call_id = first[2].data["id"].clone();
+    let decisions = json!({"decisions": [{"call_id": call_id, "decision": "approve"}]});
+    let events = all_events(&mut post(decisions).await).await;
+    assert_eq!(
+        names(&events),
+        [
+            "turn.started",
+            "tool.call",
+            "subagent.started",
+            "tool.call",
+            "tool.result",
+            "file.written",
+            "model.call",
+            "subagent.completed",
+            "tool.result",
+            "model.call",
+            "message.delta",
+            "turn.completed",
+        ]
+    );
+    assert_eq!(events[1].data["id"], task_call_id);
+    assert_eq!((events[2].data["subagent"].as_str(), &events[2].data["call_id"]), (Some("sa-1"), &task_call_id));
+    for event in &events[3..7] {
+        assert_eq!(event.data["subagent"], "sa-1", "{}: {}", event.name, event.data);
+    }
+    assert_eq!(events[7].data["ending"], "answered");
+    assert_eq!(events[8].data["content"], "The minutes are in /workspace/minutes.md.");
+    assert_eq!(events[11].data["reply"], "Done.");
 }
