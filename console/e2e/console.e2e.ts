@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 import AxeBuilder from "@axe-core/playwright";
-import { expect, test, type Page } from "@playwright/test";
+import { expect, test, type Locator, type Page } from "@playwright/test";
 
 import {
   DELEGATED,
@@ -49,6 +49,23 @@ async function send(page: Page, message: string) {
 /** The newest turn of the conversation. */
 function lastTurn(page: Page) {
   return page.getByRole("main").getByRole("article").last();
+}
+
+/** Turn `number` of the conversation, found by its heading. */
+function turnNumber(page: Page, number: number) {
+  return page.getByRole("main").getByRole("article", { name: `Turn ${number}`, exact: true });
+}
+
+/** The badge beside a turn's heading: how the turn stands. */
+function turnBadge(turn: Locator) {
+  return turn.locator(".turn-head .badge");
+}
+
+/** The page loaded afresh with session `id` opened from the list, its turns read from its history. */
+async function reopen(page: Page, id: string) {
+  await page.reload();
+  await page.getByRole("list", { name: "Sessions of this user" }).getByRole("button").filter({ hasText: id }).click();
+  await expect(page.getByRole("main").getByRole("article").first()).toBeVisible();
 }
 
 /** The id of the session open now (the current entry of the session list). */
@@ -244,6 +261,8 @@ test("a call that needs approval waits for Approve, Edit or Reject, and the turn
   await expect(send_).toBeDisabled();
   const choices = call.getByRole("group", { name: /Decision for edit_file/ });
   await expect(choices.getByRole("button")).toHaveText(["Approve", "Edit", "Reject"]);
+  // The turn reads as waiting for the person, not as completed.
+  await expect(turnBadge(paused)).toHaveText("awaiting approval");
   expect(await accessibilityViolations(page)).toEqual([]);
   await page.screenshot({ path: `${SHOTS}/approval.png`, fullPage: true });
 
@@ -280,6 +299,17 @@ test("a call that needs approval waits for Approve, Edit or Reject, and the turn
   });
   await lastTurn(page).getByRole("button", { name: /Tool edit_file:/ }).click();
   await expect(lastTurn(page).getByRole("group", { name: "Result" })).toContainText("Their message: Ya está bien así.");
+  // The paused turns still read as how they ended, and the turns that went on as completed.
+  await expect(turnBadge(turnNumber(page, 2))).toHaveText("awaiting approval");
+  await expect(turnBadge(turnNumber(page, 3))).toHaveText("completed");
+
+  // Read back from the stored history, a paused turn's call has no result there: it waits, not runs.
+  await reopen(page, await openSessionId(page));
+  const stored = turnNumber(page, 2);
+  await expect(turnBadge(stored)).toHaveText("awaiting approval");
+  const storedCall = stored.getByRole("listitem").filter({ has: page.getByRole("button", { name: /Tool edit_file:/ }) });
+  await expect(storedCall.locator(".badge")).toHaveText("awaiting approval");
+  await expect(turnBadge(turnNumber(page, 3))).toHaveText("saved");
 });
 
 test("a subagent's call that needs approval shows which subagent asks, and once approved the subagent and the turn finish", async ({
@@ -312,6 +342,15 @@ test("a subagent's call that needs approval shows which subagent asks, and once 
     .getByRole("listitem")
     .filter({ has: page.getByText(RESCHEDULE_TASK, { exact: true }) });
   await expect(row.getByRole("button", { name: `Subagent ${subagent} (general-purpose)` })).toBeVisible();
+  // The turn waits for the person, and so does the task call whose subagent paused: neither has completed or runs.
+  await expect(turnBadge(paused)).toHaveText("awaiting approval");
+  const taskName = /Tool task: description=Cambia en/;
+  const taskRowOf = (turn: Locator) =>
+    turn
+      .getByRole("list", { name: /Timeline of turn/ })
+      .getByRole("listitem")
+      .filter({ has: page.getByRole("button", { name: taskName }) });
+  await expect(taskRowOf(paused).locator(".badge")).toHaveText("awaiting approval");
   expect(await accessibilityViolations(page)).toEqual([]);
   await paused.evaluate((element) => element.scrollIntoView({ block: "start" }));
   await page.screenshot({ path: `${SHOTS}/subagent-approval.png`, fullPage: true });
@@ -336,15 +375,25 @@ test("a subagent's call that needs approval shows which subagent asks, and once 
   await expect(finished.getByText(/^answered · 2 steps$/)).toBeVisible();
   await expect(finished).toContainText(`→ ${SUBAGENT_RESCHEDULED}`);
   await expect(finished.getByRole("list", { name: `Timeline of subagent ${subagent}` })).toContainText("Tool edit_file:");
-  const taskName = /Tool task: description=Cambia en/;
   await timeline.getByRole("button", { name: taskName }).click();
-  const taskRow = timeline.getByRole("listitem").filter({ has: page.getByRole("button", { name: taskName }) });
+  const taskRow = taskRowOf(resumed);
+  await expect(taskRow.locator(".badge")).toHaveText("ok");
   await expect(taskRow.getByRole("group", { name: "Result" })).toHaveText(SUBAGENT_RESCHEDULED);
+  await expect(turnBadge(resumed)).toHaveText("completed");
+  // The paused turn above keeps how it ended: its task call waited, it never reads as running.
+  await expect(turnBadge(turnNumber(page, 2))).toHaveText("awaiting approval");
+  await expect(taskRowOf(turnNumber(page, 2)).locator(".badge")).toHaveText("awaiting approval");
   const link = page.getByRole("link", { name: "Download nota.md" });
   const [download] = await Promise.all([page.waitForEvent("download"), link.click()]);
   const saved = await readFile(await download.path(), "utf8");
   expect(saved).toContain("12:00");
   expect(saved).not.toContain("10:00");
+
+  // Read back from the stored history: the paused turn's task call has no result there, and waits.
+  await reopen(page, await openSessionId(page));
+  await expect(turnBadge(turnNumber(page, 2))).toHaveText("awaiting approval");
+  await expect(taskRowOf(turnNumber(page, 2)).locator(".badge")).toHaveText("awaiting approval");
+  await expect(turnBadge(turnNumber(page, 3))).toHaveText("saved");
 });
 
 test("the catalog shows warnings, skipped files with their reason, and searches", async ({ page }) => {

@@ -1,6 +1,6 @@
 // Short texts the page shows: sizes, counts, durations, times and the timeline's row titles.
 
-import type { SubagentEntry, TimelineEntry } from "./turns";
+import type { SubagentEntry, TimelineEntry, ToolResult, Turn } from "./turns";
 
 const numbers = new Intl.NumberFormat("en");
 
@@ -76,6 +76,30 @@ export function subagentState(entry: SubagentEntry): string {
   const ending = (entry.ending ?? "completed").replace(/_/g, " ");
   if (entry.steps === null) return ending;
   return `${ending} · ${entry.steps} ${entry.steps === 1 ? "step" : "steps"}`;
+}
+
+/** A badge's text and its colour, the class `badge-{tone}`. */
+export interface Badge {
+  text: string;
+  tone: string;
+}
+
+/** A paused turn and its waiting calls read as a subagent that paused does, in the attention colour. */
+const AWAITING_APPROVAL: Badge = { text: "awaiting approval", tone: "warning" };
+
+/** How a turn stands: running, completed, failed or saved, or waiting for a person when it paused. */
+export function turnBadge(turn: Turn): Badge {
+  if (turn.paused) return AWAITING_APPROVAL;
+  return { text: turn.status === "stored" ? "saved" : turn.status, tone: turn.status };
+}
+
+/**
+ * How a tool call stands: its result's outcome or, without one, running; in a turn that paused for
+ * approval a call without a result waits (its own decision, or its subagent's call's) instead.
+ */
+export function callBadge(result: ToolResult | null, paused: boolean): Badge {
+  if (result) return result.ok ? { text: "ok", tone: "ok" } : { text: "error", tone: "error" };
+  return paused ? AWAITING_APPROVAL : { text: "running", tone: "running" };
 }
 
 /**

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 
 import type { SessionView, Skill } from "./api";
 import { insertSkill, matchSkills, slashQuery } from "./complete";
-import { entryTitle, subagentState } from "./format";
+import { callBadge, entryTitle, subagentState, turnBadge } from "./format";
 import {
   applyEvent,
   entryKeys,
@@ -262,6 +262,33 @@ describe("a turn that waits for approval", () => {
     expect(answered.pending).toEqual([]);
   });
 
+  it("reads as awaiting approval, not completed, and so do its calls without a result, a paused subagent's task among them", () => {
+    const reply = { session_id: "s", reply: "", ending: "awaiting_approval", pending_approval: [call], steps: 1 };
+    const task = event("tool.call", { id: "t1", name: "task", summary: "description=d", arguments: { description: "d" } });
+    const started = event("subagent.started", { subagent: "sa-1", call_id: "t1", agent_type: "general-purpose", description: "d" });
+    const stopped = event("subagent.completed", { subagent: "sa-1", ending: "awaiting_approval", steps: 1, ok: true });
+    const running = play([event("turn.started", {}), task, started]);
+    expect(running.paused).toBe(false);
+    expect(turnBadge(running)).toEqual({ text: "running", tone: "running" });
+    const paused = play([event("turn.started", {}), task, started, stopped, event("turn.completed", reply)]);
+    expect(paused.status).toBe("completed");
+    expect(paused.paused).toBe(true);
+    expect(turnBadge(paused)).toEqual({ text: "awaiting approval", tone: "warning" });
+    const taskRow = paused.timeline[0];
+    expect(taskRow.kind === "tool" && taskRow.result).toBeNull();
+    expect(callBadge(null, paused.paused)).toEqual({ text: "awaiting approval", tone: "warning" });
+    // The same call while the turn runs, and calls with a result, keep their own state.
+    expect(callBadge(null, running.paused)).toEqual({ text: "running", tone: "running" });
+    const result = { ok: false, bytes: 1, summary: "", content: "Error", truncated: false };
+    expect(callBadge(result, true)).toEqual({ text: "error", tone: "error" });
+    expect(callBadge({ ...result, ok: true }, true)).toEqual({ text: "ok", tone: "ok" });
+    // A turn that answers, or fails, did not pause.
+    const answered = play([event("turn.completed", { ...reply, ending: "answered", pending_approval: undefined })]);
+    expect([answered.paused, turnBadge(answered).text]).toEqual([false, "completed"]);
+    const failed = play([event("turn.failed", { error: { code: "x", message: "y" } })]);
+    expect([failed.paused, turnBadge(failed).text]).toEqual([false, "failed"]);
+  });
+
   it("puts a stored session's waiting calls on its newest turn, with their arguments from its history", () => {
     const view: SessionView = {
       session_id: "s",
@@ -277,7 +304,46 @@ describe("a turn that waits for approval", () => {
     };
     const [turn] = turnsFromHistory(view, "h");
     expect(turn.pending).toEqual([call]);
+    expect(turn.paused).toBe(true);
+    expect(turnBadge(turn).text).toBe("awaiting approval");
     expect(turnsFromHistory({ ...view, pending_approval: null }, "h")[0].pending).toEqual([]);
+  });
+
+  it("marks a stored turn paused when a call of it has no result, also once a later turn went on with it", () => {
+    const view: SessionView = {
+      session_id: "s",
+      version: 3,
+      workspace: [],
+      history: [
+        { role: "user", content: "Toma nota" },
+        { role: "assistant", content: "Hecho." },
+        { role: "user", content: "Encarga mover la reunión" },
+        { role: "assistant", content: "", tool_calls: [{ id: "t1", name: "task", arguments: { description: "d" } }] },
+        // The resumed turn starts with the task's result, its subagent's answer.
+        { role: "tool", tool_call_id: "t1", name: "task", content: "Movida a las 12:00." },
+        { role: "assistant", content: "Listo." },
+      ],
+      turns: [
+        { turn: 1, first_message: 0, messages: 2 },
+        { turn: 2, first_message: 2, messages: 2 },
+        { turn: 3, first_message: 4, messages: 2 },
+      ],
+      next_cursor: null,
+      pending_approval: null,
+    };
+    const turns = turnsFromHistory(view, "h");
+    expect(turns.map((turn) => [turn.number, turn.paused, turnBadge(turn).text])).toEqual([
+      [1, false, "saved"],
+      [2, true, "awaiting approval"],
+      [3, false, "saved"],
+    ]);
+    // A page cut short may end before its last turn's results: that turn is not taken as paused.
+    const cutView = { ...view, history: view.history.slice(0, 4), turns: view.turns.slice(0, 2), truncated: true };
+    expect(turnsFromHistory(cutView, "h").map((turn) => turn.paused)).toEqual([false, false]);
+    // Unless the session says calls wait: the page puts them, and the pause, on its newest turn.
+    const waiting = { calls: [{ id: "sa-1/c7", name: "edit_file", subagent: "sa-1", arguments: {} }] };
+    const cutWaiting = turnsFromHistory({ ...cutView, pending_approval: waiting }, "h");
+    expect(cutWaiting.map((turn) => turn.paused)).toEqual([false, true]);
   });
 
   it("says which subagent asks, live and from a stored session whose view carries the call's arguments", () => {

@@ -91,6 +91,11 @@ export interface Turn {
   durationMs: number | null;
   /** The tool calls this turn waits on for a person's decision; empty once decided. */
   pending: PendingCall[];
+  /**
+   * Whether the turn ended paused for a person's decisions (ending `awaiting_approval`): its calls
+   * without a result wait on them rather than run, and go on in a later turn.
+   */
+  paused: boolean;
 }
 
 export function newTurn(key: string, number: number | null, message: string, startedAt: number): Turn {
@@ -106,6 +111,7 @@ export function newTurn(key: string, number: number | null, message: string, sta
     startedAt,
     durationMs: null,
     pending: [],
+    paused: false,
   };
 }
 
@@ -412,6 +418,7 @@ function finish(turn: Turn, now: number, end: { reply?: TurnReply; error?: TurnE
   return {
     ...turn,
     status: end.error ? "failed" : "completed",
+    paused: !end.error && end.reply?.ending === "awaiting_approval",
     reply: end.reply ?? null,
     error: end.error ?? null,
     durationMs: turn.startedAt === null ? null : Math.max(0, now - turn.startedAt),
@@ -515,10 +522,18 @@ export function turnsFromHistory(view: SessionView, keyPrefix: string): Turn[] {
             ),
           )
           .sort((a, b) => (a.number ?? 0) - (b.number ?? 0));
+  // A committed turn has a result for every call unless it paused for a person's decisions, so a
+  // stored call without one marks a paused turn; only the last turn of a page cut short may just
+  // miss results that are stored.
+  turns.forEach((turn, index) => {
+    const cut = view.truncated === true && index === turns.length - 1;
+    turn.paused = !cut && turn.timeline.some((entry) => entry.kind === "tool" && entry.result === null);
+  });
   // A paused turn's calls wait on the newest turn; their arguments are in its timeline.
   const waiting = view.pending_approval?.calls ?? [];
   const last = turns[turns.length - 1];
   if (last && waiting.length > 0) {
+    last.paused = true;
     last.pending = waiting.map((call) => {
       const row = last.timeline.find((entry) => entry.kind === "tool" && entry.id === call.id);
       const args = call.arguments ?? (row && row.kind === "tool" ? row.arguments : undefined);

@@ -15,7 +15,16 @@ function stateClass(entry: SubagentEntry): string {
   return entry.ending === "answered" ? "ok" : "warning";
 }
 
-export function SubagentRow({ entry, id }: { entry: SubagentEntry; id: string }) {
+export function SubagentRow({
+  entry,
+  id,
+  paused = false,
+}: {
+  entry: SubagentEntry;
+  id: string;
+  /** Whether the turn paused for approval: passed down so its calls without a result wait. */
+  paused?: boolean;
+}) {
   const [open, setOpen] = useState(true);
   const state = stateClass(entry);
   const rowsId = `rows-${id}`;
@@ -50,9 +59,9 @@ export function SubagentRow({ entry, id }: { entry: SubagentEntry; id: string })
           <ol class="timeline timeline-subagent" aria-label={`Timeline of subagent ${entry.id}`}>
             {entry.timeline.map((child, index) =>
               child.kind === "subagent" ? (
-                <SubagentRow key={keys[index]} entry={child} id={`${id}-${keys[index]}`} />
+                <SubagentRow key={keys[index]} entry={child} id={`${id}-${keys[index]}`} paused={paused} />
               ) : (
-                <TimelineRow key={keys[index]} entry={child} id={`${id}-${keys[index]}`} />
+                <TimelineRow key={keys[index]} entry={child} id={`${id}-${keys[index]}`} paused={paused} />
               ),
             )}
           </ol>

@@ -2,10 +2,19 @@
 
 import { useState } from "preact/hooks";
 
-import { entryTitle, formatArguments, formatBytes, formatCount } from "../format";
+import { callBadge, entryTitle, formatArguments, formatBytes, formatCount } from "../format";
 import type { TimelineEntry } from "../turns";
 
-export function TimelineRow({ entry, id }: { entry: TimelineEntry; id: string }) {
+export function TimelineRow({
+  entry,
+  id,
+  paused = false,
+}: {
+  entry: TimelineEntry;
+  id: string;
+  /** Whether the row's turn paused for approval, so that a call without a result waits rather than runs. */
+  paused?: boolean;
+}) {
   const [open, setOpen] = useState(false);
   if (entry.kind !== "tool") {
     return (
@@ -27,10 +36,10 @@ export function TimelineRow({ entry, id }: { entry: TimelineEntry; id: string })
     );
   }
   const result = entry.result;
-  const state = result === null ? "running" : result.ok ? "ok" : "error";
+  const badge = callBadge(result, paused);
   const detailsId = `details-${id}`;
   return (
-    <li class={`row row-tool tool-${state}`}>
+    <li class={`row row-tool tool-${badge.tone}`}>
       <button
         type="button"
         class="disclosure"
@@ -40,7 +49,7 @@ export function TimelineRow({ entry, id }: { entry: TimelineEntry; id: string })
       >
         {entryTitle(entry)}
       </button>{" "}
-      <span class={`badge badge-${state}`}>{state === "running" ? "running" : state}</span>
+      <span class={`badge badge-${badge.tone}`}>{badge.text}</span>
       <div id={detailsId} class="tool-details" hidden={!open}>
         <h4>Arguments</h4>
         <pre role="group" aria-label="Arguments" tabIndex={0}>{entry.hasArguments ? formatArguments(entry.arguments) : "(not sent by the server)"}</pre>

@@ -2,6 +2,7 @@
 // answer and its summary.
 
 import type { Decision } from "../api";
+import { turnBadge } from "../format";
 import { entryKeys, type Turn } from "../turns";
 import { ApprovalPanel } from "./ApprovalPanel";
 import { SubagentRow } from "./SubagentRow";
@@ -23,15 +24,14 @@ export function TurnView({
   const headingId = `heading-${turn.key}`;
   const running = turn.status === "running";
   const keys = entryKeys(turn.timeline);
+  const badge = turnBadge(turn);
   return (
     <article class={`turn turn-${turn.status}`} aria-labelledby={headingId}>
       <header class="turn-head">
         <h3 id={headingId} tabIndex={-1}>
           {label}
         </h3>
-        <span class={`badge badge-${turn.status}`}>
-          {turn.status === "stored" ? "saved" : turn.status}
-        </span>
+        <span class={`badge badge-${badge.tone}`}>{badge.text}</span>
       </header>
       <div class="user-message">
         <span class="who">You</span>
@@ -41,9 +41,9 @@ export function TurnView({
         <ol class="timeline" aria-label={`Timeline of ${label.toLowerCase()}`}>
           {turn.timeline.map((entry, index) =>
             entry.kind === "subagent" ? (
-              <SubagentRow key={keys[index]} entry={entry} id={`${turn.key}-${keys[index]}`} />
+              <SubagentRow key={keys[index]} entry={entry} id={`${turn.key}-${keys[index]}`} paused={turn.paused} />
             ) : (
-              <TimelineRow key={keys[index]} entry={entry} id={`${turn.key}-${keys[index]}`} />
+              <TimelineRow key={keys[index]} entry={entry} id={`${turn.key}-${keys[index]}`} paused={turn.paused} />
             ),
           )}
         </ol>
