@@ -6,7 +6,9 @@
 //! 2. storage requests of a cold turn (new process-wide caches, index present, a new session) and
 //!    of a warm turn (the same session's next turn), by operation, on the real S3/DynamoDB adapters
 //!    against moto; and the one-time index build;
-//! 3. cold start of the release `http-turn` binary through the Lambda Runtime API (median of 3);
+//! 3. cold start of the release `http-turn` binary through the Lambda Runtime API (median of 5), and
+//!    the same less the turn's waits on storage as its summary line reports them: moto's latency
+//!    grows with the bucket's object count, which S3's does not;
 //! 4. the state-1 system prompt the model is sent, and whether `find_skills` is offered;
 //! 5. peak RSS of `http-turn` after 21 turns (its cold turn and 20 more of that session);
 //! 6. storage requests as the compiled function logs them, which must agree with 2.
@@ -44,7 +46,7 @@ const CPU_WALL_CAP: Duration = Duration::from_secs(30);
 /// Warm turns on the real adapters after the cold one, each counted on its own.
 const AWS_WARM_TURNS: usize = 5;
 /// Fresh `http-turn` processes per size for the cold-start median.
-const COLD_STARTS: usize = 3;
+pub(crate) const COLD_STARTS: usize = 5;
 /// The pause before each of those cold starts.
 const COLD_START_PAUSE: Duration = Duration::from_secs(1);
 /// Turns the last of those processes answers before its peak RSS is read.
@@ -322,6 +324,8 @@ async fn aws_figures(stack: &Stack, user: &UserId) -> AwsFigures {
 struct FunctionFigures {
     /// Process spawn → first reply, one per fresh process.
     cold_starts: Vec<Duration>,
+    /// Each cold start less its turn's waits on storage ([`storage_waits`]).
+    cold_starts_less_storage: Vec<Duration>,
     /// The first model request of the first cold turn.
     system_prompt: String,
     tools: Vec<String>,
@@ -343,15 +347,15 @@ fn script_turn(stack: &Stack) -> usize {
 
 /// One scripted turn of `function` (queued by [`script_turn`], which returned `first`), checked like
 /// the in-process one: it must answer 200, call the model three times and see no failed tool call.
-/// Returns the wall time from `started` to the answer, the first model request of the turn, and the
-/// storage requests the function logged.
+/// Returns the wall time from `started` to the answer, the first model request of the turn, the
+/// storage requests the function logged, and its waits on storage ([`storage_waits`]).
 async fn function_turn(
     stack: &Stack,
     function: &Function,
     user: &UserId,
     session: &str,
     (first, started): (usize, Instant),
-) -> (Duration, Value, Ops) {
+) -> (Duration, Value, Ops, Duration) {
     let mark = function.log_mark();
     let response = function.call(turn_event(Some(user.as_str()), session, json!({"message": MESSAGE}))).await;
     let wall = started.elapsed();
@@ -364,12 +368,27 @@ async fn function_turn(
         assert!(!result.starts_with("Error"), "a tool call of the benchmark failed: {result}");
     }
     let ops = function.storage_requests_since(mark).await;
-    (wall, requests[first].clone(), ops)
+    let waits = storage_waits(&function.logs_since(mark));
+    (wall, requests[first].clone(), ops, waits)
+}
+
+/// The turn's waits on storage as its summary line reports them: the session and catalog loads
+/// (made at once, so the longer of the two) and the commit. Zero when the line is missing.
+fn storage_waits(lines: &[String]) -> Duration {
+    let summary = lines
+        .iter()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .find(|line| line["fields"]["message"] == "turn summary");
+    let Some(summary) = summary else { return Duration::ZERO };
+    let step = |name: &str| summary["fields"][name].as_f64().unwrap_or(0.0);
+    let ms = step("session_load_ms").max(step("catalog_ms")) + step("commit_ms");
+    Duration::from_secs_f64(ms / 1000.0)
 }
 
 async fn function_figures(stack: &Stack, user: &UserId) -> FunctionFigures {
     let mut figures = FunctionFigures {
         cold_starts: Vec::new(),
+        cold_starts_less_storage: Vec::new(),
         system_prompt: String::new(),
         tools: Vec::new(),
         log_cold: Vec::new(),
@@ -383,9 +402,16 @@ async fn function_figures(stack: &Stack, user: &UserId) -> FunctionFigures {
         let started = Instant::now();
         let http = stack.http(&[]).await;
         let session = format!("coldstart{run}");
-        let (wall, first_request, ops) = function_turn(stack, &http, user, &session, (first, started)).await;
-        eprintln!("  http-turn cold start {}: {:.0} ms, logged {}", run + 1, ms(wall), ops_text(&ops));
+        let (wall, first_request, ops, waits) = function_turn(stack, &http, user, &session, (first, started)).await;
+        eprintln!(
+            "  http-turn cold start {}: {:.0} ms ({:.0} ms of it on storage), logged {}",
+            run + 1,
+            ms(wall),
+            ms(waits),
+            ops_text(&ops)
+        );
         figures.cold_starts.push(wall);
+        figures.cold_starts_less_storage.push(wall.saturating_sub(waits));
         figures.log_cold.push(ops);
         if run == 0 {
             figures.system_prompt = system_of(&first_request);
@@ -395,7 +421,7 @@ async fn function_figures(stack: &Stack, user: &UserId) -> FunctionFigures {
             // The same session goes on, as a user's conversation does.
             for _ in 1..RSS_TURNS {
                 let first = script_turn(stack);
-                let (_, _, ops) = function_turn(stack, &http, user, &session, (first, Instant::now())).await;
+                let (_, _, ops, _) = function_turn(stack, &http, user, &session, (first, Instant::now())).await;
                 figures.log_warm.push(ops);
             }
             figures.rss_kib = http.pid().and_then(peak_rss_kib);
