@@ -221,6 +221,9 @@ pub(super) fn print_report(reports: &[SizeReport], listing_budget: usize) {
     table.print();
 }
 
+/// Which of a size's cold-start samples a target reads.
+type ColdStarts = fn(&FunctionFigures) -> &[Duration];
+
 /// The targets, each judged from the figures; a miss is printed as it is.
 pub(super) fn print_targets(reports: &[SizeReport], listing_budget: usize) {
     println!("\n## Targets\n");
@@ -252,31 +255,25 @@ pub(super) fn print_targets(reports: &[SizeReport], listing_budget: usize) {
         println!("- storage request targets: not measured (no moto_server)");
     }
     if functions.len() == reports.len() {
-        let first = median(&functions[0].cold_starts).unwrap_or_default();
-        let last = median(&functions[functions.len() - 1].cold_starts).unwrap_or_default();
-        println!(
-            "- cold start at {} skills within 1.5× of cold start at {}: {:.0} ms vs {:.0} ms = {:.2}× — {}",
-            thousands(reports[reports.len() - 1].skills as u64),
-            thousands(reports[0].skills as u64),
-            ms(last),
-            ms(first),
-            last.as_secs_f64() / first.as_secs_f64(),
-            verdict(last.as_secs_f64() <= first.as_secs_f64() * 1.5)
-        );
         // moto's own latency grows with the objects in its bucket (S3's does not), so the function's
         // part is judged as well: the cold start less the turn's waits on storage.
-        let first = median(&functions[0].cold_starts_less_storage).unwrap_or_default();
-        let last = median(&functions[functions.len() - 1].cold_starts_less_storage).unwrap_or_default();
-        println!(
-            "- cold start less its waits on moto at {} skills within 1.5× of the same at {}: {:.0} ms vs {:.0} ms \
-             = {:.2}× — {}",
-            thousands(reports[reports.len() - 1].skills as u64),
-            thousands(reports[0].skills as u64),
-            ms(last),
-            ms(first),
-            last.as_secs_f64() / first.as_secs_f64(),
-            verdict(last.as_secs_f64() <= first.as_secs_f64() * 1.5)
-        );
+        let samples: [(&str, ColdStarts); 2] = [
+            ("cold start", |f| &f.cold_starts),
+            ("cold start less its waits on moto", |f| &f.cold_starts_less_storage),
+        ];
+        for (what, runs) in samples {
+            let first = median(runs(functions[0])).unwrap_or_default();
+            let last = median(runs(functions[functions.len() - 1])).unwrap_or_default();
+            println!(
+                "- {what} at {} skills within 1.5× of the same at {}: {:.0} ms vs {:.0} ms = {:.2}× — {}",
+                thousands(reports[reports.len() - 1].skills as u64),
+                thousands(reports[0].skills as u64),
+                ms(last),
+                ms(first),
+                last.as_secs_f64() / first.as_secs_f64(),
+                verdict(last.as_secs_f64() <= first.as_secs_f64() * 1.5)
+            );
+        }
         let (small, large) = (functions[0].rss_kib, functions[functions.len() - 1].rss_kib);
         if let (Some(small), Some(large)) = (small, large) {
             println!(
