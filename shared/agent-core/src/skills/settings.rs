@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::tools::{ApprovalPolicy, ApprovalRule, MAX_APPROVAL_RULES};
+use crate::permissions::{ApprovalPolicy, ApprovalRule, MAX_APPROVAL_RULES};
 
 /// The tenant's settings file, relative to `{user}/skills/`.
 pub const SETTINGS_FILE: &str = "settings.json";

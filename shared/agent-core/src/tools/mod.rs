@@ -6,7 +6,6 @@
 //! specs of the other tools and loading a skill (`source`) have files of their own; the tools'
 //! names are in [`crate::tool_names`].
 
-mod approval;
 mod execute;
 mod saved;
 mod shared;
@@ -15,10 +14,12 @@ mod specs;
 pub mod task;
 mod todos;
 
+pub use crate::permissions::{
+    command_rules, ApprovalPolicy, ApprovalRule, CommandPattern, CommandRules, MAX_APPROVAL_RULES,
+};
 use crate::tool_names::FILE_TOOL_NAMES;
 pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_SKILL, TASK, TODO_READ, TODO_WRITE};
-pub use approval::{ApprovalPolicy, ApprovalRule, MAX_APPROVAL_RULES};
-pub use execute::{command_rules, execute_spec, CommandPattern, CommandRules, SandboxAccess};
+pub use execute::{execute_spec, SandboxAccess};
 pub use saved::{result_path, RESULTS_FOLDER};
 pub use shared::TurnShared;
 pub use source::{LoadSkillError, SkillSource};

