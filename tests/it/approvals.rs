@@ -1,7 +1,7 @@
 //! Human approval of tool calls through the compiled http-turn with the scripted model: a call the
 //! deployment's policy names pauses the turn (nothing of it runs); the next request's decisions,
 //! taken by a new process, run it once, edited or not, or tell the model it was rejected; a
-//! redelivered decision replays; a forced skill's command rules still hold for edited arguments; and
+//! redelivered decision replays, and two requests answering one pause run its calls once; a forced skill's command rules still hold for edited arguments; and
 //! a subagent's call that needs approval pauses the whole turn, which goes on inside the subagent;
 //! a tenant's `settings.json` adds approvals it alone can waive, and `skills-index` applies a change.
 
@@ -92,6 +92,51 @@ async fn a_call_that_needs_approval_pauses_the_turn_and_a_new_process_runs_it_on
     let (_, session) = status_and_body(&http.call(get_event(Some(USER), "s1")).await);
     assert!(session["pending_approval"].is_null(), "{session}");
     assert_eq!(session["workspace"].as_array().unwrap().len(), 1, "{session}");
+}
+
+#[tokio::test]
+async fn two_requests_answering_one_pause_at_once_run_its_calls_once_and_a_failed_one_gives_the_pause_back() {
+    let stack = Stack::new().await;
+    let policy = [("APPROVAL_REQUIRED", "write_file")];
+    let write =
+        |name: &str| Reply::tool("write_file", json!({"file_path": format!("/workspace/{name}"), "content": "x"}));
+    let slow = Reply::Delayed(std::time::Duration::from_millis(1500), Box::new(Reply::text("Escrito.")));
+    stack.model.push([write("uno.md"), slow]);
+    let first = stack.http(&policy).await;
+    let second = stack.http(&policy).await;
+    let (_, paused, _) = post(&first, "s-race", json!({"message": "Escribe uno"}), None).await;
+    assert_eq!(paused["ending"], "awaiting_approval", "{paused}");
+    let approve = decide(json!([{"call_id": paused["pending_approval"][0]["id"], "decision": "approve"}]));
+    // Neither request carries the other's key (one carries none): the pause itself is claimed.
+    let run_first = post(&first, "s-race", approve.clone(), None);
+    let run_second = async {
+        // Starts while the first waits on the model, after running the approved call.
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        post(&second, "s-race", approve.clone(), Some("another-key")).await
+    };
+    let ((status, done, _), (other_status, other, _)) = tokio::join!(run_first, run_second);
+    assert_eq!((status, done["reply"].as_str()), (200, Some("Escrito.")), "{done}");
+    assert_eq!((other_status, other["error"]["code"].as_str()), (409, Some("not_pending")), "{other}");
+    assert!(other["error"]["message"].as_str().unwrap().contains("another request"), "{other}");
+    let requests = stack.model.requests();
+    assert_eq!(requests.len(), 2, "the approved call and the model after it ran once");
+    assert_eq!(tool_results(&requests[1]).len(), 1);
+    // Once the first is committed, nothing waits.
+    let (status, body, _) = post(&second, "s-race", approve, Some("another-key")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (409, Some("not_pending")), "{body}");
+    assert!(body["error"]["message"].as_str().unwrap().contains("no tool calls"), "{body}");
+
+    // A resumed turn that fails gives the pause back: the retry (no key) runs it.
+    stack.model.push([write("dos.md"), Reply::Status(500), Reply::Status(500), Reply::text("Ahora sí.")]);
+    let (_, paused, _) = post(&first, "s-race", json!({"message": "Escribe dos"}), None).await;
+    let approve = decide(json!([{"call_id": paused["pending_approval"][0]["id"], "decision": "approve"}]));
+    let (status, body, _) = post(&first, "s-race", approve.clone(), None).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (502, Some("model_provider_failed")), "{body}");
+    let (status, body, _) = post(&second, "s-race", approve, None).await;
+    assert_eq!((status, body["reply"].as_str()), (200, Some("Ahora sí.")), "{body}");
+    let (_, session) = status_and_body(&first.call(get_event(Some(USER), "s-race")).await);
+    assert!(session["pending_approval"].is_null(), "{session}");
+    assert_eq!(session["workspace"].as_array().unwrap().len(), 2, "{session}");
 }
 
 #[tokio::test]

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeSet;
 
-use super::TurnError;
+use super::{lease_until, Claimed, Claims, TurnError, TurnRequest, TurnService};
 use crate::agent::{Decisions, WaitingCall};
 use crate::events::ApprovalCall;
 use crate::message::Message;
-use crate::store::{PendingApproval, Session, StoreError};
+use crate::store::{Claim, IdempotencyKey, PendingApproval, Session, StoreError};
 
 /// A call's arguments larger than this are shown by their size in a reply's pending calls (the
 /// whole call is in the session's history): a stored reply stays small.
@@ -65,6 +65,36 @@ impl Resumed<'_> {
         turn_messages.and_then(|count| history.len().checked_sub(count)).ok_or_else(|| {
             TurnError::Store(StoreError::Corrupt("the paused turn's start is past its history".to_owned()))
         })
+    }
+}
+
+impl TurnService {
+    /// Claims the pause stored as session version `version` for this request, so that the calls it
+    /// approves run once: a second request answering the same pause is refused while this one
+    /// runs, and finds nothing pending once it is committed.
+    pub(super) async fn claim_pause(
+        &self,
+        request: &TurnRequest,
+        version: u64,
+        claims: &Claims,
+    ) -> Result<(), TurnError> {
+        let key = IdempotencyKey::for_paused_turn(version);
+        let now = request.now.unix_timestamp();
+        match self.sessions.claim(&request.user, &request.session, &key, now, lease_until(request, now)).await? {
+            Claim::Claimed { owner } => {
+                // A turn claims its pause once, so the cell is empty.
+                let _ = claims.pause.set(Claimed { key, owner });
+                Ok(())
+            }
+            _ => {
+                tracing::info!(session = %request.session, version, "another request answers this pause");
+                Err(TurnError::NotPending(
+                    "another request is answering these calls now; nothing of this one ran. Read the session to \
+                     see whether they still wait"
+                        .to_owned(),
+                ))
+            }
+        }
     }
 }
 

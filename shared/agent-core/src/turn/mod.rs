@@ -28,7 +28,7 @@ pub use request::{ReplyFile, TurnError, TurnReply, TurnRequest, UserProfile};
 pub use skills::parse_slash_command;
 pub use usage::{seconds_to_next_utc_day, utc_day, DEFAULT_MODEL_LABEL};
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::FutureExt;
 pub use time::OffsetDateTime;
@@ -234,16 +234,8 @@ impl TurnService {
         let claim = match &request.idempotency {
             None => None,
             Some(key) => {
-                let lease = match request.deadline {
-                    Some(deadline) => {
-                        let left = deadline.saturating_duration_since(Instant::now()).as_secs();
-                        i64::try_from(left).unwrap_or(i64::MAX).saturating_add(CLAIM_LEASE_MARGIN_SECS)
-                    }
-                    None => CLAIM_LEASE_WITHOUT_DEADLINE_SECS,
-                };
-                let claim =
-                    self.sessions.claim(&request.user, &request.session, key, now, now.saturating_add(lease)).await?;
-                match claim {
+                let lease_until = lease_until(&request, now);
+                match self.sessions.claim(&request.user, &request.session, key, now, lease_until).await? {
                     Claim::Claimed { owner } => Some(Claimed { key: key.clone(), owner }),
                     Claim::Committed { reply } => {
                         let mut reply: TurnReply = serde_json::from_value(reply)
@@ -258,11 +250,12 @@ impl TurnService {
                 }
             }
         };
+        let claims = Claims { key: claim, pause: OnceLock::new() };
         let (user, session, started) = (request.user.clone(), request.session.clone(), request.now);
         let meter = Arc::new(usage::Meter::new(&self.config.model_id));
         let attempt = meter
             .clone()
-            .scope(std::panic::AssertUnwindSafe(self.run_claimed(request, claim.as_ref(), events)).catch_unwind())
+            .scope(std::panic::AssertUnwindSafe(self.run_claimed(request, &claims, events)).catch_unwind())
             .await;
         let result = attempt.unwrap_or_else(|panic| {
             let message = panic_message(panic.as_ref());
@@ -278,21 +271,44 @@ impl TurnService {
         if result.is_err() {
             self.record_failed_spend(&user, &meter, started).await;
         }
-        if let (Err(_), Some(claim)) = (&result, &claim) {
-            // Best effort: a claim that stays behind expires with its lease.
-            if let Err(err) = self.sessions.release(&user, &session, &claim.key, &claim.owner).await {
-                tracing::warn!(session = %session, error = %err, "could not release the idempotency claim");
+        if result.is_err() {
+            for claim in claims.key.iter().chain(claims.pause.get()) {
+                // Best effort: a claim that stays behind expires with its lease.
+                if let Err(err) = self.sessions.release(&user, &session, &claim.key, &claim.owner).await {
+                    tracing::warn!(session = %session, error = %err, "could not release an idempotency claim");
+                }
             }
         }
         result
     }
 }
 
-/// A claim this turn holds on its idempotency key.
+/// When a claim taken `now` for `request` lapses: the invocation's deadline and a margin, so a
+/// turn killed mid-run gives its claim up and a redelivery can run it.
+fn lease_until(request: &TurnRequest, now: i64) -> i64 {
+    let lease = match request.deadline {
+        Some(deadline) => {
+            let left = deadline.saturating_duration_since(Instant::now()).as_secs();
+            i64::try_from(left).unwrap_or(i64::MAX).saturating_add(CLAIM_LEASE_MARGIN_SECS)
+        }
+        None => CLAIM_LEASE_WITHOUT_DEADLINE_SECS,
+    };
+    now.saturating_add(lease)
+}
+
+/// A claim this turn holds on an idempotency key.
 #[derive(Debug, Clone)]
 struct Claimed {
     key: IdempotencyKey,
     owner: String,
+}
+
+/// The claims a turn holds: on the client's idempotency key, taken before anything is read; and,
+/// for a turn that answers a pause, on the pause itself (see [`IdempotencyKey::for_paused_turn`]),
+/// taken once the session's version is known. Both are given back when the turn fails.
+struct Claims {
+    key: Option<Claimed>,
+    pause: OnceLock<Claimed>,
 }
 
 /// The text of a caught panic, for the log (never for the client).

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use super::approval;
 use super::summary::history_for_model;
-use super::{Claimed, ReplyFile, Strategy, TurnError, TurnReply, TurnRequest, TurnService};
+use super::{Claims, ReplyFile, Strategy, TurnError, TurnReply, TurnRequest, TurnService};
 use crate::agent::{self, Ending, Limits};
 use crate::events::{TurnEvent, TurnObserver};
 use crate::ids::{SkillPath, TicketId};
@@ -47,14 +47,14 @@ impl TurnService {
     pub(super) async fn run_claimed(
         &self,
         request: TurnRequest,
-        claim: Option<&Claimed>,
+        claims: &Claims,
         events: &dyn TurnObserver,
     ) -> Result<TurnReply, TurnError> {
         if self.config.strategy == Strategy::Planner {
             if request.decisions.is_some() {
                 return Err(TurnError::NotPending("this agent's turns never wait for approval".to_owned()));
             }
-            return self.run_planner_turn(request, claim, events).await;
+            return self.run_planner_turn(request, claims.key.as_ref(), events).await;
         }
         // The session (with the day's usage under a budget) and the catalog are independent reads:
         // fetch them concurrently.
@@ -66,6 +66,10 @@ impl TurnService {
         )?;
         let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
         let resumed = approval::paused_turn(&session, request.decisions.as_ref())?;
+        if resumed.is_some() {
+            // One request at a time answers a pause, whatever keys the requests carry.
+            self.claim_pause(&request, session.version, claims).await?;
+        }
         let source = SkillSource {
             library: &self.skills,
             objects: self.objects.as_ref(),
@@ -253,7 +257,7 @@ impl TurnService {
         };
         telemetry::measured(
             telemetry::storage_span(telemetry::COMMIT),
-            self.commit(&request, &session, outcome.messages, state, &reply, claim),
+            self.commit(&request, &session, outcome.messages, state, &reply, claims.key.as_ref()),
         )
         .await?;
         tracing::info!(

@@ -59,6 +59,19 @@ impl IdempotencyKey {
     }
 }
 
+impl IdempotencyKey {
+    /// The key that lets one request at a time answer the calls a turn paused on, the turn stored
+    /// as session version `version`: whatever idempotency key the requests carry (or none), a
+    /// second request deciding the same pause is refused while the first runs. Its text has
+    /// spaces, which a client's key never has, so no client key can take it; its fingerprint is
+    /// fixed, so a claim left by a killed invocation lapses for any decisions.
+    pub fn for_paused_turn(version: u64) -> Self {
+        let key = format!("decisions on the turn paused at version {version}");
+        let fixed = sha2::Sha256::digest(b"");
+        Self { key_hash: hex::encode(sha2::Sha256::digest(key.as_bytes())), request_hash: hex::encode(fixed) }
+    }
+}
+
 /// What a claim on an idempotency key found.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Claim {
