@@ -241,6 +241,44 @@ test("a turn that delegates shows each subagent nested in its timeline, with its
   await page.screenshot({ path: `${SHOTS}/subagents.png`, fullPage: true });
 });
 
+test("a turn whose stream breaks mid-call reads as failed, its open calls and subagents as not finished", async ({ page }) => {
+  await page.setViewportSize({ width: 1280, height: 1200 });
+  // The runtime's real stream, cut after a subagent's call once both subagents started: the
+  // connection drops there, before that call's result, the subagents' ends and the turn's last event.
+  await page.route("**/api/sessions/*/turns", async (route) => {
+    const response = await route.fetch();
+    const events = (await response.text()).split("\n\n");
+    const starts = events.flatMap((block, index) => (block.startsWith("event: subagent.started") ? [index] : []));
+    expect(starts.length, events.join("\n\n")).toBe(2);
+    const isSubagentCall = (block: string) => block.startsWith("event: tool.call") && block.includes('"subagent"');
+    const cut = events.findIndex((block, index) => index > starts[1] && isSubagentCall(block));
+    expect(cut, events.join("\n\n")).toBeGreaterThan(0);
+    await route.fulfill({ response, body: events.slice(0, cut + 1).join("\n\n") + "\n\n" });
+  });
+  await open(page);
+  await send(page, DELEGATION);
+  const turn = lastTurn(page);
+  await expect(turnBadge(turn)).toHaveText("failed", { timeout: 30_000 });
+  await expect(turn.getByRole("alert")).toContainText("stream_ended");
+  const timeline = turn.getByRole("list", { name: /Timeline of turn/ });
+  // Nothing the cut left open still says it runs: the task calls, the subagents and the call one made.
+  await expect(timeline).not.toContainText("running");
+  const taskRows = timeline.getByRole("listitem").filter({ has: page.getByRole("button", { name: /Tool task:/ }) });
+  await expect(taskRows).toHaveCount(2);
+  for (const row of await taskRows.all()) {
+    await expect(row.locator(":scope > .badge")).toHaveText("not finished");
+  }
+  const subagents = timeline.locator(".row-subagent > .badge");
+  await expect(subagents).toHaveCount(2);
+  await expect(subagents).toHaveText(["not finished", "not finished"]);
+  const subagentCall = timeline.getByRole("list", { name: /Timeline of subagent/ }).getByRole("listitem").filter({
+    has: page.getByRole("button", { name: /Tool write_file:/ }),
+  });
+  await expect(subagentCall.first().locator(":scope > .badge")).toHaveText("not finished");
+  expect(await accessibilityViolations(page)).toEqual([]);
+  await page.screenshot({ path: `${SHOTS}/stream-broken.png`, fullPage: true });
+});
+
 test("a call that needs approval waits for Approve, Edit or Reject, and the turn goes on as decided", async ({ page }) => {
   await page.setViewportSize({ width: 1280, height: 1500 });
   await open(page);

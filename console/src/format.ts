@@ -70,9 +70,12 @@ export function subagentTitle(entry: SubagentEntry): string {
   return `Subagent ${entry.id} (${entry.agentType || "unknown type"})`;
 }
 
-/** How a subagent stands: running, or how it ended and in how many steps. */
-export function subagentState(entry: SubagentEntry): string {
-  if (entry.status === "running") return "running";
+/**
+ * How a subagent stands: running, or how it ended and in how many steps; one whose end was never
+ * reported in a turn that is over did not finish.
+ */
+export function subagentState(entry: SubagentEntry, open: OpenWork = "running"): string {
+  if (entry.status === "running") return open === "ended" ? NOT_FINISHED.text : "running";
   const ending = (entry.ending ?? "completed").replace(/_/g, " ");
   if (entry.steps === null) return ending;
   return `${ending} · ${entry.steps} ${entry.steps === 1 ? "step" : "steps"}`;
@@ -86,6 +89,20 @@ export interface Badge {
 
 /** A paused turn and its waiting calls read as a subagent that paused does, in the attention colour. */
 const AWAITING_APPROVAL: Badge = { text: "awaiting approval", tone: "warning" };
+/** A call or subagent without an end in a turn that is over (it failed, its stream broke), muted. */
+const NOT_FINISHED: Badge = { text: "not finished", tone: "stopped" };
+
+/**
+ * How the calls and subagents of a turn that have no result yet stand: still running, waiting on a
+ * person's decisions (the turn paused), or ended without one (the turn failed or its stream broke,
+ * or a stored page was cut before their results).
+ */
+export type OpenWork = "running" | "awaiting" | "ended";
+
+export function openWork(turn: Turn): OpenWork {
+  if (turn.paused) return "awaiting";
+  return turn.status === "running" ? "running" : "ended";
+}
 
 /** How a turn stands: running, completed, failed or saved, or waiting for a person when it paused. */
 export function turnBadge(turn: Turn): Badge {
@@ -93,13 +110,17 @@ export function turnBadge(turn: Turn): Badge {
   return { text: turn.status === "stored" ? "saved" : turn.status, tone: turn.status };
 }
 
-/**
- * How a tool call stands: its result's outcome or, without one, running; in a turn that paused for
- * approval a call without a result waits (its own decision, or its subagent's call's) instead.
- */
-export function callBadge(result: ToolResult | null, paused: boolean): Badge {
+/** How a tool call stands: its result's outcome or, without one, as its turn's open work does. */
+export function callBadge(result: ToolResult | null, open: OpenWork): Badge {
   if (result) return result.ok ? { text: "ok", tone: "ok" } : { text: "error", tone: "error" };
-  return paused ? AWAITING_APPROVAL : { text: "running", tone: "running" };
+  switch (open) {
+    case "running":
+      return { text: "running", tone: "running" };
+    case "awaiting":
+      return AWAITING_APPROVAL;
+    case "ended":
+      return NOT_FINISHED;
+  }
 }
 
 /**

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 
 import type { SessionView, Skill } from "./api";
 import { insertSkill, matchSkills, slashQuery } from "./complete";
-import { callBadge, entryTitle, subagentState, turnBadge } from "./format";
+import { callBadge, entryTitle, openWork, subagentState, turnBadge } from "./format";
 import {
   applyEvent,
   entryKeys,
@@ -276,17 +276,37 @@ describe("a turn that waits for approval", () => {
     expect(turnBadge(paused)).toEqual({ text: "awaiting approval", tone: "warning" });
     const taskRow = paused.timeline[0];
     expect(taskRow.kind === "tool" && taskRow.result).toBeNull();
-    expect(callBadge(null, paused.paused)).toEqual({ text: "awaiting approval", tone: "warning" });
+    expect(callBadge(null, openWork(paused))).toEqual({ text: "awaiting approval", tone: "warning" });
     // The same call while the turn runs, and calls with a result, keep their own state.
-    expect(callBadge(null, running.paused)).toEqual({ text: "running", tone: "running" });
+    expect(callBadge(null, openWork(running))).toEqual({ text: "running", tone: "running" });
     const result = { ok: false, bytes: 1, summary: "", content: "Error", truncated: false };
-    expect(callBadge(result, true)).toEqual({ text: "error", tone: "error" });
-    expect(callBadge({ ...result, ok: true }, true)).toEqual({ text: "ok", tone: "ok" });
+    expect(callBadge(result, "awaiting")).toEqual({ text: "error", tone: "error" });
+    expect(callBadge({ ...result, ok: true }, "ended")).toEqual({ text: "ok", tone: "ok" });
     // A turn that answers, or fails, did not pause.
     const answered = play([event("turn.completed", { ...reply, ending: "answered", pending_approval: undefined })]);
     expect([answered.paused, turnBadge(answered).text]).toEqual([false, "completed"]);
     const failed = play([event("turn.failed", { error: { code: "x", message: "y" } })]);
     expect([failed.paused, turnBadge(failed).text]).toEqual([false, "failed"]);
+  });
+
+  it("reads a call and a subagent that never ended as not finished once their turn failed or its stream broke", () => {
+    const task = event("tool.call", { id: "t1", name: "task", summary: "description=d", arguments: { description: "d" } });
+    const started = event("subagent.started", { subagent: "sa-1", call_id: "t1", agent_type: "general-purpose", description: "d" });
+    const running = play([event("turn.started", {}), task, started]);
+    const subagent = running.timeline.find((entry) => entry.kind === "subagent");
+    expect(subagent && subagentState(subagent, openWork(running))).toBe("running");
+    const failed = play([event("turn.started", {}), task, started, event("turn.failed", { error: { code: "x", message: "y" } })]);
+    const broken = failTurn(running, { status: 0, code: "stream_ended", message: "the stream ended" }, 5000);
+    for (const turn of [failed, broken]) {
+      expect(openWork(turn)).toBe("ended");
+      expect(callBadge(null, openWork(turn))).toEqual({ text: "not finished", tone: "stopped" });
+      const sub = turn.timeline.find((entry) => entry.kind === "subagent");
+      expect(sub && subagentState(sub, openWork(turn))).toBe("not finished");
+    }
+    // A subagent that did end keeps its ending in a failed turn.
+    const ended = play([event("turn.started", {}), task, started, completed("sa-1", 2, "hecho"), event("turn.failed", {})]);
+    const sub = ended.timeline.find((entry) => entry.kind === "subagent");
+    expect(sub && subagentState(sub, openWork(ended))).toBe("answered · 2 steps");
   });
 
   it("puts a stored session's waiting calls on its newest turn, with their arguments from its history", () => {

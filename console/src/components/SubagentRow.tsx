@@ -4,13 +4,13 @@
 
 import { useState } from "preact/hooks";
 
-import { subagentState, subagentTitle } from "../format";
+import { subagentState, subagentTitle, type OpenWork } from "../format";
 import { entryKeys, type SubagentEntry } from "../turns";
 import { TimelineRow } from "./TimelineRow";
 
-/** The badge's colour: running, answered, stopped at a bound, or failed. */
-function stateClass(entry: SubagentEntry): string {
-  if (entry.status === "running") return "running";
+/** The badge's colour: running (or not finished), answered, stopped at a bound, or failed. */
+function stateClass(entry: SubagentEntry, openWork: OpenWork): string {
+  if (entry.status === "running") return openWork === "ended" ? "stopped" : "running";
   if (entry.ok === false) return "error";
   return entry.ending === "answered" ? "ok" : "warning";
 }
@@ -18,15 +18,15 @@ function stateClass(entry: SubagentEntry): string {
 export function SubagentRow({
   entry,
   id,
-  paused = false,
+  open: openWork = "running",
 }: {
   entry: SubagentEntry;
   id: string;
-  /** Whether the turn paused for approval: passed down so its calls without a result wait. */
-  paused?: boolean;
+  /** How the turn's calls without a result stand, passed down to its rows. */
+  open?: OpenWork;
 }) {
   const [open, setOpen] = useState(true);
-  const state = stateClass(entry);
+  const state = stateClass(entry, openWork);
   const rowsId = `rows-${id}`;
   const taskId = `task-${id}`;
   const keys = entryKeys(entry.timeline);
@@ -42,7 +42,7 @@ export function SubagentRow({
       >
         {subagentTitle(entry)}
       </button>{" "}
-      <span class={`badge badge-${state}`}>{subagentState(entry)}</span>
+      <span class={`badge badge-${state}`}>{subagentState(entry, openWork)}</span>
       {entry.description && (
         <p id={taskId} class="subagent-task">
           {entry.description}
@@ -59,14 +59,14 @@ export function SubagentRow({
           <ol class="timeline timeline-subagent" aria-label={`Timeline of subagent ${entry.id}`}>
             {entry.timeline.map((child, index) =>
               child.kind === "subagent" ? (
-                <SubagentRow key={keys[index]} entry={child} id={`${id}-${keys[index]}`} paused={paused} />
+                <SubagentRow key={keys[index]} entry={child} id={`${id}-${keys[index]}`} open={openWork} />
               ) : (
-                <TimelineRow key={keys[index]} entry={child} id={`${id}-${keys[index]}`} paused={paused} />
+                <TimelineRow key={keys[index]} entry={child} id={`${id}-${keys[index]}`} open={openWork} />
               ),
             )}
           </ol>
         ) : (
-          <p class="muted">{entry.status === "running" ? "Starting…" : "No steps reported."}</p>
+          <p class="muted">{entry.status === "running" && openWork !== "ended" ? "Starting…" : "No steps reported."}</p>
         )}
       </div>
     </li>

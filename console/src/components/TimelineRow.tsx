@@ -2,18 +2,18 @@
 
 import { useState } from "preact/hooks";
 
-import { callBadge, entryTitle, formatArguments, formatBytes, formatCount } from "../format";
+import { callBadge, entryTitle, formatArguments, formatBytes, formatCount, type OpenWork } from "../format";
 import type { TimelineEntry } from "../turns";
 
 export function TimelineRow({
   entry,
   id,
-  paused = false,
+  open: openWork = "running",
 }: {
   entry: TimelineEntry;
   id: string;
-  /** Whether the row's turn paused for approval, so that a call without a result waits rather than runs. */
-  paused?: boolean;
+  /** How its turn's calls without a result stand: running, waiting for approval, or ended without one. */
+  open?: OpenWork;
 }) {
   const [open, setOpen] = useState(false);
   if (entry.kind !== "tool") {
@@ -36,7 +36,7 @@ export function TimelineRow({
     );
   }
   const result = entry.result;
-  const badge = callBadge(result, paused);
+  const badge = callBadge(result, openWork);
   const detailsId = `details-${id}`;
   return (
     <li class={`row row-tool tool-${badge.tone}`}>

@@ -2,7 +2,7 @@
 // answer and its summary.
 
 import type { Decision } from "../api";
-import { turnBadge } from "../format";
+import { openWork, turnBadge } from "../format";
 import { entryKeys, type Turn } from "../turns";
 import { ApprovalPanel } from "./ApprovalPanel";
 import { SubagentRow } from "./SubagentRow";
@@ -25,6 +25,7 @@ export function TurnView({
   const running = turn.status === "running";
   const keys = entryKeys(turn.timeline);
   const badge = turnBadge(turn);
+  const open = openWork(turn);
   return (
     <article class={`turn turn-${turn.status}`} aria-labelledby={headingId}>
       <header class="turn-head">
@@ -41,9 +42,9 @@ export function TurnView({
         <ol class="timeline" aria-label={`Timeline of ${label.toLowerCase()}`}>
           {turn.timeline.map((entry, index) =>
             entry.kind === "subagent" ? (
-              <SubagentRow key={keys[index]} entry={entry} id={`${turn.key}-${keys[index]}`} paused={turn.paused} />
+              <SubagentRow key={keys[index]} entry={entry} id={`${turn.key}-${keys[index]}`} open={open} />
             ) : (
-              <TimelineRow key={keys[index]} entry={entry} id={`${turn.key}-${keys[index]}`} paused={turn.paused} />
+              <TimelineRow key={keys[index]} entry={entry} id={`${turn.key}-${keys[index]}`} open={open} />
             ),
           )}
         </ol>
