@@ -155,27 +155,45 @@ impl ApprovalRule {
     /// Whether an `ask` rule catches `call`. A chained command may hide the command its pattern
     /// names (`echo; git push`), so it is asked about.
     fn asks(&self, call: &ToolCall) -> bool {
-        self.command_of(call).is_some_and(|(pattern, command)| match pattern {
-            None => true,
-            Some(pattern) => chaining_in(command).is_some() || pattern.allows(command),
-        })
+        match self.reach(call) {
+            Reach::OtherTool => false,
+            Reach::EveryCall => true,
+            Reach::Command(pattern, command) => chaining_in(command).is_some() || pattern.allows(command),
+        }
     }
 
     /// Whether an `allow` rule waives `call`. A chained command is more than its pattern names,
     /// so it is never waived by one.
     fn waives(&self, call: &ToolCall) -> bool {
-        self.command_of(call).is_some_and(|(pattern, command)| match pattern {
-            None => true,
-            Some(pattern) => chaining_in(command).is_none() && pattern.allows(command),
-        })
+        match self.reach(call) {
+            Reach::OtherTool => false,
+            Reach::EveryCall => true,
+            Reach::Command(pattern, command) => chaining_in(command).is_none() && pattern.allows(command),
+        }
     }
 
-    /// The rule's command pattern and the call's command, when the rule is about this tool.
-    fn command_of<'a>(&'a self, call: &'a ToolCall) -> Option<(Option<&'a CommandPattern>, &'a str)> {
-        (call.name == self.tool).then(|| {
-            (self.commands.as_ref(), call.arguments.get("command").and_then(Value::as_str).unwrap_or_default().trim())
-        })
+    fn reach<'a>(&'a self, call: &'a ToolCall) -> Reach<'a> {
+        if call.name != self.tool {
+            return Reach::OtherTool;
+        }
+        match &self.commands {
+            None => Reach::EveryCall,
+            Some(pattern) => {
+                let command = call.arguments.get("command").and_then(Value::as_str).unwrap_or_default();
+                Reach::Command(pattern, command.trim())
+            }
+        }
     }
+}
+
+/// How far a rule reaches to a call.
+enum Reach<'a> {
+    /// The rule is about another tool.
+    OtherTool,
+    /// The rule names the call's tool, every call of it.
+    EveryCall,
+    /// The rule names commands of the call's tool (`Bash(...)`): its pattern, and the call's command.
+    Command(&'a CommandPattern, &'a str),
 }
 
 /// One party's rules: the calls it asks about, and its exceptions to them.
@@ -217,11 +235,6 @@ impl ApprovalPolicy {
     pub fn from_rules(ask: Vec<ApprovalRule>, allow: Vec<ApprovalRule>) -> Self {
         let parties = if ask.is_empty() { Vec::new() } else { vec![RuleSet { ask, allow }] };
         Self { parties }
-    }
-
-    /// This policy with `other`'s parties beside its own, each keeping its exceptions to itself.
-    pub fn and(&self, other: &ApprovalPolicy) -> ApprovalPolicy {
-        Self { parties: self.parties.iter().chain(&other.parties).cloned().collect() }
     }
 
     pub fn is_empty(&self) -> bool {
@@ -293,16 +306,17 @@ mod tests {
     fn a_tenant_adds_approvals_and_its_exceptions_never_lift_the_deployments() {
         let deployment = ApprovalPolicy::parse("execute", "Bash(ls)").unwrap();
         let tenant = ApprovalPolicy::parse("Bash(ls), Write", "Bash(python3:*), Write").unwrap();
-        let both = deployment.and(&tenant);
+        // A turn applies both, as `TurnShared` does: a call waits when either asks.
+        let both = |call: &ToolCall| [&deployment, &tenant].iter().any(|policy| policy.requires(call));
         // The tenant asks about `ls`, which the deployment lets through.
-        assert!(both.requires(&call("execute", json!({"command": "ls"}))));
-        // The tenant's exception does not lift the deployment's `execute`.
-        assert!(both.requires(&call("execute", json!({"command": "python3 a.py"}))));
+        assert!(!deployment.requires(&call("execute", json!({"command": "ls"}))));
+        assert!(both(&call("execute", json!({"command": "ls"}))));
+        // The tenant's exception does not lift the deployment's `execute`: each keeps its own.
+        assert!(!tenant.requires(&call("execute", json!({"command": "python3 a.py"}))));
+        assert!(both(&call("execute", json!({"command": "python3 a.py"}))));
         // An `allow` of the same party waives its `ask`.
-        assert!(!both.requires(&call("write_file", json!({"file_path": "/workspace/a"}))));
-        assert!(!both.requires(&call("read_file", json!({"file_path": "/workspace/a"}))));
-        assert!(deployment.and(&ApprovalPolicy::default()) == deployment);
-        assert!(ApprovalPolicy::default().and(&ApprovalPolicy::default()).is_empty());
+        assert!(!both(&call("write_file", json!({"file_path": "/workspace/a"}))));
+        assert!(!both(&call("read_file", json!({"file_path": "/workspace/a"}))));
     }
 
     #[test]

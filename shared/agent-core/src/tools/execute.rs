@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 use super::SkillsEnv;
+use crate::agent::ToolOutput;
 use crate::message::ToolSpec;
 use crate::sandbox::{self, Sandbox, SandboxLayout, DEFAULT_TIMEOUT, MAX_COMMAND_BYTES, MAX_TIMEOUT};
 use crate::tool_names::EXECUTE;
@@ -127,22 +128,28 @@ pub fn parse_arguments(args: &Value, access: &SandboxAccess<'_>) -> Result<(Stri
 
 impl SkillsEnv<'_> {
     /// Runs a command in the sandbox over a copy of the session's files, then brings what it changed
-    /// under the workspace back into the turn's workspace, within the workspace's quotas.
-    pub(super) async fn run_execute(&mut self, args: &Value) -> String {
+    /// under the workspace back into the turn's workspace, within the workspace's quotas. A command
+    /// the forced skill does not allow is refused (and counted) without running.
+    pub(super) async fn run_execute(&mut self, args: &Value) -> ToolOutput {
         let Some(access) = self.shared.sandbox else {
-            return "Error: there is no sandbox to run commands in".to_owned();
+            return "Error: there is no sandbox to run commands in".to_owned().into();
         };
         let (command, timeout) = match parse_arguments(args, &access) {
             Ok(parsed) => parsed,
-            Err(message) => return message,
+            Err(message) => return message.into(),
         };
         if let Some((commands, skill)) = self.command_rules() {
             if let Err(message) = commands.check(&command, skill) {
                 tracing::warn!(skill, "refused a command the forced skill does not allow");
                 self.refused_tool_calls += 1;
-                return message;
+                return ToolOutput { content: message, refused: true, ..ToolOutput::default() };
             }
         }
+        self.run_in_sandbox(access, command, timeout).await.into()
+    }
+
+    /// Runs an allowed `command` in the sandbox; the text of its outcome, or of why it did not run.
+    async fn run_in_sandbox(&mut self, access: SandboxAccess<'_>, command: String, timeout: Duration) -> String {
         // The filesystem is locked to copy the files out and to take the changes back, not while
         // the command runs, so concurrent subagents' commands run at the same time.
         let (files, session) = {

@@ -295,8 +295,7 @@ impl<'a> SkillsEnv<'a> {
     /// Whether the turn's approval policy names `call`, one this agent would run: a call to a tool
     /// it was not offered, or a command its skill does not allow, is refused instead of asked about.
     fn policy_requires(&self, call: &ToolCall) -> bool {
-        let Some(policy) = self.shared.approvals else { return false };
-        if !self.offers(&call.name) {
+        if self.shared.approvals.is_empty() || !self.offers(&call.name) {
             return false;
         }
         if call.name == EXECUTE {
@@ -305,7 +304,7 @@ impl<'a> SkillsEnv<'a> {
                 return false;
             }
         }
-        policy.requires(call)
+        self.shared.approvals.iter().any(|policy| policy.requires(call))
     }
 
     /// The commands `execute` may run and the skill that says so: a forced skill's, or the one a
@@ -517,15 +516,7 @@ impl TurnEnv for SkillsEnv<'_> {
                 return ToolOutput { content, loaded_skill, ..ToolOutput::default() };
             }
             FIND_SKILLS => self.run_find_skills(&call.arguments).await,
-            EXECUTE => {
-                let refused_before = self.refused_tool_calls;
-                let content = self.run_execute(&call.arguments).await;
-                return ToolOutput {
-                    content,
-                    refused: self.refused_tool_calls > refused_before,
-                    ..ToolOutput::default()
-                };
-            }
+            EXECUTE => return self.run_execute(&call.arguments).await,
             TODO_WRITE => self.run_todo_write(&call.arguments),
             TODO_READ => self.run_todo_read(),
             // A `task` runs with the reply's other tasks, through `call_concurrently`; one on its own

@@ -29,8 +29,9 @@ pub struct TurnShared<'a> {
     pub(super) sandbox_session: Mutex<Option<String>>,
     /// How subagents are run, when the turn offers `task`.
     pub(super) delegation: Option<Delegation<'a>>,
-    /// Which calls wait for a person's approval; `None` when none do.
-    pub(super) approvals: Option<&'a ApprovalPolicy>,
+    /// The policies whose calls wait for a person's approval (the deployment's, the tenant's),
+    /// borrowed, not merged: a call waits when any asks. Empty when none asks anything.
+    pub(super) approvals: Vec<&'a ApprovalPolicy>,
 }
 
 impl<'a> TurnShared<'a> {
@@ -54,13 +55,16 @@ impl<'a> TurnShared<'a> {
             executions: AtomicU32::new(0),
             sandbox_session: Mutex::new(None),
             delegation: None,
-            approvals: None,
+            approvals: Vec::new(),
         }
     }
 
-    /// Stops the turn for a person's approval before a call `policy` names runs.
+    /// Stops the turn for a person's approval before a call `policy` names runs, besides the calls
+    /// of the policies given before (each keeps its exceptions to itself).
     pub fn with_approvals(mut self, policy: &'a ApprovalPolicy) -> Self {
-        self.approvals = Some(policy).filter(|policy| !policy.is_empty());
+        if !policy.is_empty() {
+            self.approvals.push(policy);
+        }
         self
     }
 

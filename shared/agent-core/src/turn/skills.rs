@@ -124,8 +124,6 @@ impl TurnService {
             reserve: self.config.deadline_reserve,
             input_tokens: self.config.input_tokens(),
         };
-        // The tenant's rules from its settings.json come beside the deployment's.
-        let approvals = self.config.approvals.and(catalog.approvals());
         let mut shared = TurnShared::new(vfs, source, listing, template, &vars, self.config.prompt_mode);
         if let Some(sandbox) = &self.sandbox {
             shared = shared.with_sandbox(
@@ -137,7 +135,8 @@ impl TurnService {
                 session.state.sandbox_session.clone(),
             );
         }
-        shared = shared.with_approvals(&approvals);
+        // The tenant's rules from its settings.json apply beside the deployment's.
+        shared = shared.with_approvals(&self.config.approvals).with_approvals(catalog.approvals());
         if self.config.subagents.max_depth > 0 {
             let mut delegation = Delegation::new(self.model.as_ref(), limits.clone(), self.config.subagents);
             if let Some(paused) = &resumed {

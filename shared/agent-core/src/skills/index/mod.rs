@@ -243,31 +243,37 @@ enum Outcome {
 
 /// Why a tenant file the index reads is not usable, before its text is looked at.
 enum Unreadable {
-    TooLarge(u64),
+    TooLarge,
     NotText,
 }
 
-/// What `examine` makes of a file that cannot be read as text: a skipped skill, or a base prompt or
-/// settings entry that names the problem.
-fn unreadable(rel: &str, path: Option<&SkillPath>, etag: String, size: u64, limit: u64, why: Unreadable) -> Outcome {
-    let problem = match (&why, path) {
-        (Unreadable::TooLarge(size), Some(_)) => {
-            return Outcome::Skipped(SkippedEntry {
-                file: rel.to_owned(),
-                reason: SkipReason::TooLarge(*size).to_string(),
-            })
-        }
-        (Unreadable::NotText, Some(_)) => {
-            return Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason: SkipReason::NotText.to_string() })
-        }
-        (Unreadable::TooLarge(_), None) => format!("it is larger than {limit} bytes"),
-        (Unreadable::NotText, None) => "it is not UTF-8 text".to_owned(),
+/// The kinds of file `examine` reads.
+enum Readable {
+    Skill(SkillPath),
+    BasePrompt,
+    Settings,
+}
+
+/// What `examine` makes of a file of `size` bytes that cannot be read as text: a skipped skill, or
+/// a base prompt or settings entry that names the problem.
+fn unreadable(rel: &str, kind: &Readable, etag: String, size: u64, limit: u64, why: Unreadable) -> Outcome {
+    let skipped =
+        |reason: SkipReason| Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason: reason.to_string() });
+    let problem = match why {
+        Unreadable::TooLarge => format!("it is larger than {limit} bytes"),
+        Unreadable::NotText => "it is not UTF-8 text".to_owned(),
     };
+    match (kind, why) {
+        (Readable::Skill(_), Unreadable::TooLarge) => return skipped(SkipReason::TooLarge(size)),
+        (Readable::Skill(_), Unreadable::NotText) => return skipped(SkipReason::NotText),
+        _ => {}
+    }
     tracing::warn!(file = rel, reason = %problem, "ignoring the tenant's file");
-    if rel == SETTINGS_FILE {
-        Outcome::Settings(SettingsEntry { etag, size, problems: vec![problem], ..SettingsEntry::default() })
-    } else {
-        Outcome::BasePrompt(BasePromptEntry { etag, size, text: None, problem: Some(problem) })
+    match kind {
+        Readable::Settings => {
+            Outcome::Settings(SettingsEntry { etag, size, problems: vec![problem], ..SettingsEntry::default() })
+        }
+        _ => Outcome::BasePrompt(BasePromptEntry { etag, size, text: None, problem: Some(problem) }),
     }
 }
 
@@ -280,21 +286,21 @@ async fn examine(
     listed_size: Option<u64>,
 ) -> Result<Outcome, StoreError> {
     let key = format!("{}{rel}", keys::skills_prefix(user));
-    let (path, limit) = match classify(rel) {
+    let (kind, limit) = match classify(rel) {
         SkillFile::Other => return Ok(Outcome::Absent),
         SkillFile::Unusable(reason) => {
             return Ok(Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason: reason.to_string() }))
         }
-        SkillFile::BasePrompt => (None, MAX_BASE_PROMPT_BYTES),
-        SkillFile::Settings => (None, MAX_SETTINGS_BYTES),
-        SkillFile::Skill(path) => (Some(path), MAX_SKILL_MD_BYTES),
+        SkillFile::BasePrompt => (Readable::BasePrompt, MAX_BASE_PROMPT_BYTES),
+        SkillFile::Settings => (Readable::Settings, MAX_SETTINGS_BYTES),
+        SkillFile::Skill(path) => (Readable::Skill(path), MAX_SKILL_MD_BYTES),
     };
     // The size decides before any download: from the caller's listing, or a listing of the skill's
     // folder (which also gives its files), or of the key.
     let mut files = None;
-    let listed_size = match (listed_size, &path) {
+    let listed_size = match (listed_size, &kind) {
         (Some(size), _) => size,
-        (None, Some(skill)) => {
+        (None, Readable::Skill(skill)) => {
             let prefix = keys::skills_prefix(user);
             let listed = objects.list(&keys::skill_prefix(user, skill)).await?;
             let Some(size) = listed.iter().find(|meta| meta.key == key).map(|meta| meta.size) else {
@@ -304,38 +310,39 @@ async fn examine(
             files = Some(files_of(|owner| owner == skill, rels).remove(&skill.to_string()).unwrap_or(Some(Vec::new())));
             size
         }
-        (None, None) => match objects.list(&key).await?.into_iter().find(|meta| meta.key == key) {
+        (None, _) => match objects.list(&key).await?.into_iter().find(|meta| meta.key == key) {
             Some(meta) => meta.size,
             None => return Ok(Outcome::Absent),
         },
     };
     if listed_size > limit {
-        return Ok(unreadable(
-            rel,
-            path.as_ref(),
-            String::new(),
-            listed_size,
-            limit,
-            Unreadable::TooLarge(listed_size),
-        ));
+        return Ok(unreadable(rel, &kind, String::new(), listed_size, limit, Unreadable::TooLarge));
     }
     let Some(object) = objects.get(&key).await? else { return Ok(Outcome::Absent) };
     let size = object.bytes.len() as u64;
     if size > limit {
-        return Ok(unreadable(rel, path.as_ref(), object.etag, size, limit, Unreadable::TooLarge(size)));
+        return Ok(unreadable(rel, &kind, object.etag, size, limit, Unreadable::TooLarge));
     }
     let Ok(text) = String::from_utf8(object.bytes) else {
-        return Ok(unreadable(rel, path.as_ref(), object.etag, size, limit, Unreadable::NotText));
+        return Ok(unreadable(rel, &kind, object.etag, size, limit, Unreadable::NotText));
     };
-    let Some(path) = path else {
-        if rel == SETTINGS_FILE {
+    let path = match kind {
+        Readable::Settings => {
             let entry = SettingsEntry::parse(object.etag, size, &text);
             for problem in &entry.problems {
                 tracing::warn!(file = SETTINGS_FILE, reason = %problem, "left out of the tenant's settings");
             }
             return Ok(Outcome::Settings(entry));
         }
-        return Ok(Outcome::BasePrompt(BasePromptEntry { etag: object.etag, size, text: Some(text), problem: None }));
+        Readable::BasePrompt => {
+            return Ok(Outcome::BasePrompt(BasePromptEntry {
+                etag: object.etag,
+                size,
+                text: Some(text),
+                problem: None,
+            }))
+        }
+        Readable::Skill(path) => path,
     };
     match parse_skill_md(&text, path.name()) {
         Err(reason) => Ok(Outcome::Skipped(SkippedEntry { file: rel.to_owned(), reason: reason.to_string() })),
