@@ -160,12 +160,26 @@ fn moto_python() -> Result<std::path::PathBuf, String> {
         .ok_or_else(|| format!("moto_server is not on PATH; {INSTALL}"))?;
     let text = std::fs::read(&script).map_err(|err| format!("read {}: {err}", script.display()))?;
     let first_line = text.split(|byte| *byte == b'\n').next().unwrap_or_default();
-    let interpreter = std::str::from_utf8(first_line)
+    let words: Vec<&str> = std::str::from_utf8(first_line)
         .ok()
         .and_then(|line| line.strip_prefix("#!"))
-        .and_then(|line| line.split_whitespace().next())
-        .filter(|interpreter| Path::new(interpreter).is_absolute())
-        .ok_or_else(|| format!("{} has no `#!` line naming its Python; {INSTALL}", script.display()))?;
+        .map(|line| line.split_whitespace().collect())
+        .unwrap_or_default();
+    // `#!/usr/bin/env python3` names its Python by the word after `env`.
+    let interpreter = match words.as_slice() {
+        [env, program, ..] if Path::new(env).file_name().is_some_and(|name| name == "env") => *program,
+        [interpreter, ..] => *interpreter,
+        [] => return Err(format!("{} has no `#!` line naming its Python; {INSTALL}", script.display())),
+    };
+    let is_python = Path::new(interpreter).file_name().is_some_and(|name| name.to_string_lossy().starts_with("python"));
+    if !is_python {
+        // A pyenv or asdf shim is a shell script that picks a Python at run time.
+        return Err(format!(
+            "{} runs {interpreter}, not Python (a version manager's shim?): put the Python environment that has \
+             moto first on PATH, as `cargo xtask test` does with .venv",
+            script.display()
+        ));
+    }
     Ok(interpreter.into())
 }
 
