@@ -2,11 +2,12 @@
 //! `todowrite`, `todoread`) and the environment that gives the loop its state-dependent prompt,
 //! including a forced skill's guarantees: filtered tools, enforced at execution, and reminders.
 //! One environment runs one agent of the turn: the turn's own, or a subagent started by `task`;
-//! what they share is in `shared`. `execute` (a command in the sandbox), `task` (subagents), the
-//! specs of the other tools and loading a skill (`source`) have files of their own; the tools'
-//! names are in [`crate::tool_names`].
+//! what they share is in `shared`. `execute` (a command in the sandbox), `task` (subagents), a
+//! forced skill's tools and prompt (`forced`), the specs of the other tools and loading a skill
+//! (`source`) have files of their own; the tools' names are in [`crate::tool_names`].
 
 mod execute;
+mod forced;
 mod saved;
 mod shared;
 mod source;
@@ -17,7 +18,6 @@ mod todos;
 pub use crate::permissions::{
     command_rules, ApprovalPolicy, ApprovalRule, CommandPattern, CommandRules, MAX_APPROVAL_RULES,
 };
-use crate::tool_names::FILE_TOOL_NAMES;
 pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_SKILL, TASK, TODO_READ, TODO_WRITE};
 pub use execute::{execute_spec, SandboxAccess};
 pub use saved::{result_path, RESULTS_FOLDER};
@@ -26,7 +26,6 @@ pub use source::{LoadSkillError, SkillSource};
 pub use specs::{essential_tool_specs, find_skills_spec, load_skill_spec};
 pub use task::{Delegation, SubagentConfig};
 
-use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -40,6 +39,7 @@ use crate::prompt::{self, Section, SectionKind, SystemPrompt};
 use crate::skills::{found, Listing, SkillDoc};
 use crate::store::TodoItem;
 use crate::vfs::{self, Vfs};
+use forced::Forced;
 use specs::{DEFAULT_FOUND_SKILLS, MAX_FOUND_SKILLS};
 
 /// Whether `call` returns skill instructions (`load_skill`, a read under /skills): its result is
@@ -48,15 +48,6 @@ pub fn reads_skill_text(call: &ToolCall) -> bool {
     let path = call.arguments.get("file_path").or_else(|| call.arguments.get("path"));
     let reads_skill = path.and_then(Value::as_str).is_some_and(|p| p.trim_start().starts_with("/skills"));
     call.name == LOAD_SKILL || reads_skill
-}
-
-/// A skill forced by a slash command, and the tools it is allowed.
-#[derive(Debug, Clone)]
-struct Forced {
-    doc: Arc<SkillDoc>,
-    offered: Vec<ToolSpec>,
-    /// The commands `execute` may run, from the skill's `Bash(...)` declarations.
-    commands: CommandRules,
 }
 
 /// The tools an agent is offered, and the tokens they add to each request.
@@ -154,42 +145,6 @@ impl<'a> SkillsEnv<'a> {
         self.shared.vfs.lock().await.mount_skill(doc.path.clone());
         self.current_skill = Some(doc.clone());
         Ok(doc)
-    }
-
-    /// Forces `doc` for this turn: its SKILL.md becomes a mandatory block, only its declared tools
-    /// (plus the essentials) are offered, and any other tool call is refused.
-    pub async fn force(&mut self, doc: Arc<SkillDoc>) {
-        let all = self.all_tools();
-        let declared: BTreeSet<&str> = doc
-            .frontmatter
-            .tools
-            .iter()
-            .flatten()
-            .map(String::as_str)
-            .filter(|name| *name != LOAD_SKILL && *name != FIND_SKILLS)
-            .collect();
-        let matched: Vec<ToolSpec> = all.iter().filter(|tool| declared.contains(tool.name.as_str())).cloned().collect();
-        let offered: Vec<ToolSpec> = if matched.is_empty() {
-            tracing::warn!(
-                skill = %doc.path,
-                declared = ?declared,
-                "forced skill declares no existing tools; offering every tool except load_skill"
-            );
-            all.into_iter().filter(|tool| tool.name != LOAD_SKILL && tool.name != FIND_SKILLS).collect()
-        } else {
-            let mut offered = matched;
-            offered.extend(essential_tool_specs().into_iter().filter(|e| !declared.contains(e.name.as_str())));
-            offered
-        };
-        let names: Vec<&str> = offered.iter().map(|t| t.name.as_str()).collect();
-        tracing::info!(skill = %doc.path, offered_tools = ?names, "forced skill");
-        let commands = doc.frontmatter.declared_tools.as_deref().and_then(command_rules).unwrap_or(CommandRules::Any);
-        if declared.contains(EXECUTE) && self.shared.sandbox.is_none() {
-            tracing::warn!(skill = %doc.path, "forced skill declares Bash, but no sandbox is configured (SANDBOX)");
-        }
-        self.shared.vfs.lock().await.mount_skill(doc.path.clone());
-        self.current_skill = Some(doc.clone());
-        self.set_forced(Some(Forced { doc, offered, commands }));
     }
 
     pub fn current_skill(&self) -> Option<&SkillDoc> {
@@ -307,16 +262,6 @@ impl<'a> SkillsEnv<'a> {
         self.shared.approvals.iter().any(|policy| policy.requires(call))
     }
 
-    /// The commands `execute` may run and the skill that says so: a forced skill's, or the one a
-    /// subagent inherited from a forced parent.
-    fn command_rules(&self) -> Option<(&CommandRules, &str)> {
-        match (&self.forced, &self.role.commands) {
-            (Some(forced), _) => Some((&forced.commands, forced.doc.path.name())),
-            (None, Some((commands, skill))) => Some((commands, skill.as_str())),
-            (None, None) => None,
-        }
-    }
-
     async fn run_load_skill(&mut self, args: &Value) -> String {
         let Some(skill_path) = args.get("skill_path").and_then(|v| v.as_str()) else {
             return "Error: load_skill needs the argument `skill_path` as a string like \"category/name\"".to_owned();
@@ -369,38 +314,6 @@ impl<'a> SkillsEnv<'a> {
         }
         found::render(query, &found)
     }
-
-    fn forced_prompt(&self, forced: &Forced) -> SystemPrompt {
-        let block = format!(
-            "<mandatory-skill name=\"{}\">\n{}\n</mandatory-skill>",
-            forced.doc.path,
-            forced.doc.content.trim_end()
-        );
-        let mut sections =
-            self.shared.template.render_sections(self.shared.vars, &Section::new(SectionKind::MandatorySkill, block));
-        // The memory section only helps a skill that can reach /memories, through the file tools.
-        if forced.offered.iter().any(|tool| FILE_TOOL_NAMES.contains(&tool.name.as_str())) {
-            sections.push(Section::new(SectionKind::Memory, prompt::MEMORY_SECTION));
-        }
-        let tools: String =
-            forced.offered.iter().map(|tool| format!("- {}: {}\n", tool.name, tool.description)).collect();
-        sections.push(Section::new(SectionKind::Tools, format!("\n\n## Tools for this skill\n{tools}")));
-        sections.push(Section::new(
-            SectionKind::Reminder,
-            format!(
-                "\n<skill-reminder name=\"{}\">You are executing the skill /{} that the user chose. Follow the \
-                 <mandatory-skill> instructions above precisely. Use ONLY these tools: {}.</skill-reminder>",
-                forced.doc.path,
-                forced.doc.path.name(),
-                tool_list(&forced.offered)
-            ),
-        ));
-        SystemPrompt { sections }
-    }
-}
-
-fn tool_list(tools: &[ToolSpec]) -> String {
-    tools.iter().map(|tool| tool.name.as_str()).collect::<Vec<_>>().join(", ")
 }
 
 #[async_trait]
@@ -447,13 +360,7 @@ impl TurnEnv for SkillsEnv<'_> {
     }
 
     fn reminder(&self, step: u32) -> Option<String> {
-        let forced = self.forced.as_ref().filter(|_| step >= 1)?;
-        Some(format!(
-            "[SKILL REMINDER] You are executing the skill /{}. Follow its instructions precisely. \
-             Use ONLY these tools: {}.",
-            forced.doc.path.name(),
-            tool_list(&forced.offered)
-        ))
+        self.forced.as_ref().filter(|_| step >= 1).map(Forced::reminder)
     }
 
     fn take_written_files(&mut self) -> Vec<(String, u64)> {

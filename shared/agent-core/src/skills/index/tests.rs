@@ -1,6 +1,7 @@
 //! Layouts, file ownership and format versions.
 
 use super::*;
+use crate::skills::frontmatter::SkipReason;
 
 #[test]
 fn classifies_both_layouts() {
