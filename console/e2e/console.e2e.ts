@@ -46,6 +46,23 @@ async function send(page: Page, message: string) {
   await box.press("Enter");
 }
 
+/** Sends "Toma nota de la reunión del martes" and waits until its turn has completed, so the composer takes the next message. */
+async function takeNote(page: Page) {
+  await send(page, "Toma nota de la reunión del martes");
+  const answer = lastTurn(page).getByRole("group", { name: "Answer" });
+  await expect(answer).toContainText("He guardado la nota", { timeout: 30_000 });
+  await expect(answer).toHaveAttribute("aria-busy", "false");
+}
+
+/** Sends `message`, whose turn pauses for approval, and gives that turn and its approval panel once shown. */
+async function pausedBy(page: Page, message: string) {
+  await send(page, message);
+  const turn = lastTurn(page);
+  const panel = turn.getByRole("region", { name: "Waiting for your approval" });
+  await expect(panel).toBeVisible({ timeout: 30_000 });
+  return { turn, panel };
+}
+
 /** The newest turn of the conversation. */
 function lastTurn(page: Page) {
   return page.getByRole("main").getByRole("article").last();
@@ -173,11 +190,8 @@ test("with no model set the demo model answers, and a forced Word turn runs the 
   await expect(timeline).not.toContainText("Tool load_skill");
   // With the note written, the same forced request makes the document.
   await expect(first.getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
-  await send(page, "Toma nota de la reunión del martes");
-  const note = lastTurn(page).getByRole("group", { name: "Answer" });
-  await expect(note).toContainText("He guardado la nota", { timeout: 30_000 });
   // The composer takes a message once the turn has completed.
-  await expect(note).toHaveAttribute("aria-busy", "false");
+  await takeNote(page);
   await send(page, "/documentos/minuta-word Pásame el borrador en Word");
   const second = lastTurn(page);
   await expect(second.getByRole("group", { name: "Answer" })).toContainText("La minuta está en", { timeout: 30_000 });
@@ -282,17 +296,10 @@ test("a turn whose stream breaks mid-call reads as failed, its open calls and su
 test("a call that needs approval waits for Approve, Edit or Reject, and the turn goes on as decided", async ({ page }) => {
   await page.setViewportSize({ width: 1280, height: 1500 });
   await open(page);
-  await send(page, "Toma nota de la reunión del martes");
-  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toContainText("He guardado la nota", {
-    timeout: 30_000,
-  });
-  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
+  await takeNote(page);
 
   // The edit waits: the turn shows the call with the three choices, and nothing has run.
-  await send(page, RESCHEDULE);
-  const paused = lastTurn(page);
-  const panel = paused.getByRole("region", { name: "Waiting for your approval" });
-  await expect(panel).toBeVisible({ timeout: 30_000 });
+  const { turn: paused, panel } = await pausedBy(page, RESCHEDULE);
   const call = panel.getByRole("listitem", { name: "Call edit_file" });
   await expect(call).toContainText("old_string=10:00");
   const send_ = panel.getByRole("button", { name: "Send decisions" });
@@ -326,9 +333,7 @@ test("a call that needs approval waits for Approve, Edit or Reject, and the turn
   await expect(resumed.getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
 
   // Asked again and rejected with a reason: nothing changes and the model hears why.
-  await send(page, RESCHEDULE);
-  const again = lastTurn(page).getByRole("region", { name: "Waiting for your approval" });
-  await expect(again).toBeVisible({ timeout: 30_000 });
+  const { panel: again } = await pausedBy(page, RESCHEDULE);
   await again.getByRole("button", { name: "Reject" }).click();
   await again.getByRole("textbox", { name: "Reason for the model (optional)" }).fill("Ya está bien así.");
   await again.getByRole("button", { name: "Send decisions" }).click();
@@ -355,17 +360,10 @@ test("a subagent's call that needs approval shows which subagent asks, and once 
 }) => {
   await page.setViewportSize({ width: 1280, height: 1500 });
   await open(page);
-  await send(page, "Toma nota de la reunión del martes");
-  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toContainText("He guardado la nota", {
-    timeout: 30_000,
-  });
-  await expect(lastTurn(page).getByRole("group", { name: "Answer" })).toHaveAttribute("aria-busy", "false");
+  await takeNote(page);
 
   // The subagent's edit waits: the panel shows the call with the subagent that asks for it.
-  await send(page, DELEGATED_RESCHEDULE);
-  const paused = lastTurn(page);
-  const panel = paused.getByRole("region", { name: "Waiting for your approval" });
-  await expect(panel).toBeVisible({ timeout: 30_000 });
+  const { turn: paused, panel } = await pausedBy(page, DELEGATED_RESCHEDULE);
   const call = panel.getByRole("listitem", { name: "Call edit_file" });
   await expect(call).toHaveCount(1);
   await expect(call).toContainText("new_string=12:00");
