@@ -29,7 +29,7 @@ fn execute(command: &str) -> Reply {
 }
 
 /// `GET /sessions/{session}/files/{path}` by `user`: the decoded body of a 200.
-async fn download(function: &Function, user: &str, session: &str, path: &str) -> Vec<u8> {
+pub(crate) async fn download(function: &Function, user: &str, session: &str, path: &str) -> Vec<u8> {
     let mut event = get_event(Some(user), session);
     let raw = format!("/sessions/{session}/files/{path}");
     event["rawPath"] = json!(raw);

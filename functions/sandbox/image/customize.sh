@@ -41,6 +41,16 @@ for browser in data["browsers"]:
 PY
 fi
 
+# In a Lambda environment the sandbox preloads nss_wrapper, so that a uid without an account has
+# one. Chromium needs no account, and its crash handler deadlocks under that preload (the browser
+# then never ends and Playwright's `browser.close()` waits for ever): Debian's launcher reads this
+# folder, and Chromium's processes start without it.
+cat > "$root/etc/chromium.d/sandbox-no-nss-wrapper" <<'SH'
+case "${LD_PRELOAD:-}" in
+  */libnss_wrapper.so) unset LD_PRELOAD NSS_WRAPPER_PASSWD NSS_WRAPPER_GROUP ;;
+esac
+SH
+
 # Where the sandbox mounts a call's folders (the root is read-only, so the mount points exist here).
 # /opt/bundles takes a tmpfs per call, holding the installed bundles of the call's skills.
 mkdir -p "$root/workspace" "$root/skills" "$root/ticket" "$root/opt/bundles"

@@ -1,15 +1,37 @@
-//! The memory of one call as a whole, every process of it together (RLIMIT_AS bounds only one
-//! process). Locally: a memory cgroup of the call's own (cgroup v2, else v1), made under the
-//! handler's own, its limit set, the command put in it before exec and the group removed after.
-//! Where no cgroup can be made: a watchdog that sums the resident memory of the command's process
-//! tree every 50 ms and stops the call past the bound. In a Lambda execution environment (process
-//! isolation, one call at a time) the function's memory size bounds the call.
+//! The memory of one call as a whole, every process of it together. Locally: a memory cgroup of
+//! the call's own (cgroup v2, else v1), made under the handler's own, its limit set, the command
+//! put in it before exec and the group removed after. Where no cgroup can be made (bwrap without
+//! root, process isolation in a Lambda environment): a watchdog that sums the resident memory of
+//! the command's process tree every 50 ms and stops the call past the bound; in Lambda the
+//! function's memory size bounds the environment as well.
+//!
+//! These bounds replace RLIMIT_AS, which the commands do not get (`run/command.rs`): it bounds one
+//! process's address space, not what the call uses, and Chromium, which reserves tens of GiB it
+//! never touches, dies under it.
+//!
+//! A group is removed when the call ends. One whose processes are still leaving (a namespace
+//! freeing many files takes seconds) goes to a reaper thread that removes it once empty; groups an
+//! earlier handler left behind are removed when a new one is made.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, RawFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
+
+use agent_ports::sandbox::MAX_TIMEOUT;
+
+/// The prefix of every call's group, which the sweep of stale groups looks for.
+const GROUP_PREFIX: &str = "sandbox-call-";
+/// How long the end of a call waits for its group to empty before the reaper takes it.
+const REMOVE_WAIT: Duration = Duration::from_secs(5);
+/// How often the reaper tries again, and for how long before it says so.
+const REAP_EVERY: Duration = Duration::from_millis(200);
+const REAP_FOR: Duration = Duration::from_secs(600);
+/// A group this old belongs to no running call: no call lasts longer than its timeout, and its
+/// group is made just before it starts.
+const STALE_AFTER: Duration = Duration::from_secs(2 * MAX_TIMEOUT.as_secs() + 60);
 
 /// How a call's memory is bounded.
 pub(crate) enum Bound {
@@ -68,13 +90,14 @@ impl Group {
         let own = std::fs::read_to_string("/proc/self/cgroup").map_err(|err| format!("/proc/self/cgroup: {err}"))?;
         let mounts =
             std::fs::read_to_string("/proc/self/mountinfo").map_err(|err| format!("/proc/self/mountinfo: {err}"))?;
-        let name = format!("sandbox-call-{:016x}", rand::random::<u64>());
+        let name = format!("{GROUP_PREFIX}{:016x}", rand::random::<u64>());
         let mut reasons = Vec::new();
         for version in [Version::V2, Version::V1] {
             let Some(parent) = own_group(&own, &mounts, version) else {
                 reasons.push(format!("{version:?}: no memory hierarchy"));
                 continue;
             };
+            sweep_stale(&parent);
             match Group::make(parent.join(&name), version, bytes) {
                 Ok(group) => return Ok(group),
                 Err(err) => reasons.push(format!("{version:?}: {err}")),
@@ -137,21 +160,89 @@ impl Group {
 
 impl Drop for Group {
     fn drop(&mut self) {
-        // Killed processes leave the group a moment after their signal.
-        let deadline = Instant::now() + Duration::from_secs(2);
-        loop {
-            match std::fs::remove_dir(&self.dir) {
-                Ok(()) => return,
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => return,
-                Err(err) if Instant::now() >= deadline => {
-                    tracing::warn!(path = %self.dir.display(), error = %err, "could not remove a call's memory cgroup");
-                    return;
-                }
-                Err(_) => {
-                    kill_members(&self.dir);
-                    std::thread::sleep(Duration::from_millis(5));
-                }
+        if !remove_within(&self.dir, REMOVE_WAIT) {
+            hand_to_reaper(self.dir.clone());
+        }
+    }
+}
+
+/// Removes a call's group, killing what is still in it, within `wait`; whether it is gone.
+fn remove_within(dir: &Path, wait: Duration) -> bool {
+    let deadline = Instant::now() + wait;
+    let mut pause = Duration::from_millis(5);
+    loop {
+        match std::fs::remove_dir(dir) {
+            Ok(()) => return true,
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => return true,
+            // EBUSY: a process is still in it, killed but still leaving (a namespace it held may
+            // be freeing many files), or another group was made in it.
+            Err(_) if Instant::now() >= deadline => return false,
+            Err(_) => {
+                kill_members(dir);
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(100));
             }
+        }
+    }
+}
+
+/// The groups the reaper still has to remove, with when each was handed over; `None` while no
+/// reaper thread runs.
+static REAPER: Mutex<Option<Vec<(PathBuf, Instant)>>> = Mutex::new(None);
+
+/// Leaves a group that is still busy to a thread that removes it once its processes are gone, so
+/// the call answers now and the group still goes.
+fn hand_to_reaper(dir: PathBuf) {
+    tracing::info!(path = %dir.display(), "a call's memory cgroup is still emptying: it is removed in the background");
+    let mut pending = REAPER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(groups) = pending.as_mut() {
+        groups.push((dir, Instant::now()));
+        return;
+    }
+    *pending = Some(vec![(dir.clone(), Instant::now())]);
+    drop(pending);
+    let started = std::thread::Builder::new().name("sandbox-cgroup-reaper".into()).spawn(reap);
+    if let Err(err) = started {
+        *REAPER.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = None;
+        tracing::warn!(path = %dir.display(), error = %err, "could not start the cgroup reaper: the group is left");
+    }
+}
+
+/// The reaper thread: tries the pending groups again until none is left, then ends.
+fn reap() {
+    loop {
+        std::thread::sleep(REAP_EVERY);
+        let mut pending = REAPER.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let groups = pending.get_or_insert_with(Vec::new);
+        groups.retain(|(dir, since)| {
+            kill_members(dir);
+            if remove_within(dir, Duration::ZERO) {
+                return false;
+            }
+            let given_up = since.elapsed() >= REAP_FOR;
+            if given_up {
+                tracing::warn!(path = %dir.display(), "could not remove a call's memory cgroup: it stayed busy for 10 minutes");
+            }
+            !given_up
+        });
+        if groups.is_empty() {
+            *pending = None;
+            return;
+        }
+    }
+}
+
+/// Removes the groups of calls that ended long ago which an earlier handler left (it died, or its
+/// reaper gave up): only empty ones can be removed, so a running call's group is never touched.
+fn sweep_stale(parent: &Path) {
+    let Ok(entries) = std::fs::read_dir(parent) else { return };
+    for entry in entries.flatten() {
+        if !entry.file_name().to_string_lossy().starts_with(GROUP_PREFIX) {
+            continue;
+        }
+        let age = entry.metadata().and_then(|meta| meta.modified()).ok().and_then(|at| at.elapsed().ok());
+        if age.is_some_and(|age| age >= STALE_AFTER) && std::fs::remove_dir(entry.path()).is_ok() {
+            tracing::info!(path = %entry.path().display(), "removed a memory cgroup an earlier call left");
         }
     }
 }
@@ -235,7 +326,43 @@ pub(crate) fn tree_resident_bytes(root: libc::pid_t) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use std::os::unix::process::CommandExt;
+
     use super::*;
+
+    #[test]
+    fn a_group_still_busy_is_removed_by_the_reaper_once_its_processes_are_gone() {
+        let group = match Group::create(64 << 20) {
+            Ok(group) => group,
+            Err(reason) => {
+                eprintln!("skipped: no memory cgroup can be made here ({reason})");
+                return;
+            }
+        };
+        let fd = group.procs_fd();
+        let mut command = std::process::Command::new("sleep");
+        command.arg("60");
+        // SAFETY: the closure only writes to a descriptor opened before the fork.
+        unsafe {
+            command.pre_exec(move || match libc::write(fd, b"0".as_ptr().cast(), 1) {
+                1 => Ok(()),
+                _ => Err(std::io::Error::last_os_error()),
+            });
+        }
+        let mut child = command.spawn().expect("sleep");
+        let dir = group.dir.clone();
+        // The call ends with a process still in its group: the reaper takes it (the descriptor
+        // the group holds is left open; this test is the only one to leave it).
+        std::mem::forget(group);
+        assert!(!remove_within(&dir, Duration::ZERO), "the group is busy");
+        hand_to_reaper(dir.clone());
+        std::thread::spawn(move || child.wait());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while dir.exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!dir.exists(), "{} is left", dir.display());
+    }
 
     #[test]
     fn the_memory_group_is_found_in_either_hierarchy() {

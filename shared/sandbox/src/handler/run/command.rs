@@ -1,5 +1,11 @@
 //! The command line of one call and its environment: bubblewrap over the image's root with the
 //! call's folders bound in, or a plain `bash -c` in the scratch directory; and its rlimits.
+//!
+//! No RLIMIT_AS: the call's memory is bounded as a whole instead (`handler/memory`: a cgroup, else
+//! a watchdog over the resident memory of the command's processes, and in Lambda the function's
+//! memory size). An address-space limit bounds what a process reserves, not what it uses, and
+//! Chromium reserves far more than it uses: it died with SIGTRAP under the 2 GiB the commands had,
+//! even for `--version`, and renders a page only from 88 GiB on (README, "The sandbox's bounds").
 
 use std::os::fd::RawFd;
 use std::path::Path;
@@ -8,6 +14,7 @@ use std::time::Duration;
 
 use agent_ports::sandbox::SandboxLayout;
 
+use super::places::Places;
 use crate::handler::bundle::BUNDLE_MOUNT;
 use crate::handler::identity;
 use crate::handler::scratch::Scratch;
@@ -18,8 +25,8 @@ const NODE_MODULES: &str = "/usr/local/lib/node_modules";
 /// Where Playwright finds its browsers in the image (links to Debian's chromium).
 const PLAYWRIGHT_BROWSERS: &str = "/opt/ms-playwright";
 
-/// RLIMIT_CPU, AS, NPROC, FSIZE and NOFILE for one call.
-pub(super) fn rlimit_values(config: &Config, timeout: Duration, owner: Option<u32>) -> [libc::rlim_t; 5] {
+/// RLIMIT_CPU, NPROC, FSIZE and NOFILE for one call.
+pub(super) fn rlimit_values(config: &Config, timeout: Duration, owner: Option<u32>) -> [libc::rlim_t; 4] {
     let limits = &config.limits;
     let cpu = limits.cpu_seconds.min(timeout.as_secs() + u64::from(timeout.subsec_nanos() > 0) + 1);
     // RLIMIT_NPROC counts every task of the uid: a call's own uid starts at none, the handler's
@@ -30,7 +37,7 @@ pub(super) fn rlimit_values(config: &Config, timeout: Duration, owner: Option<u3
     } else {
         identity::tasks_of(identity::own_uid()) + limits.processes
     };
-    [cpu, limits.memory_bytes, processes, limits.file_bytes, limits.open_files]
+    [cpu, processes, limits.file_bytes, limits.open_files]
 }
 
 /// The environment of the command, the same in both isolations but for the paths. `HOME` is a
@@ -62,15 +69,18 @@ fn environment(path: String, home: &Path, tmp: &Path, bundles: &[String]) -> Vec
     env
 }
 
+/// The bwrap command line; `places`, the call's bounded `/tmp` and `/dev/shm` when the handler is
+/// root, else bubblewrap's own tmpfs mounts, bounded in bytes only.
 pub(super) fn bwrap_command(
     bwrap: &Path,
     root: &Path,
     config: &Config,
     scratch: &Scratch,
+    places: Option<&Places>,
     command: &str,
-    status_fd: Option<RawFd>,
-    seccomp_fds: Option<[RawFd; 2]>,
+    fds: (Option<RawFd>, Option<[RawFd; 2]>),
 ) -> Command {
+    let (status_fd, seccomp_fds) = fds;
     let layout = SandboxLayout::default();
     let mut cmd = Command::new(bwrap);
     // bwrap's own processes stay visible inside (the namespace's pid 1 is one): they get no
@@ -83,8 +93,17 @@ pub(super) fn bwrap_command(
     // Every writable place is small and bounded: /dev read-only but for a bounded /dev/shm, a
     // bounded /tmp, and the workspace (a bounded tmpfs of its own when the handler is root).
     let disk = config.limits.disk_bytes.to_string();
-    cmd.args(["--proc", "/proc", "--dev", "/dev", "--size", &disk, "--tmpfs", "/dev/shm", "--remount-ro", "/dev"]);
-    cmd.args(["--size", &disk, "--tmpfs", "/tmp", "--dir", "/tmp/home"]);
+    cmd.args(["--proc", "/proc", "--dev", "/dev"]);
+    match places {
+        Some(places) => cmd.arg("--bind").arg(&places.shm).arg("/dev/shm"),
+        None => cmd.args(["--size", &disk, "--tmpfs", "/dev/shm"]),
+    };
+    cmd.args(["--remount-ro", "/dev"]);
+    match places {
+        Some(places) => cmd.arg("--bind").arg(&places.tmp).arg("/tmp"),
+        None => cmd.args(["--size", &disk, "--tmpfs", "/tmp"]),
+    };
+    cmd.args(["--dir", "/tmp/home"]);
     cmd.arg("--bind").arg(&scratch.workspace).arg(&layout.workspace);
     cmd.arg("--ro-bind").arg(&scratch.skills).arg(&layout.skills);
     if let Some(ticket) = &scratch.ticket {

@@ -5,6 +5,7 @@
 //! cleans up after it.
 
 mod command;
+mod places;
 mod watch;
 
 use std::os::fd::AsRawFd;
@@ -21,6 +22,7 @@ use super::scratch::{self, Scratch};
 use super::seccomp;
 use super::{Config, HandlerError, Isolation};
 use command::{bwrap_command, process_command, rlimit_values};
+use places::Places;
 use watch::{lock, read_output, read_status, wait_for_exit, Control, State, Stop, Watch};
 
 /// How long the handler waits for the output's end once the command's processes are killed.
@@ -65,7 +67,8 @@ pub(crate) fn execute(
             ];
             (Some(Bound::for_call(config.limits.call_memory_bytes)), Some(fds))
         }
-        Isolation::Process => (None, None),
+        // No cgroup can be made in a Lambda environment: the watchdog measures the call there.
+        Isolation::Process => (Some(Bound::Watchdog), None),
     };
     let seccomp_fds = filter_fds.as_ref().map(|[deny, clone3]| [deny.as_raw_fd(), clone3.as_raw_fd()]);
     let procs_fd = match &bound {
@@ -76,9 +79,14 @@ pub(crate) fn execute(
         Isolation::Process => Some(filters),
         Isolation::Bwrap { .. } => None,
     };
+    // As root, the call's /tmp and /dev/shm are bounded in files too; they go after the call.
+    let places = match (&config.isolation, owner) {
+        (Isolation::Bwrap { .. }, Some(uid)) => Some(Places::mount(scratch, config, uid)?),
+        _ => None,
+    };
     let mut cmd = match &config.isolation {
         Isolation::Bwrap { bwrap, root } => {
-            bwrap_command(bwrap, root, config, scratch, command, status_fd, seccomp_fds)
+            bwrap_command(bwrap, root, config, scratch, places.as_ref(), command, (status_fd, seccomp_fds))
         }
         Isolation::Process => process_command(scratch, command),
     };
@@ -88,7 +96,7 @@ pub(crate) fn execute(
         // std drops the supplementary groups, then sets the gid and the uid, before `pre_exec`.
         cmd.uid(uid).gid(uid);
     }
-    let [cpu, memory, processes, file, open_files] = rlimit_values(config, timeout, owner);
+    let [cpu, processes, file, open_files] = rlimit_values(config, timeout, owner);
     // SAFETY: the closure only makes system calls (write, close_range, getrlimit, setrlimit, fcntl,
     // prctl, seccomp: all async-signal-safe) on values computed before the fork, and allocates
     // nothing.
@@ -110,7 +118,6 @@ pub(crate) fn execute(
             }
             let rlimits = [
                 (libc::RLIMIT_CPU, cpu),
-                (libc::RLIMIT_AS, memory),
                 (libc::RLIMIT_NPROC, processes),
                 (libc::RLIMIT_FSIZE, file),
                 (libc::RLIMIT_NOFILE, open_files),

@@ -1,6 +1,7 @@
 //! The scratch directory's files: its base and its randomly named folder, the request's files
-//! written without following links and handed to the call's uid, the workspace's bounded tmpfs,
-//! and trees removed afterwards whatever the command did to them.
+//! written without following links and handed to the call's uid, the workspace's bounded tmpfs
+//! (`mount_tmpfs`, which also makes the call's `/tmp` and `/dev/shm`, `run/places`), and trees removed afterwards
+//! whatever the command did to them.
 
 use std::collections::BTreeSet;
 use std::fs::{DirBuilder, OpenOptions, Permissions};
@@ -22,6 +23,12 @@ pub(super) fn mount_workspace(dir: &Path, uid: u32, config: &Config, inputs: &In
     let size = (pages * PAGE).saturating_add(config.limits.disk_bytes);
     // The root folder is an inode too.
     let inodes = (inputs.workspace.len() + folders.len() + config.limits.files + 1) as u64;
+    mount_tmpfs(dir, size, inodes, uid)
+}
+
+/// Mounts a tmpfs of `size` bytes and `inodes` files and folders over `dir`, its root owned by
+/// `uid` (and the gid of the same number), mode 0755, no setuid or device files. Root only.
+pub(crate) fn mount_tmpfs(dir: &Path, size: u64, inodes: u64, uid: u32) -> std::io::Result<()> {
     let options = format!("size={size},nr_inodes={inodes},mode=0755,uid={uid},gid={uid}");
     let c = |text: &[u8]| std::ffi::CString::new(text).map_err(std::io::Error::other);
     let (source, target, kind, data) =
@@ -116,7 +123,7 @@ pub(super) fn chown_tree(dir: &Path, uid: u32) -> std::io::Result<()> {
 
 /// Removes a tree without following links. A folder the command made unwritable or unreadable
 /// (possible when it runs as the handler's uid) gets its owner's permissions back first.
-pub(super) fn remove_tree(root: &Path) {
+pub(crate) fn remove_tree(root: &Path) {
     if std::fs::remove_dir_all(root).is_ok() || std::fs::symlink_metadata(root).is_err() {
         return;
     }
