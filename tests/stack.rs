@@ -32,6 +32,15 @@ pub fn sqs_record(message_id: &str, group: &str, body: &str) -> Value {
     record
 }
 
+/// The bundle signing key every function of a test stack gets (`BUNDLE_SIGNING_KEY`), so bundles
+/// built by its skills-index, or signed with [`test_bundle_key`], are installed.
+pub const TEST_BUNDLE_KEY: &str = "test-stack-bundle-signing-key-not-a-secret";
+
+/// [`TEST_BUNDLE_KEY`] as the runtime holds it.
+pub fn test_bundle_key() -> sandbox::bundles::BundleKey {
+    sandbox::bundles::BundleKey::new(TEST_BUNDLE_KEY.as_bytes()).expect("a usable key")
+}
+
 pub struct Stack {
     pub endpoint: String,
     pub bucket: String,
@@ -72,6 +81,7 @@ impl Stack {
             ("LLM_API_KEY", "sk-test-secret"),
             ("LLM_MAX_ATTEMPTS", "2"),
             ("LLM_RETRY_BASE_MS", "1"),
+            ("BUNDLE_SIGNING_KEY", TEST_BUNDLE_KEY),
         ]
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))

@@ -711,16 +711,19 @@ async fn time_bundle(base: &LocalSandbox, runs: usize) -> BundleFigures {
     let sha256 = hex::encode(Sha256::digest(&tar));
     let objects = Arc::new(MemoryObjectStore::new());
     let config = Config { bundle_dir: bundle_dir.clone(), ..base.config().clone() };
-    let local = LocalSandbox::new(config).with_bundles(BundleSource::new(objects.clone()));
+    let key = tests::stack::test_bundle_key();
+    let local = LocalSandbox::new(config).with_bundles(BundleSource::new(objects.clone(), Some(key.clone())));
     let skill_md = format!(
         "---\nname: {BUNDLE_SKILL}\ndescription: Deadlines and tables for notarial deeds.\n---\n\n# Notary\n\n\
          Run `python -c 'import notary_dates'`.\n"
     );
     // The tenant's copy of the skill and its bundle in the store, and the call naming it.
     let request_for = |tenant: &UserId, command: &str| {
-        let key = format!("{}{BUNDLE_SKILL}/{}", skills_prefix(tenant), bundle_file(&sha256));
-        objects.insert(&key, tar.clone());
-        let bundle = BundleRef { key, sha256: sha256.clone(), size: tar.len() as u64 };
+        // Signed for the tenant as skills sync signs it: the sandbox installs no other.
+        let mac = key.mac(tenant, &sha256);
+        let stored = format!("{}{BUNDLE_SKILL}/{}", skills_prefix(tenant), bundle_file(&sha256, &mac));
+        objects.insert(&stored, tar.clone());
+        let bundle = BundleRef { key: stored, sha256: sha256.clone(), mac: Some(mac), size: tar.len() as u64 };
         let skill = SkillMount {
             name: BUNDLE_SKILL.to_owned(),
             files: vec![file("SKILL.md", skill_md.clone().into_bytes())],

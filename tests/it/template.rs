@@ -2,7 +2,8 @@
 //! CloudFormation resolves them (conditions, `!If`, `!Sub`, `!Join`, `!Select`, `!Split`, pseudo parameters):
 //! the Bedrock policy for a model id and for an inference profile ARN, and the model key's grant
 //! apart from the tenants' expert secrets; the skills index fed every file under a tenant's skills/; the
-//! index of a user's sessions, queried by http-turn alone.
+//! index of a user's sessions, queried by http-turn alone; the bundle signing key, read by the turn
+//! functions and the bundle maker only.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -692,6 +693,35 @@ fn the_cursor_key_is_a_generated_secret_only_http_turn_reads_and_bad_budget_item
         );
     }
     assert!(crate::metrics::METRICS.contains(&("BudgetConfigErrors", "Count")));
+}
+
+#[test]
+fn the_bundle_key_is_a_generated_secret_the_turn_functions_and_the_bundle_maker_read_with_the_lambda_sandbox() {
+    let stack =
+        Rendered::new(&[("Sandbox", "lambda"), ("SandboxImageUri", "123.dkr.ecr.eu-west-1.amazonaws.com/sandbox:1")]);
+    let secret = stack.resource("BundleSigningKeySecret").expect("the bundle key's secret");
+    assert!(secret["GenerateSecretString"]["PasswordLength"].as_u64().unwrap() >= 32, "{secret}");
+    let variable = |stack: &Rendered, function: &str| {
+        stack.resource(function).expect(function)["Environment"]["Variables"].get("BUNDLE_SIGNING_KEY_SECRET").cloned()
+    };
+    let reads_key = |stack: &Rendered, function: &str| {
+        secret_grants(stack, function).iter().any(|grant| grant.contains("BundleSigningKeySecret"))
+    };
+    // The turn functions check bundles with it, the bundle maker signs them.
+    for function in ["HttpTurnFunction", "StreamTurnFunction", "QueueTurnFunction", "SkillsBundleFunction"] {
+        assert_eq!(variable(&stack, function), Some(json!("{BundleSigningKeySecret}")), "{function}");
+        assert!(secret_grants(&stack, function).contains(&"{BundleSigningKeySecret}".to_owned()), "{function}");
+    }
+    assert_eq!(variable(&stack, "SkillsIndexFunction"), None, "the index makes no bundle");
+    assert!(!reads_key(&stack, "SkillsIndexFunction"));
+    // Without the Lambda sandbox nothing installs a bundle: no key, no grant.
+    let without = Rendered::new(&[("Sandbox", "none")]);
+    assert!(without.resource("BundleSigningKeySecret").is_none());
+    for function in ["HttpTurnFunction", "StreamTurnFunction", "QueueTurnFunction"] {
+        assert_eq!(variable(&without, function), None, "{function}");
+        assert!(!reads_key(&without, function), "{function}");
+        assert!(!secret_grants(&without, function).is_empty(), "{function} keeps its other grants");
+    }
 }
 
 #[test]

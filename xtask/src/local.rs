@@ -3,8 +3,8 @@
 //! table as `template.yaml` declares it, uploads `examples/skills` (and `examples/agents`, the
 //! tenant's agents) for the sample events' user, and
 //! writes the environment file that `cargo lambda watch --env-file` reads; it also serves a local
-//! identity provider (test keys) so `stream-turn` can verify a token for the sample user. It runs
-//! until Ctrl-C.
+//! identity provider (test keys) so `stream-turn` can verify a token for the sample user, and a
+//! bundle signing key of its own. It runs until Ctrl-C.
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -29,6 +29,9 @@ const TOKEN_FILE: &str = "target/local/token";
 pub const REPLAY_FILE: &str = "examples/local/replay.jsonl";
 /// How long the handed-out token is good for: a working day.
 const TOKEN_SECONDS: u64 = 12 * 60 * 60;
+/// The local stacks' bundle signing key (`BUNDLE_SIGNING_KEY`): the functions check bundles with
+/// it and `skills sync` into a local stack signs with it. Never a deployment's key.
+const LOCAL_BUNDLE_KEY: &str = "local-stack-bundle-signing-key-not-a-secret";
 
 /// Where the local stand-ins listen, and the names the functions are given.
 pub struct LocalStack {
@@ -191,6 +194,7 @@ pub fn environment(root: &Path, stack: &LocalStack, sandbox: Option<&str>) -> St
          LLM_REPLAY_EXHAUSTED=answer\n\
          JWT_ISSUER={issuer}\n\
          JWT_AUDIENCE={audience}\n\
+         BUNDLE_SIGNING_KEY={LOCAL_BUNDLE_KEY}\n\
          RUST_LOG=info\n",
         table = stack.table,
         bucket = stack.bucket,
@@ -250,6 +254,9 @@ mod loop_tests {
         let replay = model.replay_file.expect("a replay file");
         assert!(replay.ends_with(REPLAY_FILE), "{}", replay.display());
         assert!(replay.exists(), "{}", replay.display());
+        // Skills synced into the stack get bundles its functions install.
+        let key = lookup(&env)(agent_app::bundle_key::BUNDLE_KEY_ENV).expect("a bundle key");
+        assert!(sandbox::bundles::BundleKey::new(key.as_bytes()).is_ok());
         // Without bubblewrap the functions get no sandbox settings; with it, the local sandbox.
         assert!(!text.contains("SANDBOX"));
         let with_sandbox = environment(&crate::root(), &stack("http://127.0.0.1:1"), Some("SANDBOX=local\n"));

@@ -292,6 +292,8 @@ async fn sync_bundles_what_the_image_lacks_and_the_sandbox_installs_it_offline_p
         ("AWS_REGION", "us-east-1"),
         ("AWS_EC2_METADATA_DISABLED", "true"),
         ("PIP_NO_INDEX", "1"),
+        // The key the stack's functions check bundles with.
+        ("BUNDLE_SIGNING_KEY", tests::stack::TEST_BUNDLE_KEY),
     ];
     let (dir, links) = (scratch.0.to_str().unwrap(), wheels.0.to_str().unwrap());
     let sync = |user: &str| {
@@ -391,6 +393,23 @@ async fn sync_bundles_what_the_image_lacks_and_the_sandbox_installs_it_offline_p
     }
     let sent = lambda.logs().iter().filter(|line| line.contains("sent a skill's bundle")).count();
     assert_eq!(sent, 1, "the bundle is sent once per environment");
+}
+
+/// A sync that would make a bundle refuses to run without the bundle signing key, before pip runs
+/// or any bucket is reached: an unsigned bundle would never be installed.
+#[test]
+fn sync_makes_no_bundle_without_the_signing_key() {
+    let scratch = Scratch::new();
+    scratch.write("fechas/SKILL.md", skill_md("Plazos notariales.", "name: fechas\n"));
+    scratch.write("fechas/requirements.txt", "notarial-dates==1.0\n");
+    let dir = scratch.0.to_str().unwrap();
+    let output = xtask(&["skills", "sync", dir, "--user", "u1", "--bucket", "no-such-bucket"], &[]);
+    assert!(!output.status.success());
+    let error = stderr(&output);
+    assert!(error.contains("--bundle-key-secret") && error.contains("BUNDLE_SIGNING_KEY"), "{error}");
+    assert!(error.contains("--no-bundles"), "{error}");
+    let short = xtask(&["skills", "sync", dir, "--user", "u1", "--bucket", "b"], &[("BUNDLE_SIGNING_KEY", "short")]);
+    assert!(stderr(&short).contains("BUNDLE_SIGNING_KEY: a bundle signing key holds 32"), "{}", stderr(&short));
 }
 
 /// A repository laid out as a Claude Code plugin marketplace (`[group/]plugin/skills/name/SKILL.md`,

@@ -5,7 +5,9 @@
 //! the bundle. It runs only where the function runs in the sandbox image (`SKILLS_BUNDLES=pip`),
 //! which has that pip and the network the sandbox lacks; the template deploys it so as a function of
 //! its own for `requirements.txt` events (`SKILLS_INDEX=skip`), beside the index function. Needs a skill does not declare (imports
-//! read from its scripts) are `skills sync`'s alone.
+//! read from its scripts) are `skills sync`'s alone. Each bundle's name carries the runtime's
+//! signature for its tenant, made with the deployment's bundle key (required with `pip`): the
+//! sandbox installs no other.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -14,7 +16,8 @@ use std::process::Command;
 use agent_core::skills::bundle::{is_bundle_file, normalize_distribution as normalize, BUNDLE_DIR};
 use agent_core::skills::index::{classify, SkillFile};
 use agent_core::{ObjectStore, StoreError, UserId};
-use sandbox::bundles::build::{self, constraints_file, requirement_name, Resolver};
+use sandbox::bundles::build::{self, constraints_file, requirement_name, Resolver, Signer};
+use sandbox::bundles::BundleKey;
 
 /// The image's pinned packages, the constraints of every bundle (the image is built from this file).
 const IMAGE_REQUIREMENTS: &str = include_str!("../../sandbox/image/requirements.txt");
@@ -37,17 +40,30 @@ pub struct Bundler {
     pip_env: Vec<(String, String)>,
     /// `SKILLS_INDEX=skip`: make bundles, leave the index to the index function.
     bundles_only: bool,
+    /// Signs each bundle's name for its tenant.
+    key: BundleKey,
+}
+
+/// Whether `SKILLS_BUNDLES` asks for bundles (`pip`); unset or `none` does not.
+pub fn wanted(lookup: impl Fn(&str) -> Option<String>) -> Result<bool, String> {
+    match lookup("SKILLS_BUNDLES").map(|value| value.trim().to_ascii_lowercase()).as_deref() {
+        None | Some("") | Some("none") => Ok(false),
+        Some("pip") => Ok(true),
+        Some(other) => Err(format!("SKILLS_BUNDLES={other}: expected `pip` or `none`")),
+    }
 }
 
 impl Bundler {
-    /// The bundler `SKILLS_BUNDLES=pip` asks for (none when unset or `none`): the image's
-    /// `python3` is asked once for its distributions.
-    pub fn from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Option<Self>, String> {
-        match lookup("SKILLS_BUNDLES").map(|value| value.trim().to_ascii_lowercase()).as_deref() {
-            None | Some("") | Some("none") => return Ok(None),
-            Some("pip") => {}
-            Some(other) => return Err(format!("SKILLS_BUNDLES={other}: expected `pip` or `none`")),
+    /// The bundler `SKILLS_BUNDLES=pip` asks for (none when unset or `none`), signing with `key`,
+    /// which it needs: the image's `python3` is asked once for its distributions.
+    pub fn from_env(lookup: impl Fn(&str) -> Option<String>, key: Option<BundleKey>) -> Result<Option<Self>, String> {
+        if !wanted(&lookup)? {
+            return Ok(None);
         }
+        let key = key.ok_or(
+            "SKILLS_BUNDLES=pip needs the bundle signing key (BUNDLE_SIGNING_KEY_SECRET, or BUNDLE_SIGNING_KEY \
+             locally): the sandbox installs only the bundles the runtime signed",
+        )?;
         let python = PathBuf::from(lookup("SKILLS_BUNDLES_PYTHON").unwrap_or_else(|| "python3".to_owned()));
         let listed = Command::new(&python)
             .args(["-c", "import importlib.metadata as m; print('\\n'.join(d.metadata['Name'] or '' for d in m.distributions()))"])
@@ -66,7 +82,7 @@ impl Bundler {
             Some("skip") => true,
             Some(other) => return Err(format!("SKILLS_INDEX={other}: expected `update` or `skip`")),
         };
-        Ok(Some(Self { python, constraints, distributions, pip_env, bundles_only }))
+        Ok(Some(Self { python, constraints, distributions, pip_env, bundles_only, key }))
     }
 
     /// Whether this function leaves the index to another (`SKILLS_INDEX=skip`).
@@ -150,8 +166,9 @@ impl Bundler {
                     python: PYTHON_VERSION,
                 };
                 let wanted = wanted.clone();
+                let signer = Signer { key: &self.key, tenant: user };
                 // pip runs for seconds: off the runtime's threads.
-                let built = tokio::task::block_in_place(|| build::build(&wanted, &resolver));
+                let built = tokio::task::block_in_place(|| build::build(&wanted, &resolver, &signer));
                 built.map_err(StoreError::Backend)?
             }
         };

@@ -12,8 +12,14 @@ async fn main() -> Result<(), Error> {
     // The turns' listing budget, from the settings they read (LLM_MODEL, LLM_CONTEXT_TOKENS,
     // SKILL_LISTING_TOKENS), so the index keeps their listing rendered.
     let listing_budget = agent_app::agent_config(|name| std::env::var(name).ok()).ok().map(|c| c.listing_tokens());
-    // In the sandbox image: skills' declared requirements become bundles (SKILLS_BUNDLES=pip).
-    let bundler = skills_index::bundles::Bundler::from_env(|name| std::env::var(name).ok())?;
+    // In the sandbox image: skills' declared requirements become bundles (SKILLS_BUNDLES=pip),
+    // signed with the bundle key read once here.
+    let lookup = |name: &str| std::env::var(name).ok();
+    let key = match skills_index::bundles::wanted(lookup)? {
+        true => agent_app::bundle_key::bundle_signing_key_from_env().await?,
+        false => None,
+    };
+    let bundler = skills_index::bundles::Bundler::from_env(lookup, key)?;
     lambda_runtime::run(service_fn(|event: LambdaEvent<Value>| {
         let (objects, storage_requests, bundler) = (&objects, &storage_requests, bundler.as_ref());
         async move {

@@ -12,6 +12,7 @@ use agent_core::turn::{AgentConfig, TurnService};
 use thiserror::Error;
 
 pub mod api;
+pub mod bundle_key;
 pub mod cursor_key;
 pub mod jwt;
 pub mod metrics;
@@ -189,8 +190,8 @@ pub async fn app_from_env() -> Result<App, ConfigError> {
     let stores = aws_store::AwsStores::from_env(Some(storage_requests.clone()))
         .await
         .map_err(|err| ConfigError::Storage(err.to_string()))?;
+    let sandbox = sandbox_from_env(env_lookup, stores.objects.clone(), secrets.as_ref()).await?;
     let experts = Arc::new(experts::McpExperts::from_env_with_resolver(stores.objects.clone(), secrets));
-    let sandbox = sandbox_from_env(env_lookup, stores.objects.clone()).await?;
     let mut service = TurnService::new(stores.sessions, stores.objects, model, config)
         .with_experts(experts)
         // An operator's unusable item becomes a `BudgetConfigErrors` count an alarm watches.
@@ -206,10 +207,12 @@ pub async fn app_from_env() -> Result<App, ConfigError> {
 /// (bubblewrap on this machine, for the demo, the local loop and the tests), `lambda` (the
 /// `sandbox` function named by `SANDBOX_FUNCTION`, invoked with the tenant's id) or `agentcore`
 /// (an AgentCore Code Interpreter session per agent session, `SANDBOX_CODE_INTERPRETER_ID`).
-/// `local` and `lambda` read skills' bundles from `objects`; AgentCore's interpreter installs none.
+/// `local` and `lambda` read skills' bundles from `objects`, those signed with the bundle key
+/// ([`bundle_key`], its secret read through `secrets`) only; AgentCore's interpreter installs none.
 pub async fn sandbox_from_env(
     lookup: impl Fn(&str) -> Option<String>,
     objects: Arc<dyn agent_core::store::ObjectStore>,
+    secrets: &dyn experts::secrets::SecretResolver,
 ) -> Result<Option<Arc<dyn agent_core::sandbox::Sandbox>>, ConfigError> {
     let kind = lookup("SANDBOX").map(|value| value.trim().to_ascii_lowercase()).unwrap_or_default();
     match kind.as_str() {
@@ -218,7 +221,8 @@ pub async fn sandbox_from_env(
             let local =
                 sandbox::LocalSandbox::from_env().map_err(|reason| ConfigError::Invalid { name: "SANDBOX", reason })?;
             local.check().map_err(|reason| ConfigError::Invalid { name: "SANDBOX", reason })?;
-            Ok(Some(Arc::new(local.with_bundles(sandbox::BundleSource::new(objects)))))
+            let bundles = bundle_key::bundle_source(&lookup, objects, secrets).await?;
+            Ok(Some(Arc::new(local.with_bundles(bundles))))
         }
         "lambda" => {
             // The SDK takes the endpoint from AWS_ENDPOINT_URL_LAMBDA or AWS_ENDPOINT_URL by itself.
@@ -226,7 +230,8 @@ pub async fn sandbox_from_env(
             let lambda = sandbox::LambdaSandbox::from_lookup(&sdk, &lookup)
                 .map_err(|reason| ConfigError::Invalid { name: sandbox::lambda::SANDBOX_FUNCTION_ENV, reason })?;
             tracing::info!(function = lambda.function(), "execute invokes the sandbox function");
-            Ok(Some(Arc::new(lambda.with_bundles(sandbox::BundleSource::new(objects)))))
+            let bundles = bundle_key::bundle_source(&lookup, objects, secrets).await?;
+            Ok(Some(Arc::new(lambda.with_bundles(bundles))))
         }
         "agentcore" => {
             // The SDK takes the endpoint from AWS_ENDPOINT_URL_BEDROCK_AGENTCORE or AWS_ENDPOINT_URL.

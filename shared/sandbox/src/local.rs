@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::sync::Semaphore;
 
-use crate::bundles::BundleSource;
+use crate::bundles::{self, BundleSource};
 use crate::handler::{self, bundle, Config, HandlerError, Isolation};
 use crate::wire::{WireError, WireRequest, WireResponse};
 
@@ -29,8 +29,8 @@ impl LocalSandbox {
         Self { config, permits: Semaphore::new(LOCAL_CONCURRENCY), bundles: None }
     }
 
-    /// Installs the skills' bundles it lacks from `bundles` (without it, a call with a bundle this
-    /// machine has not installed fails).
+    /// Installs the skills' bundles it lacks from `bundles`, those the runtime signed for the
+    /// call's tenant only (without it, no bundle is installed or used).
     pub fn with_bundles(mut self, bundles: BundleSource) -> Self {
         self.bundles = Some(bundles);
         self
@@ -69,6 +69,11 @@ impl LocalSandbox {
         }
         if let Some(dir) = std::env::var_os("SANDBOX_BUNDLE_DIR").filter(|dir| !dir.is_empty()) {
             config.bundle_dir = absolute("SANDBOX_BUNDLE_DIR", dir)?;
+        }
+        if let Ok(bytes) = std::env::var("SANDBOX_BUNDLE_BYTES") {
+            if !bytes.trim().is_empty() {
+                config.bundle_bytes = handler::parse_bundle_bytes(&bytes)?;
+            }
         }
         if let Some(mib) = std::env::var("SANDBOX_CALL_MEMORY_MIB").ok().filter(|mib| !mib.trim().is_empty()) {
             config.limits.call_memory_bytes = mib
@@ -153,7 +158,9 @@ impl Sandbox for LocalSandbox {
         "local"
     }
 
-    async fn execute(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+    async fn execute(&self, mut request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+        // Before the handler hears of them: a bundle the runtime did not sign is neither used nor installed.
+        let note = bundles::admit(self.bundles.as_ref(), &mut request);
         let _permit = self.permits.acquire().await.map_err(|err| unavailable(err.to_string()))?;
         let event = || through_json(&WireRequest::from_exec(&request)).map_err(unavailable);
         let mut ran = handler::run(&self.config, event()?).await;
@@ -185,7 +192,7 @@ impl Sandbox for LocalSandbox {
         match ran {
             Ok(response) => {
                 let response: WireResponse = through_json(&response).map_err(unavailable)?;
-                response.into_outcome().map_err(unavailable)
+                response.into_outcome().map_err(unavailable).map(|outcome| bundles::with_note(outcome, note))
             }
             Err(err) => {
                 let error = through_json(&WireError::from(&err)).map_err(unavailable)?;

@@ -35,11 +35,11 @@ mod validate;
 
 const USAGE: &str = "\
 usage: cargo xtask skills validate <dir> [--agents <dir>] [--json] [--resolve]
-       cargo xtask skills sync <dir> --user <id> [--agents <dir>] [--bucket <name> | --console] [--no-bundles] [--find-links <dir>]
+       cargo xtask skills sync <dir> --user <id> [--agents <dir>] [--bucket <name> | --console] [--no-bundles] [--find-links <dir>] [--bundle-key-secret <name>]
 (cargo xtask skills validate --help and cargo xtask skills sync --help say more)";
 /// `cargo xtask skills sync --help`.
 const SYNC_HELP: &str = "\
-usage: cargo xtask skills sync <dir> --user <id> [--agents <dir>] [--bucket <name> | --console] [--no-bundles] [--find-links <dir>]
+usage: cargo xtask skills sync <dir> --user <id> [--agents <dir>] [--bucket <name> | --console] [--no-bundles] [--find-links <dir>] [--bundle-key-secret <name>]
 
 Makes the folder the tenant's skills/: uploads new and changed files, leaves unchanged ones alone,
 deletes what the folder no longer has, then rebuilds the tenant's catalog index. The tenant's
@@ -48,14 +48,20 @@ agents/ is made the agents folder the same way (the agents/ beside a folder name
 skill's Python needs that the sandbox image lacks (as `skills validate` finds them) are resolved by
 pip into a bundle of wheels for the image's Python and platform, hashes pinned, stored beside the
 skill under .bundle/; a need that cannot be resolved leaves a marker that GET /skills shows as a
-warning. Resolving needs the sandbox image (`cargo xtask sandbox image`) and pip's index.
+warning. Resolving needs the sandbox image (`cargo xtask sandbox image`) and pip's index. Each
+bundle's name is signed for the tenant with the deployment's bundle key, without which the sandbox
+does not install it: --bundle-key-secret, else BUNDLE_SIGNING_KEY, else (a local stack) the key of
+its environment file; a sync that makes bundles refuses to run without one.
   --user <id>         the tenant
   --agents <dir>      the tenant's agents ({name}.md files); default: the agents/ beside <dir>
                       when <dir> is named skills
   --bucket <name>     a real bucket (AWS credentials and region as usual); default: the local stack
   --console           the stack of `cargo xtask console` instead of `cargo xtask local`
   --no-bundles        resolve nothing; the bundles already stored for the folder's skills stay
-  --find-links <dir>  a folder of wheels pip looks in as well (with PIP_NO_INDEX=1: only there)";
+  --find-links <dir>  a folder of wheels pip looks in as well (with PIP_NO_INDEX=1: only there)
+  --bundle-key-secret <name>
+                      the Secrets Manager secret holding the bundle key (the stack's
+                      BundleSigningKeySecret), read with the usual AWS credentials";
 /// `cargo xtask skills validate --help`.
 const VALIDATE_HELP: &str = "\
 usage: cargo xtask skills validate <dir> [--agents <dir>] [--json] [--resolve]
@@ -122,7 +128,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             }
             let (dir, flags) = positional(rest)?;
             let (mut user, mut bucket, mut console, mut no_bundles, mut find_links) = (None, None, false, false, None);
-            let mut agents = None;
+            let (mut agents, mut key_secret) = (None, None);
             let mut flags = flags.into_iter();
             while let Some(flag) = flags.next() {
                 match flag.as_str() {
@@ -141,6 +147,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
                     "--bucket" => &mut bucket,
                     "--find-links" => &mut find_links,
                     "--agents" => &mut agents,
+                    "--bundle-key-secret" => &mut key_secret,
                     _ => return Err(format!("unexpected argument {flag:?}\n{USAGE}")),
                 };
                 *slot = Some(flags.next().ok_or_else(|| format!("{flag} needs a value\n{USAGE}"))?);
@@ -154,7 +161,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
                 (None, true) => sync::Target::Local(CONSOLE_ENV_FILE),
                 (None, false) => sync::Target::Local(LOCAL_ENV_FILE),
             };
-            let bundles = (!no_bundles).then(|| bundle::PipSource { find_links: find_links.map(PathBuf::from) });
+            let key = bundle::BundleKeySource { secret: key_secret, stack: None };
+            let bundles = (!no_bundles).then(|| bundle::PipSource { find_links: find_links.map(PathBuf::from), key });
             let agents = agents_folder(&dir, agents.map(PathBuf::from))?;
             runtime()?.block_on(sync::sync(root, &dir, agents.as_deref(), &user, target, bundles))
         }
@@ -172,7 +180,7 @@ fn positional(args: &[String]) -> Result<(PathBuf, Vec<String>), String> {
         if arg.starts_with("--") {
             rest.push(arg.clone());
             // Flags with a value keep it next to them.
-            if arg == "--user" || arg == "--bucket" || arg == "--find-links" || arg == "--agents" {
+            if ["--user", "--bucket", "--find-links", "--agents", "--bundle-key-secret"].contains(&arg.as_str()) {
                 rest.extend(args.next().cloned());
             }
         } else if dir.is_none() {

@@ -33,9 +33,22 @@ async fn connect(root: &Path, target: Target) -> Result<(S3ObjectStore, String),
     Ok((S3ObjectStore::new(aws_sdk_s3::Client::from_conf(s3), &bucket), format!("s3://{bucket}")))
 }
 
+/// The environment file a local stack wrote (`XTASK_LOCAL_ENV` overrides it).
+fn stack_env_file(root: &Path, env_file: &str) -> PathBuf {
+    std::env::var_os(LOCAL_ENV_VARIABLE).map_or_else(|| root.join(env_file), PathBuf::from)
+}
+
+/// The bundle signing key the local stack's functions were given, when the sync writes into one.
+fn stack_bundle_key(root: &Path, target: &Target) -> Option<String> {
+    let Target::Local(env_file) = target else { return None };
+    let text = std::fs::read_to_string(stack_env_file(root, env_file)).ok()?;
+    let prefix = format!("{}=", agent_app::bundle_key::BUNDLE_KEY_ENV);
+    text.lines().find_map(|line| line.strip_prefix(&prefix)).map(|key| key.trim().to_owned())
+}
+
 /// The local stack's moto and bucket, from the environment file it wrote.
 async fn connect_local(root: &Path, env_file: &str) -> Result<(S3ObjectStore, String), String> {
-    let file = std::env::var_os(LOCAL_ENV_VARIABLE).map_or_else(|| root.join(env_file), PathBuf::from);
+    let file = stack_env_file(root, env_file);
     let command = if env_file == CONSOLE_ENV_FILE { "cargo xtask console" } else { "cargo xtask local" };
     let text = std::fs::read_to_string(&file).map_err(|err| {
         format!(
@@ -202,11 +215,20 @@ pub(super) async fn sync(
     let agents_folder = agents.map(read_folder).transpose()?;
     let skills = skill_folders(&folder);
     // Each skill's bundle and markers, by their path in the folder, made before anything is sent.
-    let built = match &bundles {
-        Some(source) => {
+    let built = match bundles {
+        Some(mut source) => {
             eprintln!("resolving what the skills' scripts need that the sandbox image lacks");
             let needs = needs::check(root, &folder, &skills, false);
-            bundle::build_all(root, &needs, &skills, source)?
+            // The key before pip: without it nothing the sandbox would install can be made.
+            let key = match bundle::anything_to_bundle(&needs, &skills) {
+                true => {
+                    source.key.stack = stack_bundle_key(root, &target);
+                    Some(source.key.read().await?)
+                }
+                false => None,
+            };
+            let signer = key.as_ref().map(|key| bundle::Signer { key, tenant: user });
+            bundle::build_all(root, &needs, &skills, &source, signer.as_ref())?
         }
         None => None,
     };

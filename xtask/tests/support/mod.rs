@@ -46,7 +46,7 @@ pub fn skill_md(description: &str, extra: &str) -> String {
 pub fn xtask(args: &[&str], env: &[(&str, &str)]) -> Output {
     let mut command = Command::new(env!("CARGO_BIN_EXE_xtask"));
     command.args(args);
-    for name in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "XTASK_LOCAL_ENV"] {
+    for name in ["AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_PROFILE", "XTASK_LOCAL_ENV", "BUNDLE_SIGNING_KEY"] {
         command.env_remove(name);
     }
     command.envs(env.iter().copied());

@@ -118,8 +118,7 @@ impl Vfs<'_> {
                 };
                 // The bundle folder is the runtime's, not the skill's: kept aside for `execute`.
                 let found = SkillBundle::from_files(listing.iter().map(|entry| (entry.rel.as_str(), entry.size)));
-                let bundle =
-                    found.bundle.map(|(rel, sha256, size)| BundleRef { key: format!("{prefix}{rel}"), sha256, size });
+                let bundle = found.bundle.map(|file| file.under(&prefix));
                 let listing: Arc<Vec<Entry>> =
                     Arc::new(listing.iter().filter(|entry| !is_bundle_file(&entry.rel)).cloned().collect());
                 lock(&self.skill_bundles).insert(skill.clone(), bundle);

@@ -1,16 +1,20 @@
 //! Building a skill's bundle: `pip download` of its needs (wheels only, with the image's pins as
 //! constraints), the image's own distributions left out, the rest pinned by version and hash and
 //! packed in a tar whose every header is fixed, so the same wheels always make the same bytes and
-//! the same name. `cargo xtask skills sync` runs it with pip on the developer's machine for the
-//! image's platform; `skills-index`, in the image, with the image's own pip.
+//! the same name. The name carries the runtime's signature for the tenant (`super::sign`), which
+//! is what lets the sandbox install it. `cargo xtask skills sync` runs it with pip on the
+//! developer's machine for the image's platform; `skills-index`, in the image, with the image's own pip.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use agent_ports::bundle::{bundle_file, unmet_marker, MAX_BUNDLE_BYTES, MAX_BUNDLE_WHEELS};
+use agent_ports::bundle::{unmet_marker, MAX_BUNDLE_BYTES, MAX_BUNDLE_WHEELS};
+use agent_ports::UserId;
 use sha2::{Digest, Sha256};
+
+use super::sign::BundleKey;
 
 /// The longest one `pip download` may take.
 const RESOLVE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
@@ -60,9 +64,15 @@ pub fn constraints_file(requirements: &Path) -> Result<PathBuf, String> {
     Ok(file)
 }
 
+/// Whose bundle it is and the key its name is signed with.
+pub struct Signer<'a> {
+    pub key: &'a BundleKey,
+    pub tenant: &'a UserId,
+}
+
 /// Downloads the wheels of `wanted` (all together; when that fails, each alone, to tell which
-/// cannot be had) and packs them.
-pub fn build(wanted: &[String], resolver: &Resolver<'_>) -> Result<SkillBundleFiles, String> {
+/// cannot be had) and packs them, named as `signer` signs them.
+pub fn build(wanted: &[String], resolver: &Resolver<'_>, signer: &Signer<'_>) -> Result<SkillBundleFiles, String> {
     let dir = scratch_dir()?;
     let mut unmet = Vec::new();
     let mut resolved: Vec<String> = wanted.to_vec();
@@ -114,7 +124,7 @@ pub fn build(wanted: &[String], resolver: &Resolver<'_>) -> Result<SkillBundleFi
     if !wheels.is_empty() {
         let tar = pack(&wheels, &resolved, resolver.image, resolver.python)?;
         let sha256 = hex::encode(Sha256::digest(&tar));
-        files.push((bundle_file(&sha256), tar));
+        files.push((signer.key.file(signer.tenant, &sha256), tar));
     }
     for (need, _) in &unmet {
         if let Some(marker) = unmet_marker(&requirement_name(need)) {

@@ -16,7 +16,7 @@ use aws_sdk_lambda::primitives::Blob;
 use aws_sdk_lambda::types::InvocationType;
 
 use super::{tenant_id, INVOKE_MARGIN, MAX_INVOKE_PAYLOAD_BYTES, SANDBOX_FUNCTION_ENV};
-use crate::bundles::BundleSource;
+use crate::bundles::{self, BundleSource};
 use crate::handler::Config;
 use crate::wire::{WireBundlePart, WireError, WirePartAnswer, WireRequest, WireResponse, MISSING_BUNDLES};
 
@@ -58,8 +58,8 @@ impl LambdaSandbox {
         }
     }
 
-    /// Sends the skills' bundles an environment lacks from `bundles`, in parts (without it, a call
-    /// whose environment lacks a bundle fails).
+    /// Sends the skills' bundles an environment lacks from `bundles`, in parts, those the runtime
+    /// signed for the call's tenant only (without it, no bundle is sent or used).
     pub fn with_bundles(mut self, bundles: BundleSource) -> Self {
         self.bundles = Some(bundles);
         self
@@ -146,7 +146,9 @@ impl Sandbox for LambdaSandbox {
         "lambda"
     }
 
-    async fn execute(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+    async fn execute(&self, mut request: ExecRequest) -> Result<ExecOutcome, SandboxError> {
+        // Before the function hears of them: a bundle the runtime did not sign is never named or sent.
+        let note = bundles::admit(self.bundles.as_ref(), &mut request);
         let wire = WireRequest::from_exec(&request);
         let payload = serde_json::to_vec(&wire)
             .map_err(|err| self.unavailable(format!("could not serialise the request: {err}")))?;
@@ -185,7 +187,7 @@ impl Sandbox for LambdaSandbox {
                 None => break answer,
             }
         };
-        let outcome = self.decode(&answer)?;
+        let outcome = bundles::with_note(self.decode(&answer)?, note);
         tracing::debug!(
             sandbox = "lambda",
             elapsed_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
