@@ -58,3 +58,26 @@ with zipfile.ZipFile(sys.argv[1] + "/notarial_dates-1.0-py3-none-any.whl", "w") 
     let made = Command::new("python3").args(["-c", script]).arg(dir).output().expect("python3");
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
 }
+
+/// A bundle of the test wheel ([`write_test_wheel`]) as the runtime packs one, and its SHA-256.
+pub fn test_wheel_bundle() -> (Vec<u8>, String) {
+    use sha2::Digest;
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let number = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("test-wheel-bundle-{}-{number}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a scratch folder");
+    write_test_wheel(&dir);
+    let file = "notarial_dates-1.0-py3-none-any.whl";
+    let bytes = std::fs::read(dir.join(file)).expect("the test wheel");
+    let _ = std::fs::remove_dir_all(&dir);
+    let wheel = sandbox::bundles::build::Wheel {
+        file: file.into(),
+        distribution: "notarial_dates".into(),
+        version: "1.0".into(),
+        bytes,
+    };
+    let tar = sandbox::bundles::build::pack(&[wheel], &["notarial-dates==1.0".into()], "sandbox image", "3.13")
+        .expect("a bundle");
+    let sha256 = hex::encode(sha2::Sha256::digest(&tar));
+    (tar, sha256)
+}

@@ -42,7 +42,8 @@ pub fn init_logging() {
 
 /// The handler's configuration: [`Config::lambda_default`] (plain processes over `/tmp/sandbox`,
 /// with the image's own tools, since the image is the function's root) and, for tests on a shared
-/// machine, another scratch directory from `SANDBOX_SCRATCH_DIR`.
+/// machine, another scratch directory from `SANDBOX_SCRATCH_DIR`; `SANDBOX_BUNDLE_BYTES`, the
+/// room the environment keeps for the tenant's installed bundles.
 pub fn config_from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Config, String> {
     let mut config = Config::lambda_default();
     let set = |name: &str| lookup(name).filter(|value| !value.trim().is_empty()).map(PathBuf::from);
@@ -61,6 +62,9 @@ pub fn config_from_env(lookup: impl Fn(&str) -> Option<String>) -> Result<Config
             return Err(format!("SANDBOX_BUNDLE_DIR={} must be an absolute path", dir.display()));
         }
         config.bundle_dir = dir;
+    }
+    if let Some(bytes) = lookup("SANDBOX_BUNDLE_BYTES").filter(|value| !value.trim().is_empty()) {
+        config.bundle_bytes = handler::parse_bundle_bytes(&bytes)?;
     }
     Ok(config)
 }
@@ -227,6 +231,12 @@ mod tests {
         }
         let scratch = config_from_env(|name| (name == "SANDBOX_SCRATCH_DIR").then(|| "/tmp/x/sandbox".into()));
         assert_eq!(scratch.expect("deep enough").scratch_base, PathBuf::from("/tmp/x/sandbox"));
+        let room = config_from_env(|name| (name == "SANDBOX_BUNDLE_BYTES").then(|| "1073741824".into()));
+        assert_eq!(room.expect("a size").bundle_bytes, 1 << 30);
+        for bad in ["many", "0", "-1"] {
+            let error = config_from_env(|name| (name == "SANDBOX_BUNDLE_BYTES").then(|| bad.into()));
+            assert!(error.expect_err("refused").contains("SANDBOX_BUNDLE_BYTES"), "{bad}");
+        }
     }
 
     #[test]

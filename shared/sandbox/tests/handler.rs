@@ -14,6 +14,11 @@ use agent_ports::{SessionId, UserId};
 use sandbox::handler::{self, Config, HandlerError, Isolation};
 use sandbox::{LocalSandbox, WireFile, WireRequest, WireResponse, WireSkill};
 
+#[path = "handler/bundles.rs"]
+mod bundles;
+#[path = "handler/memory.rs"]
+mod memory;
+
 const SCRATCH_BASE: &str = "/tmp/agent-sandbox-tests";
 
 fn bwrap_config() -> Config {

@@ -47,12 +47,15 @@ pub enum Isolation {
 pub struct Limits {
     /// CPU seconds per process (RLIMIT_CPU); a call gets at most its timeout plus one second.
     pub cpu_seconds: u64,
-    /// Address space per process (RLIMIT_AS).
+    /// Address space per process: only AgentCore's runner sets it (RLIMIT_AS); the handler bounds
+    /// the call's memory as a whole instead, since Chromium reserves tens of GiB it never uses.
     pub memory_bytes: u64,
     /// Memory of the whole call, every process together: a memory cgroup of the call's own, or a
     /// watchdog where none can be made (bwrap); the function's memory size in Lambda (process).
     pub call_memory_bytes: u64,
-    /// Processes (threads) of the command (RLIMIT_NPROC, counted on top of what its uid runs).
+    /// Processes (threads) of the command (RLIMIT_NPROC, counted on top of what its uid runs):
+    /// room for a headless browser's thread pools (Playwright and Chromium peak at about 130
+    /// tasks on two cores), still far below what a fork bomb needs to hurt the machine.
     pub processes: u64,
     /// The largest file a process may write (RLIMIT_FSIZE).
     pub file_bytes: u64,
@@ -74,7 +77,7 @@ impl Default for Limits {
             cpu_seconds: MAX_TIMEOUT.as_secs() + 1,
             memory_bytes: 2 << 30,
             call_memory_bytes: 2 << 30,
-            processes: 64,
+            processes: 256,
             file_bytes: 32 << 20,
             disk_bytes: 64 << 20,
             files: 1000,
@@ -96,6 +99,9 @@ pub struct Config {
     /// Where installed skill bundles are kept, a folder per tenant ([`bundle`]); unlike the
     /// scratch, it outlives the call.
     pub bundle_dir: PathBuf,
+    /// The bytes one tenant's installed bundles may take together (in Lambda, the environment's,
+    /// which serves one tenant); the least recently used are evicted to make room.
+    pub bundle_bytes: u64,
     pub limits: Limits,
 }
 
@@ -107,6 +113,12 @@ pub const LAMBDA_SCRATCH_DIR: &str = "/tmp/sandbox";
 pub const LOCAL_BUNDLE_DIR: &str = "/tmp/agent-sandbox-bundles";
 /// The bundle folder inside a Lambda execution environment (its `/tmp`, kept while it is warm).
 pub const LAMBDA_BUNDLE_DIR: &str = "/tmp/bundles";
+/// A Lambda call's memory, all its processes together: the function's 2,048 MB less the handler's
+/// own and the room the kernel needs.
+pub const LAMBDA_CALL_MEMORY_BYTES: u64 = 1536 << 20;
+/// The default of [`Config::bundle_bytes`]: four bundles at their largest; in Lambda, half of the
+/// function's 4 GB `/tmp`, which also holds a call's scratch and an install's unpacking.
+pub const DEFAULT_BUNDLE_BYTES: u64 = 2 << 30;
 
 impl Config {
     /// The local backend: bubblewrap over the image's `root`, scratch directories under
@@ -116,17 +128,20 @@ impl Config {
             isolation: Isolation::Bwrap { bwrap, root },
             scratch_base: PathBuf::from(LOCAL_SCRATCH_BASE),
             bundle_dir: PathBuf::from(LOCAL_BUNDLE_DIR),
+            bundle_bytes: DEFAULT_BUNDLE_BYTES,
             limits: Limits::default(),
         }
     }
 
-    /// The Lambda function: plain processes over `/tmp/sandbox`.
+    /// The Lambda function: plain processes over `/tmp/sandbox`, the call's memory watched below
+    /// the function's 2,048 MB so that the watchdog, not the kernel's OOM killer, stops a command.
     pub fn lambda_default() -> Self {
         Self {
             isolation: Isolation::Process,
             scratch_base: PathBuf::from(LAMBDA_SCRATCH_DIR),
             bundle_dir: PathBuf::from(LAMBDA_BUNDLE_DIR),
-            limits: Limits::default(),
+            bundle_bytes: DEFAULT_BUNDLE_BYTES,
+            limits: Limits { call_memory_bytes: LAMBDA_CALL_MEMORY_BYTES, ..Limits::default() },
         }
     }
 
@@ -195,6 +210,45 @@ pub fn run_blocking(config: &Config, request: WireRequest) -> Result<WireRespons
     let timeout = check_request(&request)?;
     let bundles = installed_bundles(config, &request)?;
     let inputs = scratch::Inputs::decode(request.workspace, request.skills, request.ticket)?;
+    let input_hashes: HashMap<String, [u8; 32]> =
+        inputs.workspace.iter().map(|(path, bytes)| (path.clone(), collect::sha256(bytes))).collect();
+    let job =
+        Job { inputs, command: &request.command, timeout, bundles: bundles.iter().map(bundle::InUse::site).collect() };
+    let (ran, changes) = run_job(config, job, |scratch, bounds, _ran| {
+        Ok(collect::collect(&scratch.workspace, &input_hashes, bounds, config.limits.result_bytes))
+    })?;
+    drop(bundles);
+    let (output, omitted_bytes) = ran.capture.render();
+    Ok(WireResponse {
+        output,
+        omitted_bytes,
+        exit_code: ran.exit_code,
+        stopped: ran.stopped,
+        timed_out: ran.timed_out,
+        written: changes.written,
+        deleted: changes.deleted,
+        not_kept: changes.not_kept,
+        duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
+    })
+}
+
+/// One command over files: a call's, or a bundle's install.
+pub(crate) struct Job<'a> {
+    pub inputs: scratch::Inputs,
+    pub command: &'a str,
+    pub timeout: Duration,
+    /// The installed sites the command gets read-only.
+    pub bundles: Vec<PathBuf>,
+}
+
+/// Runs `job` inside the walls every command has (the scratch, the uid, the seccomp filter, the
+/// memory bound, the rlimits), then `after` over its scratch once every process of it is gone and
+/// before the scratch is removed.
+pub(crate) fn run_job<T>(
+    config: &Config,
+    job: Job<'_>,
+    after: impl FnOnce(&scratch::Scratch, &collect::Bounds, &run::Ran) -> Result<T, HandlerError>,
+) -> Result<(run::Ran, T), HandlerError> {
     let _sequential = match config.isolation {
         Isolation::Process => {
             // A same-uid child could otherwise read this process's environment (the function's
@@ -224,39 +278,27 @@ pub fn run_blocking(config: &Config, request: WireRequest) -> Result<WireRespons
         Isolation::Process => None,
     };
     let owner = lease.as_ref().map(identity::Lease::uid);
-    let mut scratch = scratch::Scratch::create(config, owner, &inputs)?;
-    scratch.bundles = bundles;
-    let input_hashes: HashMap<String, [u8; 32]> =
-        inputs.workspace.iter().map(|(path, bytes)| (path.clone(), collect::sha256(bytes))).collect();
-    drop(inputs);
+    let mut scratch = scratch::Scratch::create(config, owner, &job.inputs)?;
+    scratch.bundles = job.bundles;
+    drop(job.inputs);
     let bounds = collect::Bounds {
         entries: scratch.baseline_entries.saturating_add(config.limits.files),
         bytes: scratch.baseline_bytes.saturating_add(config.limits.disk_bytes),
     };
-    let ran = run::execute(config, &scratch, &request.command, timeout, owner, &bounds)?;
-    let changes = collect::collect(&scratch.workspace, &input_hashes, &bounds, config.limits.result_bytes);
+    let ran = run::execute(config, &scratch, job.command, job.timeout, owner, &bounds)?;
+    let result = after(&scratch, &bounds, &ran)?;
     drop(scratch);
     drop(lease);
-    let (output, omitted_bytes) = ran.capture.render();
-    Ok(WireResponse {
-        output,
-        omitted_bytes,
-        exit_code: ran.exit_code,
-        stopped: ran.stopped,
-        timed_out: ran.timed_out,
-        written: changes.written,
-        deleted: changes.deleted,
-        not_kept: changes.not_kept,
-        duration_ms: u64::try_from(ran.duration.as_millis()).unwrap_or(u64::MAX),
-    })
+    Ok((ran, result))
 }
 
-/// The installed sites of the call's skills' bundles, or the bundles this environment lacks.
-fn installed_bundles(config: &Config, request: &WireRequest) -> Result<Vec<PathBuf>, HandlerError> {
+/// The installed sites of the call's skills' bundles, held in use for the call (so none is
+/// evicted under it), or the bundles this environment lacks.
+fn installed_bundles(config: &Config, request: &WireRequest) -> Result<Vec<bundle::InUse>, HandlerError> {
     let (mut sites, mut missing) = (Vec::new(), Vec::new());
     for bundle in request.skills.iter().filter_map(|skill| skill.bundle.as_ref()) {
         bundle::check(bundle)?;
-        match bundle::installed_site(config, &request.tenant, &bundle.sha256) {
+        match bundle::use_installed(config, &request.tenant, &bundle.sha256) {
             Some(site) => sites.push(site),
             None => missing.push(bundle.sha256.clone()),
         }
@@ -287,6 +329,14 @@ fn check_request(request: &WireRequest) -> Result<Duration, HandlerError> {
         )));
     }
     Ok(timeout)
+}
+
+/// `SANDBOX_BUNDLE_BYTES`: a positive number of bytes.
+pub fn parse_bundle_bytes(text: &str) -> Result<u64, String> {
+    match text.trim().parse::<u64>() {
+        Ok(bytes) if bytes > 0 => Ok(bytes),
+        _ => Err(format!("SANDBOX_BUNDLE_BYTES={text} must be a positive number of bytes")),
+    }
 }
 
 /// "2 s" or "1.5 s", for the messages the model reads.

@@ -1,16 +1,22 @@
 //! Skill bundles in the sandbox: a bundle (a tar of pinned wheels, named by its SHA-256) is
 //! installed offline with the image's own pip, once per tenant, and kept for that tenant's later
-//! calls under `{bundle_dir}/{tenant}/{sha256}/site`; a call whose skills' bundles are all there
-//! gets them on `PYTHONPATH`, read-only. A bundle never serves another tenant: each tenant has a
-//! folder of its own, named by a hash of its id.
+//! calls ([`store`]); a call whose skills' bundles are all there gets them on `PYTHONPATH`,
+//! read-only. A bundle never serves another tenant: each tenant has a folder of its own, named by a
+//! hash of its id.
+//!
+//! A bundle is data, and installing it runs no code of the tenant's: its tar is read and checked
+//! in memory first ([`contents`]: only wheels, each pinned by name, version and hash), and the
+//! installer then runs as a command does ([`run_job`]): an unprivileged uid, the seccomp filter,
+//! the call's memory bound, the read-only image root, no network, and every process it started
+//! killed before the handler copies the installed tree into a folder of its own.
 //!
 //! The local backend installs a missing bundle straight from the bytes the runtime fetched; the
 //! Lambda function answers `missing_bundles` and then receives the bytes in parts
 //! ([`receive_part`]), since its environment has no credentials and no network.
 
-use std::io::Read;
-use std::path::{Component, Path, PathBuf};
-use std::process::{Command, Stdio};
+mod contents;
+mod store;
+
 use std::time::{Duration, Instant};
 
 use agent_ports::bundle::{
@@ -18,7 +24,12 @@ use agent_ports::bundle::{
 };
 use sha2::{Digest, Sha256};
 
-use super::{Config, HandlerError, Isolation};
+pub(crate) use store::audit;
+pub(crate) use store::use_installed;
+pub use store::InUse;
+
+use super::scratch::Inputs;
+use super::{run_job, Config, HandlerError, Job, Limits};
 use crate::wire::{WireBundle, WireBundlePart, WireFile, WirePartAnswer};
 
 /// The installer the image's Python runs.
@@ -27,10 +38,12 @@ const INSTALLER: &str = include_str!("install.py");
 const INSTALL_TIMEOUT: Duration = Duration::from_secs(300);
 /// Where the bundle folders are mounted in a bwrap call (a mount point in the image).
 pub(crate) const BUNDLE_MOUNT: &str = "/opt/bundles";
-/// The stamp a finished install leaves; a folder without it is not used.
-const READY: &str = "ready";
-/// The files a bundle may hold besides its wheels.
-const BUNDLE_FILES: [&str; 2] = ["requirements.txt", "bundle.json"];
+/// The installed tree may hold the wheels' members, their compiled bytecode and their folders.
+const INSTALL_ENTRIES: usize = 3 * MAX_BUNDLE_FILES;
+/// The installed tree's bytes: the members plus their bytecode, and pip's own unpacking beside it.
+const INSTALL_DISK_BYTES: u64 = 2 * MAX_BUNDLE_INSTALLED_BYTES;
+/// The installer's output kept: one JSON line, and pip's errors.
+const INSTALL_OUTPUT_BYTES: u64 = 1 << 20;
 
 /// What an install did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,18 +52,6 @@ pub struct Installed {
     pub files: u64,
     pub bytes: u64,
     pub took: Duration,
-}
-
-/// The folder of `tenant`'s bundles: a hash of its id, so no id can name a path.
-fn tenant_dir(config: &Config, tenant: &str) -> PathBuf {
-    let digest = Sha256::digest(format!("bundles:{tenant}").as_bytes());
-    config.bundle_dir.join(&hex::encode(digest)[..32])
-}
-
-/// The installed site of `sha256` for `tenant`, when its install finished.
-pub(crate) fn installed_site(config: &Config, tenant: &str, sha256: &str) -> Option<PathBuf> {
-    let dir = tenant_dir(config, tenant).join(sha256);
-    dir.join(READY).is_file().then(|| dir.join("site"))
 }
 
 /// Checks a call's bundle reference.
@@ -65,132 +66,87 @@ pub(crate) fn check(bundle: &WireBundle) -> Result<(), HandlerError> {
 }
 
 /// Installs `bytes` as `tenant`'s bundle `sha256`, unless it is installed already. The bytes must
-/// hash to the name; the tar may hold only `requirements.txt`, `bundle.json` and `wheels/*.whl`.
+/// hash to the name and hold only a bundle's files ([`contents::read`]).
 pub fn install(config: &Config, tenant: &str, sha256: &str, bytes: &[u8]) -> Result<Option<Installed>, HandlerError> {
+    install_running(config, tenant, sha256, bytes, INSTALLER)
+}
+
+/// [`install`] with another installer script, so tests can show that the walls hold even for an
+/// installer that misbehaves; never built into a deployed binary.
+#[cfg(feature = "test-support")]
+#[doc(hidden)]
+pub fn install_with_installer(
+    config: &Config,
+    tenant: &str,
+    sha256: &str,
+    bytes: &[u8],
+    installer: &str,
+) -> Result<Option<Installed>, HandlerError> {
+    install_running(config, tenant, sha256, bytes, installer)
+}
+
+fn install_running(
+    config: &Config,
+    tenant: &str,
+    sha256: &str,
+    bytes: &[u8],
+    installer: &str,
+) -> Result<Option<Installed>, HandlerError> {
     let started = Instant::now();
     check(&WireBundle { sha256: sha256.to_owned(), size: bytes.len() as u64 })?;
     if hex::encode(Sha256::digest(bytes)) != sha256 {
         return Err(HandlerError::BadBundle("its bytes do not match its SHA-256".into()));
     }
-    if installed_site(config, tenant, sha256).is_some() {
+    if store::is_installed(config, tenant, sha256) {
         return Ok(None);
     }
-    let internal = |what: &str, err: std::io::Error| HandlerError::Internal(format!("{what}: {err}"));
-    let tenant_dir = tenant_dir(config, tenant);
-    std::fs::create_dir_all(&tenant_dir).map_err(|err| internal("could not make the bundle folder", err))?;
-    let staging = tenant_dir.join(format!(".staging-{}-{}", std::process::id(), rand::random::<u64>()));
-    std::fs::create_dir(&staging).map_err(|err| internal("could not make a staging folder", err))?;
-    let result = unpack(bytes, &staging.join("in")).and_then(|()| run_installer(config, &staging));
-    let installed = match result {
-        Ok(installed) => installed,
-        Err(err) => {
-            let _ = std::fs::remove_dir_all(&staging);
-            return Err(err);
+    let contents = contents::read(bytes)?;
+    let wheels = contents.wheels.len() as u64;
+    let mut files: Vec<(String, Vec<u8>)> =
+        contents.wheels.into_iter().map(|(name, bytes)| (format!("wheels/{name}"), bytes)).collect();
+    files.push(("install.py".to_owned(), installer.as_bytes().to_vec()));
+    let inputs = Inputs { workspace: Vec::new(), skills: vec![("bundle".to_owned(), files)], ticket: None };
+    let install_config = Config { limits: install_limits(&config.limits), ..config.clone() };
+    let layout = install_config.layout();
+    let (input, output) = (format!("{}/bundle", layout.skills), layout.workspace.clone());
+    // pip unpacks beside the target (same filesystem, so its last step is a rename, not a copy).
+    let command = format!(
+        "mkdir -p {output}/.tmp && TMPDIR={output}/.tmp exec python3 -I {input}/install.py {input}/wheels {output}/site \
+         {MAX_BUNDLE_FILES} {MAX_BUNDLE_INSTALLED_BYTES} {MAX_BUNDLE_WHEELS}"
+    );
+    let job = Job { inputs, command: &command, timeout: INSTALL_TIMEOUT, bundles: Vec::new() };
+    let (_, admitted) = run_job(&install_config, job, |scratch, _, ran| {
+        let (text, _) = ran.capture.render();
+        if let Some(reason) = &ran.stopped {
+            return Err(HandlerError::BadBundle(format!("its install was stopped: it {reason}")));
         }
-    };
-    let _ = std::fs::remove_dir_all(staging.join("in"));
-    std::fs::write(staging.join(READY), sha256).map_err(|err| internal("could not stamp the bundle", err))?;
-    let target = tenant_dir.join(sha256);
-    if std::fs::rename(&staging, &target).is_err() {
-        // Another call installed it meanwhile: theirs is as good.
-        let _ = std::fs::remove_dir_all(&staging);
-    }
-    Ok(Some(Installed { took: started.elapsed(), ..installed }))
-}
-
-/// Unpacks the tar into `dir`, refusing anything but the bundle's own files.
-fn unpack(bytes: &[u8], dir: &Path) -> Result<(), HandlerError> {
-    let bad = |reason: String| HandlerError::BadBundle(reason);
-    std::fs::create_dir_all(dir.join("wheels"))
-        .map_err(|err| HandlerError::Internal(format!("could not make the unpack folder: {err}")))?;
-    let mut archive = tar::Archive::new(bytes);
-    let entries = archive.entries().map_err(|err| bad(format!("it is not a tar archive ({err})")))?;
-    let mut wheels = 0;
-    for entry in entries {
-        let mut entry = entry.map_err(|err| bad(format!("its tar is damaged ({err})")))?;
-        let path = entry.path().map_err(|err| bad(format!("a name in it is not usable ({err})")))?.into_owned();
-        let kind = entry.header().entry_type();
-        if kind.is_dir() {
-            continue;
-        }
-        if !kind.is_file() {
-            return Err(bad(format!("{} is not a plain file", path.display())));
-        }
-        let parts: Vec<&str> = path
-            .components()
-            .map(|part| match part {
-                Component::Normal(name) => name.to_str().unwrap_or("\u{0}"),
-                _ => "\u{0}",
-            })
-            .collect();
-        let allowed = match parts.as_slice() {
-            [name] => BUNDLE_FILES.contains(name),
-            ["wheels", name] => name.ends_with(".whl") && !name.starts_with('.') && !name.contains('\u{0}'),
-            _ => false,
-        };
-        if !allowed {
-            return Err(bad(format!("{} is not a file a bundle holds", path.display())));
-        }
-        wheels += usize::from(parts.len() == 2);
-        if wheels > MAX_BUNDLE_WHEELS {
-            return Err(bad(format!("it holds more than {MAX_BUNDLE_WHEELS} wheels")));
-        }
-        let mut content = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0).min(bytes.len()));
-        entry.read_to_end(&mut content).map_err(|err| bad(format!("{} cannot be read ({err})", path.display())))?;
-        std::fs::write(dir.join(&path), content)
-            .map_err(|err| HandlerError::Internal(format!("could not write {}: {err}", path.display())))?;
-    }
-    Ok(())
-}
-
-/// Runs the installer over `staging/in` into `staging/site`, with the image's Python, no network.
-fn run_installer(config: &Config, staging: &Path) -> Result<Installed, HandlerError> {
-    let bounds = [MAX_BUNDLE_FILES.to_string(), MAX_BUNDLE_INSTALLED_BYTES.to_string(), MAX_BUNDLE_WHEELS.to_string()];
-    let timeout = INSTALL_TIMEOUT.as_secs().to_string();
-    let mut cmd = match &config.isolation {
-        Isolation::Bwrap { bwrap, root } => {
-            let mut cmd = Command::new(bwrap);
-            cmd.env_clear();
-            cmd.args(["--unshare-all", "--die-with-parent", "--new-session", "--clearenv", "--ro-bind"])
-                .arg(root)
-                .arg("/");
-            cmd.args(["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--bind"]).arg(staging).arg(BUNDLE_MOUNT);
-            for (key, value) in [("HOME", "/tmp"), ("PATH", "/usr/local/bin:/usr/bin:/bin"), ("LANG", "C.UTF-8")] {
-                cmd.args(["--setenv", key, value]);
+        let answer = text.lines().rev().find_map(|line| serde_json::from_str::<serde_json::Value>(line).ok());
+        match answer {
+            Some(answer) if answer.get("error").is_some() => Err(HandlerError::BadBundle(
+                answer["error"].as_str().unwrap_or("the installer failed").chars().take(1000).collect(),
+            )),
+            Some(answer) if ran.exit_code == Some(0) && answer.get("wheels").is_some() => {
+                store::admit(config, tenant, sha256, &scratch.workspace.join("site"))
             }
-            cmd.args(["--", "timeout", &timeout, "python3", "-c", INSTALLER]);
-            cmd.arg(format!("{BUNDLE_MOUNT}/in")).arg(format!("{BUNDLE_MOUNT}/site"));
-            cmd.current_dir("/");
-            cmd
+            _ => {
+                let tail: String = text.chars().rev().take(600).collect::<Vec<_>>().into_iter().rev().collect();
+                Err(HandlerError::Internal(format!("the bundle installer failed ({:?}): {tail}", ran.exit_code)))
+            }
         }
-        Isolation::Process => {
-            let mut cmd = Command::new("timeout");
-            cmd.env_clear();
-            cmd.env("HOME", staging).env("PATH", "/usr/local/bin:/usr/bin:/bin").env("LANG", "C.UTF-8");
-            cmd.args([&timeout, "python3", "-c", INSTALLER]).arg(staging.join("in")).arg(staging.join("site"));
-            cmd.current_dir(staging);
-            cmd
-        }
-    };
-    cmd.args(&bounds).stdin(Stdio::null());
-    let output =
-        cmd.output().map_err(|err| HandlerError::Internal(format!("could not start the bundle installer: {err}")))?;
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let answer = stdout.lines().rev().find_map(|line| serde_json::from_str::<serde_json::Value>(line).ok());
-    match answer {
-        Some(answer) if answer.get("error").is_some() => {
-            Err(HandlerError::BadBundle(answer["error"].as_str().unwrap_or("the installer failed").to_owned()))
-        }
-        Some(answer) => Ok(Installed {
-            wheels: answer["wheels"].as_u64().unwrap_or(0),
-            files: answer["files"].as_u64().unwrap_or(0),
-            bytes: answer["bytes"].as_u64().unwrap_or(0),
-            took: Duration::ZERO,
-        }),
-        None => {
-            let stderr: String = String::from_utf8_lossy(&output.stderr).chars().take(600).collect();
-            Err(HandlerError::Internal(format!("the bundle installer failed ({}): {stderr}", output.status)))
-        }
+    })?;
+    Ok(Some(Installed { wheels, files: admitted.files, bytes: admitted.bytes, took: started.elapsed() }))
+}
+
+/// A command's bounds, widened only where an install needs more room: the installed tree's files
+/// and bytes, one large member, and its time.
+fn install_limits(limits: &Limits) -> Limits {
+    Limits {
+        cpu_seconds: INSTALL_TIMEOUT.as_secs() + 1,
+        file_bytes: MAX_BUNDLE_INSTALLED_BYTES,
+        disk_bytes: INSTALL_DISK_BYTES,
+        files: INSTALL_ENTRIES,
+        output_hard_bytes: INSTALL_OUTPUT_BYTES,
+        ..*limits
     }
 }
 
@@ -199,13 +155,13 @@ fn run_installer(config: &Config, staging: &Path) -> Result<Installed, HandlerEr
 pub fn receive_part(config: &Config, part: WireBundlePart) -> Result<WirePartAnswer, HandlerError> {
     agent_ports::UserId::parse(part.tenant.as_str()).map_err(|err| HandlerError::InvalidRequest(err.to_string()))?;
     check(&WireBundle { sha256: part.sha256.clone(), size: part.size })?;
-    if installed_site(config, &part.tenant, &part.sha256).is_some() {
+    if store::is_installed(config, &part.tenant, &part.sha256) {
         return Ok(WirePartAnswer { received: part.size, installed: true });
     }
     let data = WireFile { path: "bundle".into(), data: part.data };
     let bytes = data.decode(part.size.saturating_sub(part.offset)).map_err(HandlerError::InvalidRequest)?;
     let internal = |what: &str, err: std::io::Error| HandlerError::Internal(format!("{what}: {err}"));
-    let partial_dir = tenant_dir(config, &part.tenant).join(".partial");
+    let partial_dir = store::tenant_dir(config, &part.tenant).join(store::PARTIAL);
     std::fs::create_dir_all(&partial_dir).map_err(|err| internal("could not make the parts folder", err))?;
     let file = partial_dir.join(format!("{}.tar", part.sha256));
     let held = match part.offset {
@@ -225,36 +181,28 @@ pub fn receive_part(config: &Config, part: WireBundlePart) -> Result<WirePartAns
         .map_err(|err| internal("could not open the parts held", err))?;
     std::io::Write::write_all(&mut held_file, &bytes).map_err(|err| internal("could not keep the part", err))?;
     drop(held_file);
+    store::record_part(config, &file);
     let received = part.offset + bytes.len() as u64;
     if received < part.size {
         return Ok(WirePartAnswer { received, installed: false });
     }
     let content = std::fs::read(&file).map_err(|err| internal("could not read the parts held", err))?;
     let _ = std::fs::remove_file(&file);
+    store::forget(&file);
     install(config, &part.tenant, &part.sha256, &content)?;
     Ok(WirePartAnswer { received, installed: true })
 }
 
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
+    use super::contents::tests::tar_of;
+    use super::store::tenant_dir;
     use super::*;
 
     fn config(dir: &Path) -> Config {
         Config { bundle_dir: dir.to_path_buf(), ..Config::lambda_default() }
-    }
-
-    fn tar_of(files: &[(&str, &[u8])]) -> Vec<u8> {
-        let mut builder = tar::Builder::new(Vec::new());
-        for (path, bytes) in files {
-            // The name written as is, so that names `append_data` would refuse (`../x`) can be tried.
-            let mut header = tar::Header::new_gnu();
-            header.as_old_mut().name[..path.len()].copy_from_slice(path.as_bytes());
-            header.set_size(bytes.len() as u64);
-            header.set_mode(0o644);
-            header.set_cksum();
-            builder.append(&header, *bytes).unwrap();
-        }
-        builder.into_inner().unwrap()
     }
 
     #[test]

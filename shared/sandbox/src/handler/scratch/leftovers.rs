@@ -12,9 +12,12 @@ use crate::handler::Config;
 const LEFTOVER_PLACES: [&str; 3] = ["/tmp", "/var/tmp", "/dev/shm"];
 
 /// Process isolation: removes everything of the handler's uid from the writable places but the
-/// scratch and the bundle folder (and the folders leading to them), so that nothing a command
-/// wrote outside its scratch reaches the next call. Never as root, whose files those places hold.
+/// scratch and the bundle folder (and the folders leading to them), and whatever in the bundle
+/// folder the handler did not install or a command changed, so that nothing a command wrote
+/// outside its scratch reaches the next call. Never as root, whose files those places hold.
 pub(crate) fn wipe_leftovers(config: &Config) {
+    // The bundle folder is kept, but only as the handler left it (root's own, too).
+    crate::handler::bundle::audit(config);
     if crate::handler::identity::is_uid_root() {
         return;
     }

@@ -15,7 +15,8 @@ use std::path::{Path, PathBuf};
 
 use super::{Config, HandlerError, Isolation};
 pub(crate) use files::prepare_base;
-use files::{chown_tree, is_safe_to_wipe, make_unique, mount_workspace, remove_tree, write_files, write_tree};
+use files::{chown_tree, is_safe_to_wipe, make_unique, mount_workspace, write_files, write_tree};
+pub(crate) use files::{mount_tmpfs, remove_tree};
 pub(crate) use inputs::Inputs;
 pub(crate) use leftovers::wipe_leftovers;
 
