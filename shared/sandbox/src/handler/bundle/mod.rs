@@ -129,7 +129,8 @@ fn install_running(
                 store::admit(config, tenant, sha256, &scratch.workspace.join("site"))
             }
             _ => {
-                let tail: String = text.chars().rev().take(600).collect::<Vec<_>>().into_iter().rev().collect();
+                // The last 600 characters, cut at a character's start.
+                let tail = &text[text.char_indices().rev().nth(599).map_or(0, |(at, _)| at)..];
                 Err(HandlerError::Internal(format!("the bundle installer failed ({:?}): {tail}", ran.exit_code)))
             }
         }
