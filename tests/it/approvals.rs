@@ -6,9 +6,9 @@
 //! a tenant's `settings.json` adds approvals it alone can waive, and `skills-index` applies a change.
 
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
 
 const USER: &str = "user-approvals";
 
@@ -181,7 +181,7 @@ async fn edited_arguments_still_obey_the_forced_skills_commands() {
         Reply::tool("execute", json!({"command": "python3 -c 'print(2)'"})),
         Reply::text("Calculado."),
     ]);
-    let env = tests::image::local_sandbox_env();
+    let env = local_stack::image::local_sandbox_env();
     let mut all: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
     all.push(("APPROVAL_REQUIRED", "execute"));
     let http = stack.http(&all).await;
@@ -213,7 +213,7 @@ async fn edited_arguments_still_obey_the_forced_skills_commands() {
     assert!(results.last().unwrap().contains("42"), "{results:?}");
     // The model saw the command that ran, and the forced skill held through both pauses.
     assert!(requests[2].to_string().contains("print(6*7)"), "the edited call is in the conversation");
-    assert!(tests::stack::system_of(&requests[2]).contains("<mandatory-skill name=\"calculo\">"));
+    assert!(local_stack::stack::system_of(&requests[2]).contains("<mandatory-skill name=\"calculo\">"));
 }
 
 fn task(description: &str) -> (String, Value) {

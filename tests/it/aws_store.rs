@@ -13,7 +13,7 @@ use agent_core::{Message, SessionId, SkillPath, ToolCall, UserId};
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_store::{AwsStores, CallCounter, CallCounts, StoreSettings, META_SORT_KEY, SPILL_THRESHOLD_BYTES};
 use serde_json::json;
-use tests::moto;
+use local_stack::moto;
 
 type Item = HashMap<String, AttributeValue>;
 

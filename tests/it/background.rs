@@ -4,9 +4,9 @@
 
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
 
 const USER: &str = "user-bg";
 
@@ -25,8 +25,8 @@ impl Background {
 
     async fn start_with(extra: &[(&str, &str)]) -> Background {
         let stack = Stack::new().await;
-        let sqs = aws_sdk_sqs::Client::new(&tests::moto::sdk_config(&stack.endpoint).await);
-        let queue_url = tests::moto::create_fifo_queue(&sqs).await;
+        let sqs = aws_sdk_sqs::Client::new(&local_stack::moto::sdk_config(&stack.endpoint).await);
+        let queue_url = local_stack::moto::create_fifo_queue(&sqs).await;
         let mut http_env = vec![("TURN_QUEUE_URL", queue_url.as_str())];
         http_env.extend_from_slice(extra);
         let http = stack.http(&http_env).await;

@@ -6,10 +6,10 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tests::identity::IdentityProvider;
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, status_and_body, turn_event, Stack};
+use local_stack::identity::IdentityProvider;
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, status_and_body, turn_event, Stack};
 
 use crate::streaming::{all_events, deltas, names, stream_event};
 

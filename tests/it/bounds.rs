@@ -3,12 +3,12 @@
 //! error result or a cut, the turn commits, and the same process answers the next turn.
 
 use serde_json::{json, Value};
-use tests::model_server::Reply;
-use tests::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
 
 const USER: &str = "user-bounds";
 
-async fn turn(http: &tests::lambda::Function, session: &str) -> (u16, Value) {
+async fn turn(http: &local_stack::lambda::Function, session: &str) -> (u16, Value) {
     status_and_body(&http.call(turn_event(Some(USER), session, json!({"message": "Adelante"}))).await)
 }
 

@@ -11,9 +11,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use futures::future::join_all;
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{sqs_record, status_and_body, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{sqs_record, status_and_body, turn_event, Stack};
 
 /// What one turn of one answered call spends.
 const TURN_TOKENS: u64 = 110;
@@ -123,7 +123,7 @@ async fn fifty_parallel_turns_pass_the_budget_by_at_most_one_reservation() {
 #[tokio::test]
 async fn parallel_streamed_and_background_turns_reserve_the_same_way() {
     let stack = Stack::new().await;
-    let identity = tests::identity::IdentityProvider::start().await;
+    let identity = local_stack::identity::IdentityProvider::start().await;
     let user = "user-budget-stream";
     let mut env = identity.env();
     env.push(("DAILY_TOKEN_BUDGET", "111"));
@@ -169,8 +169,8 @@ async fn parallel_streamed_and_background_turns_reserve_the_same_way() {
     let other = "user-budget-queue";
     stack.model.push([Reply::text("primero")]);
     assert_eq!(post(&http, other, "first").await.0, 200);
-    let sqs = aws_sdk_sqs::Client::new(&tests::moto::sdk_config(&stack.endpoint).await);
-    let queue_url = tests::moto::create_fifo_queue(&sqs).await;
+    let sqs = aws_sdk_sqs::Client::new(&local_stack::moto::sdk_config(&stack.endpoint).await);
+    let queue_url = local_stack::moto::create_fifo_queue(&sqs).await;
     let env = [("DAILY_TOKEN_BUDGET", "111"), ("TURN_QUEUE_URL", queue_url.as_str())];
     let http_async = stack.http(&env).await;
     let mut turn_ids = Vec::new();
@@ -210,7 +210,7 @@ async fn parallel_streamed_and_background_turns_reserve_the_same_way() {
     }
     let mut outcomes = Vec::new();
     for (index, turn_id) in turn_ids.iter().enumerate() {
-        let mut poll = tests::stack::get_event(Some(other), &format!("q{index}"));
+        let mut poll = local_stack::stack::get_event(Some(other), &format!("q{index}"));
         poll["rawPath"] = json!(format!("/sessions/q{index}/turns/{turn_id}"));
         poll["requestContext"]["http"]["path"] = poll["rawPath"].clone();
         let (status, polled) = status_and_body(&http_async.call(poll).await);

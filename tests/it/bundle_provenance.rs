@@ -11,10 +11,10 @@ use std::path::PathBuf;
 use agent_core::UserId;
 use sandbox::bundles::BundleKey;
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::lambda_invoke::InvokeApi;
-use tests::model_server::Reply;
-use tests::stack::{get_event, status_and_body, test_bundle_key, tool_results, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::lambda_invoke::InvokeApi;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, status_and_body, test_bundle_key, tool_results, turn_event, Stack};
 
 /// What a command prints when the bundle is installed.
 const IMPORTED: &str = "plazo de 10 dias habiles\n";
@@ -116,7 +116,7 @@ async fn the_local_backend_installs_only_bundles_the_runtime_signed_for_the_tena
     const USER: &str = "user-provenance";
     const OTHER: &str = "user-provenance-other";
     let stack = Stack::new().await;
-    let (tar, sha256) = tests::image::test_wheel_bundle();
+    let (tar, sha256) = local_stack::image::test_wheel_bundle();
     let names = names(&sha256, USER, OTHER);
     let mut objects = Vec::new();
     for (skill, bundle) in [
@@ -131,7 +131,7 @@ async fn the_local_backend_installs_only_bundles_the_runtime_signed_for_the_tena
     objects.extend(skill_with_bundle(OTHER, "ajena", &names.for_another_tenant, &tar));
     stack.put_many(objects).await;
     let installed = scratch("provenance-installed");
-    let env = tests::image::local_sandbox_env();
+    let env = local_stack::image::local_sandbox_env();
     let mut env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
     env.push(("SANDBOX_BUNDLE_DIR", installed.to_str().unwrap()));
     let http = stack.http(&env).await;
@@ -170,11 +170,11 @@ async fn the_local_backend_installs_only_bundles_the_runtime_signed_for_the_tena
 async fn without_a_signing_key_no_bundle_is_installed_and_the_log_says_so_once() {
     const USER: &str = "user-provenance-nokey";
     let stack = Stack::new().await;
-    let (tar, sha256) = tests::image::test_wheel_bundle();
+    let (tar, sha256) = local_stack::image::test_wheel_bundle();
     let names = names(&sha256, USER, "someone-else");
     stack.put_many(skill_with_bundle(USER, "firmada", &names.signed, &tar)).await;
     let installed = scratch("provenance-nokey");
-    let env = tests::image::local_sandbox_env();
+    let env = local_stack::image::local_sandbox_env();
     let mut env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
     env.extend([("SANDBOX_BUNDLE_DIR", installed.to_str().unwrap()), ("BUNDLE_SIGNING_KEY", "")]);
     let http = stack.http(&env).await;
@@ -196,7 +196,7 @@ async fn the_lambda_backend_never_names_or_sends_a_bundle_the_runtime_did_not_si
     const USER: &str = "user-provenance-lambda";
     let api = InvokeApi::start().await;
     let stack = Stack::new().await;
-    let (tar, sha256) = tests::image::test_wheel_bundle();
+    let (tar, sha256) = local_stack::image::test_wheel_bundle();
     let names = names(&sha256, USER, "someone-else");
     let mut objects = skill_with_bundle(USER, "sin-firma", &names.unsigned, &tar);
     objects.extend(skill_with_bundle(USER, "ajena", &names.for_another_tenant, &tar));

@@ -7,10 +7,10 @@
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tests::lambda::Function;
-use tests::lambda_invoke::InvokeApi;
-use tests::model_server::Reply;
-use tests::stack::{status_and_body, test_bundle_key, tool_results, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::lambda_invoke::InvokeApi;
+use local_stack::model_server::Reply;
+use local_stack::stack::{status_and_body, test_bundle_key, tool_results, turn_event, Stack};
 
 /// What the sdist's build backend would leave behind, had it run.
 const MARKER: &str = "bundle-backend-ran";
@@ -107,7 +107,7 @@ fn execute(command: &str) -> Reply {
 
 /// Whether the backend's marker is anywhere the attack aimed at (the image, the host's `/tmp`).
 fn marker_anywhere() -> Vec<String> {
-    let root = tests::image::root();
+    let root = local_stack::image::root();
     let places = [
         root.join("usr/lib/python3/dist-packages").join(format!("{MARKER}.pth")),
         root.join("tmp").join(MARKER),
@@ -143,7 +143,7 @@ async fn the_sdist_bundle_is_refused_and_changes_nothing(stack: &Stack, http: &F
 #[tokio::test(flavor = "multi_thread")]
 async fn an_sdist_bundle_is_refused_before_anything_runs_in_the_local_backend() {
     let stack = Stack::new().await;
-    let env = tests::image::local_sandbox_env();
+    let env = local_stack::image::local_sandbox_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
     let http = stack.http(&env).await;
     the_sdist_bundle_is_refused_and_changes_nothing(&stack, &http, "user-walls-local", "user-walls-local-other").await;
@@ -166,7 +166,7 @@ async fn http_with_lambda(stack: &Stack, api: &InvokeApi) -> Function {
 
 /// A real bundle of the test wheel `notarial-dates`, signed for `user`, as skill `x`.
 async fn put_wheel_skill(stack: &Stack, user: &str) {
-    let (tar, sha256) = tests::image::test_wheel_bundle();
+    let (tar, sha256) = local_stack::image::test_wheel_bundle();
     put_signed_skill(stack, user, &tar, &sha256).await;
 }
 

@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tests::lambda::{Function, Invocation};
-use tests::model_server::Reply;
-use tests::stack::{status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+use local_stack::lambda::{Function, Invocation};
+use local_stack::model_server::Reply;
+use local_stack::stack::{status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
 
 async fn turn(function: &Function, user: &str, session: &str, message: &str) -> (u16, Value) {
     status_and_body(&function.call(turn_event(Some(user), session, json!({ "message": message }))).await)
@@ -17,7 +17,7 @@ async fn turn(function: &Function, user: &str, session: &str, message: &str) -> 
 
 /// An HTTP API event for `GET /skills` (with an optional query string) by `user`.
 fn list_skills_event(user: &str, query: &[(&str, &str)]) -> Value {
-    let mut event = tests::stack::get_event(Some(user), "unused");
+    let mut event = local_stack::stack::get_event(Some(user), "unused");
     event["rawPath"] = json!("/skills");
     event["requestContext"]["http"]["path"] = json!("/skills");
     event["pathParameters"] = json!({});

@@ -7,9 +7,9 @@
 
 use base64::Engine;
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{file_event, get_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{file_event, get_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
 
 const USER: &str = "user-budget";
 /// The scripted model's context window (the default for a model the runtime does not know).

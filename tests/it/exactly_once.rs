@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
 
 const USER: &str = "user-once";
 

@@ -7,7 +7,7 @@ use agent_core::UserId;
 use aws_config::SdkConfig;
 use aws_sdk_ssm::types::ParameterType;
 use experts::{AwsSecretResolver, EnvSecretResolver, SecretError, SecretRef, SecretResolver, SecretScope};
-use tests::moto;
+use local_stack::moto;
 
 /// The names one test seeds: two tenants and a deployment prefix of its own, so that tests
 /// sharing the process's moto cannot see each other's secrets.

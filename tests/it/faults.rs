@@ -4,10 +4,10 @@
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{json, Value};
-use tests::faults::{Action, FaultProxy, Match, Rule};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
+use local_stack::faults::{Action, FaultProxy, Match, Rule};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
 
 const USER: &str = "user-f";
 const SESSION: &str = "s1";
@@ -335,11 +335,11 @@ async fn one_model_failure_then_success_is_one_stored_turn() {
 /// A planner turn from the queue whose plan does not fit (as in `queue.rs`), so it saves the
 /// plan and enqueues a continuation; returns the batch failures and the messages left on the queue.
 async fn continued_plan(world: &World) -> (Vec<Value>, usize) {
-    use tests::experts::ExpertServer;
+    use local_stack::experts::ExpertServer;
 
     let alpha = ExpertServer::start();
-    let sqs = aws_sdk_sqs::Client::new(&tests::moto::sdk_config(&world.stack.endpoint).await);
-    let queue_url = tests::moto::create_fifo_queue(&sqs).await;
+    let sqs = aws_sdk_sqs::Client::new(&local_stack::moto::sdk_config(&world.stack.endpoint).await);
+    let queue_url = local_stack::moto::create_fifo_queue(&sqs).await;
     let structured = |value: Value| Reply::Text(value.to_string());
     world.stack.model.push([
         structured(json!({"decision": "replace", "plan": [{"expert": "alpha", "task": "One"}, {"expert": "alpha", "task": "Two"}],
@@ -358,7 +358,7 @@ async fn continued_plan(world: &World) -> (Vec<Value>, usize) {
             ("TURN_QUEUE_URL", &queue_url),
         ])
         .await;
-    let record = tests::stack::sqs_record(
+    let record = local_stack::stack::sqs_record(
         "m1",
         SESSION,
         &json!({"user_id": USER, "session_id": SESSION, "message": "Do one and two"}).to_string(),

@@ -1,9 +1,9 @@
 //! The `http-turn` function, compiled, fed API Gateway events, against moto and the scripted model.
 
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
 
 const USER: &str = "user-a";
 
@@ -12,7 +12,7 @@ async fn turn(function: &Function, user: &str, session: &str, message: &str) -> 
 }
 
 fn skill_md(path: &str) -> String {
-    std::fs::read_to_string(tests::stack::repo_root().join("examples/skills").join(path).join("SKILL.md")).unwrap()
+    std::fs::read_to_string(local_stack::stack::repo_root().join("examples/skills").join(path).join("SKILL.md")).unwrap()
 }
 
 #[tokio::test]
@@ -263,9 +263,9 @@ async fn the_deadline_ends_the_turn_in_time_to_persist() {
     let event = turn_event(Some(USER), "s1", json!({"message": "Rápido"}));
     let started = std::time::Instant::now();
     let response = match http.invoke_with_budget(event, std::time::Duration::from_secs(3)).await {
-        tests::lambda::Invocation::Response(value) => value,
-        tests::lambda::Invocation::Error(error) => panic!("{error}"),
-        tests::lambda::Invocation::Stream(_) => panic!("http-turn streamed its answer"),
+        local_stack::lambda::Invocation::Response(value) => value,
+        local_stack::lambda::Invocation::Error(error) => panic!("{error}"),
+        local_stack::lambda::Invocation::Stream(_) => panic!("http-turn streamed its answer"),
     };
     assert!(started.elapsed() < std::time::Duration::from_secs(3), "answered before the deadline");
     let (status, body) = status_and_body(&response);
@@ -284,7 +284,7 @@ async fn a_cargo_lambda_deadline_is_relative_and_a_turn_without_time_for_the_mod
     let event = turn_event(Some(USER), "s1", json!({"message": "Hola"}));
     // `cargo lambda watch` sends the function's timeout as a duration: 600000.
     let response = match http.invoke_with_deadline_header(event, 600_000, Duration::from_secs(60)).await {
-        tests::lambda::Invocation::Response(value) => value,
+        local_stack::lambda::Invocation::Response(value) => value,
         other => panic!("{other:?}"),
     };
     let (status, body) = status_and_body(&response);
@@ -296,7 +296,7 @@ async fn a_cargo_lambda_deadline_is_relative_and_a_turn_without_time_for_the_mod
     let soon = (SystemTime::now().duration_since(UNIX_EPOCH).unwrap() + Duration::from_secs(1)).as_millis() as u64;
     let event = turn_event(Some(USER), "s2", json!({"message": "Hola"}));
     let response = match http.invoke_with_deadline_header(event, soon, Duration::from_secs(5)).await {
-        tests::lambda::Invocation::Response(value) => value,
+        local_stack::lambda::Invocation::Response(value) => value,
         other => panic!("{other:?}"),
     };
     let (status, body) = status_and_body(&response);
@@ -312,7 +312,7 @@ async fn bad_input_is_refused_precisely_and_writes_nothing() {
     let http = stack.http(&[]).await;
     let big = "a".repeat(256 * 1024 + 1);
     let cases: Vec<(Value, u16, &str)> = vec![
-        (tests::stack::sample_event("http-bad-request.json"), 400, "bad_request"),
+        (local_stack::stack::sample_event("http-bad-request.json"), 400, "bad_request"),
         (turn_event(Some(USER), "s1", Value::String("{\"message\": ".into())), 400, "bad_request"),
         (turn_event(Some(USER), "s1", json!({})), 400, "bad_request"),
         (turn_event(Some(USER), "s1", json!({"message": 42})), 400, "bad_request"),
@@ -323,7 +323,7 @@ async fn bad_input_is_refused_precisely_and_writes_nothing() {
         (turn_event(Some(USER), "s1", Value::String(String::new())), 400, "bad_request"),
         (turn_event(Some(USER), "s1", json!({ "message": big })), 413, "payload_too_large"),
         (turn_event(None, "s1", json!({"message": "hola"})), 401, "unauthorized"),
-        (tests::stack::sample_event("http-no-auth.json"), 401, "unauthorized"),
+        (local_stack::stack::sample_event("http-no-auth.json"), 401, "unauthorized"),
         (get_event(Some(USER), "never-created"), 404, "not_found"),
     ];
     for (index, (event, want_status, want_code)) in cases.into_iter().enumerate() {

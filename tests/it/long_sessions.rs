@@ -2,9 +2,9 @@
 //! summary is recomputed once per threshold crossing, and `GET /sessions/{id}` pages the history.
 
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, status_and_body, system_of, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, status_and_body, system_of, turn_event, Stack};
 
 const USER: &str = "user-long";
 

@@ -5,10 +5,10 @@
 //! template routes them and lets the turn functions delete memories and nothing else.
 
 use serde_json::{json, Value};
-use tests::faults::FaultProxy;
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{sample_event, status_and_body, system_of, tool_results, turn_event, Stack};
+use local_stack::faults::FaultProxy;
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{sample_event, status_and_body, system_of, tool_results, turn_event, Stack};
 
 const OWNER: &str = "user-mem-a";
 const STRANGER: &str = "user-mem-b";

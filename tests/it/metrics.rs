@@ -9,10 +9,10 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 use sha2::Digest;
-use tests::identity::IdentityProvider;
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{sqs_record, status_and_body, turn_event, Stack};
+use local_stack::identity::IdentityProvider;
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{sqs_record, status_and_body, turn_event, Stack};
 
 use crate::streaming::{all_events, stream_event};
 
@@ -294,8 +294,8 @@ async fn queued_turns_count_as_completed_or_retried() {
 #[tokio::test]
 async fn a_background_turn_is_counted_when_queued() {
     let stack = Stack::new().await;
-    let sqs = aws_sdk_sqs::Client::new(&tests::moto::sdk_config(&stack.endpoint).await);
-    let queue_url = tests::moto::create_fifo_queue(&sqs).await;
+    let sqs = aws_sdk_sqs::Client::new(&local_stack::moto::sdk_config(&stack.endpoint).await);
+    let queue_url = local_stack::moto::create_fifo_queue(&sqs).await;
     let http = stack.http(&[("TURN_QUEUE_URL", &queue_url)]).await;
     let mark = http.log_mark();
     let mut event = turn_event(Some(USER), "b1", json!({"message": "Más tarde"}));
@@ -402,7 +402,7 @@ async fn cost_of_logs_and_metrics() {
 
 #[tokio::test]
 async fn a_planner_turn_counts_every_model_call_by_model_and_expert_tools_as_one_dimension() {
-    let (alpha, beta) = (tests::experts::ExpertServer::start(), tests::experts::ExpertServer::start());
+    let (alpha, beta) = (local_stack::experts::ExpertServer::start(), local_stack::experts::ExpertServer::start());
     let stack = Stack::new().await;
     let structured = |value: Value| Reply::Text(value.to_string());
     let no_prompt = || {

@@ -6,10 +6,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
-use tests::experts::{dead_url, ExpertServer};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, repo_root, status_and_body, system_of, tool_results, turn_event, Stack};
+use local_stack::experts::{dead_url, ExpertServer};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, repo_root, status_and_body, system_of, tool_results, turn_event, Stack};
 
 const USER: &str = "user-p";
 
@@ -274,9 +274,9 @@ async fn a_slow_planning_call_gives_way_to_the_deadline() {
     let event = turn_event(Some(USER), "slow", json!({"message": "Plan this"}));
     let started = std::time::Instant::now();
     let response = match http.invoke_with_budget(event, std::time::Duration::from_secs(4)).await {
-        tests::lambda::Invocation::Response(value) => value,
-        tests::lambda::Invocation::Error(error) => panic!("{error}"),
-        tests::lambda::Invocation::Stream(_) => panic!("http-turn streamed its answer"),
+        local_stack::lambda::Invocation::Response(value) => value,
+        local_stack::lambda::Invocation::Error(error) => panic!("{error}"),
+        local_stack::lambda::Invocation::Stream(_) => panic!("http-turn streamed its answer"),
     };
     assert!(started.elapsed() < std::time::Duration::from_secs(4), "answered before the deadline");
     let (status, body) = status_and_body(&response);
@@ -286,9 +286,9 @@ async fn a_slow_planning_call_gives_way_to_the_deadline() {
     // Half a second left, inside the reserve: the plan call is never made.
     let event = turn_event(Some(USER), "hurried", json!({"message": "Plan this"}));
     let response = match http.invoke_with_budget(event, std::time::Duration::from_millis(500)).await {
-        tests::lambda::Invocation::Response(value) => value,
-        tests::lambda::Invocation::Error(error) => panic!("{error}"),
-        tests::lambda::Invocation::Stream(_) => panic!("http-turn streamed its answer"),
+        local_stack::lambda::Invocation::Response(value) => value,
+        local_stack::lambda::Invocation::Error(error) => panic!("{error}"),
+        local_stack::lambda::Invocation::Stream(_) => panic!("http-turn streamed its answer"),
     };
     let (status, body) = status_and_body(&response);
     assert_eq!((status, body["error"]["code"].as_str()), (503, Some("out_of_time")), "{body}");
@@ -307,13 +307,13 @@ impl DeedExpert {
     fn start() -> DeedExpert {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let child = Command::new("python3")
-            .arg(repo_root().join("tests/mcp/expert_server.py"))
+            .arg(repo_root().join("shared/local-stack/expert_server.py"))
             .args([port.to_string().as_str(), "--deed-prompts"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start python3 tests/mcp/expert_server.py (pip install mcp)");
+            .expect("start python3 shared/local-stack/expert_server.py (pip install mcp)");
         let expert = DeedExpert { url: format!("http://127.0.0.1:{port}/mcp"), child };
         let address = SocketAddr::from(([127, 0, 0, 1], port));
         let deadline = Instant::now() + Duration::from_secs(30);

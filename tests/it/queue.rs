@@ -1,8 +1,8 @@
 //! The `queue-turn` function, compiled, fed SQS batches: partial failures and per-session order.
 
 use serde_json::{json, Value};
-use tests::model_server::Reply;
-use tests::stack::{sample_event, sqs_record, Stack};
+use local_stack::model_server::Reply;
+use local_stack::stack::{sample_event, sqs_record, Stack};
 
 fn failures(response: &Value) -> Vec<String> {
     response["batchItemFailures"]
@@ -71,13 +71,13 @@ async fn a_failed_record_holds_back_its_sessions_later_records_but_not_other_ses
 #[tokio::test]
 async fn a_plan_that_does_not_fit_enqueues_its_own_continuation() {
     use aws_sdk_sqs::types::MessageSystemAttributeName;
-    use tests::experts::ExpertServer;
+    use local_stack::experts::ExpertServer;
 
     let alpha = ExpertServer::start();
     let stack = Stack::new().await;
-    let config = tests::moto::sdk_config(&stack.endpoint).await;
+    let config = local_stack::moto::sdk_config(&stack.endpoint).await;
     let sqs = aws_sdk_sqs::Client::new(&config);
-    let queue_url = tests::moto::create_fifo_queue(&sqs).await;
+    let queue_url = local_stack::moto::create_fifo_queue(&sqs).await;
 
     let structured = |value: Value| Reply::Text(value.to_string());
     let assessed = structured(json!({"is_completed": true, "explanation": "ok", "confidence": 0.9}));

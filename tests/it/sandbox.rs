@@ -4,17 +4,17 @@
 //! byte for byte and downloaded; hostile commands end as clear tool results.
 
 use serde_json::{json, Value};
-use tests::identity::IdentityProvider;
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{
+use local_stack::identity::IdentityProvider;
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{
     get_event, repo_root, sample_event, status_and_body, system_of, tool_names, tool_results, turn_event, upload_dir,
     Stack,
 };
 
 /// The environment that gives a function the local sandbox over the sandbox image.
 fn sandbox_env() -> Vec<(&'static str, String)> {
-    tests::image::local_sandbox_env()
+    local_stack::image::local_sandbox_env()
 }
 
 async fn http_with_sandbox(stack: &Stack, extra: &[(&str, &str)]) -> Function {
@@ -62,7 +62,7 @@ fn python_check(script: &str, file: &[u8], suffix: &str) -> String {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join(format!("file{suffix}")), file).unwrap();
     let name = format!("file{suffix}");
-    let output = tests::image::run_in_image(&dir, "python3", &["-c", script, &name]);
+    let output = local_stack::image::run_in_image(&dir, "python3", &["-c", script, &name]);
     assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
 }

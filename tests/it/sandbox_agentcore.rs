@@ -1,4 +1,4 @@
-//! `SANDBOX=agentcore` against the code interpreter stand-in (`tests::agentcore`): the backend
+//! `SANDBOX=agentcore` against the code interpreter stand-in (`local_stack::agentcore`): the backend
 //! through its port (files in and back, the interpreter session kept and resumed, an ended one
 //! replaced without the model noticing, exit codes, output and timeouts), then the compiled
 //! `http-turn`, whose two turns of one agent session share one interpreter session kept in the
@@ -14,10 +14,10 @@ use agent_core::{SessionId, UserId};
 use aws_sdk_dynamodb::types::AttributeValue;
 use sandbox::AgentCoreSandbox;
 use serde_json::json;
-use tests::agentcore::{CodeInterpreterService, EndedError};
-use tests::model_server::Reply;
-use tests::moto;
-use tests::stack::{repo_root, status_and_body, system_of, tool_results, turn_event, upload_dir, Stack};
+use local_stack::agentcore::{CodeInterpreterService, EndedError};
+use local_stack::model_server::Reply;
+use local_stack::moto;
+use local_stack::stack::{repo_root, status_and_body, system_of, tool_results, turn_event, upload_dir, Stack};
 
 async fn backend(service: &CodeInterpreterService) -> AgentCoreSandbox {
     let sdk = moto::sdk_config(&service.endpoint).await;

@@ -4,12 +4,12 @@
 //! a command has no use for, and the files of a command brought back all or none.
 
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
 
 async fn http_with_sandbox(stack: &Stack, extra: &[(&str, &str)]) -> Function {
-    let env = tests::image::local_sandbox_env();
+    let env = local_stack::image::local_sandbox_env();
     let mut all: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
     all.extend_from_slice(extra);
     stack.http(&all).await

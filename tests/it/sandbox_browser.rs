@@ -4,10 +4,10 @@
 //! it, and the screenshot it saved comes back as a PNG of the viewport's size.
 
 use serde_json::json;
-use tests::lambda::Function;
-use tests::lambda_invoke::InvokeApi;
-use tests::model_server::Reply;
-use tests::stack::{status_and_body, tool_results, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::lambda_invoke::InvokeApi;
+use local_stack::model_server::Reply;
+use local_stack::stack::{status_and_body, tool_results, turn_event, Stack};
 
 use crate::sandbox_image::download;
 
@@ -69,7 +69,7 @@ fn assert_rendered(png: &[u8]) {
 #[tokio::test]
 async fn playwright_renders_a_page_to_png_in_the_local_sandbox() {
     let stack = Stack::new().await;
-    let env = tests::image::local_sandbox_env();
+    let env = local_stack::image::local_sandbox_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
     let http = stack.http(&env).await;
     assert_rendered(&render(&stack, &http, "user-browser-local").await);

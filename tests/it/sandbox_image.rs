@@ -5,9 +5,9 @@
 //! template copied out of the skill and edited. And nothing of the host is there.
 
 use serde_json::json;
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, repo_root, status_and_body, tool_results, turn_event, upload_dir, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, repo_root, status_and_body, tool_results, turn_event, upload_dir, Stack};
 
 /// A stack whose `user` has the skills of `tests/skills`.
 async fn stack_with_test_skills(user: &str) -> Stack {
@@ -19,7 +19,7 @@ async fn stack_with_test_skills(user: &str) -> Stack {
 }
 
 async fn http_with_sandbox(stack: &Stack) -> Function {
-    let env = tests::image::local_sandbox_env();
+    let env = local_stack::image::local_sandbox_env();
     let env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
     stack.http(&env).await
 }
@@ -52,7 +52,7 @@ fn in_image(files: &[(&str, &[u8])], program: &str, args: &[&str]) -> String {
     for (name, bytes) in files {
         std::fs::write(dir.join(name), bytes).unwrap();
     }
-    let output = tests::image::run_in_image(&dir, program, args);
+    let output = local_stack::image::run_in_image(&dir, program, args);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(output.status.success(), "{program}: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).trim().to_owned()
@@ -175,7 +175,7 @@ fn bwrap_exists_on_the_host() -> bool {
 async fn document_skills_commands_run_in_the_deployed_image_through_the_lambda_backend() {
     const USER: &str = "user-office-lambda";
     let stack = stack_with_test_skills(USER).await;
-    let api = tests::lambda_invoke::InvokeApi::start().await;
+    let api = local_stack::lambda_invoke::InvokeApi::start().await;
     let http = stack
         .http(&[("SANDBOX", "lambda"), ("SANDBOX_FUNCTION", "sandbox"), ("AWS_ENDPOINT_URL_LAMBDA", &api.endpoint)])
         .await;
@@ -219,9 +219,9 @@ fn the_demo_word_skill_writes_real_word_headings() {
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("md_a_docx.py"), script).unwrap();
     std::fs::write(dir.join("draft.md"), draft).unwrap();
-    let made = tests::image::run_in_image(&dir, "python3", &["md_a_docx.py", "draft.md", "out.docx"]);
+    let made = local_stack::image::run_in_image(&dir, "python3", &["md_a_docx.py", "draft.md", "out.docx"]);
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let read = tests::image::run_in_image(
+    let read = local_stack::image::run_in_image(
         &dir,
         "python3",
         &[
@@ -283,7 +283,7 @@ async fn skills_index_in_the_image_bundles_a_skill_uploaded_straight_to_the_buck
     let stack = Stack::new().await;
     let wheels = std::env::temp_dir().join(format!("wheels-{}-{}", std::process::id(), rand_suffix()));
     std::fs::create_dir_all(&wheels).unwrap();
-    tests::image::write_test_wheel(&wheels);
+    local_stack::image::write_test_wheel(&wheels);
     let server = WheelServer::start(&wheels);
     let skill = format!("{USER}/skills/fechas/");
     stack
@@ -294,7 +294,7 @@ async fn skills_index_in_the_image_bundles_a_skill_uploaded_straight_to_the_buck
         ])
         .await;
     let env = stack.env(&[("SKILLS_BUNDLES", "pip"), ("PIP_NO_INDEX", "1"), ("PIP_FIND_LINKS", &server.url)]);
-    let index = Function::start_in_image("skills-index", &tests::image::root(), &env).await;
+    let index = Function::start_in_image("skills-index", &local_stack::image::root(), &env).await;
     let answer = index.call(stack.bridge_event(&format!("{skill}scripts/requirements.txt"), true)).await;
     assert_eq!(answer["tenants"], 1, "{answer}");
     let listed =

@@ -1,5 +1,5 @@
 //! `SANDBOX=lambda` end to end: the compiled http-turn invokes the sandbox function through the AWS
-//! SDK against a stand-in of Lambda's Invoke API (`tests::lambda_invoke`), which runs the function's
+//! SDK against a stand-in of Lambda's Invoke API (`local_stack::lambda_invoke`), which runs the function's
 //! own code; and the compiled `sandbox` function under the Lambda Runtime API emulator. The tenant
 //! id Lambda routes by is the verified user's, on every call; the bounds and Lambda's refusals end
 //! as tool results the model can read.
@@ -12,11 +12,11 @@ use agent_core::{SessionId, UserId};
 use sandbox::{LambdaSandbox, WireFile, WireRequest, WireResponse};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tests::lambda::{Function, Invocation};
-use tests::lambda_invoke::{InvokeApi, Mode, MAX_PAYLOAD_BYTES};
-use tests::model_server::Reply;
-use tests::moto;
-use tests::stack::{sample_event, status_and_body, tool_results, turn_event, Stack};
+use local_stack::lambda::{Function, Invocation};
+use local_stack::lambda_invoke::{InvokeApi, Mode, MAX_PAYLOAD_BYTES};
+use local_stack::model_server::Reply;
+use local_stack::moto;
+use local_stack::stack::{sample_event, status_and_body, tool_results, turn_event, Stack};
 
 async fn http_with_lambda(stack: &Stack, api: &InvokeApi) -> Function {
     stack
@@ -246,7 +246,7 @@ async fn the_backend_checks_lambdas_payload_bound_before_invoking() {
 #[tokio::test]
 async fn the_sandbox_function_binary_answers_wire_requests_and_refuses_bad_events() {
     // As Lambda runs the deployed image: the image's root, read-only, an unprivileged uid.
-    let function = Function::start_in_image("sandbox", &tests::image::root(), &[]).await;
+    let function = Function::start_in_image("sandbox", &local_stack::image::root(), &[]).await;
 
     let answer = match function.invoke(sample_event("sandbox.json")).await {
         Invocation::Response(answer) => answer,
@@ -370,7 +370,7 @@ async fn a_daemon_a_command_double_forks_leaves_no_process_and_no_zombie() {
 
 #[tokio::test]
 async fn the_functions_files_over_what_a_response_brings_back_come_back_none_of_them() {
-    let function = Function::start_in_image("sandbox", &tests::image::root(), &[]).await;
+    let function = Function::start_in_image("sandbox", &local_stack::image::root(), &[]).await;
     let request = WireRequest {
         tenant: "user-over".into(),
         session: "s1".into(),

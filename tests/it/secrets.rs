@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use serde_json::json;
-use tests::model_server::Reply;
-use tests::moto;
-use tests::stack::{status_and_body, turn_event, Stack};
+use local_stack::model_server::Reply;
+use local_stack::moto;
+use local_stack::stack::{status_and_body, turn_event, Stack};
 
 const USER: &str = "user-secret";
 const KEY: &str = "sk-from-secrets-manager-5f1c";

@@ -8,9 +8,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{status_and_body, tool_results, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{status_and_body, tool_results, turn_event, Stack};
 
 const USER: &str = "user-floor";
 
@@ -200,7 +200,7 @@ async fn skills_index_keeps_each_skills_file_list_as_its_files_come_and_go() {
     let indexer = stack.skills_index(&[]).await;
     let run = |event: Value| async {
         match indexer.invoke_with_budget(event, std::time::Duration::from_secs(60)).await {
-            tests::lambda::Invocation::Response(value) => value,
+            local_stack::lambda::Invocation::Response(value) => value,
             other => panic!("skills-index failed: {other:?}"),
         }
     };

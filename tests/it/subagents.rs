@@ -6,9 +6,9 @@
 use std::time::Duration;
 
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{file_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{file_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
 
 const USER: &str = "user-sub";
 
@@ -159,7 +159,7 @@ async fn subagents_stop_at_their_depth_their_number_and_their_steps() {
 #[tokio::test]
 async fn a_subagents_events_reach_the_parents_stream_tagged_and_in_order() {
     use crate::streaming::{all_events, names, stream_event};
-    use tests::identity::IdentityProvider;
+    use local_stack::identity::IdentityProvider;
 
     let stack = Stack::new().await;
     stack.upload_example_skills(USER).await;
@@ -287,7 +287,7 @@ async fn a_tenant_agent_from_agents_runs_with_its_instructions_and_only_its_tool
 #[tokio::test]
 async fn a_subagents_call_that_needs_approval_streams_approval_requested_and_goes_on_once_approved() {
     use crate::streaming::{all_events, names, stream_event};
-    use tests::identity::IdentityProvider;
+    use local_stack::identity::IdentityProvider;
 
     let stack = Stack::new().await;
     let identity = IdentityProvider::start().await;

@@ -8,9 +8,9 @@ use std::collections::HashMap;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use serde_json::{json, Value};
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
 
 const ALICE: &str = "user-usage-alice";
 const BOB: &str = "user-usage-bob";
@@ -212,8 +212,8 @@ async fn a_tenant_at_its_budget_is_refused_before_any_model_call_and_others_are_
 
     // A background turn of the tenant over budget fails for good with quota_exceeded, and its
     // record is not reported for a retry.
-    let sqs = aws_sdk_sqs::Client::new(&tests::moto::sdk_config(&stack.endpoint).await);
-    let queue_url = tests::moto::create_fifo_queue(&sqs).await;
+    let sqs = aws_sdk_sqs::Client::new(&local_stack::moto::sdk_config(&stack.endpoint).await);
+    let queue_url = local_stack::moto::create_fifo_queue(&sqs).await;
     let http_async = stack.http(&[("DAILY_TOKEN_BUDGET", "150"), ("TURN_QUEUE_URL", &queue_url)]).await;
     let mut event = turn_event(Some(ALICE), "bg", json!({ "message": "en segundo plano" }));
     event["headers"]["prefer"] = json!("respond-async");
@@ -283,7 +283,7 @@ async fn without_a_budget_a_warm_turn_makes_no_extra_request_and_with_one_a_sing
 #[tokio::test]
 async fn a_streamed_turn_over_budget_is_a_429_before_its_stream_opens() {
     let stack = Stack::new().await;
-    let identity = tests::identity::IdentityProvider::start().await;
+    let identity = local_stack::identity::IdentityProvider::start().await;
     let mut env = identity.env();
     env.push(("DAILY_TOKEN_BUDGET", "150"));
     let function = Function::start("stream-turn", &stack.env(&env)).await;

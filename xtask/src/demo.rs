@@ -145,7 +145,7 @@ fn word_headings(document: &Path) -> Option<String> {
     let script = "import sys; from docx import Document; \
                   print('; '.join(f'{p.style.name}: {p.text}' for p in Document(sys.argv[1]).paragraphs \
                   if p.style is not None and p.style.name.startswith('Heading')))";
-    let output = ::tests::image::run_in_image(dir, "python3", &["-c", script, name]);
+    let output = local_stack::image::run_in_image(dir, "python3", &["-c", script, name]);
     output.status.success().then(|| String::from_utf8_lossy(&output.stdout).trim().to_owned())
 }
 

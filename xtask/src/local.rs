@@ -58,13 +58,13 @@ pub fn run(root: &Path) -> Result<(), String> {
         let _ = moto.kill();
         return Err(message);
     }
-    let identity = runtime.block_on(tests::identity::IdentityProvider::start());
+    let identity = runtime.block_on(local_stack::identity::IdentityProvider::start());
     let stack = LocalStack {
         endpoint: endpoint.clone(),
         bucket: BUCKET.to_owned(),
         table: TABLE.to_owned(),
         issuer: identity.issuer.clone(),
-        audience: tests::identity::AUDIENCE.to_owned(),
+        audience: local_stack::identity::AUDIENCE.to_owned(),
     };
     let token = identity.token_valid_for(SAMPLE_USER, TOKEN_SECONDS);
     if let Err(message) = write_files(root, &stack, &token) {
@@ -143,18 +143,18 @@ pub fn with_token(mut event: Value, token: &str) -> Value {
 }
 
 async fn provision(root: &Path, endpoint: &str, bucket: &str, table: &str) -> Result<(), String> {
-    let config = tests::moto::sdk_config(endpoint).await;
+    let config = local_stack::moto::sdk_config(endpoint).await;
     let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
-    tests::moto::create_bucket(&s3, bucket).await;
-    tests::moto::create_sessions_table(&dynamodb, table).await;
+    local_stack::moto::create_bucket(&s3, bucket).await;
+    local_stack::moto::create_sessions_table(&dynamodb, table).await;
     let prefix = format!("{SAMPLE_USER}/skills/");
-    let uploaded = tests::stack::upload_dir(&s3, bucket, &root.join("examples/skills"), &prefix).await?;
+    let uploaded = local_stack::stack::upload_dir(&s3, bucket, &root.join("examples/skills"), &prefix).await?;
     eprintln!("uploaded {uploaded} files of examples/skills to s3://{bucket}/{SAMPLE_USER}/skills/");
-    let uploaded = tests::stack::upload_dir(&s3, bucket, &root.join("examples/demo/skills"), &prefix).await?;
+    let uploaded = local_stack::stack::upload_dir(&s3, bucket, &root.join("examples/demo/skills"), &prefix).await?;
     eprintln!("uploaded {uploaded} files of examples/demo/skills (a skill with a script of its own)");
     let agents = format!("{SAMPLE_USER}/agents/");
-    let uploaded = tests::stack::upload_dir(&s3, bucket, &root.join("examples/agents"), &agents).await?;
+    let uploaded = local_stack::stack::upload_dir(&s3, bucket, &root.join("examples/agents"), &agents).await?;
     eprintln!("uploaded {uploaded} files of examples/agents to s3://{bucket}/{agents}");
     Ok(())
 }
@@ -220,9 +220,9 @@ mod loop_tests {
     use std::time::Duration;
 
     use serde_json::{json, Value};
-    use tests::identity::IdentityProvider;
-    use tests::lambda::{Function, Invocation};
-    use tests::stack::sample_event;
+    use local_stack::identity::IdentityProvider;
+    use local_stack::lambda::{Function, Invocation};
+    use local_stack::stack::sample_event;
 
     use super::*;
 
@@ -232,7 +232,7 @@ mod loop_tests {
             bucket: BUCKET.to_owned(),
             table: TABLE.to_owned(),
             issuer: issuer.to_owned(),
-            audience: tests::identity::AUDIENCE.to_owned(),
+            audience: local_stack::identity::AUDIENCE.to_owned(),
         }
     }
 
@@ -247,7 +247,7 @@ mod loop_tests {
         let jwt = agent_app::jwt::JwtConfig::from_lookup(lookup(&env)).expect("stream-turn starts with this");
         assert_eq!(jwt.issuer, "http://127.0.0.1:41234");
         assert_eq!(jwt.jwks_url, "http://127.0.0.1:41234/.well-known/jwks.json");
-        assert_eq!(jwt.audiences, vec![tests::identity::AUDIENCE.to_owned()]);
+        assert_eq!(jwt.audiences, vec![local_stack::identity::AUDIENCE.to_owned()]);
         let model = llm::LlmConfig::from_lookup(lookup(&env)).expect("a replay configuration");
         assert_eq!(model.provider, llm::ProviderKind::Replay);
         assert!(model.replay_exhausted_answers);
@@ -309,8 +309,8 @@ mod loop_tests {
     #[tokio::test(flavor = "multi_thread")]
     async fn every_sample_event_answers_in_the_local_loop() {
         let root = crate::root();
-        let endpoint = tests::moto::moto().endpoint.clone();
-        let (bucket, table) = (tests::moto::unique_name("skills-local"), tests::moto::unique_name("sessions-local"));
+        let endpoint = local_stack::moto::moto().endpoint.clone();
+        let (bucket, table) = (local_stack::moto::unique_name("skills-local"), local_stack::moto::unique_name("sessions-local"));
         provision(&root, &endpoint, &bucket, &table).await.unwrap();
         let identity = IdentityProvider::start().await;
         let stack = LocalStack {
@@ -318,7 +318,7 @@ mod loop_tests {
             bucket,
             table,
             issuer: identity.issuer.clone(),
-            audience: tests::identity::AUDIENCE.to_owned(),
+            audience: local_stack::identity::AUDIENCE.to_owned(),
         };
         let env = parse_environment(&environment(&root, &stack, None));
 

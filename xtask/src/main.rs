@@ -229,11 +229,11 @@ fn bench() -> Result<(), String> {
             "sandbox-function",
         ],
     )?;
-    run("cargo", &["run", "--release", "--package", "tests", "--bin", "turn-bench"])?;
-    run("cargo", &["run", "--release", "--package", "tests", "--bin", "session-bench"])?;
-    run("cargo", &["run", "--release", "--package", "tests", "--bin", "input-bench"])?;
-    run("cargo", &["run", "--release", "--package", "tests", "--bin", "stream-bench"])?;
-    run("cargo", &["run", "--release", "--package", "tests", "--bin", "sandbox-bench"])
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "turn-bench"])?;
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "session-bench"])?;
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "input-bench"])?;
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "stream-bench"])?;
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "sandbox-bench"])
 }
 
 fn lint() -> Result<(), String> {

@@ -11,7 +11,7 @@ use support::*;
 
 #[test]
 fn validate_lists_the_example_skills_and_passes() {
-    let examples = tests::stack::repo_root().join("examples/skills");
+    let examples = local_stack::stack::repo_root().join("examples/skills");
     let output = xtask(&["skills", "validate", examples.to_str().unwrap()], &[]);
     let text = stdout(&output);
     assert!(output.status.success(), "exit {:?}\n{text}\n{}", output.status, stderr(&output));
@@ -144,11 +144,11 @@ fn validate_refuses_a_folder_that_does_not_exist() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
-    let endpoint = tests::moto::moto().endpoint.clone();
-    let config = tests::moto::sdk_config(&endpoint).await;
+    let endpoint = local_stack::moto::moto().endpoint.clone();
+    let config = local_stack::moto::sdk_config(&endpoint).await;
     let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
-    let bucket = tests::moto::unique_name("sync");
-    tests::moto::create_bucket(&s3, &bucket).await;
+    let bucket = local_stack::moto::unique_name("sync");
+    local_stack::moto::create_bucket(&s3, &bucket).await;
     let objects = aws_store::S3ObjectStore::new(s3.clone(), &bucket);
     // Another tenant's skills, which a sync of u1 must leave alone.
     s3.put_object()
@@ -260,7 +260,7 @@ async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
 
 /// `GET /skills` by `user`, as the HTTP API hands it to http-turn.
 fn skills_event(user: &str) -> Value {
-    let mut event = tests::stack::get_event(Some(user), "s");
+    let mut event = local_stack::stack::get_event(Some(user), "s");
     event["rawPath"] = serde_json::json!("/skills");
     event["requestContext"]["http"]["path"] = serde_json::json!("/skills");
     event
@@ -273,12 +273,12 @@ fn skills_event(user: &str) -> Value {
 /// need no wheel meets is a warning in `GET /skills`.
 #[tokio::test(flavor = "multi_thread")]
 async fn sync_bundles_what_the_image_lacks_and_the_sandbox_installs_it_offline_per_tenant() {
-    use tests::model_server::Reply;
-    use tests::stack::{status_and_body, tool_results, turn_event, Stack};
+    use local_stack::model_server::Reply;
+    use local_stack::stack::{status_and_body, tool_results, turn_event, Stack};
 
     let stack = Stack::new().await;
     let wheels = Scratch::new();
-    tests::image::write_test_wheel(&wheels.0);
+    local_stack::image::write_test_wheel(&wheels.0);
     let scratch = Scratch::new();
     scratch.write("fechas/SKILL.md", skill_md("Plazos notariales.", "name: fechas\n"));
     scratch.write("fechas/requirements.txt", "notarial-dates==1.0\n");
@@ -293,7 +293,7 @@ async fn sync_bundles_what_the_image_lacks_and_the_sandbox_installs_it_offline_p
         ("AWS_EC2_METADATA_DISABLED", "true"),
         ("PIP_NO_INDEX", "1"),
         // The key the stack's functions check bundles with.
-        ("BUNDLE_SIGNING_KEY", tests::stack::TEST_BUNDLE_KEY),
+        ("BUNDLE_SIGNING_KEY", local_stack::stack::TEST_BUNDLE_KEY),
     ];
     let (dir, links) = (scratch.0.to_str().unwrap(), wheels.0.to_str().unwrap());
     let sync = |user: &str| {
@@ -314,7 +314,7 @@ async fn sync_bundles_what_the_image_lacks_and_the_sandbox_installs_it_offline_p
     assert_eq!(etags(&stack.s3, &stack.bucket, "u-bundle/skills/").await, stored);
 
     let bundles = Scratch::new();
-    let env = tests::image::local_sandbox_env();
+    let env = local_stack::image::local_sandbox_env();
     let mut env: Vec<(&str, &str)> = env.iter().map(|(key, value)| (*key, value.as_str())).collect();
     env.push(("SANDBOX_BUNDLE_DIR", bundles.0.to_str().unwrap()));
     let http = stack.http(&env).await;
@@ -371,7 +371,7 @@ async fn sync_bundles_what_the_image_lacks_and_the_sandbox_installs_it_offline_p
     assert!(other.contains("ModuleNotFoundError: No module named 'notarial_dates'"), "{other}");
 
     // The Lambda backend: the compiled sandbox in the image gets the bundle in parts, once.
-    let api = tests::lambda_invoke::InvokeApi::start().await;
+    let api = local_stack::lambda_invoke::InvokeApi::start().await;
     let lambda = stack
         .http(&[("SANDBOX", "lambda"), ("SANDBOX_FUNCTION", "sandbox"), ("AWS_ENDPOINT_URL_LAMBDA", &api.endpoint)])
         .await;
@@ -418,8 +418,8 @@ fn sync_makes_no_bundle_without_the_signing_key() {
 /// their plugin and loads one with its files; two plugins' skills of the same name stay apart.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plugin_marketplace_loads_in_validate_sync_and_the_catalog() {
-    use tests::model_server::Reply;
-    use tests::stack::{status_and_body, tool_results, turn_event, Stack};
+    use local_stack::model_server::Reply;
+    use local_stack::stack::{status_and_body, tool_results, turn_event, Stack};
 
     let scratch = Scratch::new();
     scratch.write(

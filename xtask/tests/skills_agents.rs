@@ -82,11 +82,11 @@ fn only_a_folder_named_skills_takes_the_agents_beside_it_and_agents_names_any_fo
 
 #[tokio::test(flavor = "multi_thread")]
 async fn sync_makes_the_agents_folder_the_tenants_agents_and_leaves_them_alone_without_one() {
-    let endpoint = tests::moto::moto().endpoint.clone();
-    let config = tests::moto::sdk_config(&endpoint).await;
+    let endpoint = local_stack::moto::moto().endpoint.clone();
+    let config = local_stack::moto::sdk_config(&endpoint).await;
     let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
-    let bucket = tests::moto::unique_name("agents");
-    tests::moto::create_bucket(&s3, &bucket).await;
+    let bucket = local_stack::moto::unique_name("agents");
+    local_stack::moto::create_bucket(&s3, &bucket).await;
     let objects = aws_store::S3ObjectStore::new(s3.clone(), &bucket);
     for (key, text) in [("u1/agents/stale.md", "an agent no longer in the folder"), ("u0/agents/theirs.md", "theirs")] {
         s3.put_object().bucket(&bucket).key(key).body(text.as_bytes().to_vec().into()).send().await.unwrap();

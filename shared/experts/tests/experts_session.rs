@@ -1,5 +1,5 @@
 //! `McpExperts` and its session, as the agent uses them, against the official Python SDK's server
-//! (`tests/mcp/expert_server.py`, needs `pip install mcp`) on loopback.
+//! (`shared/local-stack/expert_server.py`, needs `pip install mcp`) on loopback.
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};

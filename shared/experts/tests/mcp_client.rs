@@ -1,5 +1,5 @@
 //! The expert client against real MCP servers on loopback: the official Python SDK's server
-//! (`tests/mcp/expert_server.py`, needs `pip install mcp`) and, for what only a scripted server can
+//! (`shared/local-stack/expert_server.py`, needs `pip install mcp`) and, for what only a scripted server can
 //! show (headers on the wire, session expiry, protocol violations), a small axum fake.
 
 use std::collections::BTreeMap;

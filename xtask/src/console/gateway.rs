@@ -17,7 +17,7 @@ use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
-use tests::lambda::{Function, Invocation};
+use local_stack::lambda::{Function, Invocation};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use super::page::Page;

@@ -199,13 +199,13 @@ fn free_port() -> Result<u16, String> {
 async fn serve(root: &Path, listener: TcpListener, page: page::Page, moto_port: u16) -> Result<(), String> {
     let endpoint = format!("http://127.0.0.1:{moto_port}");
     provision(root, &endpoint).await?;
-    let identity = tests::identity::IdentityProvider::start().await;
+    let identity = local_stack::identity::IdentityProvider::start().await;
     let stack = LocalStack {
         endpoint,
         bucket: BUCKET.to_owned(),
         table: TABLE.to_owned(),
         issuer: identity.issuer.clone(),
-        audience: tests::identity::AUDIENCE.to_owned(),
+        audience: local_stack::identity::AUDIENCE.to_owned(),
     };
     let base = local::environment(root, &stack, local::sandbox_settings(root).as_deref());
     let (mut environment, model) = model_environment(&base, |name| std::env::var(name).ok(), &env_names())?;
@@ -253,16 +253,16 @@ fn write_storage_env(root: &Path, stack: &LocalStack) -> Result<(), String> {
 
 /// The bucket, the table and each user's skills.
 async fn provision(root: &Path, endpoint: &str) -> Result<(), String> {
-    let config = tests::moto::sdk_config(endpoint).await;
+    let config = local_stack::moto::sdk_config(endpoint).await;
     let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
     let dynamodb = aws_sdk_dynamodb::Client::new(&config);
-    tests::moto::create_bucket(&s3, BUCKET).await;
-    tests::moto::create_sessions_table(&dynamodb, TABLE).await;
+    local_stack::moto::create_bucket(&s3, BUCKET).await;
+    local_stack::moto::create_sessions_table(&dynamodb, TABLE).await;
     for user in &USERS {
         let prefix = format!("{}/skills/", user.id);
         let mut uploaded = 0;
         for folder in user.skills {
-            uploaded += tests::stack::upload_dir(&s3, BUCKET, &root.join(folder), &prefix).await?;
+            uploaded += local_stack::stack::upload_dir(&s3, BUCKET, &root.join(folder), &prefix).await?;
         }
         eprintln!(
             "uploaded {} for {} ({})",

@@ -29,7 +29,7 @@ pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// `tests/mcp/expert_server.py` as a child process; killed on drop.
+/// `shared/local-stack/expert_server.py` as a child process; killed on drop.
 pub struct PyServer {
     child: Child,
     pub port: u16,
@@ -43,7 +43,7 @@ impl PyServer {
 
     pub fn start_on(port: u16, args: &[&str]) -> PyServer {
         require_python_sdk();
-        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/mcp/expert_server.py");
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../shared/local-stack/expert_server.py");
         // The log goes to a file: a pipe nobody reads could fill up and stall the server.
         let log = std::env::temp_dir().join(format!("expert-server-{port}-{}.log", std::process::id()));
         let child = Command::new("python3")

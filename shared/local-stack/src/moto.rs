@@ -270,7 +270,7 @@ fn global_index(index: &Value) -> GlobalSecondaryIndex {
 /// Creates a sessions table shaped exactly as `template.yaml` declares it, so the tests
 /// exercise the deployed key schema rather than a copy of it.
 pub async fn create_sessions_table(client: &aws_sdk_dynamodb::Client, table_name: &str) {
-    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml");
+    let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../template.yaml");
     let properties = sessions_table_properties(&template);
 
     let definitions = properties["AttributeDefinitions"]

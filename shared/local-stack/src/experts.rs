@@ -1,4 +1,4 @@
-//! Expert MCP servers for the tests: the official Python SDK's server (`tests/mcp/expert_server.py`)
+//! Expert MCP servers for the tests: the official Python SDK's server (`shared/local-stack/expert_server.py`)
 //! started on a free loopback port, stopped when dropped.
 
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -21,7 +21,7 @@ pub fn dead_url() -> String {
 impl ExpertServer {
     pub fn start() -> ExpertServer {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let script = repo_root().join("tests/mcp/expert_server.py");
+        let script = repo_root().join("shared/local-stack/expert_server.py");
         let child = Command::new("python3")
             .arg(script)
             .arg(port.to_string())
@@ -29,7 +29,7 @@ impl ExpertServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("start python3 tests/mcp/expert_server.py (pip install mcp)");
+            .expect("start python3 shared/local-stack/expert_server.py (pip install mcp)");
         let address = SocketAddr::from(([127, 0, 0, 1], port));
         let deadline = Instant::now() + Duration::from_secs(30);
         while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {

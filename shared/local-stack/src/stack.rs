@@ -13,7 +13,7 @@ use crate::moto;
 
 /// The repository root.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ is inside the repo").to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").canonicalize().expect("shared/local-stack is inside the repo")
 }
 
 /// A sample event from `events/`.

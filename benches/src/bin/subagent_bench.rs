@@ -5,7 +5,7 @@
 //! the first row is what a turn without subagents costs, to compare with `turn-bench`.
 //!
 //! Progress goes to stderr; the table goes to stdout. Run with
-//! `cargo run --release -p tests --bin subagent-bench`.
+//! `cargo run --release -p benches --bin subagent-bench`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,7 +15,7 @@ use agent_core::{ChatResponse, Message, ToolCall, UserId};
 use agent_ports::testing::FnModel;
 use local_store::{MemoryObjectStore, MemorySessionStore};
 use serde_json::json;
-use tests::bench::{cpu_time, request};
+use benches::{cpu_time, request};
 
 const SIZES: [usize; 2] = [10, 10_000];
 /// Warm turns per figure, unless the wall cap comes first.

@@ -8,7 +8,7 @@
 //!    replies of 40 tool calls (huge patterns, reads, writes): peak RSS after turn 5 and turn 20.
 //!
 //! Every figure is checked against its bound; the run fails (exit 1) when one is exceeded.
-//! Run with `cargo xtask bench`, or alone with `cargo run --release -p tests --bin input-bench`.
+//! Run with `cargo xtask bench`, or alone with `cargo run --release -p benches --bin input-bench`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -23,7 +23,7 @@ use agent_ports::testing::FnModel;
 use aws_store::{AwsStores, StoreSettings};
 use local_store::MemoryObjectStore;
 use serde_json::json;
-use tests::stack::Stack;
+use local_stack::stack::Stack;
 
 /// A frontmatter parse may take at most this much CPU, whatever its shape and size.
 const FRONTMATTER_CPU_BOUND: Duration = Duration::from_millis(20);
@@ -184,7 +184,7 @@ fn hostile_model() -> FnModel {
 /// measured is the runtime's own.
 fn memory_section(runtime: &tokio::runtime::Runtime, failures: &mut Vec<String>) {
     let stack = runtime.block_on(Stack::new());
-    let config = runtime.block_on(tests::moto::sdk_config(&stack.endpoint));
+    let config = runtime.block_on(local_stack::moto::sdk_config(&stack.endpoint));
     let settings = StoreSettings::from_lookup(|name| match name {
         "SESSIONS_TABLE" => Some(stack.table.clone()),
         "SKILLS_BUCKET" => Some(stack.bucket.clone()),

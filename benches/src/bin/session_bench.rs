@@ -4,7 +4,7 @@
 //! reports turn 10 against turn 300 (medians over turns 6-15 and 291-300) with the peak RSS.
 //!
 //! Run with `cargo xtask bench` (release build; needs moto_server on PATH), or alone with
-//! `cargo run --release -p tests --bin session-bench`. `SESSION_BENCH_TURNS` changes the length.
+//! `cargo run --release -p benches --bin session-bench`. `SESSION_BENCH_TURNS` changes the length.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,8 +16,8 @@ use agent_core::{ChatResponse, Message, ToolCall, UserId};
 use agent_ports::testing::FnModel;
 use aws_store::{AwsStores, CallCounter, StoreSettings};
 use serde_json::json;
-use tests::bench::{cpu_time, request};
-use tests::stack::Stack;
+use benches::{cpu_time, request};
+use local_stack::stack::Stack;
 
 const DEFAULT_TURNS: usize = 300;
 
@@ -93,7 +93,7 @@ fn main() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let stack = Stack::new().await;
-        let config = tests::moto::sdk_config(&stack.endpoint).await;
+        let config = local_stack::moto::sdk_config(&stack.endpoint).await;
         let settings = StoreSettings::from_lookup(|name| match name {
             "SESSIONS_TABLE" => Some(stack.table.clone()),
             "SKILLS_BUCKET" => Some(stack.bucket.clone()),

@@ -26,10 +26,10 @@ use agent_ports::testing::FnModel;
 use aws_store::{AwsStores, CallCounter, StoreSettings};
 use local_store::{MemoryObjectStore, MemorySessionStore};
 use serde_json::{json, Value};
-use tests::bench::{cpu_time, request};
-use tests::lambda::{Function, Invocation};
-use tests::model_server::Reply;
-use tests::stack::{status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+use benches::{cpu_time, request};
+use local_stack::lambda::{Function, Invocation};
+use local_stack::model_server::Reply;
+use local_stack::stack::{status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
 
 mod report;
 use report::*;
@@ -245,7 +245,7 @@ async fn counted_turn(service: &TurnService, counter: &CallCounter, user: &UserI
 }
 
 async fn aws_figures(stack: &Stack, user: &UserId) -> AwsFigures {
-    let config = tests::moto::sdk_config(&stack.endpoint).await;
+    let config = local_stack::moto::sdk_config(&stack.endpoint).await;
     let settings = StoreSettings::from_lookup(|name| match name {
         "SESSIONS_TABLE" => Some(stack.table.clone()),
         "SKILLS_BUCKET" => Some(stack.bucket.clone()),

@@ -7,16 +7,16 @@
 //! model), and the turn's total time beyond the model's own.
 //!
 //! Run with `cargo xtask bench` (release build; needs moto_server on PATH), or alone with
-//! `cargo run --release -p tests --bin stream-bench` after `cargo build --release -p stream-turn`.
+//! `cargo run --release -p benches --bin stream-bench` after `cargo build --release -p stream-turn`.
 //! `STREAM_BENCH_TURNS` and `STREAM_BENCH_TOKEN_MS` change the number of turns and the model's pace.
 
 use std::time::{Duration, Instant};
 
 use serde_json::json;
-use tests::identity::IdentityProvider;
-use tests::lambda::Function;
-use tests::model_server::Reply;
-use tests::stack::{sample_event, Stack};
+use local_stack::identity::IdentityProvider;
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{sample_event, Stack};
 
 const TOKENS: usize = 20;
 

@@ -28,7 +28,7 @@
 //! a few warm-up runs. Progress goes to stderr, the tables to stdout. `SANDBOX_BENCH_SECTIONS`
 //! (section numbers separated by commas, `1` and `2` being one; all by default) runs only some.
 //! Run with `cargo xtask bench`, or alone with
-//! `SANDBOX_ROOT=$(cargo xtask sandbox image) cargo run --release -p tests --bin sandbox-bench`
+//! `SANDBOX_ROOT=$(cargo xtask sandbox image) cargo run --release -p benches --bin sandbox-bench`
 //! (needs bubblewrap; the commands run in the sandbox image; section 7 needs `python3` on the host
 //! to write its wheels).
 
@@ -52,7 +52,7 @@ use sandbox::bundles::build::{pack, Wheel};
 use sandbox::{handler, BundleSource, Config, LocalSandbox, WireRequest, WireResponse};
 use serde_json::json;
 use sha2::{Digest, Sha256};
-use tests::stack::repo_root;
+use local_stack::stack::repo_root;
 
 /// Warm-up runs before each measured series.
 const WARMUP: usize = 3;
@@ -711,7 +711,7 @@ async fn time_bundle(base: &LocalSandbox, runs: usize) -> BundleFigures {
     let sha256 = hex::encode(Sha256::digest(&tar));
     let objects = Arc::new(MemoryObjectStore::new());
     let config = Config { bundle_dir: bundle_dir.clone(), ..base.config().clone() };
-    let key = tests::stack::test_bundle_key();
+    let key = local_stack::stack::test_bundle_key();
     let local = LocalSandbox::new(config).with_bundles(BundleSource::new(objects.clone(), Some(key.clone())));
     let skill_md = format!(
         "---\nname: {BUNDLE_SKILL}\ndescription: Deadlines and tables for notarial deeds.\n---\n\n# Notary\n\n\
@@ -819,19 +819,19 @@ struct ImageFigures {
 /// Starts the compiled `sandbox` function in the image (as the tests' Lambda stand-in does) a few
 /// times for the fresh figure, and calls one environment `runs` times for the warm one.
 async fn image_environment(runs: usize) -> ImageFigures {
-    let root = tests::image::root();
+    let root = local_stack::image::root();
     let request = serde_json::json!({
         "tenant": "bench", "session": "s1", "command": "true", "timeout_ms": 10_000, "workspace": [], "skills": []
     });
     let mut fresh = Vec::new();
     for _ in 0..5 {
         let started = Instant::now();
-        let function = tests::lambda::Function::start_in_image("sandbox", &root, &[]).await;
+        let function = local_stack::lambda::Function::start_in_image("sandbox", &root, &[]).await;
         let answer = function.call(request.clone()).await;
         fresh.push(started.elapsed());
         assert_eq!(answer["exit_code"], 0, "{answer}");
     }
-    let function = tests::lambda::Function::start_in_image("sandbox", &root, &[]).await;
+    let function = local_stack::lambda::Function::start_in_image("sandbox", &root, &[]).await;
     function.call(request.clone()).await;
     let mut warm = Vec::new();
     for _ in 0..runs {
@@ -850,7 +850,7 @@ async fn image_environment(runs: usize) -> ImageFigures {
 /// The image's Python, as the commands see it.
 fn image_python() -> String {
     let dir = std::env::temp_dir();
-    let output = tests::image::run_in_image(&dir, "python3", &["--version"]);
+    let output = local_stack::image::run_in_image(&dir, "python3", &["--version"]);
     format!("the sandbox image's {}", String::from_utf8_lossy(&output.stdout).trim())
 }
 
