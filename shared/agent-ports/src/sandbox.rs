@@ -147,7 +147,7 @@ pub trait Sandbox: Send + Sync {
         SandboxLayout::default()
     }
 
-    /// A short name for logs and the README ("local", "lambda", "agentcore").
+    /// A short name for logs and the docs ("local", "lambda", "agentcore").
     fn name(&self) -> &'static str;
 
     async fn execute(&self, request: ExecRequest) -> Result<ExecOutcome, SandboxError>;

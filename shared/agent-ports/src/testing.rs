@@ -73,13 +73,23 @@ impl ChatModel for FnModel {
     }
 }
 
-/// Replies given in order, shared by whoever holds a clone; taking one past the end fails as a
-/// provider's invalid response would.
+/// Replies given in order, shared by whoever holds a clone: answers, or failures of the provider;
+/// taking one past the end fails as a provider's invalid response would.
 #[derive(Clone, Default)]
-pub struct Script(Arc<Mutex<VecDeque<ChatResponse>>>);
+pub struct Script(Arc<Mutex<VecDeque<Result<ChatResponse, ModelError>>>>);
 
 impl Script {
     pub fn push(&self, reply: ChatResponse) {
+        self.then(Ok(reply));
+    }
+
+    /// Adds a failure: the call that takes it fails with `error`, as a provider would.
+    pub fn fail(&self, error: ModelError) {
+        self.then(Err(error));
+    }
+
+    /// Adds an answer or a failure.
+    pub fn then(&self, reply: Result<ChatResponse, ModelError>) {
         self.0.lock().unwrap().push_back(reply);
     }
 
@@ -94,7 +104,11 @@ impl Script {
 
     /// Takes the next reply.
     pub fn next_reply(&self) -> Result<ChatResponse, ModelError> {
-        self.0.lock().unwrap().pop_front().ok_or_else(|| ModelError::InvalidResponse("script exhausted".into()))
+        self.0
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| Err(ModelError::InvalidResponse("script exhausted".into())))
     }
 }
 
@@ -140,6 +154,12 @@ impl ScriptedModel {
         }
     }
 
+    /// The script it answers from, to add answers or failures to a model already shared with the
+    /// code under test.
+    pub fn script(&self) -> &Script {
+        &self.script
+    }
+
     pub fn requests(&self) -> Vec<ChatRequest> {
         self.model.requests()
     }
@@ -164,6 +184,17 @@ mod tests {
         assert_eq!(model.complete(&request).await.unwrap(), ChatResponse::text("done"));
         assert!(matches!(model.complete(&request).await, Err(ModelError::InvalidResponse(_))));
         assert_eq!(model.requests(), vec![request; 3]);
+    }
+
+    #[tokio::test]
+    async fn a_scripted_failure_fails_that_call_only() {
+        let model = ScriptedModel::default();
+        model.script().fail(ModelError::Rejected { status: 400, message: "bad".into() });
+        model.script().push(ChatResponse::text("after"));
+        let request = ChatRequest::default();
+        assert!(matches!(model.complete(&request).await, Err(ModelError::Rejected { status: 400, .. })));
+        assert_eq!(model.complete(&request).await.unwrap(), ChatResponse::text("after"));
+        assert!(model.script().is_empty());
     }
 
     #[tokio::test]

@@ -21,8 +21,8 @@
 //!
 //! - The tools behave as LangChain deepagents 0.7's file tools over their default state backend
 //!   (arguments, defaults, result formats, messages), so skills written for deepagents work here;
-//!   the README lists the differences kept on purpose, and `tests/deepagents_parity.rs` runs the
-//!   same calls through both.
+//!   docs/tools.md lists the differences kept on purpose, and agent-core's `deepagents_parity` test
+//!   runs the same calls through both.
 //! - Paths must be absolute; a relative path is an "Invalid path" error that says so (no
 //!   guessing). See [`path::parse`] for the rejected forms (`..`, `//`, `%2e`, backslashes,
 //!   control chars): those are errors in every tool, while a well-formed path that names nothing

@@ -5,7 +5,7 @@
 //! a watchdog over the resident memory of the command's processes, and in Lambda the function's
 //! memory size). An address-space limit bounds what a process reserves, not what it uses, and
 //! Chromium reserves far more than it uses: it died with SIGTRAP under the 2 GiB the commands had,
-//! even for `--version`, and renders a page only from 88 GiB on (README, "The sandbox's bounds").
+//! even for `--version`, and renders a page only from 88 GiB on (docs/sandbox.md, "The sandbox's bounds").
 
 use std::os::fd::RawFd;
 use std::path::Path;

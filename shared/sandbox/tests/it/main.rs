@@ -1,6 +1,7 @@
-//! The sandbox handler against real processes: bubblewrap as the local backend runs it, and plain
-//! processes as the Lambda function runs them. They need bwrap and the sandbox image's root filesystem
-//! in `SANDBOX_ROOT` (`cargo xtask test` builds the image and sets it).
+//! The sandbox handler against real processes, in one test binary (`cargo test -p sandbox --test
+//! it`): bubblewrap as the local backend runs it, and plain processes as the Lambda function runs
+//! them. They need bwrap and the sandbox image's root filesystem in `SANDBOX_ROOT` (`cargo xtask
+//! test` builds the image and sets it).
 
 use std::collections::HashMap;
 use std::io::ErrorKind;
@@ -14,9 +15,7 @@ use agent_ports::{SessionId, UserId};
 use sandbox::handler::{self, Config, HandlerError, Isolation};
 use sandbox::{LocalSandbox, WireFile, WireRequest, WireResponse, WireSkill};
 
-#[path = "handler/bundles.rs"]
 mod bundles;
-#[path = "handler/memory.rs"]
 mod memory;
 
 const SCRATCH_BASE: &str = "/tmp/agent-sandbox-tests";

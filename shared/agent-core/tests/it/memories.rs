@@ -2,59 +2,16 @@
 //! changes, a failed one saved none, another session of the user reads them, and the owner's
 //! listing and deletion see the same files.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use agent_core::turn::{AgentConfig, OffsetDateTime, TurnError, TurnRequest, TurnService, UserProfile};
-use agent_core::{
-    ChatModel, ChatRequest, ChatResponse, MemoryPath, Message, ModelError, SessionId, SessionStore, StopReason,
-    ToolCall, Usage, UserId,
-};
-use async_trait::async_trait;
+use agent_core::{ChatResponse, MemoryPath, Message, ModelError, SessionId, SessionStore, ToolCall, UserId};
+use agent_ports::testing::ScriptedModel;
 use local_store::{MemoryObjectStore, MemorySessionStore};
 use serde_json::json;
 
-/// Plays its replies in order, then fails; keeps the requests.
-#[derive(Default)]
-struct Script {
-    replies: Mutex<Vec<Result<ChatResponse, ModelError>>>,
-    requests: Mutex<Vec<ChatRequest>>,
-}
-
-impl Script {
-    fn push(&self, reply: Result<ChatResponse, ModelError>) {
-        self.replies.lock().unwrap().push(reply);
-    }
-}
-
-fn call(name: &str, arguments: serde_json::Value) -> Result<ChatResponse, ModelError> {
-    let call = ToolCall { id: format!("call-{name}"), name: name.into(), arguments };
-    Ok(ChatResponse {
-        content: String::new(),
-        tool_calls: vec![call],
-        usage: Usage::default(),
-        stop_reason: StopReason::ToolUse,
-    })
-}
-
-fn answer(text: &str) -> Result<ChatResponse, ModelError> {
-    Ok(ChatResponse {
-        content: text.into(),
-        tool_calls: vec![],
-        usage: Usage::default(),
-        stop_reason: StopReason::EndTurn,
-    })
-}
-
-#[async_trait]
-impl ChatModel for Script {
-    async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        self.requests.lock().unwrap().push(request.clone());
-        let mut replies = self.replies.lock().unwrap();
-        if replies.is_empty() {
-            return Err(ModelError::Rejected { status: 400, message: "no more replies".into() });
-        }
-        replies.remove(0)
-    }
+fn call(name: &str, arguments: serde_json::Value) -> ChatResponse {
+    ChatResponse::calling(vec![ToolCall::new(format!("call-{name}"), name, arguments)])
 }
 
 fn request(user: &str, session: &str, message: &str) -> TurnRequest {
@@ -75,19 +32,22 @@ struct World {
     service: TurnService,
     objects: Arc<MemoryObjectStore>,
     sessions: Arc<MemorySessionStore>,
-    model: Arc<Script>,
+    model: Arc<ScriptedModel>,
 }
 
 fn world() -> World {
-    let (objects, sessions, model) =
-        (Arc::new(MemoryObjectStore::recording()), Arc::new(MemorySessionStore::new()), Arc::new(Script::default()));
+    let (objects, sessions, model) = (
+        Arc::new(MemoryObjectStore::recording()),
+        Arc::new(MemorySessionStore::new()),
+        Arc::new(ScriptedModel::default()),
+    );
     let service = TurnService::new(sessions.clone(), objects.clone(), model.clone(), AgentConfig::default());
     World { service, objects, sessions, model }
 }
 
 /// The last tool result the model was shown.
-fn last_result(model: &Script) -> String {
-    let requests = model.requests.lock().unwrap();
+fn last_result(model: &ScriptedModel) -> String {
+    let requests = model.requests();
     let messages = &requests.last().unwrap().messages;
     messages
         .iter()
@@ -102,16 +62,19 @@ fn last_result(model: &Script) -> String {
 #[tokio::test]
 async fn a_committed_turn_has_saved_its_memories_and_a_failed_one_saved_none() {
     let world = world();
-    world.model.push(call("write_file", json!({"file_path": "/memories/prefs.md", "content": "Firma: Ana R.\n"})));
-    world.model.push(answer("Lo recordaré."));
+    world
+        .model
+        .script()
+        .push(call("write_file", json!({"file_path": "/memories/prefs.md", "content": "Firma: Ana R.\n"})));
+    world.model.script().push(ChatResponse::text("Lo recordaré."));
     world.service.run_turn(request("u1", "s1", "Recuerda mi firma")).await.unwrap();
     assert_eq!(world.objects.bytes("u1/memories/prefs.md").unwrap(), b"Firma: Ana R.\n");
-    let system = world.model.requests.lock().unwrap()[0].system.clone();
+    let system = world.model.requests()[0].system.clone();
     assert!(system.contains("## Memory\n/memories is your long-term memory"), "{system}");
 
     // A turn whose model fails after a memory write leaves no trace of it.
-    world.model.push(call("write_file", json!({"file_path": "/memories/perdido.md", "content": "x"})));
-    world.model.push(Err(ModelError::Rejected { status: 400, message: "bad".into() }));
+    world.model.script().push(call("write_file", json!({"file_path": "/memories/perdido.md", "content": "x"})));
+    world.model.script().fail(ModelError::Rejected { status: 400, message: "bad".into() });
     let failed = world.service.run_turn(request("u1", "s1", "Otra cosa")).await;
     assert!(matches!(failed, Err(TurnError::Model(_))), "{failed:?}");
     assert!(world.objects.bytes("u1/memories/perdido.md").is_none());
@@ -119,18 +82,18 @@ async fn a_committed_turn_has_saved_its_memories_and_a_failed_one_saved_none() {
     assert_eq!(session.unwrap().unwrap().version, 1, "and nothing of the turn was committed");
 
     // Another session of the user reads it; another user's turn does not.
-    world.model.push(call("read_file", json!({"file_path": "/memories/prefs.md"})));
-    world.model.push(answer("Ana R."));
+    world.model.script().push(call("read_file", json!({"file_path": "/memories/prefs.md"})));
+    world.model.script().push(ChatResponse::text("Ana R."));
     world.service.run_turn(request("u1", "s2", "¿Cómo firmo?")).await.unwrap();
     assert!(last_result(&world.model).contains("Firma: Ana R."));
-    world.model.push(call("read_file", json!({"file_path": "/memories/prefs.md"})));
-    world.model.push(answer("No lo sé."));
+    world.model.script().push(call("read_file", json!({"file_path": "/memories/prefs.md"})));
+    world.model.script().push(ChatResponse::text("No lo sé."));
     world.service.run_turn(request("u2", "s1", "¿Cómo firmo?")).await.unwrap();
     assert_eq!(last_result(&world.model), "Error: File '/memories/prefs.md' not found");
 
     // A turn that never looks in /memories makes no request under anyone's.
     let before = world.objects.recorded().len();
-    world.model.push(answer("Hola."));
+    world.model.script().push(ChatResponse::text("Hola."));
     world.service.run_turn(request("u1", "s3", "Hola")).await.unwrap();
     let made = world.objects.recorded()[before..].to_vec();
     assert!(made.iter().all(|call| !call.contains("/memories/")), "{made:?}");

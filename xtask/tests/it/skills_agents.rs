@@ -5,8 +5,7 @@
 use agent_core::skills::agents::MAX_AGENT_FILE_BYTES;
 use serde_json::Value;
 
-mod support;
-use support::*;
+use crate::support::*;
 
 fn agent_md(name: &str, description: &str, extra: &str) -> String {
     format!("---\nname: {name}\ndescription: {description}\n{extra}---\n\nYou are {name}.\n")

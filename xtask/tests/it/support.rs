@@ -1,7 +1,5 @@
 //! What the xtask tests share: scratch folders, the compiled xtask binary run as a user runs it,
 //! its report read back, and what a sync left in the bucket.
-// Each test binary uses only some of these.
-#![allow(dead_code)]
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
