@@ -10,9 +10,9 @@ use lambda_runtime::{service_fn, Error, LambdaEvent};
 async fn main() -> Result<(), Error> {
     agent_app::init_logging();
     let app = agent_app::app_from_env().await?;
-    // The `GET /sessions` cursor key, from its secret once per process (else see `sessions_list`).
+    // The `GET /sessions` cursor key, from its secret once per process (else see agent-app's `routes`).
     if let Some(key) = agent_app::cursor_key::cursor_signing_key_from_env().await? {
-        http_turn::set_cursor_key(key);
+        agent_app::routes::set_cursor_key(key);
     }
     // `Prefer: respond-async` turns go to the turn queue when there is one.
     let queue: Option<Arc<dyn TurnQueue>> =
@@ -24,7 +24,7 @@ async fn main() -> Result<(), Error> {
             // The storage requests are logged before the response is posted.
             let response = agent_app::with_request_log(
                 &app.storage_requests,
-                http_turn::handle(&app.service, event.payload, deadline, queue.as_deref()),
+                http_turn::handle(&app, event.payload, deadline, queue.as_deref()),
             )
             .await;
             // The turn's spans leave before the response: Lambda freezes the process after it.

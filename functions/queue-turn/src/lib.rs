@@ -110,8 +110,8 @@ pub async fn handle(
         let id = record.message_id.clone().unwrap_or_default();
         let group = record.attributes.get("MessageGroupId").cloned();
         // The record's lines name its turn once `process` knows it.
-        let span = agent_app::unnamed_turn_span();
-        agent_app::traces::set_record_parent(&span, record.attributes.get("AWSTraceHeader").map(String::as_str));
+        let span =
+            agent_app::turn::record_turn_span(service, record.attributes.get("AWSTraceHeader").map(String::as_str));
         let outcome = if group.as_ref().is_some_and(|g| failed_groups.contains(g)) {
             Err(RecordError::BlockedByEarlierFailure)
         } else if deadline.is_some_and(|at| at.saturating_duration_since(Instant::now()) < MIN_TIME_FOR_A_TURN) {
@@ -180,7 +180,7 @@ async fn process(
         idempotency: Some(idempotency.clone()),
         decisions,
     };
-    agent_app::name_turn(&tracing::Span::current(), &request, record.message_id.as_deref().unwrap_or(""));
+    agent_app::turn::name_turn(&tracing::Span::current(), &request, record.message_id.as_deref().unwrap_or(""));
     // A defect fails this record only; the rest of the batch and the warm process go on.
     let turn = std::panic::AssertUnwindSafe(service.run_turn(request)).catch_unwind().await;
     let reply = match turn.unwrap_or_else(|_| Err(TurnError::Internal("the turn panicked".to_owned()))) {

@@ -7,12 +7,14 @@ pub mod nodelay;
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use agent_app::api::{internal_error, parse_session_id, parse_turn_body, turn_request, ApiError, REPLAYED_HEADER};
 use agent_app::jwt::{bearer_token, JwtVerifier, VerifiedClaims};
+use agent_app::turn::{run_traced_turn, Invocation, RequestLog};
 use agent_app::App;
-use agent_core::turn::{TurnRequest, UserProfile};
+use agent_core::turn::{TurnError, TurnReply, TurnRequest, TurnService, UserProfile};
 use agent_core::{TurnEvent, TurnObserver, UserId};
 use aws_lambda_events::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use aws_lambda_events::lambda_function_urls::LambdaFunctionUrlRequest;
@@ -22,7 +24,6 @@ use lambda_runtime::{MetadataPrelude, StreamResponse};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use tracing::Instrument;
 
 /// The body a streaming response sends, chunk by chunk.
 pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Send>>;
@@ -69,12 +70,9 @@ pub async fn handle(
             }
         }
         Ok(Accepted { request, events: false }) => {
-            let span = agent_app::turn_span(&request, &request_id);
-            agent_app::traces::set_incoming_parent(&span, agent_app::traces::trace_headers(&event.headers));
-            let answer = app.service.run_turn(request).instrument(span.clone()).await;
-            let answer = span.in_scope(|| answer.map_err(ApiError::from));
-            record_outcome(&span, &answer);
-            drop(span);
+            let invocation =
+                Invocation { request_id: &request_id, headers: &event.headers, request_log: RequestLog::Caller };
+            let answer = run_traced_turn(app, request, invocation, run, |outcome| outcome).await;
             agent_app::traces::flush().await;
             match answer.and_then(|reply| {
                 let body = serde_json::to_value(&reply).map_err(|_| internal_error())?;
@@ -91,6 +89,11 @@ pub async fn handle(
             }
         }
     }
+}
+
+/// A turn run as it is: its reply at the end.
+async fn run(service: Arc<TurnService>, request: TurnRequest) -> Result<TurnReply, TurnError> {
+    service.run_turn(request).await
 }
 
 /// Routes on the raw path and method, verifies the caller's token, and validates the body.
@@ -169,29 +172,28 @@ fn event_stream(app: &App, request: TurnRequest, request_id: &str, headers: &Hea
             }
         }
     });
-    let (service, counter) = (app.service.clone(), app.storage_requests.clone());
-    let span = agent_app::turn_span(&request, request_id);
-    agent_app::traces::set_incoming_parent(&span, agent_app::traces::trace_headers(headers));
-    let turn = async move {
-        let observer = SseObserver { sender };
-        // The turn's span closes (and its summary and metrics are written) before the last event
-        // ends the response, after which Lambda may freeze the process.
-        let (name, body) = async {
-            let outcome = agent_app::with_request_log(&counter, service.run_turn_observed(request, &observer)).await;
-            let outcome = outcome.map_err(ApiError::from);
-            record_outcome(&tracing::Span::current(), &outcome);
-            match outcome.and_then(|reply| serde_json::to_value(&reply).map_err(|_| internal_error())) {
-                Ok(reply) => ("turn.completed", reply),
-                Err(err) => {
-                    tracing::info!(status = err.status, code = err.code, "streamed turn failed");
-                    ("turn.failed", err.body())
-                }
+    // The turn runs in a task of its own, in its span opened here, in the invocation's span; it
+    // writes the storage requests line itself, as the handler returns before it ends.
+    let invocation = Invocation { request_id, headers, request_log: RequestLog::Turn };
+    let observer = SseObserver { sender: sender.clone() };
+    let observed =
+        move |service: Arc<TurnService>, request| async move { service.run_turn_observed(request, &observer).await };
+    // The turn's span closes (and its summary and metrics are written) before the last event
+    // ends the response, after which Lambda may freeze the process.
+    let traced = run_traced_turn(app, request, invocation, observed, |outcome| {
+        match outcome.and_then(|reply| serde_json::to_value(&reply).map_err(|_| internal_error())) {
+            Ok(reply) => ("turn.completed", reply),
+            Err(err) => {
+                tracing::info!(status = err.status, code = err.code, "streamed turn failed");
+                ("turn.failed", err.body())
             }
         }
-        .instrument(span)
-        .await;
+    });
+    let last = SseObserver { sender };
+    let turn = async move {
+        let (name, body) = traced.await;
         agent_app::traces::flush().await;
-        observer.send(name, &body);
+        last.send(name, &body);
     };
     tokio::spawn(turn);
     let stream = futures::stream::poll_fn(move |context| receiver.poll_recv(context).map(|chunk| chunk.map(Ok)));
@@ -202,14 +204,6 @@ fn event_stream(app: &App, request: TurnRequest, request_id: &str, headers: &Hea
     StreamResponse {
         metadata_prelude: MetadataPrelude { status_code: StatusCode::OK, headers, cookies: Vec::new() },
         stream: Box::pin(stream),
-    }
-}
-
-/// Records the turn's status (as the JSON answer would have it) and error code on its span.
-fn record_outcome(span: &tracing::Span, outcome: &Result<agent_core::turn::TurnReply, ApiError>) {
-    match outcome {
-        Ok(reply) => agent_app::metrics::record_turn(span, 200, None, Some(reply)),
-        Err(err) => agent_app::metrics::record_turn(span, err.status, Some(err.code), None),
     }
 }
 

@@ -7,7 +7,7 @@
 use experts::secrets::{SecretRef, SecretResolver, SecretScope};
 use sandbox::bundles::BundleKey;
 
-use crate::ConfigError;
+use crate::config::ConfigError;
 
 /// Names the secret (name or ARN) whose string is the bundle signing key.
 pub const BUNDLE_KEY_SECRET_ENV: &str = "BUNDLE_SIGNING_KEY_SECRET";

@@ -5,7 +5,7 @@
 
 use experts::secrets::{SecretRef, SecretResolver, SecretScope};
 
-use crate::ConfigError;
+use crate::config::ConfigError;
 
 /// Names the secret (name or ARN) whose string is the cursor signing key.
 pub const CURSOR_KEY_SECRET_ENV: &str = "CURSOR_SIGNING_KEY_SECRET";

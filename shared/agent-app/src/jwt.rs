@@ -15,7 +15,7 @@ use thiserror::Error;
 use tokio::time::Instant;
 use url::{Host, Url};
 
-use crate::ConfigError;
+use crate::config::ConfigError;
 
 /// Tokens longer than this are refused before any parsing; real ones are a few hundred bytes.
 pub const MAX_TOKEN_BYTES: usize = 8 * 1024;

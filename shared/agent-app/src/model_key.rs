@@ -6,7 +6,7 @@
 
 use experts::secrets::{SecretRef, SecretResolver, SecretScope};
 
-use crate::ConfigError;
+use crate::config::ConfigError;
 
 /// Names the secret holding the model's API key: a Secrets Manager name or ARN, optionally
 /// followed by `#key` when the secret string is a JSON object (as the console's key/value secrets are).

@@ -30,7 +30,7 @@ use lines::{count_document, emf_lines, summary_line};
 
 /// The CloudWatch namespace of every metric.
 pub const NAMESPACE: &str = "AgentRuntime";
-/// The span a turn runs in (`crate::turn_span`).
+/// The span a turn runs in (`crate::turn::turn_span`).
 const TURN: &str = "turn";
 /// The field of the Lambda runtime's invocation span that names the request.
 const REQUEST_ID: &str = "requestId";
@@ -89,7 +89,7 @@ pub fn put_count(name: &str, value: u64) {
     stdout_line(&count_document(function_name(), name, value));
 }
 
-/// Records how a turn ended on its span (from [`crate::turn_span`]): `status` (the HTTP status, or
+/// Records how a turn ended on its span (from `crate::turn::turn_span`): `status` (the HTTP status, or
 /// a queue record's `completed`, `failed` or `retried`), the error code if it failed, and from the
 /// reply its ending, steps and whether it replayed an earlier delivery.
 pub fn record_turn(span: &Span, status: impl std::fmt::Display, error_code: Option<&str>, reply: Option<&TurnReply>) {
@@ -118,6 +118,18 @@ fn ending_name(ending: agent_core::agent::Ending) -> &'static str {
         Ending::ContextFull => "context_full",
         Ending::AwaitingApproval => "awaiting_approval",
     }
+}
+
+/// The per-operation requests made between two [`CallCounter::operations`] snapshots, without
+/// the operations that made none.
+pub fn operations_since(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter_map(|(operation, &count)| {
+            let made = count.saturating_sub(before.get(operation).copied().unwrap_or(0));
+            (made > 0).then(|| (operation.clone(), made))
+        })
+        .collect()
 }
 
 /// See the module's documentation.
@@ -444,7 +456,7 @@ impl MetricsLayer {
     fn finish(&self, turn: Turn) {
         let duration = turn.started.map_or(0.0, millis);
         let storage = match (STORAGE.get(), &turn.storage_before) {
-            (Some(counter), Some(before)) => Some(crate::operations_since(before, &counter.operations())),
+            (Some(counter), Some(before)) => Some(operations_since(before, &counter.operations())),
             _ => None,
         };
         (self.sink)(&summary_line(&turn, duration, storage.as_ref()));

@@ -1,11 +1,12 @@
 //! `GET /usage?from=YYYY-MM-DD&to=YYYY-MM-DD`: the caller's own usage by UTC day and model.
 
-use agent_app::api::ApiError;
-use agent_core::turn::{utc_day, TurnService};
-use agent_core::UserId;
-use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
+use agent_core::store::UsageDay;
+use agent_core::turn::utc_day;
 use serde_json::{json, Value};
 use time::{Date, Duration, Month, OffsetDateTime};
+
+use super::message::Query;
+use crate::api::ApiError;
 
 /// The longest range one request may ask for, in days (both ends included).
 pub const MAX_USAGE_DAYS: i64 = 366;
@@ -53,12 +54,21 @@ pub fn usage_range(from: Option<&str>, to: Option<&str>, today: OffsetDateTime) 
     Ok((from, to))
 }
 
+/// The days asked for, as the store names them (`YYYY-MM-DD`, UTC).
+pub(super) struct UsageDays {
+    pub(super) from: String,
+    pub(super) to: String,
+}
+
+impl UsageDays {
+    pub(super) fn from_query(query: &Query) -> Result<Self, ApiError> {
+        let (from, to) = usage_range(query.first("from"), query.first("to"), OffsetDateTime::now_utc())?;
+        Ok(Self { from: format_day(from), to: format_day(to) })
+    }
+}
+
 /// The caller's usage: each day with usage, its totals and each model's share, and the range's totals.
-pub async fn usage(service: &TurnService, user: &UserId, event: &ApiGatewayV2httpRequest) -> Result<Value, ApiError> {
-    let query = &event.query_string_parameters;
-    let (from, to) = usage_range(query.first("from"), query.first("to"), OffsetDateTime::now_utc())?;
-    let (from, to) = (format_day(from), format_day(to));
-    let days = service.usage(user, &from, &to).await?;
+pub(super) fn usage_view(range: &UsageDays, days: &[UsageDay]) -> Value {
     let mut totals = agent_core::store::UsageCounts::default();
     let days: Vec<Value> = days
         .iter()
@@ -82,7 +92,7 @@ pub async fn usage(service: &TurnService, user: &UserId, event: &ApiGatewayV2htt
             body
         })
         .collect();
-    Ok(json!({"from": from, "to": to, "days": days, "totals": counts(&totals)}))
+    json!({"from": range.from, "to": range.to, "days": days, "totals": counts(&totals)})
 }
 
 fn counts(counts: &agent_core::store::UsageCounts) -> Value {

@@ -1,11 +1,12 @@
 //! `GET /sessions/{session_id}?limit=&cursor=`: the session's state and one page of its history,
 //! newest turns first, bounded so an answer stays far below Lambda's 6 MB response limit.
 
-use agent_app::api::ApiError;
 use agent_core::store::PendingApproval;
 use agent_core::{HistoryPage, Message, Session};
-use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use serde_json::{json, Value};
+
+use super::message::Query;
+use crate::api::ApiError;
 
 /// Turns per page, by default and at most.
 pub const DEFAULT_TURNS_PAGE: usize = 20;
@@ -24,8 +25,7 @@ pub struct PageRequest {
 }
 
 impl PageRequest {
-    pub fn from_query(event: &ApiGatewayV2httpRequest) -> Result<Self, ApiError> {
-        let query = &event.query_string_parameters;
+    pub fn from_query(query: &Query) -> Result<Self, ApiError> {
         let limit = match query.first("limit") {
             None => DEFAULT_TURNS_PAGE,
             Some(raw) => {

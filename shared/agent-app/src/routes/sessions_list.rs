@@ -5,14 +5,15 @@
 
 use std::sync::OnceLock;
 
-use agent_app::api::ApiError;
 use agent_core::store::{SessionCursor, SessionList, MAX_SESSIONS_PAGE};
 use agent_core::{SessionId, UserId};
-use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 use hmac::{Hmac, KeyInit, Mac};
 use serde_json::{json, Value};
+
+use super::message::Query;
+use crate::api::ApiError;
 
 type CursorMac = Hmac<sha2_hmac::Sha256>;
 
@@ -69,8 +70,7 @@ pub struct SessionsPage {
 }
 
 impl SessionsPage {
-    pub fn from_query(event: &ApiGatewayV2httpRequest, user: &UserId) -> Result<Self, ApiError> {
-        let query = &event.query_string_parameters;
+    pub fn from_query(query: &Query, user: &UserId) -> Result<Self, ApiError> {
         let limit = match query.first("limit") {
             None => DEFAULT_SESSIONS_PAGE,
             Some(raw) => {
@@ -90,7 +90,7 @@ impl SessionsPage {
 }
 
 /// The cursor as `user` holds it: base64url of `v2:{updated_at}:{session_id}`, a `.`, and base64url
-/// of its HMAC-SHA256 (see [`cursor_mac`]).
+/// of its HMAC-SHA256 (see `cursor_mac`).
 pub fn encode_cursor(user: &UserId, cursor: &SessionCursor) -> String {
     encode_cursor_with(cursor_key(), user, cursor)
 }

@@ -2,10 +2,11 @@
 //! (`?limit=&cursor=`) or the best matches of a search (`?q=&limit=`), with what each skill declares,
 //! what was repaired, and every skipped SKILL.md with the reason.
 
-use agent_app::api::ApiError;
 use agent_core::skills::{Catalog, CatalogView, SkillEntry};
-use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use serde_json::{json, Value};
+
+use super::message::Query;
+use crate::api::ApiError;
 
 /// Skills per page of `GET /skills`, by default and at most: a page stays far below Lambda's
 /// 6 MB response limit even with 1,024-character descriptions.
@@ -19,15 +20,14 @@ pub const MAX_SKILLS_QUERY_CHARS: usize = 256;
 
 /// `GET /skills?limit=&cursor=`: the cursor is the last path of the previous page.
 /// `GET /skills?q=&limit=`: the best matches for `q`, in one page.
-pub(crate) struct SkillsPage {
-    pub(crate) limit: usize,
-    pub(crate) after: Option<String>,
-    pub(crate) query: Option<String>,
+pub(super) struct SkillsPage {
+    pub(super) limit: usize,
+    pub(super) after: Option<String>,
+    pub(super) query: Option<String>,
 }
 
 impl SkillsPage {
-    pub(crate) fn from_query(event: &ApiGatewayV2httpRequest) -> Result<Self, ApiError> {
-        let query = &event.query_string_parameters;
+    pub(super) fn from_query(query: &Query) -> Result<Self, ApiError> {
         let search = match query.first("q") {
             None => None,
             Some(raw) => {
@@ -66,10 +66,18 @@ impl SkillsPage {
     }
 }
 
+/// `GET /skills`: the best matches of the page's search (`q`), or else one page of the catalog.
+pub(super) fn skills_answer(catalog: &Catalog, view: &CatalogView, page: &SkillsPage, has_sandbox: bool) -> Value {
+    match &page.query {
+        Some(query) => skills_search_view(catalog, view, query, page.limit, has_sandbox),
+        None => skills_view(catalog, view, page, has_sandbox),
+    }
+}
+
 /// The tenant's skills as the operator needs to see them: every usable skill with what it
 /// declares and what was repaired, and every skipped SKILL.md with the reason.
 /// One page of the catalog, in path order, as its owner reads it (see [`skill_entry_view`]).
-pub(crate) fn skills_view(catalog: &Catalog, view: &CatalogView, page: &SkillsPage, has_sandbox: bool) -> Value {
+fn skills_view(catalog: &Catalog, view: &CatalogView, page: &SkillsPage, has_sandbox: bool) -> Value {
     let entries = &view.entries;
     let start = match &page.after {
         Some(after) => entries.partition_point(|entry| entry.path.to_string().as_str() <= after.as_str()),
@@ -83,13 +91,7 @@ pub(crate) fn skills_view(catalog: &Catalog, view: &CatalogView, page: &SkillsPa
 
 /// `GET /skills?q=`: the best matches for `query`, best first, found by the same search and ranking
 /// as the model's `find_skills`, in the shape of a listing page (no `next_cursor`) with the query.
-pub(crate) fn skills_search_view(
-    catalog: &Catalog,
-    view: &CatalogView,
-    query: &str,
-    limit: usize,
-    has_sandbox: bool,
-) -> Value {
+fn skills_search_view(catalog: &Catalog, view: &CatalogView, query: &str, limit: usize, has_sandbox: bool) -> Value {
     let found = view.find(query, limit);
     let skills: Vec<Value> = found.iter().map(|entry| skill_entry_view(entry, has_sandbox)).collect();
     let mut answer = catalog_answer(catalog, view, skills, None);

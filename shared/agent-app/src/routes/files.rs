@@ -1,14 +1,14 @@
 //! `GET /sessions/{session_id}/files/{path...}`: a workspace file of the caller's own session, as
 //! bytes up to [`INLINE_MAX_BYTES`] or as a `303` to a short-lived presigned link beyond.
 
-use agent_app::api::ApiError;
 use agent_core::store::LinkHeaders;
-use agent_core::turn::{FileDownload, TurnService};
-use agent_core::{SessionId, UserId};
+use agent_core::turn::FileDownload;
+use agent_core::SessionId;
 use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use serde_json::json;
 
-use crate::{Answer, Payload};
+use super::message::{Answer, Payload};
+use crate::api::ApiError;
 
 /// The largest file answered inline: base64 makes it 4 MiB, under Lambda's 6 MB response limit.
 pub const INLINE_MAX_BYTES: u64 = 3 * 1024 * 1024;
@@ -28,26 +28,42 @@ const ATTR_CHAR_ESCAPES: &AsciiSet = &NON_ALPHANUMERIC
     .remove(b'|')
     .remove(b'~');
 
-/// The file at `segments` (the raw path after `files/`, relative to `/workspace`) for its owner:
-/// 200 with the bytes, 303 with a link for a large one, 404 for anything the caller cannot see.
-pub(crate) async fn download(
-    service: &TurnService,
-    user: &UserId,
+/// The file asked for: its path relative to `/workspace`, and the headers a link to it is signed with.
+pub(super) struct FileRequest {
+    pub(super) relative: String,
+    pub(super) link_headers: LinkHeaders,
+}
+
+impl FileRequest {
+    /// The file at `segments` (the raw path after `files/`, relative to `/workspace`).
+    pub(super) fn from_segments(segments: &[&str]) -> Result<Self, ApiError> {
+        let relative = decode_path(segments)?;
+        let name = relative.rsplit('/').next().unwrap_or(relative.as_str());
+        // A link is served by S3 with the headers signed into it: the file's type by its extension
+        // (its bytes are not read here) and its name, rather than the blob's octet-stream and hash.
+        let link_headers = LinkHeaders {
+            content_type: Some(content_type_by_name(name)),
+            content_disposition: Some(content_disposition(name)),
+        };
+        Ok(Self { relative, link_headers })
+    }
+
+    /// The file's path in the session's workspace.
+    pub(super) fn path(&self) -> String {
+        format!("/workspace/{}", self.relative)
+    }
+}
+
+/// The file for its owner: 200 with the bytes, 303 with a link for a large one, 404 for anything
+/// the caller cannot see.
+pub(super) fn file_answer(
     session: &SessionId,
-    segments: &[&str],
+    file: &FileRequest,
+    download: Option<FileDownload>,
 ) -> Result<Answer, ApiError> {
-    let relative = decode_path(segments)?;
-    let name = relative.rsplit('/').next().unwrap_or(relative.as_str());
-    // A link is served by S3 with the headers signed into it: the file's type by its extension
-    // (its bytes are not read here) and its name, rather than the blob's octet-stream and hash.
-    let link_headers = LinkHeaders {
-        content_type: Some(content_type_by_name(name)),
-        content_disposition: Some(content_disposition(name)),
-    };
-    let download = service
-        .workspace_file(user, session, &format!("/workspace/{relative}"), INLINE_MAX_BYTES, &link_headers)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no file `/workspace/{relative}` in this session")))?;
+    let relative = &file.relative;
+    let download =
+        download.ok_or_else(|| ApiError::not_found(format!("no file `/workspace/{relative}` in this session")))?;
     let private = [("x-content-type-options", "nosniff".to_owned()), ("cache-control", "private, no-store".to_owned())];
     match download {
         FileDownload::Bytes { path, bytes } => {
@@ -56,21 +72,21 @@ pub(crate) async fn download(
             let mut headers =
                 vec![("content-type", content_type(name, &bytes)), ("content-disposition", content_disposition(name))];
             headers.extend(private);
-            Ok(Answer { status: 200, body: Payload::Bytes(bytes), headers, replayed: false })
+            Ok(Answer { status: 200, body: Payload::Bytes(bytes), headers })
         }
         FileDownload::Link { path, size, url, expires_in } => {
             tracing::info!(session = %session, path, size, "workspace file linked");
             let body = json!({"url": url, "expires_in": expires_in.as_secs(), "size": size, "path": path});
             let mut headers = vec![("location", url)];
             headers.extend(private);
-            Ok(Answer { status: 303, body: body.into(), headers, replayed: false })
+            Ok(Answer { status: 303, body: Payload::Json(body), headers })
         }
     }
 }
 
 /// The path's segments percent-decoded and joined with `/`; a segment that decodes to something
 /// that is not a plain name (`/`, `.`, `..`, a control character, invalid UTF-8) is a 400.
-pub(crate) fn decode_path(segments: &[&str]) -> Result<String, ApiError> {
+pub(super) fn decode_path(segments: &[&str]) -> Result<String, ApiError> {
     let mut names = Vec::with_capacity(segments.len());
     for segment in segments {
         let name = percent_decode_str(segment)

@@ -1,0 +1,116 @@
+//! Background turns: `POST /sessions/{id}/turns` with `Prefer: respond-async` is recorded as
+//! queued, sent to the FIFO turn queue (message group = session) and answered `202` with a turn id;
+//! `GET /sessions/{id}/turns/{turn_id}` tells its owner whether it is pending, completed or failed.
+
+use agent_core::{IdempotencyKey, SessionId, TurnStatus, UserId};
+use http::HeaderMap;
+use serde_json::{json, Value};
+
+use super::message::{Answer, Payload};
+use crate::api::{client_key, ApiError, TurnBody};
+
+/// Whether the client asked for an asynchronous answer (RFC 7240 `Prefer: respond-async`).
+pub(super) fn prefers_async(headers: &HeaderMap) -> bool {
+    headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split([',', ';']))
+        .any(|preference| preference.trim().eq_ignore_ascii_case("respond-async"))
+}
+
+/// A turn to run in the background, validated: whom and what it is for, its key, and the queue
+/// record that carries it.
+pub(super) struct Queued {
+    pub(super) user: UserId,
+    pub(super) session: SessionId,
+    pub(super) idempotency: IdempotencyKey,
+    /// The turn's id, which its poller asks for: the hash of its key.
+    pub(super) turn_id: String,
+    pub(super) record: Value,
+}
+
+impl Queued {
+    /// The turn under the client's `Idempotency-Key`, or a random one: a retry with the same key
+    /// finds the same turn (and enqueues it again only while it still waits, which the queue
+    /// deduplicates).
+    pub(super) fn new(user: UserId, session: SessionId, body: TurnBody, headers: &HeaderMap) -> Result<Self, ApiError> {
+        let key = match client_key(headers)? {
+            Some(key) => key.to_owned(),
+            None => hex::encode(rand::random::<[u8; 16]>()),
+        };
+        let ticket = body
+            .ticket_id
+            .as_deref()
+            .map(agent_core::TicketId::parse)
+            .transpose()
+            .map_err(|err| ApiError::bad_request(format!("`ticket_id`: {err}")))?;
+        let ticket = ticket.as_ref().map(|ticket| ticket.as_str());
+        let decisions = body.decisions()?;
+        let fingerprint = decisions.as_ref().map(agent_core::agent::Decisions::fingerprint);
+        let idempotency =
+            IdempotencyKey::for_queued_turn(&key, &user, &session, &body.message, ticket, fingerprint.as_deref())
+                .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))?;
+        let turn_id = idempotency.key_hash.clone();
+        let record = json!({
+            "user_id": user,
+            "session_id": session,
+            "message": body.message,
+            "ticket_id": ticket,
+            "idempotency_key": key,
+            "decisions": body.decisions,
+        });
+        Ok(Self { user, session, idempotency, turn_id, record })
+    }
+}
+
+/// `202` with the turn's id and where to poll it.
+pub(super) fn queued_answer(session: &SessionId, turn_id: &str) -> Answer {
+    let poll = format!("/sessions/{session}/turns/{turn_id}");
+    Answer {
+        status: 202,
+        body: Payload::Json(json!({"turn_id": turn_id, "status": "pending", "poll": poll})),
+        headers: vec![("location", poll.clone()), ("preference-applied", "respond-async".to_owned())],
+    }
+}
+
+/// A turn id as the poll's path names it: 64 lowercase hex digits, else no turn of the caller's.
+pub(super) fn parse_turn_id(turn_id: &str) -> Result<String, ApiError> {
+    if turn_id.len() != 64 || !turn_id.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(ApiError::not_found(format!("no turn `{turn_id}`")));
+    }
+    Ok(turn_id.to_owned())
+}
+
+/// `GET /sessions/{id}/turns/{turn_id}`: pending, completed with the synchronous turn's fields, or
+/// failed with its error; 404 for a turn the caller does not own or that never was.
+pub(super) fn status_view(turn_id: &str, status: Option<TurnStatus>) -> Result<Value, ApiError> {
+    let status = status.ok_or_else(|| ApiError::not_found(format!("no turn `{turn_id}`")))?;
+    Ok(match status {
+        TurnStatus::Queued | TurnStatus::Running => json!({"turn_id": turn_id, "status": "pending"}),
+        TurnStatus::Committed { reply } => {
+            let mut body = json!({"turn_id": turn_id, "status": "completed"});
+            if let (Some(fields), Value::Object(reply)) = (body.as_object_mut(), reply) {
+                fields.extend(reply);
+            }
+            body
+        }
+        TurnStatus::Failed { error } => json!({"turn_id": turn_id, "status": "failed", "error": error}),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::HeaderValue;
+
+    #[test]
+    fn prefer_header_parsing() {
+        let mut headers = HeaderMap::new();
+        assert!(!prefers_async(&headers));
+        headers.insert("prefer", HeaderValue::from_static("wait=10, Respond-Async"));
+        assert!(prefers_async(&headers));
+        headers.insert("prefer", HeaderValue::from_static("return=minimal"));
+        assert!(!prefers_async(&headers));
+    }
+}

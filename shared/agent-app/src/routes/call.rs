@@ -1,0 +1,209 @@
+//! A request as a call of the API: routed on its raw path and method, its caller known, its parts
+//! validated; and the call made against the turn service, the one step that reads or writes.
+
+use agent_core::turn::MemoryFile;
+use agent_core::turn::{FileDownload, TurnReply, TurnRequest};
+use agent_core::{Accepted, SessionId, TurnStatus, UserId};
+use http::Method;
+
+use super::background::{self, Queued};
+use super::files::FileRequest;
+use super::memories::memory_path;
+use super::message::Request;
+use super::outcome::Outcome;
+use super::session_view::{PageRequest, MAX_PAGE_READ_BYTES};
+use super::sessions_list::SessionsPage;
+use super::skills_view::SkillsPage;
+use super::usage::UsageDays;
+use crate::api::{parse_session_id, parse_turn_body, turn_request, ApiError};
+use crate::app::App;
+use crate::queue::TurnQueue;
+use crate::turn::{run_traced_turn, Invocation, RequestLog};
+
+/// What a request asks of the turn service, validated.
+pub(super) enum Call<'q> {
+    Turn(TurnRequest),
+    Background { queue: &'q dyn TurnQueue, turn: Queued },
+    TurnStatus { user: UserId, session: SessionId, turn_id: String },
+    Session { user: UserId, session: SessionId, page: PageRequest },
+    Sessions { user: UserId, page: SessionsPage },
+    Skills { user: UserId, page: SkillsPage },
+    Usage { user: UserId, days: UsageDays },
+    Memories { user: UserId },
+    DeleteMemories { user: UserId, path: Option<agent_core::MemoryPath> },
+    File { user: UserId, session: SessionId, file: FileRequest },
+}
+
+impl<'q> Call<'q> {
+    /// The call `request` makes: exactly the documented paths, a 405 for another method on one of
+    /// them, then the caller (401 without one), then the route's own parts. With `queue`, a turn
+    /// sent with `Prefer: respond-async` runs in the background.
+    pub(super) fn from_request(
+        request: &Request<'_>,
+        queue: Option<&'q dyn TurnQueue>,
+        deadline: Option<tokio::time::Instant>,
+    ) -> Result<Self, ApiError> {
+        let method = &request.method;
+        let not_found = || ApiError::not_found("no such route");
+        let segments: Vec<&str> = request.path.strip_prefix('/').ok_or_else(not_found)?.split('/').collect();
+        if segments.iter().any(|segment| segment.is_empty()) {
+            return Err(not_found());
+        }
+        let route = match segments.as_slice() {
+            ["sessions"] if method == Method::GET => Route::ListSessions,
+            ["sessions", id, "turns"] if method == Method::POST => Route::PostTurn(id),
+            ["sessions", id] if method == Method::GET => Route::GetSession(id),
+            ["sessions", id, "turns", turn] if method == Method::GET => Route::GetTurn(id, turn),
+            ["skills"] if method == Method::GET => Route::ListSkills,
+            ["usage"] if method == Method::GET => Route::Usage,
+            ["memories"] if method == Method::GET => Route::ListMemories,
+            ["memories"] if method == Method::DELETE => Route::DeleteMemories(None),
+            ["memories", path @ ..] if method == Method::DELETE => Route::DeleteMemories(Some(path)),
+            ["sessions", id, "files", path @ ..] if !path.is_empty() && method == Method::GET => {
+                Route::GetFile(id, path)
+            }
+            ["sessions"]
+            | ["sessions", _, "turns"]
+            | ["sessions", _]
+            | ["sessions", _, "turns", _]
+            | ["sessions", _, "files", _, ..]
+            | ["skills"]
+            | ["usage"]
+            | ["memories", ..] => {
+                return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on this path")))
+            }
+            _ => return Err(not_found()),
+        };
+        let caller = request.caller.clone()?;
+        let user = caller.user;
+        let query = &request.query;
+        Ok(match route {
+            Route::PostTurn(id) => {
+                let session = parse_session_id(id)?;
+                let body = parse_turn_body(request.body, request.base64)?;
+                match queue {
+                    Some(queue) if background::prefers_async(request.headers) => {
+                        Call::Background { queue, turn: Queued::new(user, session, body, request.headers)? }
+                    }
+                    _ => Call::Turn(turn_request(user, session, body, request.headers, caller.profile, deadline)?),
+                }
+            }
+            Route::GetTurn(id, turn) => {
+                let session = parse_session_id(id)?;
+                Call::TurnStatus { user, session, turn_id: background::parse_turn_id(turn)? }
+            }
+            Route::GetSession(id) => {
+                let session = parse_session_id(id)?;
+                Call::Session { user, session, page: PageRequest::from_query(query)? }
+            }
+            Route::ListSessions => {
+                let page = SessionsPage::from_query(query, &user)?;
+                Call::Sessions { user, page }
+            }
+            Route::ListSkills => Call::Skills { user, page: SkillsPage::from_query(query)? },
+            Route::Usage => Call::Usage { user, days: UsageDays::from_query(query)? },
+            Route::ListMemories => Call::Memories { user },
+            Route::DeleteMemories(path) => Call::DeleteMemories { user, path: memory_path(path)? },
+            Route::GetFile(id, path) => {
+                let session = parse_session_id(id)?;
+                Call::File { user, session, file: FileRequest::from_segments(path)? }
+            }
+        })
+    }
+
+    /// Makes the call against the turn service. Nothing here shapes an answer: the outcome keeps
+    /// what the service gave back for [`Outcome::answer`].
+    pub(super) async fn perform(self, app: &App, request: &Request<'_>) -> Result<Outcome, ApiError> {
+        let service = &app.service;
+        Ok(match self {
+            Call::TurnStatus { user, session, turn_id } => {
+                let status: Option<TurnStatus> =
+                    service.turn_status(&user, &session, &turn_id, time::OffsetDateTime::now_utc()).await?;
+                Outcome::TurnStatus { turn_id, status }
+            }
+            Call::Session { user, session, page } => {
+                let found = service.session_page(&user, &session, page.before, page.limit, MAX_PAGE_READ_BYTES).await?;
+                Outcome::Session { session, found: found.map(Box::new) }
+            }
+            Call::Sessions { user, page } => {
+                let list = service.list_sessions(&user, page.after.as_ref(), page.limit).await?;
+                Outcome::Sessions { user, list }
+            }
+            Call::Skills { user, page } => {
+                let (catalog, view) = service.skill_catalog_view(&user).await?;
+                Outcome::Skills { page, catalog, view, has_sandbox: service.sandbox_name().is_some() }
+            }
+            Call::Usage { user, days } => {
+                let usage = service.usage(&user, &days.from, &days.to).await?;
+                Outcome::Usage { days, usage }
+            }
+            Call::Memories { user } => Outcome::Memories(service.memories(&user).await?),
+            Call::DeleteMemories { user, path } => {
+                let deleted: Vec<MemoryFile> = service.delete_memories(&user, path.as_ref()).await?;
+                Outcome::Deleted { path, deleted }
+            }
+            Call::File { user, session, file } => {
+                let download: Option<FileDownload> = service
+                    .workspace_file(&user, &session, &file.path(), super::files::INLINE_MAX_BYTES, &file.link_headers)
+                    .await?;
+                Outcome::File { session, file, download }
+            }
+            Call::Background { queue, turn } => {
+                let now = time::OffsetDateTime::now_utc();
+                let waiting = match service.accept_background(&turn.user, &turn.session, &turn.idempotency, now).await?
+                {
+                    Accepted::Mismatch => {
+                        return Err(ApiError::new(
+                            422,
+                            "idempotency_key_reused",
+                            "this Idempotency-Key was already used with a different request",
+                        ))
+                    }
+                    Accepted::New | Accepted::Existing(TurnStatus::Queued) => true,
+                    Accepted::Existing(_) => false,
+                };
+                let Queued { session, turn_id, record, .. } = turn;
+                if waiting {
+                    queue.enqueue(record, session.as_str(), &turn_id).await.map_err(|error| {
+                        tracing::error!(session = %session, %error, "could not enqueue a background turn");
+                        ApiError::new(
+                            503,
+                            "queue_unavailable",
+                            "the turn could not be queued; send it again with the same Idempotency-Key",
+                        )
+                    })?;
+                }
+                tracing::info!(session = %session, turn_id, new = waiting, "background turn accepted");
+                if waiting {
+                    crate::metrics::put_count("BackgroundTurnsQueued", 1);
+                }
+                Outcome::Queued { session, turn_id }
+            }
+            Call::Turn(turn) => {
+                let invocation = Invocation {
+                    request_id: request.request_id,
+                    headers: request.headers,
+                    request_log: RequestLog::Caller,
+                };
+                let run = |service: std::sync::Arc<agent_core::turn::TurnService>, turn| async move {
+                    service.run_turn(turn).await
+                };
+                let reply: TurnReply = run_traced_turn(app, turn, invocation, run, |outcome| outcome).await?;
+                Outcome::Turn(reply)
+            }
+        })
+    }
+}
+
+/// A documented path, with the parts of it a call needs.
+enum Route<'a> {
+    PostTurn(&'a str),
+    GetTurn(&'a str, &'a str),
+    GetSession(&'a str),
+    GetFile(&'a str, &'a [&'a str]),
+    ListSkills,
+    ListSessions,
+    Usage,
+    ListMemories,
+    DeleteMemories(Option<&'a [&'a str]>),
+}
