@@ -5,10 +5,10 @@
 //! a subagent's call that needs approval pauses the whole turn, which goes on inside the subagent;
 //! a tenant's `settings.json` adds approvals it alone can waive, and `skills-index` applies a change.
 
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-approvals";
 

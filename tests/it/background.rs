@@ -3,10 +3,10 @@
 //! queue function runs it, and the owner (only) polls it as pending, completed or failed.
 
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-bg";
 

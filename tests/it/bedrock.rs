@@ -5,11 +5,11 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use local_stack::identity::IdentityProvider;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, status_and_body, turn_event, Stack};
+use serde_json::{json, Value};
 
 use crate::streaming::{all_events, deltas, names, stream_event};
 

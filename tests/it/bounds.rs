@@ -2,9 +2,9 @@
 //! too many tool calls in one reply, oversized arguments and an oversized reply. Each is a tool
 //! error result or a cut, the turn commits, and the same process answers the next turn.
 
-use serde_json::{json, Value};
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-bounds";
 

@@ -10,10 +10,10 @@ use std::time::Duration;
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
 use futures::future::join_all;
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{sqs_record, status_and_body, turn_event, Stack};
+use serde_json::{json, Value};
 
 /// What one turn of one answered call spends.
 const TURN_TOKENS: u64 = 110;

@@ -9,12 +9,12 @@
 use std::path::PathBuf;
 
 use agent_core::UserId;
-use sandbox::bundles::BundleKey;
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::lambda_invoke::InvokeApi;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, status_and_body, test_bundle_key, tool_results, turn_event, Stack};
+use sandbox::bundles::BundleKey;
+use serde_json::{json, Value};
 
 /// What a command prints when the bundle is installed.
 const IMPORTED: &str = "plazo de 10 dias habiles\n";

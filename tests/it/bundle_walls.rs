@@ -5,12 +5,12 @@
 //! in the image changes, and another tenant's next command is untouched; in Lambda, a command that
 //! changes the installed bundle or leaves a file beside it reaches no later call.
 
-use serde_json::json;
-use sha2::{Digest, Sha256};
 use local_stack::lambda::Function;
 use local_stack::lambda_invoke::InvokeApi;
 use local_stack::model_server::Reply;
 use local_stack::stack::{status_and_body, test_bundle_key, tool_results, turn_event, Stack};
+use serde_json::json;
+use sha2::{Digest, Sha256};
 
 /// What the sdist's build backend would leave behind, had it run.
 const MARKER: &str = "bundle-backend-ran";

@@ -6,10 +6,12 @@
 //! request over the window before any call is still refused with 413 and stores nothing.
 
 use base64::Engine;
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
-use local_stack::stack::{file_event, get_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+use local_stack::stack::{
+    file_event, get_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack,
+};
+use serde_json::{json, Value};
 
 const USER: &str = "user-budget";
 /// The scripted model's context window (the default for a model the runtime does not know).

@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-once";
 

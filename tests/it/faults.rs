@@ -3,11 +3,11 @@
 //! duplicated, and the documented status comes back.
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde_json::{json, Value};
 use local_stack::faults::{Action, FaultProxy, Match, Rule};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-f";
 const SESSION: &str = "s1";

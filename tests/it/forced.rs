@@ -1,10 +1,12 @@
 //! Forced skills (`/skill-name`), proven with a scripted model that misbehaves: what the model was
 //! sent (tools, system prompt, reminders) and what was or was not executed or stored.
 
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
-use local_stack::stack::{get_event, repo_root, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+use local_stack::stack::{
+    get_event, repo_root, status_and_body, system_of, tool_names, tool_results, turn_event, Stack,
+};
+use serde_json::{json, Value};
 
 const USER: &str = "user-f";
 

@@ -1,9 +1,9 @@
 //! The `http-turn` function, compiled, fed API Gateway events, against moto and the scripted model.
 
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-a";
 
@@ -12,7 +12,8 @@ async fn turn(function: &Function, user: &str, session: &str, message: &str) -> 
 }
 
 fn skill_md(path: &str) -> String {
-    std::fs::read_to_string(local_stack::stack::repo_root().join("examples/skills").join(path).join("SKILL.md")).unwrap()
+    std::fs::read_to_string(local_stack::stack::repo_root().join("examples/skills").join(path).join("SKILL.md"))
+        .unwrap()
 }
 
 #[tokio::test]

@@ -6,12 +6,12 @@ use agent_core::store::{SessionState, SessionStore, TurnCommit, WorkspaceFile};
 use agent_core::{Message, SessionId, UserId};
 use aws_store::{AwsStores, StoreSettings};
 use base64::Engine;
-use serde_json::{json, Value};
-use sha2::Digest;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::moto;
 use local_stack::stack::{file_event, status_and_body, turn_event, Stack};
+use serde_json::{json, Value};
+use sha2::Digest;
 
 const OWNER: &str = "user-a";
 const PLAN: &str = "# Plan\n\n1. Leer la escritura.\n2. Redactar el borrador — con acentos: ñ, é.\n";

@@ -1,10 +1,10 @@
 //! Long sessions through the compiled functions: a turn reads only what it sends to the model, the
 //! summary is recomputed once per threshold crossing, and `GET /sessions/{id}` pages the history.
 
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, status_and_body, system_of, turn_event, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-long";
 

@@ -4,11 +4,11 @@
 //! no request under it; `GET /memories` and `DELETE /memories[/{path}]` for the owner only; and the
 //! template routes them and lets the turn functions delete memories and nothing else.
 
-use serde_json::{json, Value};
 use local_stack::faults::FaultProxy;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{sample_event, status_and_body, system_of, tool_results, turn_event, Stack};
+use serde_json::{json, Value};
 
 const OWNER: &str = "user-mem-a";
 const STRANGER: &str = "user-mem-b";

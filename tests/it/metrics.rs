@@ -7,12 +7,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::{json, Value};
-use sha2::Digest;
 use local_stack::identity::IdentityProvider;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{sqs_record, status_and_body, turn_event, Stack};
+use serde_json::{json, Value};
+use sha2::Digest;
 
 use crate::streaming::{all_events, stream_event};
 

@@ -1,15 +1,11 @@
 //! The planner strategy through the compiled `http-turn` function, against expert MCP servers
 //! (the official Python SDK) on loopback, moto, and a scripted model.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-use serde_json::{json, Value};
-use local_stack::experts::{dead_url, ExpertServer};
+use local_stack::experts::{dead_url, ExpertOptions, ExpertServer};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
-use local_stack::stack::{get_event, repo_root, status_and_body, system_of, tool_results, turn_event, Stack};
+use local_stack::stack::{get_event, status_and_body, system_of, tool_results, turn_event, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-p";
 
@@ -298,38 +294,8 @@ async fn a_slow_planning_call_gives_way_to_the_deadline() {
 
 /// The expert server with `--deed-prompts`: the prompts of the argument tests, which stay out of the
 /// default listing that other tests count.
-struct DeedExpert {
-    url: String,
-    child: Child,
-}
-
-impl DeedExpert {
-    fn start() -> DeedExpert {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let child = Command::new("python3")
-            .arg(repo_root().join("shared/local-stack/expert_server.py"))
-            .args([port.to_string().as_str(), "--deed-prompts"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start python3 shared/local-stack/expert_server.py (pip install mcp)");
-        let expert = DeedExpert { url: format!("http://127.0.0.1:{port}/mcp"), child };
-        let address = SocketAddr::from(([127, 0, 0, 1], port));
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
-            assert!(Instant::now() < deadline, "the expert server did not start: is `mcp` installed?");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        expert
-    }
-}
-
-impl Drop for DeedExpert {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn deed_expert() -> ExpertServer {
+    ExpertServer::start_with(&ExpertOptions::default().deed_prompts())
 }
 
 fn is_null(plan: Option<aws_sdk_dynamodb::types::AttributeValue>) -> bool {
@@ -338,7 +304,7 @@ fn is_null(plan: Option<aws_sdk_dynamodb::types::AttributeValue>) -> bool {
 
 #[tokio::test]
 async fn a_required_prompt_argument_nobody_filled_is_asked_for_and_the_answer_fetches_the_prompt() {
-    let alpha = DeedExpert::start();
+    let alpha = deed_expert();
     let stack = Stack::new().await;
     // Discovery picks `draft_deed` but has no value for its required `deed_type`.
     stack.model.push([plan(&[("alpha", "Draft the deed")]), scores(&[("draft_deed", 0.9, &[])])]);
@@ -368,7 +334,7 @@ async fn a_required_prompt_argument_nobody_filled_is_asked_for_and_the_answer_fe
 
 #[tokio::test]
 async fn refused_prompt_arguments_are_asked_for_again_and_none_goes_on_without_the_prompt() {
-    let alpha = DeedExpert::start();
+    let alpha = deed_expert();
     let stack = Stack::new().await;
     // `notarize` refuses a deed not on record with invalid params (-32602).
     stack.model.push([plan(&[("alpha", "Notarize the deed")]), scores(&[("notarize", 0.9, &[("deed", "D-99")])])]);
@@ -397,7 +363,7 @@ async fn refused_prompt_arguments_are_asked_for_again_and_none_goes_on_without_t
 
 #[tokio::test]
 async fn a_prompt_that_cannot_be_fetched_for_another_reason_is_named_in_the_reply() {
-    let alpha = DeedExpert::start();
+    let alpha = deed_expert();
     let stack = Stack::new().await;
     stack.model.push([
         plan(&[("alpha", "Read the register")]),

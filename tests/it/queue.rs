@@ -1,8 +1,8 @@
 //! The `queue-turn` function, compiled, fed SQS batches: partial failures and per-session order.
 
-use serde_json::{json, Value};
 use local_stack::model_server::Reply;
 use local_stack::stack::{sample_event, sqs_record, Stack};
+use serde_json::{json, Value};
 
 fn failures(response: &Value) -> Vec<String> {
     response["batchItemFailures"]

@@ -3,7 +3,6 @@
 //! model. Real PDF, spreadsheet and Word files are made by the skills' scripts, kept in the session
 //! byte for byte and downloaded; hostile commands end as clear tool results.
 
-use serde_json::{json, Value};
 use local_stack::identity::IdentityProvider;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
@@ -11,6 +10,7 @@ use local_stack::stack::{
     get_event, repo_root, sample_event, status_and_body, system_of, tool_names, tool_results, turn_event, upload_dir,
     Stack,
 };
+use serde_json::{json, Value};
 
 /// The environment that gives a function the local sandbox over the sandbox image.
 fn sandbox_env() -> Vec<(&'static str, String)> {

@@ -12,12 +12,12 @@ use agent_core::sandbox::{
 };
 use agent_core::{SessionId, UserId};
 use aws_sdk_dynamodb::types::AttributeValue;
-use sandbox::AgentCoreSandbox;
-use serde_json::json;
 use local_stack::agentcore::{CodeInterpreterService, EndedError};
 use local_stack::model_server::Reply;
 use local_stack::moto;
 use local_stack::stack::{repo_root, status_and_body, system_of, tool_results, turn_event, upload_dir, Stack};
+use sandbox::AgentCoreSandbox;
+use serde_json::json;
 
 async fn backend(service: &CodeInterpreterService) -> AgentCoreSandbox {
     let sdk = moto::sdk_config(&service.endpoint).await;

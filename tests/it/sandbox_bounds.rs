@@ -3,10 +3,10 @@
 //! places bounded by their filesystems, a read-only root, a seccomp filter over the kernel's doors
 //! a command has no use for, and the files of a command brought back all or none.
 
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, status_and_body, tool_results, turn_event, Stack};
+use serde_json::{json, Value};
 
 async fn http_with_sandbox(stack: &Stack, extra: &[(&str, &str)]) -> Function {
     let env = local_stack::image::local_sandbox_env();

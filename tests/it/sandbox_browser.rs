@@ -3,11 +3,11 @@
 //! sandbox function in process isolation), the model writes a page and a Playwright script, runs
 //! it, and the screenshot it saved comes back as a PNG of the viewport's size.
 
-use serde_json::json;
 use local_stack::lambda::Function;
 use local_stack::lambda_invoke::InvokeApi;
 use local_stack::model_server::Reply;
 use local_stack::stack::{status_and_body, tool_results, turn_event, Stack};
+use serde_json::json;
 
 use crate::sandbox_image::download;
 

@@ -4,10 +4,10 @@
 //! document made with docx-js under node and converted to PDF, a PDF page turned into a PNG, a
 //! template copied out of the skill and edited. And nothing of the host is there.
 
-use serde_json::json;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, repo_root, status_and_body, tool_results, turn_event, upload_dir, Stack};
+use serde_json::json;
 
 /// A stack whose `user` has the skills of `tests/skills`.
 async fn stack_with_test_skills(user: &str) -> Stack {

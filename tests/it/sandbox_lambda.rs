@@ -9,14 +9,14 @@ use std::time::Duration;
 
 use agent_core::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxFile, MAX_CALL_FILE_BYTES};
 use agent_core::{SessionId, UserId};
-use sandbox::{LambdaSandbox, WireFile, WireRequest, WireResponse};
-use serde_json::{json, Value};
-use sha2::{Digest, Sha256};
 use local_stack::lambda::{Function, Invocation};
 use local_stack::lambda_invoke::{InvokeApi, Mode, MAX_PAYLOAD_BYTES};
 use local_stack::model_server::Reply;
 use local_stack::moto;
 use local_stack::stack::{sample_event, status_and_body, tool_results, turn_event, Stack};
+use sandbox::{LambdaSandbox, WireFile, WireRequest, WireResponse};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
 
 async fn http_with_lambda(stack: &Stack, api: &InvokeApi) -> Function {
     stack

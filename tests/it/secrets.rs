@@ -4,10 +4,10 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use local_stack::model_server::Reply;
 use local_stack::moto;
 use local_stack::stack::{status_and_body, turn_event, Stack};
+use serde_json::json;
 
 const USER: &str = "user-secret";
 const KEY: &str = "sk-from-secrets-manager-5f1c";

@@ -11,10 +11,10 @@ use agent_core::store::{SessionStore, TurnCommit};
 use agent_core::{Message, SessionId, SessionState, UserId};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, status_and_body, turn_event, Stack};
+use serde_json::{json, Value};
 
 const ANA: &str = "user-list-ana";
 const BOB: &str = "user-list-bob";

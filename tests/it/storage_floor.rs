@@ -7,10 +7,10 @@
 use std::collections::{BTreeMap, HashMap};
 
 use aws_sdk_dynamodb::types::AttributeValue;
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{status_and_body, tool_results, turn_event, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-floor";
 

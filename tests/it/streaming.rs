@@ -6,11 +6,11 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use local_stack::identity::IdentityProvider;
 use local_stack::lambda::{Function, SseEvent, StreamedResponse};
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, repo_root, sample_event, status_and_body, tool_names, tool_results, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-stream";
 const BUDGET: Duration = Duration::from_secs(120);

@@ -5,10 +5,10 @@
 
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{file_event, status_and_body, system_of, tool_names, tool_results, turn_event, Stack};
+use serde_json::{json, Value};
 
 const USER: &str = "user-sub";
 

@@ -8,12 +8,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
 use local_stack::identity::IdentityProvider;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::otlp::{Collector, ReceivedSpan};
 use local_stack::stack::{sqs_record, status_and_body, turn_event, Stack};
+use serde_json::{json, Value};
 
 use crate::streaming::{all_events, stream_event};
 

@@ -7,11 +7,11 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use serde_json::{json, Value};
 use local_stack::identity::IdentityProvider;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{sqs_record, status_and_body, turn_event, Stack};
+use serde_json::{json, Value};
 
 use crate::streaming::{all_events, stream_event};
 

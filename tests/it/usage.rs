@@ -7,10 +7,10 @@ use std::collections::HashMap;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_sdk_sqs::types::MessageSystemAttributeName;
-use serde_json::{json, Value};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
+use serde_json::{json, Value};
 
 const ALICE: &str = "user-usage-alice";
 const BOB: &str = "user-usage-bob";

@@ -8,9 +8,9 @@
 
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
+use local_stack::moto::Moto;
 use serde_json::{json, Value};
 
 /// The port cargo-lambda's examples leave free (its own emulator listens on 9000).
@@ -45,19 +45,17 @@ pub struct LocalStack {
 
 pub fn run(root: &Path) -> Result<(), String> {
     crate::python::activate_local(root)?;
-    let endpoint = format!("http://127.0.0.1:{PORT}");
     let address = SocketAddr::from(([127, 0, 0, 1], PORT));
     if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok() {
         return Err(format!("port {PORT} is taken: stop what listens there (an earlier `cargo xtask local`?)"));
     }
     let mut moto = start_moto(PORT)?;
+    let endpoint = moto.endpoint.clone();
 
     // The runtime lives until moto stops: the identity provider is served from its threads.
     let runtime = tokio::runtime::Runtime::new().map_err(|err| format!("tokio runtime: {err}"))?;
-    if let Err(message) = runtime.block_on(provision(root, &endpoint, BUCKET, TABLE)) {
-        let _ = moto.kill();
-        return Err(message);
-    }
+    // An error drops `moto`, which stops it.
+    runtime.block_on(provision(root, &endpoint, BUCKET, TABLE))?;
     let identity = runtime.block_on(local_stack::identity::IdentityProvider::start());
     let stack = LocalStack {
         endpoint: endpoint.clone(),
@@ -67,10 +65,7 @@ pub fn run(root: &Path) -> Result<(), String> {
         audience: local_stack::identity::AUDIENCE.to_owned(),
     };
     let token = identity.token_valid_for(SAMPLE_USER, TOKEN_SECONDS);
-    if let Err(message) = write_files(root, &stack, &token) {
-        let _ = moto.kill();
-        return Err(message);
-    }
+    write_files(root, &stack, &token)?;
     eprintln!(
         "local stack ready: moto on {endpoint}, bucket {BUCKET}, table {TABLE}, examples/skills for {SAMPLE_USER},\n\
          a local identity provider on {issuer} (test keys) whose token for {SAMPLE_USER} is in {TOKEN_FILE} (12 h)\n\
@@ -90,33 +85,16 @@ pub fn run(root: &Path) -> Result<(), String> {
          Ctrl-C stops moto and the identity provider (and forgets everything).",
         issuer = stack.issuer,
     );
-    let status = moto.wait().map_err(|err| format!("waiting for moto_server: {err}"))?;
+    let status = moto.wait();
     drop(runtime);
     Err(format!("moto_server stopped ({status})"))
 }
 
-/// Starts moto_server (from `.venv`, see [`crate::python::activate_local`]) on loopback `port` and
-/// waits until it accepts connections.
-pub fn start_moto(port: u16) -> Result<Child, String> {
-    let endpoint = format!("http://127.0.0.1:{port}");
-    let address = SocketAddr::from(([127, 0, 0, 1], port));
-    eprintln!("xtask: starting moto_server on {endpoint}");
-    let mut moto = Command::new("moto_server")
-        .args(["-H", "127.0.0.1", "-p", &port.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .map_err(|err| format!("could not start moto_server from .venv: {err}"))?;
-    let started = Instant::now();
-    while TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_err() {
-        if started.elapsed() > Duration::from_secs(30) || moto.try_wait().ok().flatten().is_some() {
-            let _ = moto.kill();
-            return Err(format!("moto_server did not start on {endpoint}"));
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    Ok(moto)
+/// Starts moto (from `.venv`, see [`crate::python::activate_local`]) on loopback `port` with
+/// local-stack's launcher, and waits until it accepts connections.
+pub fn start_moto(port: u16) -> Result<Moto, String> {
+    eprintln!("xtask: starting moto_server on http://127.0.0.1:{port}");
+    Moto::start(Some(port))
 }
 
 /// The environment file, the streamed sample event with a real token, and the token alone.
@@ -219,10 +197,10 @@ pub fn parse_environment(text: &str) -> Vec<(String, String)> {
 mod loop_tests {
     use std::time::Duration;
 
-    use serde_json::{json, Value};
     use local_stack::identity::IdentityProvider;
     use local_stack::lambda::{Function, Invocation};
     use local_stack::stack::sample_event;
+    use serde_json::{json, Value};
 
     use super::*;
 
@@ -310,7 +288,8 @@ mod loop_tests {
     async fn every_sample_event_answers_in_the_local_loop() {
         let root = crate::root();
         let endpoint = local_stack::moto::moto().endpoint.clone();
-        let (bucket, table) = (local_stack::moto::unique_name("skills-local"), local_stack::moto::unique_name("sessions-local"));
+        let (bucket, table) =
+            (local_stack::moto::unique_name("skills-local"), local_stack::moto::unique_name("sessions-local"));
         provision(&root, &endpoint, &bucket, &table).await.unwrap();
         let identity = IdentityProvider::start().await;
         let stack = LocalStack {

@@ -136,6 +136,24 @@ mod tests {
     }
 
     #[test]
+    fn the_local_set_runs_the_moto_launcher_of_local_stack() {
+        // `cargo xtask local` starts moto through local-stack's `moto_serial.py`, which imports
+        // moto's server application: Flask and flask-cors, which the set names since it has no
+        // `server` extra.
+        let script = std::fs::read_to_string(crate::root().join("shared/local-stack/moto_serial.py")).unwrap();
+        assert!(script.contains("from moto.moto_server.werkzeug_app import"), "moto_serial.py changed its imports");
+        let local = std::fs::read_to_string(crate::root().join(LOCAL_REQUIREMENTS)).unwrap();
+        let names: Vec<&str> = local
+            .lines()
+            .filter(|line| !line.starts_with('#'))
+            .filter_map(|line| line.split(|c: char| !(c.is_alphanumeric() || c == '-' || c == '_')).next())
+            .collect();
+        for package in ["moto", "flask", "flask-cors"] {
+            assert!(names.contains(&package), "{package} is not in {LOCAL_REQUIREMENTS}: {names:?}");
+        }
+    }
+
+    #[test]
     fn a_stamp_counts_only_when_it_matches_the_requirements() {
         let venv = std::env::temp_dir().join(format!("xtask-stamp-{}", std::process::id()));
         std::fs::create_dir_all(&venv).unwrap();

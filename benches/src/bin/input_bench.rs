@@ -21,9 +21,9 @@ use agent_core::vfs::Vfs;
 use agent_core::{ChatResponse, Message, SessionId, ToolCall, UserId};
 use agent_ports::testing::FnModel;
 use aws_store::{AwsStores, StoreSettings};
+use local_stack::stack::Stack;
 use local_store::MemoryObjectStore;
 use serde_json::json;
-use local_stack::stack::Stack;
 
 /// A frontmatter parse may take at most this much CPU, whatever its shape and size.
 const FRONTMATTER_CPU_BOUND: Duration = Duration::from_millis(20);

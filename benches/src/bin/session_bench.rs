@@ -15,9 +15,9 @@ use agent_core::turn::{AgentConfig, TurnService};
 use agent_core::{ChatResponse, Message, ToolCall, UserId};
 use agent_ports::testing::FnModel;
 use aws_store::{AwsStores, CallCounter, StoreSettings};
-use serde_json::json;
 use benches::{cpu_time, request};
 use local_stack::stack::Stack;
+use serde_json::json;
 
 const DEFAULT_TURNS: usize = 300;
 

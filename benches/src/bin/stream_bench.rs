@@ -12,11 +12,11 @@
 
 use std::time::{Duration, Instant};
 
-use serde_json::json;
 use local_stack::identity::IdentityProvider;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{sample_event, Stack};
+use serde_json::json;
 
 const TOKENS: usize = 20;
 

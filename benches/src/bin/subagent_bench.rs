@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 use agent_core::turn::{AgentConfig, TurnService};
 use agent_core::{ChatResponse, Message, ToolCall, UserId};
 use agent_ports::testing::FnModel;
+use benches::{cpu_time, request};
 use local_store::{MemoryObjectStore, MemorySessionStore};
 use serde_json::json;
-use benches::{cpu_time, request};
 
 const SIZES: [usize; 2] = [10, 10_000];
 /// Warm turns per figure, unless the wall cap comes first.

@@ -16,8 +16,8 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use base64::Engine as _;
-use serde_json::{json, Map, Value};
 use local_stack::lambda::{Function, Invocation};
+use serde_json::{json, Map, Value};
 use tokio::sync::{Mutex as AsyncMutex, OwnedMutexGuard};
 
 use super::page::Page;

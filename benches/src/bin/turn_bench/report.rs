@@ -2,7 +2,11 @@
 
 use std::collections::BTreeSet;
 
+use super::aws::AwsFigures;
+use super::cpu::CpuFigure;
+use super::function::FunctionFigures;
 use super::*;
+
 pub(super) struct SizeReport {
     pub skills: usize,
     pub cpu: CpuFigure,

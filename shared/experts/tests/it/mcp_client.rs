@@ -18,25 +18,21 @@ use experts::{
     experts_key, load_experts, EnvSecretResolver, Expert, McpClient, McpError, PromptRole, SecretError, SecretRef,
     SecretResolver, SecretScope,
 };
+use local_stack::experts::{dead_url, ExpertOptions, ExpertServer};
 use local_store::MemoryObjectStore;
 use serde_json::{json, Value};
 
-mod common;
-
-use common::{free_port, PyServer};
+use crate::expert;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
-
-// ---------------------------------------------------------------------------------------------
-// The Python server
 
 // ---------------------------------------------------------------------------------------------
 // Against the Python SDK's server
 
 #[tokio::test(flavor = "multi_thread")]
 async fn prompts_and_tools_over_sse_with_pagination() {
-    let server = PyServer::start(&["--page-size", "2"]);
-    let client = McpClient::connect(&server.expert("contracts"), TIMEOUT).await.unwrap();
+    let server = ExpertServer::start_with(&ExpertOptions::default().page_size(2));
+    let client = McpClient::connect(&expert(&server, "contracts"), TIMEOUT).await.unwrap();
     assert_eq!(client.protocol_version(), "2025-11-25");
     assert_eq!(client.instructions(), Some("A test expert for contracts and arithmetic."));
 
@@ -86,9 +82,14 @@ async fn prompts_and_tools_over_sse_with_pagination() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn json_and_stateless_modes() {
-    for mode in [&["--json"][..], &["--stateless"], &["--json", "--stateless"]] {
-        let server = PyServer::start(mode);
-        let client = McpClient::connect(&server.expert("calc"), TIMEOUT).await.unwrap();
+    let modes = [
+        ExpertOptions::default().json(),
+        ExpertOptions::default().stateless(),
+        ExpertOptions::default().json().stateless(),
+    ];
+    for mode in modes {
+        let server = ExpertServer::start_with(&mode);
+        let client = McpClient::connect(&expert(&server, "calc"), TIMEOUT).await.unwrap();
         let tools = client.list_tools().await.unwrap();
         assert_eq!(tools.len(), 4, "{mode:?}");
         let sum = client.call_tool("add", json!({"a": 20, "b": 22})).await.unwrap();
@@ -101,8 +102,8 @@ async fn json_and_stateless_modes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_tool_times_out_and_the_session_survives() {
-    let server = PyServer::start(&[]);
-    let client = McpClient::connect(&server.expert("calc"), Duration::from_millis(800)).await.unwrap();
+    let server = ExpertServer::start();
+    let client = McpClient::connect(&expert(&server, "calc"), Duration::from_millis(800)).await.unwrap();
     let started = Instant::now();
     let error = client.call_tool("slow", json!({"seconds": 5})).await.unwrap_err();
     assert!(matches!(error, McpError::Timeout(_)), "{error:?}");
@@ -114,7 +115,7 @@ async fn a_slow_tool_times_out_and_the_session_survives() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_dead_server_fails_fast() {
-    let expert = Expert::new("gone", &format!("http://127.0.0.1:{}/mcp", free_port())).unwrap();
+    let expert = Expert::new("gone", &dead_url()).unwrap();
     let started = Instant::now();
     let error = McpClient::connect(&expert, TIMEOUT).await.err().expect("connecting to nothing must fail");
     assert!(matches!(error, McpError::Transport(_)), "{error:?}");
@@ -123,14 +124,14 @@ async fn a_dead_server_fails_fast() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_restarted_server_gets_a_new_session() {
-    let mut server = PyServer::start(&[]);
+    let mut server = ExpertServer::start();
     let port = server.port;
-    let client = McpClient::connect(&server.expert("calc"), TIMEOUT).await.unwrap();
+    let client = McpClient::connect(&expert(&server, "calc"), TIMEOUT).await.unwrap();
     assert_eq!(client.list_tools().await.unwrap().len(), 4);
 
     // The new process knows nothing of the old session id and answers 404: the client re-initialises.
     server.stop();
-    let _restarted = PyServer::start_on(port, &[]);
+    let _restarted = ExpertServer::start_with(&ExpertOptions::default().port(port));
     let sum = client.call_tool("add", json!({"a": 3, "b": 4})).await.unwrap();
     assert_eq!(sum.text, "7");
     client.close().await;
@@ -198,10 +199,10 @@ fn header<'a>(expert: &'a Expert, name: &str) -> Option<&'a str> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn loads_merges_and_resolves_the_experts_of_a_tenant() {
-    let server = PyServer::start(&["--require-header", "x-api-key=s3cret"]);
+    let server = ExpertServer::start_with(&ExpertOptions::default().require_header("x-api-key=s3cret"));
     let user = UserId::parse("u1").unwrap();
     let deployment = json!({"mcpServers": {
-        "calc": {"url": server.url(), "description": "Arithmetic", "headers": {"X-Api-Key": {"env": "EXPERT_KEY"}}},
+        "calc": {"url": server.url, "description": "Arithmetic", "headers": {"X-Api-Key": {"env": "EXPERT_KEY"}}},
         "legal": {"url": "https://legal.example/mcp", "description": "Deployment legal"},
         "retired": {"url": "https://retired.example/mcp"},
         "no secret": {"url": "https://x.example/mcp"},
@@ -241,7 +242,7 @@ async fn loads_merges_and_resolves_the_experts_of_a_tenant() {
     let client = McpClient::connect(&experts[0], TIMEOUT).await.unwrap();
     assert_eq!(client.call_tool("add", json!({"a": 1, "b": 2})).await.unwrap().text, "3");
     client.close().await;
-    assert!(McpClient::connect(&server.expert("calc"), TIMEOUT).await.is_err());
+    assert!(McpClient::connect(&expert(&server, "calc"), TIMEOUT).await.is_err());
 }
 
 #[tokio::test]

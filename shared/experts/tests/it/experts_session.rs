@@ -9,12 +9,9 @@ use std::time::{Duration, Instant};
 use agent_ports::expert::{ExpertError, ExpertInfo, ExpertSession, Experts};
 use agent_ports::UserId;
 use experts::{experts_key, EnvSecretResolver, McpExperts, SecretResolver};
+use local_stack::experts::{dead_url, ExpertOptions, ExpertServer};
 use local_store::MemoryObjectStore;
 use serde_json::json;
-
-mod common;
-
-use common::{free_port, PyServer};
 
 const TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -52,13 +49,13 @@ fn resolver() -> Arc<dyn SecretResolver> {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn opens_live_experts_leaves_a_dead_one_out_and_serves_prompts_and_tools() {
-    let mut alpha = PyServer::start(&[]);
+    let mut alpha = ExpertServer::start();
     // beta answers JSON rather than SSE, and only with the header from the deployment's secret.
-    let beta = PyServer::start(&["--json", "--require-header", "X-Api-Key=k3y"]);
-    let dead = format!("http://127.0.0.1:{}/mcp", free_port());
+    let beta = ExpertServer::start_with(&ExpertOptions::default().json().require_header("X-Api-Key=k3y"));
+    let dead = dead_url();
     let config = json!({"mcpServers": {
-        "alpha": {"url": alpha.url(), "description": "Contracts and arithmetic"},
-        "beta": {"url": beta.url(), "headers": {"X-Api-Key": {"env": "BETA_KEY"}}},
+        "alpha": {"url": alpha.url, "description": "Contracts and arithmetic"},
+        "beta": {"url": beta.url, "headers": {"X-Api-Key": {"env": "BETA_KEY"}}},
         "dead": {"url": dead},
     }});
     let experts = McpExperts::new(Some(config.to_string()), Arc::new(MemoryObjectStore::new()), resolver(), TIMEOUT);
@@ -151,8 +148,8 @@ async fn opens_live_experts_leaves_a_dead_one_out_and_serves_prompts_and_tools()
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_slow_tool_times_out_with_the_request_deadline() {
-    let server = PyServer::start(&[]);
-    let config = json!({"mcpServers": {"alpha": {"url": server.url()}}}).to_string();
+    let server = ExpertServer::start();
+    let config = json!({"mcpServers": {"alpha": {"url": server.url}}}).to_string();
     let experts = McpExperts::new(Some(config), Arc::new(MemoryObjectStore::new()), resolver(), Duration::from_secs(1));
     assert_eq!(experts.timeout(), Duration::from_secs(1));
     let session = experts.open(&user("u1")).await;
@@ -170,21 +167,21 @@ async fn a_slow_tool_times_out_with_the_request_deadline() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_tenant_file_adds_and_removes_experts() {
     let host = loopback_host_name();
-    let alpha = PyServer::start(&[]);
-    let mut gamma_args = vec!["--json"];
+    let alpha = ExpertServer::start();
+    let mut gamma_options = ExpertOptions::default().json();
     if let Some(host) = &host {
-        gamma_args.extend(["--allow-host", host.as_str()]);
+        gamma_options = gamma_options.allow_host(host);
     }
-    let gamma = PyServer::start(&gamma_args);
+    let gamma = ExpertServer::start_with(&gamma_options);
     let deployment = json!({"mcpServers": {
-        "alpha": {"url": alpha.url()},
-        "beta": {"url": format!("http://127.0.0.1:{}/mcp", free_port())},
+        "alpha": {"url": alpha.url},
+        "beta": {"url": dead_url()},
     }});
     let mut tenant = json!({"mcpServers": {
         // Removes the deployment's beta for this tenant only.
         "beta": null,
         // Tenants may not point at loopback addresses: left out.
-        "local": {"url": gamma.url()},
+        "local": {"url": gamma.url},
         // Nor read the function's environment.
         "sneaky": {"url": "https://experts.example.com/mcp", "headers": {"X-Key": {"env": "BETA_KEY"}}},
     }});

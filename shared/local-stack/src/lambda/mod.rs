@@ -1,25 +1,25 @@
 //! A Lambda Runtime API on loopback that runs a compiled function binary and feeds it events,
 //! the way the Lambda service (or `cargo lambda watch`) does. What the function prints is kept
 //! (see [`Function::logs`]) and echoed to the test's stderr when `TEST_FUNCTION_LOGS` is set.
+//! `api`: the Runtime API's routes; `stream`: a streamed response as it arrives; `logs`: the lines.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::io::Write;
+mod api;
+mod logs;
+mod stream;
+
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
-use axum::Router;
-use bytes::Bytes;
-use http_body_util::BodyExt;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::{mpsc, oneshot, Mutex as AsyncMutex};
+
+use api::{ApiState, Pending, Queued};
+use logs::{capture, storage_requests, Logs};
+pub use stream::{SseEvent, StreamedResponse};
 
 /// What the function answered for one invocation.
 #[derive(Debug)]
@@ -32,214 +32,8 @@ pub enum Invocation {
     Stream(StreamedResponse),
 }
 
-/// One piece of a streamed response, with the moment the Runtime API received it.
-#[derive(Debug)]
-enum StreamFrame {
-    Data(Bytes, std::time::Instant),
-    Trailers(HeaderMap),
-}
-
-/// A response the function is streaming: the HTTP integration prelude (status, headers, cookies),
-/// then the body as it arrives. Dropping it is a client that disconnects: the Runtime API keeps
-/// reading what the function sends, as Lambda does, and the function is not told.
-#[derive(Debug)]
-pub struct StreamedResponse {
-    /// When the function began to post its response.
-    pub started: std::time::Instant,
-    frames: mpsc::UnboundedReceiver<StreamFrame>,
-    pending: Vec<u8>,
-    prelude: Option<Value>,
-    trailers: Option<HeaderMap>,
-    ended: bool,
-    first_byte: Option<std::time::Instant>,
-    /// When the last chunk read so far arrived.
-    last_arrival: Option<std::time::Instant>,
-    /// When the chunk that completed the prelude's delimiter arrived.
-    body_start: Option<std::time::Instant>,
-}
-
-/// One Server-Sent Event of a streamed body.
-#[derive(Debug, Clone)]
-pub struct SseEvent {
-    pub name: String,
-    pub data: Value,
-    /// When the chunk that completed the event arrived.
-    pub at: std::time::Instant,
-}
-
-impl StreamedResponse {
-    /// Reads more of the body; false once the function has ended its response.
-    async fn fill(&mut self) -> Option<std::time::Instant> {
-        if self.ended {
-            return None;
-        }
-        match self.frames.recv().await {
-            Some(StreamFrame::Data(bytes, at)) => {
-                self.pending.extend_from_slice(&bytes);
-                self.first_byte.get_or_insert(at);
-                self.last_arrival = Some(at);
-                Some(at)
-            }
-            Some(StreamFrame::Trailers(trailers)) => {
-                self.trailers = Some(trailers);
-                self.ended = true;
-                None
-            }
-            None => {
-                self.ended = true;
-                None
-            }
-        }
-    }
-
-    /// The prelude the function sent before its body: `{"statusCode": .., "headers": {..}}`.
-    pub async fn prelude(&mut self) -> Value {
-        if let Some(prelude) = &self.prelude {
-            return prelude.clone();
-        }
-        loop {
-            if let Some(end) = self.pending.windows(8).position(|window| window == [0u8; 8]) {
-                let prelude: Value = serde_json::from_slice(&self.pending[..end]).expect("the prelude is JSON");
-                self.pending.drain(..end + 8);
-                self.prelude = Some(prelude.clone());
-                self.body_start = self.last_arrival;
-                return prelude;
-            }
-            if self.fill().await.is_none() {
-                panic!("the stream ended before the prelude's delimiter: {:?}", String::from_utf8_lossy(&self.pending));
-            }
-        }
-    }
-
-    /// When the first byte of the response (its prelude) arrived, once read.
-    pub fn first_byte(&self) -> Option<std::time::Instant> {
-        self.first_byte
-    }
-
-    /// When the prelude's 8-byte delimiter arrived, once the prelude is read: the moment a Function
-    /// URL's client can be sent the status and headers (Lambda parses the prelude up to it), and
-    /// the earliest its first body byte can arrive.
-    pub fn body_start(&self) -> Option<std::time::Instant> {
-        self.body_start
-    }
-
-    /// The prelude's status code.
-    pub async fn status(&mut self) -> u16 {
-        let prelude = self.prelude().await;
-        prelude["statusCode"].as_u64().expect("statusCode") as u16
-    }
-
-    /// The next Server-Sent Event of the body, or `None` at its end.
-    pub async fn next_event(&mut self) -> Option<SseEvent> {
-        self.prelude().await;
-        let mut at = std::time::Instant::now();
-        loop {
-            if let Some(end) = self.pending.windows(2).position(|window| window == b"\n\n") {
-                let block: Vec<u8> = self.pending.drain(..end + 2).collect();
-                let block = String::from_utf8(block).expect("an SSE event is UTF-8");
-                let mut name = "message".to_owned();
-                let mut data = String::new();
-                for line in block.lines() {
-                    if let Some(value) = line.strip_prefix("event:") {
-                        name = value.trim().to_owned();
-                    } else if let Some(value) = line.strip_prefix("data:") {
-                        if !data.is_empty() {
-                            data.push('\n');
-                        }
-                        data.push_str(value.strip_prefix(' ').unwrap_or(value));
-                    }
-                }
-                if data.is_empty() && name == "message" {
-                    continue; // A comment or keep-alive.
-                }
-                let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
-                return Some(SseEvent { name, data, at });
-            }
-            match self.fill().await {
-                Some(arrived) => at = arrived,
-                None => return None,
-            }
-        }
-    }
-
-    /// The next piece of the body after the prelude, as the function sent it; `None` at its end.
-    /// What a Function URL forwards to its client, chunk by chunk.
-    pub async fn next_body_chunk(&mut self) -> Option<Bytes> {
-        self.prelude().await;
-        if self.pending.is_empty() && self.fill().await.is_none() {
-            return None;
-        }
-        Some(Bytes::from(std::mem::take(&mut self.pending)))
-    }
-
-    /// The rest of the body after the prelude, as text, once the function has ended it.
-    pub async fn body_text(&mut self) -> String {
-        self.prelude().await;
-        while self.fill().await.is_some() {}
-        String::from_utf8(std::mem::take(&mut self.pending)).expect("the body is UTF-8")
-    }
-
-    /// The error trailer (`Lambda-Runtime-Function-Error-Type`) the function sent, if any, once ended.
-    pub async fn error_trailer(&mut self) -> Option<String> {
-        while self.fill().await.is_some() {}
-        let trailers = self.trailers.as_ref()?;
-        trailers.get("lambda-runtime-function-error-type").map(|value| value.to_str().unwrap_or("").to_owned())
-    }
-}
-
-type Pending = Arc<Mutex<HashMap<String, oneshot::Sender<Invocation>>>>;
-
-struct Queued {
-    id: String,
-    event: Value,
-    deadline_ms: u64,
-    /// Lambda's tenant id for the invocation (`Lambda-Runtime-Aws-Tenant-Id`), for PER_TENANT functions.
-    tenant: Option<String>,
-}
-
-#[derive(Clone)]
-struct ApiState {
-    next: Arc<AsyncMutex<mpsc::UnboundedReceiver<Queued>>>,
-    pending: Pending,
-    init_error: Arc<Mutex<Option<Value>>>,
-    /// When set, a posted response is never taken: the function waits on it until it is killed.
-    swallow: Arc<std::sync::atomic::AtomicBool>,
-    swallowed: Arc<tokio::sync::Notify>,
-}
-
-/// How many of the function's most recent log lines are kept.
-const LOG_LINES_KEPT: usize = 20_000;
-
 /// How long [`Function::storage_requests_since`] waits for the lines it expects.
 const STORAGE_LOG_WAIT: Duration = Duration::from_secs(2);
-
-/// The function's stdout and stderr lines, in the order they were read. Line numbers (marks)
-/// count every line ever read, including the oldest ones dropped to stay within the bound.
-#[derive(Default)]
-struct LogBuffer {
-    lines: VecDeque<String>,
-    dropped: usize,
-}
-
-impl LogBuffer {
-    fn push(&mut self, line: String) {
-        if self.lines.len() == LOG_LINES_KEPT {
-            self.lines.pop_front();
-            self.dropped += 1;
-        }
-        self.lines.push_back(line);
-    }
-
-    fn mark(&self) -> usize {
-        self.dropped + self.lines.len()
-    }
-
-    fn since(&self, mark: usize) -> Vec<String> {
-        self.lines.iter().skip(mark.saturating_sub(self.dropped)).cloned().collect()
-    }
-}
-
-type Logs = Arc<Mutex<LogBuffer>>;
 
 /// A running function: its process and the Runtime API it polls.
 pub struct Function {
@@ -339,12 +133,7 @@ impl Function {
             swallow: swallow.clone(),
             swallowed: swallowed.clone(),
         };
-        let app = Router::new()
-            .route("/2018-06-01/runtime/invocation/next", get(next_invocation))
-            .route("/2018-06-01/runtime/invocation/{id}/response", post(invocation_response))
-            .route("/2018-06-01/runtime/invocation/{id}/error", post(invocation_error))
-            .route("/2018-06-01/runtime/init/error", post(init_error_handler))
-            .with_state(state);
+        let app = api::router(state);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind runtime api");
         let address = listener.local_addr().expect("runtime api address");
         // Small writes (the prelude, one SSE event) are not held back by Nagle's algorithm, as on
@@ -537,126 +326,4 @@ impl Function {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
-}
-
-/// Reads `stream` line by line into `logs` until the function closes it, echoing each line to
-/// the real stderr when `echo` is set (written directly, so the test harness does not capture it).
-async fn capture(stream: impl AsyncRead + Unpin, logs: Logs, echo: bool) {
-    let mut reader = BufReader::new(stream);
-    let mut bytes = Vec::new();
-    loop {
-        bytes.clear();
-        match reader.read_until(b'\n', &mut bytes).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {}
-        }
-        let line = String::from_utf8_lossy(&bytes).trim_end_matches(['\n', '\r']).to_owned();
-        if echo {
-            let _ = writeln!(std::io::stderr().lock(), "{line}");
-        }
-        logs.lock().unwrap().push(line);
-    }
-}
-
-/// The per-operation counts of a `storage requests` log line (JSON, as `agent_app::with_request_log`
-/// writes it: `fields.storage_operations` holds a JSON object as a string), or `None` for any other line.
-fn storage_requests(line: &str) -> Option<BTreeMap<String, u64>> {
-    let value: Value = serde_json::from_str(line).ok()?;
-    let fields = value.get("fields")?;
-    if fields.get("message")?.as_str()? != "storage requests" {
-        return None;
-    }
-    match fields.get("storage_operations")? {
-        Value::String(text) => serde_json::from_str(text).ok(),
-        object => serde_json::from_value(object.clone()).ok(),
-    }
-}
-
-async fn next_invocation(State(state): State<ApiState>) -> Response {
-    let queued = state.next.lock().await.recv().await;
-    let Some(queued) = queued else { return StatusCode::GONE.into_response() };
-    let mut headers = HeaderMap::new();
-    headers.insert("lambda-runtime-aws-request-id", queued.id.parse().unwrap());
-    headers.insert("lambda-runtime-deadline-ms", queued.deadline_ms.to_string().parse().unwrap());
-    headers.insert(
-        "lambda-runtime-invoked-function-arn",
-        "arn:aws:lambda:us-east-1:123456789012:function:test".parse().unwrap(),
-    );
-    headers.insert("lambda-runtime-trace-id", "Root=1-00000000-000000000000000000000000".parse().unwrap());
-    headers.insert("content-type", "application/json".parse().unwrap());
-    if let Some(tenant) = queued.tenant.as_deref().and_then(|tenant| tenant.parse().ok()) {
-        headers.insert("lambda-runtime-aws-tenant-id", tenant);
-    }
-    (headers, queued.event.to_string()).into_response()
-}
-
-fn settle(state: &ApiState, id: &str, outcome: Invocation) {
-    if let Some(sender) = state.pending.lock().unwrap().remove(id) {
-        let _ = sender.send(outcome);
-    }
-}
-
-async fn invocation_response(
-    State(state): State<ApiState>,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: axum::body::Body,
-) -> StatusCode {
-    if state.swallow.load(std::sync::atomic::Ordering::SeqCst) {
-        state.swallowed.notify_one();
-        std::future::pending::<()>().await;
-    }
-    let streaming = headers
-        .get("lambda-runtime-function-response-mode")
-        .is_some_and(|mode| mode.as_bytes().eq_ignore_ascii_case(b"streaming"));
-    if streaming {
-        return stream_response(&state, &id, body).await;
-    }
-    let Ok(body) = axum::body::to_bytes(body, usize::MAX).await else { return StatusCode::BAD_REQUEST };
-    let body = String::from_utf8_lossy(&body).into_owned();
-    let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
-    settle(&state, &id, Invocation::Response(value));
-    StatusCode::ACCEPTED
-}
-
-/// Hands the invocation's caller a [`StreamedResponse`] at once, then forwards the body frame by
-/// frame until the function ends it. Frames keep being read after the caller went away.
-async fn stream_response(state: &ApiState, id: &str, mut body: axum::body::Body) -> StatusCode {
-    let (sender, frames) = mpsc::unbounded_channel();
-    let response = StreamedResponse {
-        started: std::time::Instant::now(),
-        frames,
-        pending: Vec::new(),
-        prelude: None,
-        trailers: None,
-        ended: false,
-        first_byte: None,
-        last_arrival: None,
-        body_start: None,
-    };
-    settle(state, id, Invocation::Stream(response));
-    while let Some(frame) = body.frame().await {
-        let Ok(frame) = frame else { break };
-        let frame = match frame.into_data() {
-            Ok(data) => StreamFrame::Data(data, std::time::Instant::now()),
-            Err(frame) => match frame.into_trailers() {
-                Ok(trailers) => StreamFrame::Trailers(trailers),
-                Err(_) => continue,
-            },
-        };
-        let _ = sender.send(frame);
-    }
-    StatusCode::ACCEPTED
-}
-
-async fn invocation_error(State(state): State<ApiState>, Path(id): Path<String>, body: String) -> StatusCode {
-    let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
-    settle(&state, &id, Invocation::Error(value));
-    StatusCode::ACCEPTED
-}
-
-async fn init_error_handler(State(state): State<ApiState>, body: String) -> StatusCode {
-    let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
-    *state.init_error.lock().unwrap() = Some(value);
-    StatusCode::ACCEPTED
 }
