@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { SessionView, Skill } from "./api";
 import { insertSkill, matchSkills, slashQuery } from "./complete";
 import { callBadge, entryTitle, openWork, subagentState, turnBadge } from "./format";
+import { turnsFromHistory } from "./history";
 import {
   applyEvent,
   entryKeys,
@@ -11,7 +12,6 @@ import {
   findSubagent,
   newTurn,
   timelineSize,
-  turnsFromHistory,
   type TimelineEntry,
   type Turn,
 } from "./turns";

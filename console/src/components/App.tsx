@@ -15,7 +15,8 @@ import {
 } from "../api";
 import { messageOf } from "../errors";
 import { useAbortableLoad } from "../hooks/useAbortableLoad";
-import { applyEvent, failTurn, mergeFiles, newTurn, turnsFromHistory, type Turn, type TurnError } from "../turns";
+import { turnsFromHistory } from "../history";
+import { applyEvent, failTurn, mergeFiles, newTurn, type Turn, type TurnError } from "../turns";
 import { Catalog } from "./Catalog";
 import { Conversation } from "./Conversation";
 import { Sessions } from "./Sessions";
