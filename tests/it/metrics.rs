@@ -20,8 +20,9 @@ const USER: &str = "user-metrics";
 const SALT: &str = "test-salt";
 const MODEL: &str = "scripted-model";
 
-/// Every metric the functions write (namespace `AgentRuntime`) and its unit: the README's table,
-/// and what the template's alarms and dashboard may name (checked in `template`).
+/// Every metric the functions write (namespace `AgentRuntime`) and its unit: docs/operating.md's
+/// table (`cargo xtask tidy` checks that it names every one), and what the template's alarms and
+/// dashboard may name (checked in `template`).
 pub(crate) const METRICS: &[(&str, &str)] = &[
     ("Turns", "Count"),
     ("TurnDuration", "Milliseconds"),

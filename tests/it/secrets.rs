@@ -42,7 +42,7 @@ async fn the_model_key_is_read_from_secrets_manager_once_per_process_and_never_l
 async fn a_model_key_kept_among_the_tenants_secrets_is_refused_at_start() {
     let stack = Stack::new().await;
     let secrets = aws_sdk_secretsmanager::Client::new(&moto::sdk_config(&stack.endpoint).await);
-    // The README's example once stored the key here, inside the experts' grant (`secret:agent/*`).
+    // The deployment docs' example once stored the key here, inside the experts' grant (`secret:agent/*`).
     let name = moto::unique_name("agent/llm-api-key");
     secrets.create_secret().name(&name).secret_string(KEY).send().await.expect("create secret");
     let mut http = stack.http(&[("LLM_API_KEY", ""), ("LLM_API_KEY_SECRET", name.as_str())]).await;

@@ -282,7 +282,7 @@ mod loop_tests {
     }
 
     /// The compiled functions, with the environment `cargo xtask local` writes and the stack it
-    /// provisions, fed every sample event in the order the README gives them, and then more turns
+    /// provisions, fed every sample event in the order docs/deployment.md gives them, and then more turns
     /// than the replay file holds.
     #[tokio::test(flavor = "multi_thread")]
     async fn every_sample_event_answers_in_the_local_loop() {

@@ -8,7 +8,7 @@
 //! provides one with deepagents. Without deepagents the test fails (CI installs it) rather than
 //! passing silently.
 //!
-//! Normalised, because they differ on purpose (each is in the README's list of differences):
+//! Normalised, because they differ on purpose (each is in docs/tools.md's list of differences):
 //! - Roots: deepagents' files live under `/`, ours under `/workspace`. Paths in the arguments get
 //!   `/workspace` in front, a search without `path` searches `/workspace` (our `/` also holds
 //!   `/ticket` and `/skills`), and `/workspace/` reads `/` in our answers and file names.
