@@ -1,6 +1,6 @@
 // The console's browser tests: Debian's Chromium, headless, driven by Playwright against the real
 // `cargo xtask console` (compiled functions, moto) as a user starts it, so with its demo model
-// (`demo-model/`, scripted, speaking OpenAI's API), which the tests' expectations import.
+// (scripted, speaking OpenAI's API), whose texts (`demo-model/texts.json`) the tests read.
 import { defineConfig } from "@playwright/test";
 
 const consolePort = Number(process.env.CONSOLE_TEST_PORT ?? 18765);

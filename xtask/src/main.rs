@@ -6,6 +6,7 @@ mod image;
 mod local;
 mod python;
 mod skills;
+mod tidy;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -19,8 +20,10 @@ tasks:
   test    build the functions, then run every test (sets up .venv with the pinned Python tools first),
           then the console's unit tests and its browser tests (Playwright, Debian's chromium)
   bench   the benchmarks: per turn at 10 to 10,000 skills, a 300-turn session, hostile input,
-          time to the first streamed byte and delta, execute in the local sandbox
+          time to the first streamed byte and delta, subagents, execute in the local sandbox
   lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml (from .venv)
+  tidy    the docs against the code: paths they name, environment variables, metrics, --help
+          texts, files over 500 lines (also run by `test`)
   local   moto with the bucket, table and example skills, and target/local.env for
           `cargo lambda watch --env-file target/local.env`; runs until Ctrl-C
   console [--port <n>] [--no-build] [--logs]
@@ -39,6 +42,9 @@ tasks:
           while the list is unchanged); --oci packs it with the sandbox function for Lambda (umoci),
           --push copies it to a registry (skopeo)";
 
+/// The tasks that take no subcommand, each with its own `--help`.
+const TASKS_WITH_HELP: &[&str] = &["demo", "test", "bench", "lint", "tidy", "local"];
+
 /// What `cargo xtask <task> --help` prints for the tasks that take no subcommand.
 fn task_help(task: &str) -> Option<&'static str> {
     Some(match task {
@@ -47,7 +53,7 @@ fn task_help(task: &str) -> Option<&'static str> {
 usage: cargo xtask demo
 
 A demo conversation over the embedded store (no AWS, no Docker), the model's text printed as it
-streams. The model's replies are replayed from examples/local/replay.jsonl; set LLM_PROVIDER,
+streams. The model's replies are replayed from examples/demo/replay.jsonl; set LLM_PROVIDER,
 LLM_MODEL and LLM_API_KEY for a real model."
         }
         "test" => {
@@ -64,14 +70,23 @@ For one test: `cargo test -p tests --test it <name>` after a first `cargo xtask 
 usage: cargo xtask bench
 
 The benchmarks, on release builds: per turn at 10 to 10,000 skills, a 300-turn session, hostile
-input, the time to the first streamed byte and delta, and execute in the local sandbox. The figures
-in the README come from this (see its Performance section for one section at a time)."
+input, the time to the first streamed byte and delta, subagents, and execute in the local sandbox.
+The figures in docs/performance.md come from this; it says how to run one benchmark at a time."
         }
         "lint" => {
             "\
 usage: cargo xtask lint
 
 cargo fmt --check, cargo clippy -D warnings on every target, and cfn-lint of template.yaml (from .venv)."
+        }
+        "tidy" => {
+            "\
+usage: cargo xtask tidy
+
+Checks that the docs still say what the code does: every path README.md, ARCHITECTURE.md and docs/
+name exists, every environment variable the code reads is in docs/configuration.md (and each one
+listed there is still named by the code), every metric is in docs/operating.md, every --help names
+files that exist, and no file of ours is over 500 lines (the README over 200)."
         }
         "local" => {
             "\
@@ -105,6 +120,7 @@ fn main() -> ExitCode {
         Some("test") => test(),
         Some("bench") => bench(),
         Some("lint") => lint(),
+        Some("tidy") => tidy::run(&root()),
         Some("local") => local::run(&root()),
         Some("console") => console::run(&root(), &args[2..]),
         Some("skills") => skills::run(&root(), &args[2..]),
@@ -184,10 +200,22 @@ fn run(program: &str, args: &[&str]) -> Result<(), String> {
 }
 
 fn test() -> Result<(), String> {
+    let started = std::time::Instant::now();
+    // Each phase's time on one line, so that a slow run shows where it went.
+    let took = |phase: &str, since: std::time::Instant| {
+        eprintln!("xtask: phase {phase} took {} s", since.elapsed().as_secs());
+        std::time::Instant::now()
+    };
     python::activate(&root())?;
-    image::activate(&root())?;
+    let phase = took("python environment", started);
+    // A first build of the sandbox image takes minutes of downloads and dpkg, little of it CPU, and
+    // only the test run needs it: it is built on a thread while cargo compiles. Its path is known
+    // before it is built, and set while xtask is still single-threaded.
+    let (rootfs, ready) = image::built(&root())?;
+    std::env::set_var("SANDBOX_ROOT", &rootfs.root);
+    let image = (!ready).then(|| std::thread::spawn(|| image::ensure(&root()).map(|_| ())));
     // The integration tests run the compiled functions, so build them first.
-    run(
+    let compiled = run(
         "cargo",
         &[
             "build",
@@ -204,9 +232,21 @@ fn test() -> Result<(), String> {
             "--package",
             "xtask",
         ],
-    )?;
+    )
+    .and_then(|()| run("cargo", &["test", "--workspace", "--no-run"]));
+    let phase = took("compile", phase);
+    // Waited for even when the compile failed: a build left running would be removed under its
+    // feet by the next run.
+    let image = image.map_or(Ok(()), |build| build.join().unwrap_or_else(|_| Err("the image build panicked".into())));
+    compiled?;
+    image?;
+    let phase = took("sandbox image (the wait after the compile)", phase);
     run("cargo", &["test", "--workspace"])?;
-    console::test(&root())
+    let phase = took("cargo test", phase);
+    console::test(&root())?;
+    took("console", phase);
+    took("test, in all", started);
+    Ok(())
 }
 
 fn bench() -> Result<(), String> {
@@ -233,6 +273,7 @@ fn bench() -> Result<(), String> {
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "session-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "input-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "stream-bench"])?;
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "subagent-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "sandbox-bench"])
 }
 

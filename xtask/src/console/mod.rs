@@ -4,6 +4,7 @@
 //! them, and serves the page of `console/` on loopback through a gateway that turns the page's
 //! requests into the events the HTTP API (with its JWT authorizer) and the Function URL send.
 
+mod demo;
 mod gateway;
 mod page;
 
@@ -70,13 +71,13 @@ impl Options {
 }
 
 /// `cargo xtask console --help`.
-const HELP: &str = "\
+pub(crate) const HELP: &str = "\
 usage: cargo xtask console [--port <n>] [--no-build] [--logs]
 
 The local stack (moto, a loopback token issuer, the compiled http-turn and stream-turn) for two
 local users, and the web console on http://127.0.0.1:8765/; runs until Ctrl-C. The page is built
 with npm on first use and whenever its sources change. The model is the console's demo model
-(scripted, started with node) unless LLM_PROVIDER, LLM_MODEL and LLM_API_KEY name a real one
+(scripted, on loopback) unless LLM_PROVIDER, LLM_MODEL and LLM_API_KEY name a real one
 (LLM_PROVIDER=replay: the local loop's replayed replies).
   --port <n>   listen on this loopback port instead of 8765
   --no-build   start what is already built (the functions and the page)
@@ -109,16 +110,19 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
         std::env::set_var("TEST_FUNCTION_LOGS", "1");
     }
     crate::python::activate_local(root)?;
-    // Without a model of the user's, the demo model answers (started before any thread, as it sets
-    // the LLM_* variables the functions get).
+    // Without a model of the user's, the demo model answers (its port taken before any thread, as
+    // it sets the LLM_* variables the functions get; it serves once the runtime runs).
     let demo = match std::env::var("LLM_PROVIDER").map(|provider| provider.trim().to_owned()) {
         Ok(provider) if !provider.is_empty() => None,
-        _ => Some(DemoModel::start(root)?),
+        _ => Some(DemoModel::bind()?),
     };
     let moto_port = free_port()?;
     let mut moto = local::start_moto(moto_port)?;
     let runtime = tokio::runtime::Runtime::new().map_err(|err| format!("tokio runtime: {err}"))?;
     let result = runtime.block_on(async {
+        if let Some(demo) = demo {
+            demo.serve().await?;
+        }
         tokio::select! {
             served = serve(root, listener, page, moto_port) => served,
             _ = tokio::signal::ctrl_c() => Ok(()),
@@ -126,51 +130,39 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     });
     let _ = moto.kill();
     let _ = moto.wait();
-    drop(demo);
     result
 }
 
-/// The demo model (`console/demo-model/server.mjs`, scripted, OpenAI's API on loopback): it answers
-/// the requests the README shows (a note, then the note in Word; a task for two subagents) and says
-/// what it is otherwise.
-struct DemoModel(std::process::Child);
+/// The demo model (`demo`: the workspace's scripted model server with the demo's decisions, OpenAI's
+/// API on loopback): it answers the requests the README shows (a note, then the note in Word; a task
+/// for two subagents) and says what it is otherwise.
+struct DemoModel(TcpListener);
 
 /// The model name the functions send to the demo model, which the page shows.
 const DEMO_MODEL: &str = "console-demo";
 
 impl DemoModel {
-    fn start(root: &Path) -> Result<Self, String> {
-        let port = free_port()?;
-        let child = std::process::Command::new("node")
-            .arg(root.join("console/demo-model/server.mjs"))
-            .env("MODEL_PORT", port.to_string())
-            .env("MODEL_WORD_DELAY_MS", std::env::var("MODEL_WORD_DELAY_MS").unwrap_or_else(|_| "40".to_owned()))
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .map_err(|err| {
-                format!("could not start the demo model with node: {err} (install Node.js, or set LLM_PROVIDER)")
-            })?;
-        let model = DemoModel(child);
-        let started = std::time::Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            if started.elapsed() > std::time::Duration::from_secs(20) {
-                return Err("the demo model did not start in 20 s".to_owned());
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+    /// Takes the demo's port and points the functions' model settings at it.
+    fn bind() -> Result<Self, String> {
+        let listener =
+            TcpListener::bind("127.0.0.1:0").map_err(|err| format!("no loopback port for the demo: {err}"))?;
+        let address = listener.local_addr().map_err(|err| err.to_string())?;
         // xtask has no other thread yet.
         std::env::set_var("LLM_PROVIDER", "openai");
-        std::env::set_var("LLM_BASE_URL", format!("http://127.0.0.1:{port}/v1"));
+        std::env::set_var("LLM_BASE_URL", format!("http://{address}/v1"));
         std::env::set_var("LLM_MODEL", DEMO_MODEL);
         std::env::set_var("LLM_API_KEY", "demo");
-        Ok(model)
+        Ok(DemoModel(listener))
     }
-}
 
-impl Drop for DemoModel {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+    /// Serves on the runtime, each word streamed `MODEL_WORD_DELAY_MS` (40 ms unless set) after the last.
+    async fn serve(self) -> Result<(), String> {
+        let delay = std::env::var("MODEL_WORD_DELAY_MS").unwrap_or_else(|_| "40".to_owned());
+        let delay = delay.trim().parse().map_err(|_| format!("MODEL_WORD_DELAY_MS: `{delay}` is not milliseconds"))?;
+        let model = local_stack::model_server::ModelServer::start_on(self.0).await;
+        model.set_chunk_delay(std::time::Duration::from_millis(delay));
+        model.decide(demo::decide);
+        Ok(())
     }
 }
 

@@ -11,7 +11,7 @@ use std::path::Path;
 
 pub use build::{built, ensure, Rootfs, READY};
 
-const USAGE: &str = "\
+pub(crate) const USAGE: &str = "\
 usage: cargo xtask sandbox image [--oci] [--push <registry/repository:tag>]
 
 Builds the sandbox's root filesystem from functions/sandbox/image/ (debian.txt, requirements.txt,

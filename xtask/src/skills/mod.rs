@@ -33,12 +33,12 @@ mod needs;
 mod sync;
 mod validate;
 
-const USAGE: &str = "\
+pub(crate) const USAGE: &str = "\
 usage: cargo xtask skills validate <dir> [--agents <dir>] [--json] [--resolve]
        cargo xtask skills sync <dir> --user <id> [--agents <dir>] [--bucket <name> | --console] [--no-bundles] [--find-links <dir>] [--bundle-key-secret <name>]
 (cargo xtask skills validate --help and cargo xtask skills sync --help say more)";
 /// `cargo xtask skills sync --help`.
-const SYNC_HELP: &str = "\
+pub(crate) const SYNC_HELP: &str = "\
 usage: cargo xtask skills sync <dir> --user <id> [--agents <dir>] [--bucket <name> | --console] [--no-bundles] [--find-links <dir>] [--bundle-key-secret <name>]
 
 Makes the folder the tenant's skills/: uploads new and changed files, leaves unchanged ones alone,
@@ -63,7 +63,7 @@ its environment file; a sync that makes bundles refuses to run without one.
                       the Secrets Manager secret holding the bundle key (the stack's
                       BundleSigningKeySecret), read with the usual AWS credentials";
 /// `cargo xtask skills validate --help`.
-const VALIDATE_HELP: &str = "\
+pub(crate) const VALIDATE_HELP: &str = "\
 usage: cargo xtask skills validate <dir> [--agents <dir>] [--json] [--resolve]
 
 What the catalog makes of the folder (loaded, skipped and why, the base prompt) and of the

@@ -1,7 +1,4 @@
-//! Fixtures shared by the llm crate's test binaries; each binary uses only some of them.
-#![allow(dead_code)]
-
-pub mod server;
+//! Fixtures the provider tests share: a delta sink, a provider's configuration, small requests.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -1,0 +1,105 @@
+//! High-level replies in Amazon Bedrock's format: `Converse` answers with content blocks,
+//! `stopReason` and `usage`; `ConverseStream` with `application/vnd.amazon.eventstream` frames
+//! (`messageStart`, content block deltas, `messageStop`, `metadata`); an error status as a restJson
+//! error with its `x-amzn-ErrorType`.
+
+use serde_json::{json, Value};
+
+use super::{Piece, Reply};
+
+/// The reply as Bedrock sends it on the path's operation; raw replies pass unchanged.
+pub(super) fn render(reply: Reply, call: u64, streamed: bool) -> Reply {
+    match reply {
+        Reply::Status(status) => error(status, &format!("scripted status {status}")),
+        Reply::Text(_) | Reply::Chunks(_) | Reply::BrokenAfter(_) | Reply::Tools(_) if streamed => stream(reply, call),
+        Reply::Text(text) => converse(json!([{ "text": text }]), "end_turn"),
+        Reply::Chunks(pieces) | Reply::BrokenAfter(pieces) => {
+            converse(json!([{ "text": pieces.concat() }]), "end_turn")
+        }
+        Reply::Tools(calls) => {
+            let blocks: Vec<Value> = calls
+                .iter()
+                .enumerate()
+                .map(|(i, (name, input))| {
+                    json!({"toolUse": {"toolUseId": format!("tooluse_{call}_{i}"), "name": name, "input": input}})
+                })
+                .collect();
+            converse(Value::Array(blocks), "tool_use")
+        }
+        other => other,
+    }
+}
+
+/// An error as Bedrock sends one: a restJson body and the `x-amzn-ErrorType` the SDK reads.
+pub(super) fn error(status: u16, message: &str) -> Reply {
+    let kind = match status {
+        429 => "ThrottlingException",
+        503 => "ServiceUnavailableException",
+        500..=599 => "InternalServerException",
+        403 => "AccessDeniedException",
+        404 => "ResourceNotFoundException",
+        _ => "ValidationException",
+    };
+    let kind = format!("{kind}:http://internal.amazon.com/coral/com.amazon.bedrock/");
+    super::status(status, json!({ "message": message })).header("x-amzn-errortype", &kind)
+}
+
+fn converse(content: Value, stop_reason: &str) -> Reply {
+    super::ok(json!({
+        "output": {"message": {"role": "assistant", "content": content}},
+        "stopReason": stop_reason,
+        "usage": {"inputTokens": 100, "outputTokens": 10, "totalTokens": 110},
+        "metrics": {"latencyMs": 1},
+    }))
+}
+
+/// The reply as event-stream frames: text pieces as tokens, each tool call a content block.
+fn stream(reply: Reply, call: u64) -> Reply {
+    let now = |kind: &str, payload: Value| Piece::Bytes(event_frame(kind, &payload));
+    let token = |text: &str| {
+        Piece::Token(event_frame("contentBlockDelta", &json!({"contentBlockIndex": 0, "delta": {"text": text}})))
+    };
+    let mut pieces = vec![now("messageStart", json!({"role": "assistant"}))];
+    let stop_reason = match reply {
+        Reply::Text(text) => {
+            pieces.extend(text.split_inclusive(' ').map(token));
+            "end_turn"
+        }
+        Reply::Chunks(texts) => {
+            pieces.extend(texts.iter().map(|text| token(text)));
+            "end_turn"
+        }
+        Reply::BrokenAfter(texts) => {
+            pieces.extend(texts.iter().map(|text| token(text)));
+            pieces.push(Piece::Drop);
+            return Reply::stream("application/vnd.amazon.eventstream", pieces);
+        }
+        Reply::Tools(calls) => {
+            for (i, (name, input)) in calls.iter().enumerate() {
+                let start = json!({"toolUse": {"toolUseId": format!("tooluse_{call}_{i}"), "name": name}});
+                pieces.push(now("contentBlockStart", json!({"contentBlockIndex": i, "start": start})));
+                let delta = json!({"toolUse": {"input": input.to_string()}});
+                pieces.push(now("contentBlockDelta", json!({"contentBlockIndex": i, "delta": delta})));
+                pieces.push(now("contentBlockStop", json!({"contentBlockIndex": i})));
+            }
+            "tool_use"
+        }
+        other => unreachable!("only completions stream: {other:?}"),
+    };
+    pieces.push(now("messageStop", json!({ "stopReason": stop_reason })));
+    let usage = json!({"inputTokens": 100, "outputTokens": 10, "totalTokens": 110});
+    pieces.push(now("metadata", json!({"usage": usage, "metrics": {"latencyMs": 1}})));
+    Reply::stream("application/vnd.amazon.eventstream", pieces)
+}
+
+/// One event frame of `application/vnd.amazon.eventstream`.
+fn event_frame(kind: &str, payload: &Value) -> Vec<u8> {
+    use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
+    let message = Message::new(payload.to_string().into_bytes())
+        .add_header(Header::new(":message-type", HeaderValue::String("event".into())))
+        .add_header(Header::new(":event-type", HeaderValue::String(kind.to_owned().into())))
+        .add_header(Header::new(":content-type", HeaderValue::String("application/json".into())));
+    let mut bytes = Vec::new();
+    aws_smithy_eventstream::frame::write_message_to(&message, &mut bytes).expect("encode an event frame");
+    bytes
+}

@@ -1,0 +1,222 @@
+//! The console's demo model: the workspace's scripted model server (`local_stack::model_server`)
+//! with a decider that answers each request as a model would, from the user's words, the tool
+//! results since them and the system prompt (state 1, or state 2 with a skill's SKILL.md, loaded or
+//! forced by a slash command, or a subagent's, which ends with `<subagent>`). What it says comes
+//! from `console/demo-model/texts.json`, which the browser tests read too.
+
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+use local_stack::model_server::{Received, Reply};
+use serde_json::{json, Value};
+
+/// The texts the demo says and writes, and the browser tests expect, by their names there.
+fn texts() -> &'static Value {
+    static TEXTS: OnceLock<Value> = OnceLock::new();
+    TEXTS.get_or_init(|| {
+        serde_json::from_str(include_str!("../../../console/demo-model/texts.json")).expect("the demo's texts")
+    })
+}
+
+/// One text of `texts.json`.
+fn say(name: &str) -> &'static str {
+    texts()[name].as_str().unwrap_or_else(|| panic!("texts.json has no text {name}"))
+}
+
+/// The two subagents' tasks: what each is told (`description`), the `file` it writes, its
+/// `content` and its `answer`.
+fn subtasks() -> &'static [Value] {
+    texts()["SUBTASKS"].as_array().map(Vec::as_slice).unwrap_or_default()
+}
+
+/// A field of a subtask.
+fn field<'a>(task: &'a Value, name: &str) -> &'a str {
+    task[name].as_str().unwrap_or_default()
+}
+
+/// The conversation since the user's last message: what the decisions read.
+struct Turn {
+    system: String,
+    user: String,
+    /// The tool results since the user's message, with the name of the tool that gave each.
+    results: Vec<(String, String)>,
+}
+
+impl Turn {
+    fn of(body: &Value) -> Turn {
+        let messages = body["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let content = |message: &Value| message["content"].as_str().unwrap_or_default().to_owned();
+        let system = messages.first().filter(|message| message["role"] == "system").map(content);
+        // A forced skill's per-step reminder is a user message of the runtime's, not the user's.
+        let last_user = messages
+            .iter()
+            .rposition(|message| message["role"] == "user" && !content(message).starts_with("[SKILL REMINDER]"));
+        let user = last_user.map(|index| content(&messages[index])).unwrap_or_default();
+        let since = &messages[last_user.map_or(0, |index| index + 1)..];
+        let mut names = HashMap::new();
+        for call in since.iter().flat_map(|message| message["tool_calls"].as_array().into_iter().flatten()) {
+            names
+                .insert(call["id"].as_str().unwrap_or_default(), call["function"]["name"].as_str().unwrap_or_default());
+        }
+        let results = since
+            .iter()
+            .filter(|message| message["role"] == "tool")
+            .map(|message| {
+                let name = message["name"]
+                    .as_str()
+                    .or_else(|| names.get(message["tool_call_id"].as_str().unwrap_or_default()).copied());
+                (name.unwrap_or_default().to_owned(), content(message))
+            })
+            .collect();
+        Turn { system: system.unwrap_or_default(), user, results }
+    }
+
+    fn done(&self, tool: &str) -> bool {
+        self.results.iter().any(|(name, _)| name == tool)
+    }
+
+    /// The last result of `tool`, empty when it did not run.
+    fn result(&self, tool: &str) -> &str {
+        self.results.iter().rev().find(|(name, _)| name == tool).map_or("", |(_, content)| content.as_str())
+    }
+
+    fn asks(&self, words: &str) -> bool {
+        self.user.to_lowercase().contains(words)
+    }
+}
+
+fn first_line(text: &str) -> &str {
+    text.split('\n').next().unwrap_or_default()
+}
+
+/// The reply to one request.
+pub fn decide(request: &Received) -> Reply {
+    let turn = Turn::of(&request.body);
+    let text = |text: &str| Reply::text(text);
+    // A subagent's prompt ends with `<subagent>…</subagent>`; its task is its user message.
+    if turn.system.contains("<subagent>") {
+        if turn.user.contains(say("RESCHEDULE_TASK")) {
+            if !turn.done("edit_file") {
+                return edit_note("12:00");
+            }
+            let edited = turn.result("edit_file");
+            if edited.starts_with("The user rejected") {
+                return text("No he cambiado la hora: la persona lo rechazó.");
+            }
+            if edited.starts_with("Error") {
+                return text(&format!("No he podido cambiarla: {}", first_line(edited)));
+            }
+            return text(say("SUBAGENT_RESCHEDULED"));
+        }
+        let Some(task) = subtasks().iter().find(|task| turn.user.contains(field(task, "file"))) else {
+            return text("Soy un subagente del modelo de demostración y no sé hacer esta tarea.");
+        };
+        if !turn.done("write_file") {
+            return Reply::tool(
+                "write_file",
+                json!({"file_path": field(task, "file"), "content": field(task, "content")}),
+            );
+        }
+        return text(field(task, "answer"));
+    }
+    if turn.asks("un subagente") {
+        if !turn.done("task") {
+            return Reply::tool(
+                "task",
+                json!({"description": say("RESCHEDULE_TASK"), "subagent_type": "general-purpose"}),
+            );
+        }
+        let answered = turn.result("task");
+        if answered != say("SUBAGENT_RESCHEDULED") {
+            return text(&format!("El subagente no cambió la hora: {}", first_line(answered)));
+        }
+        return text(say("DELEGATED_RESCHEDULED"));
+    }
+    if turn.asks("en paralelo") {
+        if !turn.done("task") {
+            let calls = subtasks().iter().map(|task| {
+                (
+                    "task".to_owned(),
+                    json!({"description": field(task, "description"), "subagent_type": "general-purpose"}),
+                )
+            });
+            return Reply::Tools(calls.collect());
+        }
+        if let Some((_, failed)) = turn.results.iter().find(|(_, content)| content.starts_with("Error")) {
+            return text(&format!("Un subagente no terminó su parte: {}", first_line(failed)));
+        }
+        return text(say("DELEGATED"));
+    }
+    if turn.asks("cambia la hora") {
+        if !turn.done("edit_file") {
+            return edit_note("11:00");
+        }
+        let edited = turn.result("edit_file");
+        if edited.starts_with("The user rejected") {
+            return text(say("NOT_RESCHEDULED"));
+        }
+        if edited.starts_with("Error") {
+            return text(&format!("No he podido cambiarla: {}", first_line(edited)));
+        }
+        return text(say("RESCHEDULED"));
+    }
+    let word_skill = turn.system.contains("# Minuta en Word");
+    if turn.asks("word") || word_skill {
+        if !word_skill && !turn.done("load_skill") {
+            return Reply::tool("load_skill", json!({"skill_path": "documentos/minuta-word"}));
+        }
+        if !turn.done("execute") {
+            let command = format!("python /skills/minuta-word/scripts/md_a_docx.py nota.md {}", say("WORD_FILE"));
+            return Reply::tool("execute", json!({ "command": command }));
+        }
+        if !turn.result("execute").contains("[Command succeeded") {
+            return text(say("WORD_FAILED"));
+        }
+        return text(say("WORD_DONE"));
+    }
+    let note_skill = turn.system.contains("# Nota rápida");
+    if turn.asks("nota") || note_skill {
+        if !note_skill && !turn.done("load_skill") {
+            return Reply::tool("load_skill", json!({"skill_path": "borradores/nota-rapida"}));
+        }
+        if !turn.done("write_file") {
+            return Reply::tool("write_file", json!({"file_path": "/workspace/nota.md", "content": say("NOTE_TEXT")}));
+        }
+        return text(say("NOTE_SAVED"));
+    }
+    text(say("GREETING"))
+}
+
+/// The note's edit of the meeting's hour, which the console's policy asks the person about.
+fn edit_note(hour: &str) -> Reply {
+    Reply::tool("edit_file", json!({"file_path": "/workspace/nota.md", "old_string": "10:00", "new_string": hour}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(messages: Value) -> Received {
+        Received {
+            path: "/v1/chat/completions".to_owned(),
+            headers: Default::default(),
+            body: json!({ "messages": messages }),
+            at: std::time::Instant::now(),
+        }
+    }
+
+    #[test]
+    fn a_note_loads_its_skill_writes_the_note_then_says_so() {
+        let asked = json!([{"role": "system", "content": "state 1"}, {"role": "user", "content": "Toma nota"}]);
+        assert!(matches!(decide(&request(asked)), Reply::Tools(calls) if calls[0].0 == "load_skill"));
+        let written = json!([
+            {"role": "system", "content": "# Nota rápida"},
+            {"role": "user", "content": "Toma nota"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": {"name": "write_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        ]);
+        assert!(matches!(decide(&request(written)), Reply::Text(text) if text == say("NOTE_SAVED")));
+        let other = json!([{"role": "user", "content": "Hola"}]);
+        assert!(matches!(decide(&request(other)), Reply::Text(text) if text == say("GREETING")));
+    }
+}
