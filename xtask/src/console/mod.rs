@@ -134,8 +134,8 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
 }
 
 /// The demo model (`demo`: the workspace's scripted model server with the demo's decisions, OpenAI's
-/// API on loopback): it answers the requests the README shows (a note, then the note in Word; a task
-/// for two subagents) and says what it is otherwise.
+/// API on loopback): it answers the requests docs/console.md shows (a note, then the note in Word; a
+/// task for two subagents) and says what it is otherwise.
 struct DemoModel(TcpListener);
 
 /// The model name the functions send to the demo model, which the page shows.
