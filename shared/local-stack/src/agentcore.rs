@@ -24,6 +24,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use serde_json::{json, Value};
 
+use crate::eventstream::event_frame;
 use crate::stack::repo_root;
 
 /// The header carrying the session id of an invocation, both ways.
@@ -437,16 +438,4 @@ async fn execute_command(home: &Path, tmp: &Path, arguments: &Value) -> Result<V
                               "executionTime": started.elapsed().as_secs_f64()},
         "isError": exit_code != 0,
     }))
-}
-
-/// One event frame of `application/vnd.amazon.eventstream`.
-fn event_frame(kind: &str, payload: &Value) -> Vec<u8> {
-    use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
-    let message = Message::new(payload.to_string().into_bytes())
-        .add_header(Header::new(":message-type", HeaderValue::String("event".into())))
-        .add_header(Header::new(":event-type", HeaderValue::String(kind.to_owned().into())))
-        .add_header(Header::new(":content-type", HeaderValue::String("application/json".into())));
-    let mut bytes = Vec::new();
-    aws_smithy_eventstream::frame::write_message_to(&message, &mut bytes).expect("encode an event frame");
-    bytes
 }

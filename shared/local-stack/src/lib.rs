@@ -3,6 +3,7 @@
 //! interpreter, an OTLP collector and a fault-injecting proxy, each a real protocol peer.
 
 pub mod agentcore;
+mod eventstream;
 pub mod experts;
 pub mod faults;
 pub mod identity;

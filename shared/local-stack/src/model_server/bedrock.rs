@@ -6,6 +6,7 @@
 use serde_json::{json, Value};
 
 use super::{Piece, Reply};
+use crate::eventstream::event_frame;
 
 /// The reply as Bedrock sends it on the path's operation; raw replies pass unchanged.
 pub(super) fn render(reply: Reply, call: u64, streamed: bool) -> Reply {
@@ -90,16 +91,4 @@ fn stream(reply: Reply, call: u64) -> Reply {
     let usage = json!({"inputTokens": 100, "outputTokens": 10, "totalTokens": 110});
     pieces.push(now("metadata", json!({"usage": usage, "metrics": {"latencyMs": 1}})));
     Reply::stream("application/vnd.amazon.eventstream", pieces)
-}
-
-/// One event frame of `application/vnd.amazon.eventstream`.
-fn event_frame(kind: &str, payload: &Value) -> Vec<u8> {
-    use aws_smithy_types::event_stream::{Header, HeaderValue, Message};
-    let message = Message::new(payload.to_string().into_bytes())
-        .add_header(Header::new(":message-type", HeaderValue::String("event".into())))
-        .add_header(Header::new(":event-type", HeaderValue::String(kind.to_owned().into())))
-        .add_header(Header::new(":content-type", HeaderValue::String("application/json".into())));
-    let mut bytes = Vec::new();
-    aws_smithy_eventstream::frame::write_message_to(&message, &mut bytes).expect("encode an event frame");
-    bytes
 }
