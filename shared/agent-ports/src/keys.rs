@@ -60,6 +60,18 @@ pub fn tool_result_key(user: &UserId, session: &SessionId, sha256: &str) -> Stri
     format!("{user}/sessions/{session}/results/{sha256}")
 }
 
+/// A file as shown to a model (checked, bounded, downscaled where needed), addressed by the SHA-256
+/// of those bytes: the session's messages keep only this hash.
+pub fn shown_file_key(user: &UserId, session: &SessionId, sha256: &str) -> String {
+    format!("{user}/sessions/{session}/files/{sha256}")
+}
+
+/// A file uploaded through a presigned link, held until a turn attaches it, addressed by the
+/// SHA-256 the uploader declared (and S3 checked).
+pub fn upload_key(user: &UserId, session: &SessionId, sha256: &str) -> String {
+    format!("{user}/uploads/{session}/{sha256}")
+}
+
 /// Where a session store may spill a turn too large for its database item. The content hash in
 /// the key means two racing commits of the same turn never overwrite each other's object.
 pub fn turn_spill_key(user: &UserId, session: &SessionId, turn: u64, sha256: &str) -> String {

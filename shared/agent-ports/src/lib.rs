@@ -15,8 +15,11 @@ pub mod store;
 pub mod testing;
 
 pub use ids::{AgentName, InvalidId, MemoryPath, SessionId, SkillPath, TicketId, UserId};
-pub use message::{ChatRequest, ChatResponse, JsonSchemaFormat, Message, StopReason, ToolCall, ToolSpec, Usage};
-pub use model::{complete_as_one_delta, ChatModel, DeltaSink, ModelError};
+pub use message::{
+    ChatRequest, ChatResponse, FileBytes, FileRef, JsonSchemaFormat, MediaType, Message, StopReason, ToolCall,
+    ToolSpec, Usage,
+};
+pub use model::{complete_as_one_delta, ChatModel, DeltaSink, FileInput, ImageTokens, ModelError};
 pub use store::{
     Accepted, Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore,
     PausedSubagent, PendingApproval, PendingCall, Session, SessionState, SessionStore, StoreError, TodoItem,

@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub enum Message {
     User {
         content: String,
+        /// Images and documents the person attached, shown to the model after the text.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<FileRef>,
     },
     Assistant {
         #[serde(default)]
@@ -22,12 +25,33 @@ pub enum Message {
         tool_call_id: String,
         name: String,
         content: String,
+        /// Images and documents the tool shows the model (`read_file` of a picture), after the text.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        files: Vec<FileRef>,
     },
 }
 
 impl Message {
     pub fn user(content: impl Into<String>) -> Self {
-        Message::User { content: content.into() }
+        Message::User { content: content.into(), files: Vec::new() }
+    }
+
+    /// A tool's text result.
+    pub fn tool(tool_call_id: impl Into<String>, name: impl Into<String>, content: impl Into<String>) -> Self {
+        Message::Tool {
+            tool_call_id: tool_call_id.into(),
+            name: name.into(),
+            content: content.into(),
+            files: Vec::new(),
+        }
+    }
+
+    /// The files the message shows the model.
+    pub fn files(&self) -> &[FileRef] {
+        match self {
+            Message::User { files, .. } | Message::Tool { files, .. } => files,
+            Message::Assistant { .. } => &[],
+        }
     }
 
     pub fn assistant(content: impl Into<String>) -> Self {
@@ -37,7 +61,7 @@ impl Message {
     /// Size of the message's text, a cheap proxy for its weight in a prompt.
     pub fn text_len(&self) -> usize {
         match self {
-            Message::User { content } => content.len(),
+            Message::User { content, .. } => content.len(),
             Message::Assistant { content, tool_calls } => {
                 content.len() + tool_calls.iter().map(|c| c.name.len() + c.arguments.to_string().len()).sum::<usize>()
             }
@@ -46,6 +70,98 @@ impl Message {
     }
 }
 
+/// The kinds of file a model may be shown: the images every provider takes, and PDF documents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum MediaType {
+    #[serde(rename = "image/png")]
+    Png,
+    #[serde(rename = "image/jpeg")]
+    Jpeg,
+    #[serde(rename = "image/gif")]
+    Gif,
+    #[serde(rename = "image/webp")]
+    Webp,
+    #[serde(rename = "application/pdf")]
+    Pdf,
+}
+
+impl MediaType {
+    /// The IANA media type, as the providers' APIs name it.
+    pub fn mime(self) -> &'static str {
+        match self {
+            MediaType::Png => "image/png",
+            MediaType::Jpeg => "image/jpeg",
+            MediaType::Gif => "image/gif",
+            MediaType::Webp => "image/webp",
+            MediaType::Pdf => "application/pdf",
+        }
+    }
+
+    /// The short format name Bedrock's Converse API uses (`png`, `jpeg`, `gif`, `webp`, `pdf`).
+    pub fn format(self) -> &'static str {
+        match self {
+            MediaType::Png => "png",
+            MediaType::Jpeg => "jpeg",
+            MediaType::Gif => "gif",
+            MediaType::Webp => "webp",
+            MediaType::Pdf => "pdf",
+        }
+    }
+
+    pub fn is_image(self) -> bool {
+        !matches!(self, MediaType::Pdf)
+    }
+}
+
+/// A file shown to the model, as the session keeps it: where it came from and the SHA-256 of the
+/// bytes the model is sent (already checked and bounded), never the bytes. The bytes are stored
+/// once, content-named, and read when a request is built.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRef {
+    /// The virtual path the file was shown from (`/workspace/scan.jpg`, `/skills/pptx/out/1.png`).
+    pub path: String,
+    /// Hex SHA-256 of the bytes sent to the model.
+    pub sha256: String,
+    pub media_type: MediaType,
+    /// Size in bytes of what is sent.
+    pub size: u64,
+    /// An image's pixels as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub width: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub height: Option<u32>,
+    /// A PDF's page count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pages: Option<u32>,
+}
+
+impl FileRef {
+    /// The text a model is sent in place of this file: what the file is, and `why` it is not shown
+    /// (`this model cannot see images`, say).
+    pub fn note(&self, why: &str) -> String {
+        let kind = if self.media_type.is_image() { "image" } else { "document" };
+        let shape = match (self.width, self.height, self.pages) {
+            (Some(width), Some(height), _) => format!(", {width}×{height}"),
+            (_, _, Some(1)) => ", 1 page".to_owned(),
+            (_, _, Some(pages)) => format!(", {pages} pages"),
+            _ => String::new(),
+        };
+        format!("[{kind} {} ({}, {}{shape}): {why}]", self.path, self.media_type.mime(), human_size(self.size))
+    }
+}
+
+/// A size as people read it: `312 bytes`, `540 KB`, `1.2 MB`.
+pub fn human_size(bytes: u64) -> String {
+    match bytes {
+        0..=999 => format!("{bytes} bytes"),
+        1_000..=999_999 => format!("{} KB", bytes.div_ceil(1_000)),
+        _ => format!("{:.1} MB", bytes as f64 / 1_000_000.0),
+    }
+}
+
+/// The bytes of the files a request shows, by SHA-256, read at most once per turn.
+pub type FileBytes = std::collections::BTreeMap<String, Arc<[u8]>>;
+
 /// The most characters a session's title keeps of its first message.
 pub const SESSION_TITLE_MAX_CHARS: usize = 80;
 
@@ -53,7 +169,7 @@ pub const SESSION_TITLE_MAX_CHARS: usize = 80;
 /// [`SESSION_TITLE_MAX_CHARS`] characters with an ellipsis. `None` when the turn has no user text.
 pub fn session_title(first_turn: &[Message]) -> Option<String> {
     let text = first_turn.iter().find_map(|message| match message {
-        Message::User { content } => Some(content.as_str()),
+        Message::User { content, .. } => Some(content.as_str()),
         _ => None,
     })?;
     // Words are joined only until the title is known to be too long, so a long message costs
@@ -126,6 +242,10 @@ pub struct ChatRequest {
     pub model: Option<String>,
     /// Ask for a JSON reply that follows a schema (structured output).
     pub response_format: Option<JsonSchemaFormat>,
+    /// The bytes of every file the messages show, by SHA-256. A file whose bytes are missing is
+    /// sent as a short text note instead.
+    #[serde(skip)]
+    pub files: Arc<FileBytes>,
 }
 
 /// A structured-output request: the reply's content must be JSON valid against `schema`.
@@ -193,5 +313,27 @@ mod tests {
         assert!(title.ends_with("ü…"), "{title}");
         assert_eq!(session_title(&[Message::user(" \n ")]), None);
         assert_eq!(session_title(&[Message::assistant("no user text")]), None);
+    }
+
+    #[test]
+    fn a_files_note_says_what_it_is_and_why_it_is_not_shown() {
+        let photo = FileRef {
+            path: "/workspace/id.jpg".into(),
+            sha256: "a".repeat(64),
+            media_type: MediaType::Jpeg,
+            size: 1_234_567,
+            width: Some(1568),
+            height: Some(1176),
+            pages: None,
+        };
+        assert_eq!(
+            photo.note("this model cannot see images"),
+            "[image /workspace/id.jpg (image/jpeg, 1.2 MB, 1568×1176): this model cannot see images]"
+        );
+        let deed =
+            FileRef { media_type: MediaType::Pdf, size: 54_321, width: None, height: None, pages: Some(3), ..photo };
+        assert_eq!(deed.note("x"), "[document /workspace/id.jpg (application/pdf, 55 KB, 3 pages): x]");
+        let json = serde_json::to_value(Message::user("hi")).unwrap();
+        assert_eq!(json, serde_json::json!({"role": "user", "content": "hi"}), "no files, no field");
     }
 }

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use thiserror::Error;
 
-use crate::message::{ChatRequest, ChatResponse};
+use crate::message::{ChatRequest, ChatResponse, FileRef, MediaType};
 
 /// A provider failure after the provider's own retries; messages are safe to log,
 /// and never contain the API key.
@@ -32,10 +32,85 @@ pub trait DeltaSink: Send + Sync {
     fn delta(&self, text: &str);
 }
 
+/// How a model counts an image's tokens, each provider by its own published rule.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImageTokens {
+    /// Anthropic's (and Claude on Bedrock): width × height / 750.
+    PixelsOver750,
+    /// OpenAI's high detail: 85 plus 170 per 512-pixel tile, after fitting the image in 2048 × 2048
+    /// and its short side in 768.
+    Tiles512,
+}
+
+/// What a model can be shown besides text. A model that cannot see a kind of file is sent a short
+/// note in its place, never a request its API would refuse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileInput {
+    /// Images (PNG, JPEG, GIF, WebP).
+    pub images: bool,
+    /// PDF documents.
+    pub documents: bool,
+    pub image_tokens: ImageTokens,
+    /// What a PDF page is counted as, text and picture together.
+    pub tokens_per_page: u32,
+}
+
+impl FileInput {
+    /// A model that reads text only.
+    pub const TEXT_ONLY: FileInput =
+        FileInput { images: false, documents: false, image_tokens: ImageTokens::PixelsOver750, tokens_per_page: 2_500 };
+
+    /// A model that sees images and PDFs, counting images by `image_tokens`.
+    pub const fn all(image_tokens: ImageTokens) -> FileInput {
+        FileInput { images: true, documents: true, image_tokens, tokens_per_page: 2_500 }
+    }
+
+    /// Whether a file of this type can be shown.
+    pub fn accepts(&self, media_type: MediaType) -> bool {
+        if media_type.is_image() {
+            self.images
+        } else {
+            self.documents
+        }
+    }
+
+    /// The tokens a file is estimated to cost this model.
+    pub fn tokens(&self, file: &FileRef) -> usize {
+        if !file.media_type.is_image() {
+            return file.pages.unwrap_or(1).max(1) as usize * self.tokens_per_page as usize;
+        }
+        let (width, height) = (file.width.unwrap_or(1_000) as u64, file.height.unwrap_or(1_000) as u64);
+        let tokens = match self.image_tokens {
+            ImageTokens::PixelsOver750 => (width * height).div_ceil(750),
+            ImageTokens::Tiles512 => {
+                // Fit in 2048 × 2048, then scale the short side down to 768.
+                let fit = |w: u64, h: u64, max: u64| {
+                    let long = w.max(h);
+                    if long > max {
+                        ((w * max).div_ceil(long).max(1), (h * max).div_ceil(long).max(1))
+                    } else {
+                        (w, h)
+                    }
+                };
+                let (w, h) = fit(width, height, 2048);
+                let short = w.min(h);
+                let (w, h) = if short > 768 { ((w * 768).div_ceil(short), (h * 768).div_ceil(short)) } else { (w, h) };
+                85 + 170 * w.div_ceil(512) * h.div_ceil(512)
+            }
+        };
+        tokens as usize
+    }
+}
+
 /// A chat model with tool calling.
 #[async_trait]
 pub trait ChatModel: Send + Sync {
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError>;
+
+    /// What this model can be shown besides text; text only unless the provider says otherwise.
+    fn file_input(&self) -> FileInput {
+        FileInput::TEXT_ONLY
+    }
 
     /// Like [`ChatModel::complete`], but hands the reply's text to `sink` as it arrives; the
     /// returned response carries the whole text, equal to the deltas joined. A provider retries
@@ -63,4 +138,35 @@ pub async fn complete_as_one_delta<M: ChatModel + ?Sized>(
         sink.delta(&response.content);
     }
     Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(width: u32, height: u32) -> FileRef {
+        FileRef {
+            path: "/workspace/a.png".into(),
+            sha256: "0".repeat(64),
+            media_type: MediaType::Png,
+            size: 1,
+            width: Some(width),
+            height: Some(height),
+            pages: None,
+        }
+    }
+
+    #[test]
+    fn images_are_counted_by_each_providers_rule() {
+        let anthropic = FileInput::all(ImageTokens::PixelsOver750);
+        // Anthropic's own example: 1092 × 1092 is about 1,590 tokens.
+        assert_eq!(anthropic.tokens(&image(1092, 1092)), 1590);
+        let openai = FileInput::all(ImageTokens::Tiles512);
+        // OpenAI's own examples: 1024 × 1024 is 765 tokens, 2048 × 4096 is 1,105.
+        assert_eq!(openai.tokens(&image(1024, 1024)), 765);
+        assert_eq!(openai.tokens(&image(2048, 4096)), 1105);
+        let pdf = FileRef { media_type: MediaType::Pdf, pages: Some(3), width: None, height: None, ..image(1, 1) };
+        assert_eq!(anthropic.tokens(&pdf), 7_500);
+        assert!(!FileInput::TEXT_ONLY.accepts(MediaType::Png));
+    }
 }

@@ -4,7 +4,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use agent_ports::ModelError;
+use agent_ports::{FileInput, ImageTokens, ModelError};
 
 /// Default endpoint of the OpenAI Chat Completions API.
 pub const OPENAI_DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -47,6 +47,59 @@ impl fmt::Display for ProviderKind {
     }
 }
 
+/// What the model may be shown besides text, as `LLM_FILE_INPUT` says.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FileInputSetting {
+    /// What the provider and model are known to take (`auto`, the default).
+    #[default]
+    Auto,
+    /// Exactly these kinds: `none`, `images`, `pdf` or `images,pdf`.
+    Only { images: bool, documents: bool },
+}
+
+impl FileInputSetting {
+    /// Parses `auto`, `none`, or a comma-separated list of `images` and `pdf`.
+    pub fn parse(raw: &str) -> Result<Self, ModelError> {
+        let raw = raw.trim().to_ascii_lowercase();
+        if raw.is_empty() || raw == "auto" {
+            return Ok(FileInputSetting::Auto);
+        }
+        let kinds: Vec<&str> = raw.split(',').map(str::trim).collect();
+        if kinds != ["none"] && !kinds.iter().all(|kind| ["images", "pdf"].contains(kind)) {
+            return Err(config_error(format!(
+                "LLM_FILE_INPUT must be auto, none, images, pdf or images,pdf; got {raw:?}"
+            )));
+        }
+        Ok(FileInputSetting::Only { images: kinds.contains(&"images"), documents: kinds.contains(&"pdf") })
+    }
+
+    /// What `model` of `provider` is shown. `auto` knows Anthropic's and OpenAI's models take images
+    /// and PDFs, and on Bedrock only Claude and Nova do: other Converse models refuse them.
+    pub fn resolve(self, provider: ProviderKind, model: &str) -> FileInput {
+        // Bedrock counts Claude's images by Anthropic's rule; for Nova, whose rule differs, it is an estimate.
+        let image_tokens =
+            if provider == ProviderKind::OpenAi { ImageTokens::Tiles512 } else { ImageTokens::PixelsOver750 };
+        match self {
+            FileInputSetting::Only { images, documents } => {
+                FileInput { images, documents, ..FileInput::all(image_tokens) }
+            }
+            FileInputSetting::Auto => match provider {
+                ProviderKind::OpenAi | ProviderKind::Anthropic => FileInput::all(image_tokens),
+                ProviderKind::Bedrock => {
+                    let model = model.to_ascii_lowercase();
+                    if model.contains("anthropic.claude") || model.contains("amazon.nova") {
+                        FileInput::all(image_tokens)
+                    } else {
+                        FileInput::TEXT_ONLY
+                    }
+                }
+                // Recorded replies see nothing, so the core sends them notes unless told otherwise.
+                ProviderKind::Replay => FileInput::TEXT_ONLY,
+            },
+        }
+    }
+}
+
 /// Everything needed to build a [`agent_ports::ChatModel`].
 #[derive(Clone, PartialEq)]
 pub struct LlmConfig {
@@ -74,6 +127,8 @@ pub struct LlmConfig {
     pub replay_exhausted_answers: bool,
     /// When set, every reply is appended to this JSON Lines file.
     pub record_file: Option<PathBuf>,
+    /// What the model may be shown besides text (`LLM_FILE_INPUT`).
+    pub file_input: FileInputSetting,
 }
 
 impl fmt::Debug for LlmConfig {
@@ -91,6 +146,7 @@ impl fmt::Debug for LlmConfig {
             .field("replay_file", &self.replay_file)
             .field("replay_exhausted_answers", &self.replay_exhausted_answers)
             .field("record_file", &self.record_file)
+            .field("file_input", &self.file_input)
             .finish()
     }
 }
@@ -110,6 +166,7 @@ impl LlmConfig {
             replay_file: None,
             replay_exhausted_answers: false,
             record_file: None,
+            file_input: FileInputSetting::Auto,
         }
     }
 
@@ -131,8 +188,9 @@ impl LlmConfig {
     ///
     /// Variables: `LLM_PROVIDER` (openai|anthropic|bedrock|replay, default openai), `LLM_BASE_URL`,
     /// `LLM_MODEL`, `LLM_API_KEY`, `LLM_TIMEOUT_SECS`, `LLM_MAX_ATTEMPTS`, `LLM_RETRY_BASE_MS`,
-    /// `LLM_MAX_TOKENS`, `LLM_REPLAY_FILE`, `LLM_RECORD_FILE`. Bedrock needs only `LLM_MODEL`: no key
-    /// (the AWS credential chain signs its requests, so `LLM_API_KEY` is not used) and no base URL.
+    /// `LLM_MAX_TOKENS`, `LLM_REPLAY_FILE`, `LLM_RECORD_FILE`, `LLM_FILE_INPUT`. Bedrock needs only
+    /// `LLM_MODEL`: no key (the AWS credential chain signs its requests, so `LLM_API_KEY` is not used)
+    /// and no base URL.
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ModelError> {
         let get = |name: &str| lookup(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
 
@@ -199,10 +257,18 @@ impl LlmConfig {
                 return Err(config_error(format!("LLM_REPLAY_EXHAUSTED must be answer or error; got {other:?}")))
             }
         };
+        if let Some(raw) = get("LLM_FILE_INPUT") {
+            config.file_input = FileInputSetting::parse(&raw)?;
+        }
         if provider == ProviderKind::Replay && config.replay_file.is_none() {
             return Err(config_error("LLM_REPLAY_FILE is required for provider replay".to_string()));
         }
         Ok(config)
+    }
+
+    /// What the configured model may be shown besides text.
+    pub fn file_input(&self) -> FileInput {
+        self.file_input.resolve(self.provider, &self.model)
     }
 
     /// A short label such as `openai:gpt-4o-mini`, for logs.
@@ -383,6 +449,32 @@ mod tests {
             let message = config_message(LlmConfig::from_lookup(lookup(vars)));
             assert!(message.contains(needle), "{vars:?}: {message}");
         }
+    }
+
+    #[test]
+    fn file_input_is_known_per_provider_and_model_unless_set() {
+        let input = |vars: &[(&str, &str)]| LlmConfig::from_lookup(lookup(vars)).unwrap().file_input();
+        let all = FileInput::all;
+        assert_eq!(input(&[("LLM_MODEL", "gpt-4o")]), all(ImageTokens::Tiles512));
+        let anthropic = [("LLM_PROVIDER", "anthropic"), ("LLM_MODEL", "m"), ("LLM_API_KEY", "k")];
+        assert_eq!(input(&anthropic), all(ImageTokens::PixelsOver750));
+        for (model, expected) in [
+            ("us.anthropic.claude-sonnet-4-20250514-v1:0", all(ImageTokens::PixelsOver750)),
+            ("arn:aws:bedrock:us-east-1:1:inference-profile/eu.amazon.nova-pro-v1:0", all(ImageTokens::PixelsOver750)),
+            ("meta.llama3-70b-instruct-v1:0", FileInput::TEXT_ONLY),
+        ] {
+            assert_eq!(input(&[("LLM_PROVIDER", "bedrock"), ("LLM_MODEL", model)]), expected, "{model}");
+        }
+        let set = |value| input(&[("LLM_MODEL", "gpt-4o"), ("LLM_FILE_INPUT", value)]);
+        assert_eq!(set("AUTO"), all(ImageTokens::Tiles512));
+        assert_eq!(set("none"), FileInput { images: false, documents: false, ..all(ImageTokens::Tiles512) });
+        assert_eq!(set("images"), FileInput { documents: false, ..all(ImageTokens::Tiles512) });
+        assert_eq!(set(" images, pdf "), all(ImageTokens::Tiles512));
+        let llama = [("LLM_PROVIDER", "bedrock"), ("LLM_MODEL", "meta.llama3"), ("LLM_FILE_INPUT", "images")];
+        assert!(input(&llama).images, "a setting overrides what auto knows");
+        let message =
+            config_message(LlmConfig::from_lookup(lookup(&[("LLM_MODEL", "m"), ("LLM_FILE_INPUT", "video")])));
+        assert!(message.contains("LLM_FILE_INPUT"), "{message}");
     }
 
     #[test]

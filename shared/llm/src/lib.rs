@@ -5,6 +5,7 @@
 pub mod anthropic;
 pub mod bedrock;
 pub mod config;
+mod files;
 pub mod openai;
 pub mod replay;
 pub mod retry;
@@ -17,7 +18,7 @@ use agent_ports::{ChatModel, ChatRequest, ModelError};
 
 pub use anthropic::AnthropicModel;
 pub use bedrock::BedrockModel;
-pub use config::{LlmConfig, ProviderKind, ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL};
+pub use config::{FileInputSetting, LlmConfig, ProviderKind, ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL};
 pub use openai::OpenAiModel;
 pub use replay::{RecordingModel, ReplayModel};
 pub use retry::RetryPolicy;
@@ -35,7 +36,8 @@ pub async fn build(config: &LlmConfig) -> Result<Arc<dyn ChatModel>, ModelError>
                 .replay_file
                 .as_ref()
                 .ok_or_else(|| ModelError::Config("provider replay needs a replay file".to_string()))?;
-            Arc::new(ReplayModel::from_file(path)?.answering_when_exhausted(config.replay_exhausted_answers))
+            let replay = ReplayModel::from_file(path)?.answering_when_exhausted(config.replay_exhausted_answers);
+            Arc::new(replay.with_file_input(config.file_input()))
         }
     };
     tracing::info!(model = %config.model_name(), recording = config.record_file.is_some(), "model provider ready");

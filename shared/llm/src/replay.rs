@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, ModelError};
+use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, ModelError};
 use async_trait::async_trait;
 use tokio::io::AsyncWriteExt;
 
@@ -20,6 +20,8 @@ pub struct ReplayModel {
     cursor: Mutex<usize>,
     /// Once every reply was served: answer with a reply saying so rather than fail the call.
     exhausted_answers: bool,
+    /// What the model it stands in for could be shown; text only unless told.
+    file_input: FileInput,
 }
 
 impl ReplayModel {
@@ -59,19 +61,39 @@ impl ReplayModel {
             replies.push(reply);
             deltas.push(pieces);
         }
-        Ok(ReplayModel { source, replies, deltas, cursor: Mutex::new(0), exhausted_answers: false })
+        Ok(ReplayModel {
+            source,
+            replies,
+            deltas,
+            cursor: Mutex::new(0),
+            exhausted_answers: false,
+            file_input: FileInput::TEXT_ONLY,
+        })
     }
 
     /// Replies in the same order as they will be served.
     pub fn from_replies(source: impl Into<String>, replies: Vec<ChatResponse>) -> Self {
         let deltas = vec![None; replies.len()];
-        ReplayModel { source: source.into(), replies, deltas, cursor: Mutex::new(0), exhausted_answers: false }
+        ReplayModel {
+            source: source.into(),
+            replies,
+            deltas,
+            cursor: Mutex::new(0),
+            exhausted_answers: false,
+            file_input: FileInput::TEXT_ONLY,
+        }
     }
 
     /// With `answers`, a call after the last reply gets a final reply saying the file is used up
     /// (so a client sees why, not a bare 502) instead of an error; for the local cargo-lambda loop.
     pub fn answering_when_exhausted(mut self, answers: bool) -> Self {
         self.exhausted_answers = answers;
+        self
+    }
+
+    /// Says the model takes these files, so that the core sends them as it would to a real model.
+    pub fn with_file_input(mut self, file_input: FileInput) -> Self {
+        self.file_input = file_input;
         self
     }
 
@@ -123,6 +145,10 @@ impl ReplayModel {
 
 #[async_trait]
 impl ChatModel for ReplayModel {
+    fn file_input(&self) -> FileInput {
+        self.file_input
+    }
+
     async fn complete(&self, _request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         Ok(self.next_reply()?.0)
     }
@@ -176,6 +202,10 @@ impl RecordingModel {
 
 #[async_trait]
 impl ChatModel for RecordingModel {
+    fn file_input(&self) -> FileInput {
+        self.inner.file_input()
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let reply = self.inner.complete(request).await?;
         // A recording with a hole would replay the wrong replies later, so a failed write fails the call.

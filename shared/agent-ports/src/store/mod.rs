@@ -13,7 +13,7 @@ use thiserror::Error;
 
 pub use idempotency::{Accepted, Claim, CommitKey, IdempotencyKey, TurnStatus};
 pub use listing::{SessionCursor, SessionList, SessionSummary, MAX_SESSIONS_PAGE};
-pub use objects::{Fetched, LinkHeaders, Object, ObjectMeta, WriteCondition};
+pub use objects::{Fetched, LinkHeaders, Object, ObjectMeta, UploadLink, WriteCondition};
 pub use session::{
     HistoryPage, HistorySummary, PausedSubagent, PendingApproval, PendingCall, Session, SessionState, TodoItem,
     TodoStatus, TurnCommit, WorkspaceFile, MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS,
@@ -77,6 +77,20 @@ pub trait ObjectStore: Send + Sync {
         headers: &LinkHeaders,
     ) -> Result<Option<String>, StoreError> {
         let _ = (key, expires_in, headers);
+        Ok(None)
+    }
+
+    /// A short-lived link that lets its holder PUT exactly `size` bytes whose SHA-256 is `sha256`
+    /// (hex) at `key`, and nothing else: the store refuses another length or other bytes. `None`
+    /// when the store makes no links (the in-process one).
+    async fn presign_put(
+        &self,
+        key: &str,
+        size: u64,
+        sha256: &str,
+        expires_in: std::time::Duration,
+    ) -> Result<Option<UploadLink>, StoreError> {
+        let _ = (key, size, sha256, expires_in);
         Ok(None)
     }
 }

@@ -45,3 +45,11 @@ pub struct LinkHeaders {
     pub content_type: Option<String>,
     pub content_disposition: Option<String>,
 }
+
+/// A presigned upload: the URL, and the headers the upload must send exactly as given (they are
+/// part of the signature: the length and the checksum among them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UploadLink {
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+}

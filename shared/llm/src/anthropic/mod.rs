@@ -9,11 +9,11 @@ mod request;
 mod response;
 mod streamed;
 
-use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, ModelError};
+use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, ModelError};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::config::LlmConfig;
+use crate::config::{FileInputSetting, LlmConfig, ProviderKind};
 use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
 use crate::stream::stream_with_retry;
 use request::to_wire;
@@ -30,6 +30,7 @@ pub struct AnthropicModel {
     model: String,
     api_key: String,
     max_tokens: u32,
+    files: FileInputSetting,
     retry: RetryPolicy,
 }
 
@@ -48,6 +49,7 @@ impl AnthropicModel {
             model: config.model.clone(),
             api_key,
             max_tokens: config.max_tokens,
+            files: config.file_input,
             retry: RetryPolicy::from_config(config),
         })
     }
@@ -56,13 +58,22 @@ impl AnthropicModel {
     pub fn model_name(&self) -> &str {
         &self.model
     }
+
+    /// What `model` may be shown: the configured model's, or a request's own model's.
+    fn file_input_of(&self, model: &str) -> FileInput {
+        self.files.resolve(ProviderKind::Anthropic, model)
+    }
 }
 
 #[async_trait]
 impl ChatModel for AnthropicModel {
+    fn file_input(&self) -> FileInput {
+        self.file_input_of(&self.model)
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let model = crate::effective_model(request, &self.model);
-        let body = to_wire(model, self.max_tokens, request)?;
+        let body = to_wire(model, self.max_tokens, request, self.file_input_of(model))?;
         let structured = request.response_format.as_ref().map(|format| format.name.as_str());
         tracing::debug!(provider = PROVIDER, model, response_format = structured, "model call");
         let bytes = send_with_retry(&self.retry, PROVIDER, Some(&self.api_key), || {
@@ -90,7 +101,7 @@ impl ChatModel for AnthropicModel {
             return agent_ports::complete_as_one_delta(self, request, sink).await;
         }
         let model = crate::effective_model(request, &self.model);
-        let mut body = serde_json::to_value(to_wire(model, self.max_tokens, request)?)
+        let mut body = serde_json::to_value(to_wire(model, self.max_tokens, request, self.file_input_of(model))?)
             .map_err(|e| ModelError::Config(format!("{PROVIDER}: could not encode the request: {e}")))?;
         body["stream"] = Value::Bool(true);
         tracing::debug!(provider = PROVIDER, model, "streamed model call");

@@ -1,9 +1,14 @@
 //! The Messages API request: consecutive messages of one role merged, tool results first in their
-//! user message, arguments that are not an object wrapped, and a structured output as a forced tool.
+//! user message, arguments that are not an object wrapped, a structured output as a forced tool, and
+//! images and PDFs as base64 `image` and `document` blocks after a message's text.
 
-use agent_ports::{ChatRequest, JsonSchemaFormat, Message, ModelError};
+use std::borrow::Cow;
+
+use agent_ports::{ChatRequest, FileInput, JsonSchemaFormat, Message, ModelError};
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::files::{split, Shown};
 
 /// Description of the tool that carries a structured reply (see [`JsonSchemaFormat`]).
 const STRUCTURED_TOOL_DESCRIPTION: &str = "Respond with the structured result.";
@@ -44,9 +49,37 @@ enum Role {
 #[derive(Serialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 enum Block<'a> {
-    Text { text: &'a str },
+    Text { text: Cow<'a, str> },
+    Image { source: Source },
+    Document { source: Source },
     ToolUse { id: &'a str, name: &'a str, input: Value },
-    ToolResult { tool_use_id: &'a str, content: &'a str },
+    ToolResult { tool_use_id: &'a str, content: ToolResultContent<'a> },
+}
+
+/// A tool result's content: its text alone as a string, as before files, or blocks when it shows files.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ToolResultContent<'a> {
+    Text(Cow<'a, str>),
+    Blocks(Vec<Block<'a>>),
+}
+
+#[derive(Serialize)]
+struct Source {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    media_type: &'static str,
+    data: String,
+}
+
+/// A file's block: an `image`, or a `document` for a PDF.
+fn file_block<'a>(shown: &Shown<'_>) -> Block<'a> {
+    let source = Source { kind: "base64", media_type: shown.file.media_type.mime(), data: shown.base64() };
+    if shown.file.media_type.is_image() {
+        Block::Image { source }
+    } else {
+        Block::Document { source }
+    }
 }
 
 #[derive(Serialize)]
@@ -63,13 +96,19 @@ pub(super) fn to_wire<'a>(
     model: &'a str,
     max_tokens: u32,
     request: &'a ChatRequest,
+    input: FileInput,
 ) -> Result<MessagesRequest<'a>, ModelError> {
     let mut messages: Vec<WireMessage<'a>> = Vec::with_capacity(request.messages.len());
     for message in &request.messages {
         let (role, blocks) = match message {
-            Message::User { content } => (Role::User, text_block(content).into_iter().collect()),
+            Message::User { content, files } => {
+                let split = split(content, files, &request.files, input);
+                let mut blocks: Vec<Block<'a>> = text_block(split.text).into_iter().collect();
+                blocks.extend(split.shown.iter().map(file_block));
+                (Role::User, blocks)
+            }
             Message::Assistant { content, tool_calls } => {
-                let mut blocks: Vec<Block<'a>> = text_block(content).into_iter().collect();
+                let mut blocks: Vec<Block<'a>> = text_block(Cow::Borrowed(content)).into_iter().collect();
                 blocks.extend(tool_calls.iter().map(|call| Block::ToolUse {
                     id: &call.id,
                     name: &call.name,
@@ -77,7 +116,15 @@ pub(super) fn to_wire<'a>(
                 }));
                 (Role::Assistant, blocks)
             }
-            Message::Tool { tool_call_id, content, .. } => {
+            Message::Tool { tool_call_id, content, files, .. } => {
+                let split = split(content, files, &request.files, input);
+                let content = if split.shown.is_empty() {
+                    ToolResultContent::Text(split.text)
+                } else {
+                    let mut blocks: Vec<Block<'a>> = text_block(split.text).into_iter().collect();
+                    blocks.extend(split.shown.iter().map(file_block));
+                    ToolResultContent::Blocks(blocks)
+                };
                 (Role::User, vec![Block::ToolResult { tool_use_id: tool_call_id, content }])
             }
         };
@@ -115,7 +162,7 @@ pub(super) fn to_wire<'a>(
 }
 
 /// The API rejects empty text blocks.
-fn text_block(text: &str) -> Option<Block<'_>> {
+fn text_block(text: Cow<'_, str>) -> Option<Block<'_>> {
     (!text.is_empty()).then_some(Block::Text { text })
 }
 
@@ -141,7 +188,7 @@ mod tests {
     }
 
     fn tool(id: &str) -> Message {
-        Message::Tool { tool_call_id: id.to_string(), name: "read".to_string(), content: format!("result {id}") }
+        Message::tool(id, "read", format!("result {id}"))
     }
 
     #[test]
@@ -161,7 +208,7 @@ mod tests {
             tools: Default::default(),
             ..Default::default()
         };
-        let body = serde_json::to_value(to_wire("m", 100, &request).unwrap()).unwrap();
+        let body = serde_json::to_value(to_wire("m", 100, &request, FileInput::TEXT_ONLY).unwrap()).unwrap();
         assert_eq!(
             body,
             json!({

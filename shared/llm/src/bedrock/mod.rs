@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use agent_ports::{
-    ChatModel, ChatRequest, ChatResponse, DeltaSink, JsonSchemaFormat, Message, ModelError, ToolCall, Usage,
+    ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, JsonSchemaFormat, Message, ModelError, ToolCall, Usage,
 };
 use async_trait::async_trait;
 use aws_config::{BehaviorVersion, SdkConfig};
@@ -27,7 +27,7 @@ use aws_smithy_types::event_stream::RawMessage;
 use aws_smithy_types::{Document, Number};
 use serde_json::{Map, Value};
 
-use crate::config::LlmConfig;
+use crate::config::{FileInputSetting, LlmConfig, ProviderKind};
 use crate::retry::{retry, retry_streamed, truncate, Attempt, RetryPolicy, Watched, MAX_MESSAGE_CHARS};
 use crate::stream::MAX_STREAM_BYTES;
 use crate::structured::{self, object_or_empty};
@@ -68,6 +68,7 @@ pub struct BedrockModel {
     max_tokens: u32,
     /// For a streamed call, the longest silence allowed between two events.
     timeout: Duration,
+    files: FileInputSetting,
     retry: RetryPolicy,
 }
 
@@ -107,6 +108,7 @@ impl BedrockModel {
             model: config.model.clone(),
             max_tokens: config.max_tokens,
             timeout: config.timeout,
+            files: config.file_input,
             retry: RetryPolicy::from_config(config),
         })
     }
@@ -114,6 +116,11 @@ impl BedrockModel {
     /// The model id (or inference profile) sent with each request.
     pub fn model_name(&self) -> &str {
         &self.model
+    }
+
+    /// What `model` may be shown: the configured model's, or a request's own model's, by its id.
+    fn file_input_of(&self, model: &str) -> FileInput {
+        self.files.resolve(ProviderKind::Bedrock, model)
     }
 
     async fn converse_once(&self, model: &str, request: &WireRequest) -> Attempt<Reply> {
@@ -169,9 +176,13 @@ impl BedrockModel {
 
 #[async_trait]
 impl ChatModel for BedrockModel {
+    fn file_input(&self) -> FileInput {
+        self.file_input_of(&self.model)
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let model = crate::effective_model(request, &self.model);
-        let wire = to_wire(self.max_tokens, request)?;
+        let wire = to_wire(self.max_tokens, request, self.file_input_of(model))?;
         let structured = request.response_format.as_ref().map(|format| format.name.as_str());
         tracing::debug!(provider = PROVIDER, model, response_format = structured, "model call");
         let reply = retry(&self.retry, PROVIDER, || self.converse_once(model, &wire)).await?;
@@ -190,7 +201,7 @@ impl ChatModel for BedrockModel {
             return agent_ports::complete_as_one_delta(self, request, sink).await;
         }
         let model = crate::effective_model(request, &self.model);
-        let wire = to_wire(self.max_tokens, request)?;
+        let wire = to_wire(self.max_tokens, request, self.file_input_of(model))?;
         tracing::debug!(provider = PROVIDER, model, "streamed model call");
         let watched = Watched::new(sink);
         let reply =
@@ -212,7 +223,7 @@ mod tests {
     }
 
     fn tool(id: &str) -> Message {
-        Message::Tool { tool_call_id: id.to_string(), name: "read".to_string(), content: format!("result {id}") }
+        Message::tool(id, "read", format!("result {id}"))
     }
 
     fn roles(request: &WireRequest) -> Vec<&str> {
@@ -241,7 +252,7 @@ mod tests {
             .into(),
             ..Default::default()
         };
-        let wire = to_wire(100, &request).unwrap();
+        let wire = to_wire(100, &request, FileInput::TEXT_ONLY).unwrap();
         assert_eq!(roles(&wire), ["user", "assistant", "user", "assistant"]);
         let third = &wire.messages[2].content;
         assert!(matches!(&third[0], ContentBlock::ToolResult(r) if r.tool_use_id == "a"));
@@ -261,11 +272,11 @@ mod tests {
             messages: vec![
                 Message::user("q"),
                 Message::Assistant { content: String::new(), tool_calls: vec![call("a")] },
-                Message::Tool { tool_call_id: "a".into(), name: "read".into(), content: String::new() },
+                Message::tool("a", "read", ""),
             ],
             ..Default::default()
         };
-        let wire = to_wire(10, &request).unwrap();
+        let wire = to_wire(10, &request, FileInput::TEXT_ONLY).unwrap();
         assert!(wire.system.is_none());
         let tools = wire.tool_config.unwrap().tools;
         assert_eq!(tools.len(), 1);
@@ -274,7 +285,8 @@ mod tests {
         let ContentBlock::ToolResult(result) = &wire.messages[2].content[0] else { panic!("a tool result") };
         assert_eq!(result.content, [ToolResultContentBlock::Text(EMPTY_TOOL_RESULT.into())]);
 
-        let plain = to_wire(10, &ChatRequest { messages: vec![Message::user("q")], ..Default::default() }).unwrap();
+        let plain = ChatRequest { messages: vec![Message::user("q")], ..Default::default() };
+        let plain = to_wire(10, &plain, FileInput::TEXT_ONLY).unwrap();
         assert!(plain.tool_config.is_none());
     }
 

@@ -1,6 +1,20 @@
-//! Core requests as Converse requests: system, messages with `toolUse`/`toolResult` blocks, tools, the forced tool of a structured output.
+//! Core requests as Converse requests: system, messages with `toolUse`/`toolResult` blocks, images
+//! and PDF documents, tools, the forced tool of a structured output.
+
+use std::collections::HashSet;
+
+use agent_ports::FileInput;
+use aws_sdk_bedrockruntime::types::{
+    DocumentBlock, DocumentFormat, DocumentSource, ImageBlock, ImageFormat, ImageSource,
+};
+use aws_smithy_types::Blob;
 
 use super::*;
+use crate::files::{file_name, split, Shown};
+
+/// The longest document name sent, before a suffix that makes it unique: the name is shown to the
+/// model, so a long one is cut.
+const MAX_DOCUMENT_NAME: usize = 60;
 
 /// The parts of a Converse request, built once and cloned into each attempt.
 pub(super) struct WireRequest {
@@ -43,12 +57,29 @@ pub(super) fn build_error(error: impl std::fmt::Display) -> ModelError {
 /// a tool forced with `toolChoice`, whose input is the structured reply. Bedrock refuses `toolUse` and
 /// `toolResult` blocks in a request without `toolConfig`, so when no tool is offered but the history
 /// has tool calls, the tools it names are declared (with an open schema) to keep the history valid.
-pub(super) fn to_wire(max_tokens: u32, request: &ChatRequest) -> Result<WireRequest, ModelError> {
+pub(super) fn to_wire(max_tokens: u32, request: &ChatRequest, input: FileInput) -> Result<WireRequest, ModelError> {
     let mut turns: Vec<(ConversationRole, Vec<ContentBlock>)> = Vec::with_capacity(request.messages.len());
     let mut history_tools: Vec<&str> = Vec::new();
+    let mut names = DocumentNames::default();
     for message in &request.messages {
         let (role, blocks) = match message {
-            Message::User { content } => (ConversationRole::User, text_block(content).into_iter().collect()),
+            Message::User { content, files } => {
+                let split = split(content, files, &request.files, input);
+                let mut blocks: Vec<ContentBlock> = text_block(&split.text).into_iter().collect();
+                // Converse refuses a document in a message without text, so its path stands in.
+                let pdfs = split.shown.iter().filter(|shown| !shown.file.media_type.is_image());
+                let paths: Vec<&str> = pdfs.map(|shown| shown.file.path.as_str()).collect();
+                if blocks.is_empty() && !paths.is_empty() {
+                    blocks.push(ContentBlock::Text(paths.join("\n")));
+                }
+                for shown in &split.shown {
+                    blocks.push(match file_block(shown, &mut names)? {
+                        FileBlock::Image(image) => ContentBlock::Image(image),
+                        FileBlock::Document(document) => ContentBlock::Document(document),
+                    });
+                }
+                (ConversationRole::User, blocks)
+            }
             Message::Assistant { content, tool_calls } => {
                 let mut blocks: Vec<ContentBlock> = text_block(content).into_iter().collect();
                 for call in tool_calls {
@@ -65,16 +96,22 @@ pub(super) fn to_wire(max_tokens: u32, request: &ChatRequest) -> Result<WireRequ
                 }
                 (ConversationRole::Assistant, blocks)
             }
-            Message::Tool { tool_call_id, name, content } => {
+            Message::Tool { tool_call_id, name, content, files } => {
                 if !history_tools.contains(&name.as_str()) {
                     history_tools.push(name);
                 }
-                let text = if content.trim().is_empty() { EMPTY_TOOL_RESULT } else { content.as_str() };
-                let block = ToolResultBlock::builder()
+                let split = split(content, files, &request.files, input);
+                let text = if split.text.trim().is_empty() { EMPTY_TOOL_RESULT } else { &split.text };
+                let mut result = ToolResultBlock::builder()
                     .tool_use_id(tool_call_id)
-                    .content(ToolResultContentBlock::Text(text.to_owned()))
-                    .build()
-                    .map_err(build_error)?;
+                    .content(ToolResultContentBlock::Text(text.into()));
+                for shown in &split.shown {
+                    result = result.content(match file_block(shown, &mut names)? {
+                        FileBlock::Image(image) => ToolResultContentBlock::Image(image),
+                        FileBlock::Document(document) => ToolResultContentBlock::Document(document),
+                    });
+                }
+                let block = result.build().map_err(build_error)?;
                 (ConversationRole::User, vec![ContentBlock::ToolResult(block)])
             }
         };
@@ -133,6 +170,75 @@ pub(super) fn to_wire(max_tokens: u32, request: &ChatRequest) -> Result<WireRequ
     let system = (!request.system.trim().is_empty()).then(|| vec![SystemContentBlock::Text(request.system.clone())]);
     let inference = InferenceConfiguration::builder().max_tokens(i32::try_from(max_tokens).unwrap_or(i32::MAX)).build();
     Ok(WireRequest { system, messages, tool_config, inference })
+}
+
+/// A file as Converse takes it, in a message or in a tool result.
+enum FileBlock {
+    Image(ImageBlock),
+    Document(DocumentBlock),
+}
+
+fn file_block(shown: &Shown<'_>, names: &mut DocumentNames) -> Result<FileBlock, ModelError> {
+    let bytes = Blob::new(shown.bytes.to_vec());
+    let media_type = shown.file.media_type;
+    Ok(if media_type.is_image() {
+        let image =
+            ImageBlock::builder().format(ImageFormat::from(media_type.format())).source(ImageSource::Bytes(bytes));
+        FileBlock::Image(image.build().map_err(build_error)?)
+    } else {
+        let document = DocumentBlock::builder()
+            .format(DocumentFormat::from(media_type.format()))
+            .name(names.name(&shown.file.path))
+            .source(DocumentSource::Bytes(bytes));
+        FileBlock::Document(document.build().map_err(build_error)?)
+    })
+}
+
+/// The names of a request's documents, which Converse wants unique.
+#[derive(Default)]
+struct DocumentNames(HashSet<String>);
+
+impl DocumentNames {
+    /// A name made of the file's name, with ` (2)`, ` (3)`… after one already used.
+    fn name(&mut self, path: &str) -> String {
+        let base = document_name(file_name(path));
+        let mut name = base.clone();
+        for n in 2.. {
+            if self.0.insert(name.clone()) {
+                break;
+            }
+            name = format!("{base} ({n})");
+        }
+        name
+    }
+}
+
+/// A file's name as Converse allows a document's: ASCII letters and digits, single spaces, hyphens,
+/// parentheses and square brackets; its extension dropped, anything else a hyphen, never empty.
+fn document_name(file: &str) -> String {
+    let stem = match file.rsplit_once('.') {
+        Some((stem, extension)) if !stem.is_empty() && extension.eq_ignore_ascii_case("pdf") => stem,
+        _ => file,
+    };
+    let mut name = String::new();
+    for c in stem.chars() {
+        let c = match c {
+            c if c.is_ascii_alphanumeric() || matches!(c, '-' | '(' | ')' | '[' | ']') => c,
+            c if c.is_whitespace() => ' ',
+            _ => '-',
+        };
+        if c == ' ' && (name.is_empty() || name.ends_with(' ')) {
+            continue;
+        }
+        if name.len() == MAX_DOCUMENT_NAME {
+            break;
+        }
+        name.push(c);
+    }
+    match name.trim_end() {
+        "" => "document".to_owned(),
+        trimmed => trimmed.to_owned(),
+    }
 }
 
 pub(super) fn tool_spec(name: &str, description: &str, schema: &Value) -> Result<Tool, ModelError> {

@@ -8,11 +8,11 @@ mod request;
 mod response;
 mod streamed;
 
-use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, ModelError};
+use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, ModelError};
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::config::LlmConfig;
+use crate::config::{FileInputSetting, LlmConfig, ProviderKind};
 use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
 use crate::stream::stream_with_retry;
 use request::to_wire;
@@ -30,6 +30,7 @@ pub struct OpenAiModel {
     /// OpenAI's own API wants `max_completion_tokens` (newer models reject `max_tokens`),
     /// while compatible servers generally only know `max_tokens`.
     official_api: bool,
+    files: FileInputSetting,
     retry: RetryPolicy,
 }
 
@@ -44,6 +45,7 @@ impl OpenAiModel {
             api_key: config.api_key.clone(),
             max_tokens: config.max_tokens,
             official_api: base_url.starts_with("https://api.openai.com"),
+            files: config.file_input,
             retry: RetryPolicy::from_config(config),
         })
     }
@@ -52,15 +54,24 @@ impl OpenAiModel {
     pub fn model_name(&self) -> &str {
         &self.model
     }
+
+    /// What `model` may be shown: the configured model's, or a request's own model's.
+    fn file_input_of(&self, model: &str) -> FileInput {
+        self.files.resolve(ProviderKind::OpenAi, model)
+    }
 }
 
 #[async_trait]
 impl ChatModel for OpenAiModel {
+    fn file_input(&self) -> FileInput {
+        self.file_input_of(&self.model)
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let (max_tokens, max_completion_tokens) =
             if self.official_api { (None, Some(self.max_tokens)) } else { (Some(self.max_tokens), None) };
         let model = crate::effective_model(request, &self.model);
-        let body = to_wire(model, request, max_tokens, max_completion_tokens);
+        let body = to_wire(model, request, self.file_input_of(model), max_tokens, max_completion_tokens);
         tracing::debug!(
             provider = PROVIDER,
             model,
@@ -90,8 +101,9 @@ impl ChatModel for OpenAiModel {
         let (max_tokens, max_completion_tokens) =
             if self.official_api { (None, Some(self.max_tokens)) } else { (Some(self.max_tokens), None) };
         let model = crate::effective_model(request, &self.model);
-        let mut body = serde_json::to_value(to_wire(model, request, max_tokens, max_completion_tokens))
-            .map_err(|e| ModelError::Config(format!("{PROVIDER}: could not encode the request: {e}")))?;
+        let mut body =
+            serde_json::to_value(to_wire(model, request, self.file_input_of(model), max_tokens, max_completion_tokens))
+                .map_err(|e| ModelError::Config(format!("{PROVIDER}: could not encode the request: {e}")))?;
         body["stream"] = Value::Bool(true);
         body["stream_options"] = serde_json::json!({"include_usage": true});
         tracing::debug!(provider = PROVIDER, model, "streamed model call");

@@ -1,9 +1,17 @@
 //! The Chat Completions request as the server wants it: messages with their tool calls and results,
-//! tools, and a structured output's JSON schema (strict only when the schema is closed).
+//! tools, a structured output's JSON schema (strict only when the schema is closed), and images and
+//! PDFs as content parts of a user message.
 
-use agent_ports::{ChatRequest, JsonSchemaFormat, Message};
+use std::borrow::Cow;
+
+use agent_ports::{ChatRequest, FileInput, JsonSchemaFormat, Message};
 use serde::Serialize;
 use serde_json::Value;
+
+use crate::files::{split, Shown};
+
+/// The text that opens the user message carrying the files of a run of tool results.
+const TOOL_FILES_HEADING: &str = "Files shown by the tool results above:";
 
 #[derive(Serialize)]
 pub(super) struct CompletionRequest<'a> {
@@ -49,7 +57,7 @@ enum WireMessage<'a> {
         content: &'a str,
     },
     User {
-        content: &'a str,
+        content: UserContent<'a>,
     },
     Assistant {
         /// Null rather than empty when the turn is only tool calls, as OpenAI itself sends it.
@@ -59,8 +67,69 @@ enum WireMessage<'a> {
     },
     Tool {
         tool_call_id: &'a str,
-        content: &'a str,
+        content: Cow<'a, str>,
     },
+}
+
+/// A user message's content: its text as a string, as before files, or parts when it shows files.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(Cow<'a, str>),
+    Parts(Vec<Part<'a>>),
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum Part<'a> {
+    Text { text: Cow<'a, str> },
+    ImageUrl { image_url: ImageUrl },
+    File { file: FilePart<'a> },
+}
+
+#[derive(Serialize)]
+struct ImageUrl {
+    url: String,
+}
+
+#[derive(Serialize)]
+struct FilePart<'a> {
+    filename: &'a str,
+    file_data: String,
+}
+
+/// A file's part: an `image_url`, or a `file` for a PDF, both carrying a `data:` URL.
+fn file_part<'a>(shown: &Shown<'a>) -> Part<'a> {
+    if shown.file.media_type.is_image() {
+        Part::ImageUrl { image_url: ImageUrl { url: shown.data_url() } }
+    } else {
+        Part::File { file: FilePart { filename: shown.file_name(), file_data: shown.data_url() } }
+    }
+}
+
+/// A user message of its text (left out when empty) followed by these files.
+fn user_message<'a>(text: Cow<'a, str>, shown: &[Shown<'a>]) -> WireMessage<'a> {
+    if shown.is_empty() {
+        return WireMessage::User { content: UserContent::Text(text) };
+    }
+    let mut parts = Vec::with_capacity(shown.len() + 1);
+    if !text.is_empty() {
+        parts.push(Part::Text { text });
+    }
+    parts.extend(shown.iter().map(file_part));
+    WireMessage::User { content: UserContent::Parts(parts) }
+}
+
+/// The user message that shows the files of a run of tool results, since a tool message takes text
+/// only: a line naming each file and the call it came from, then the files.
+fn tool_files_message<'a>(shown: &[(&'a str, Shown<'a>)]) -> WireMessage<'a> {
+    let mut text = TOOL_FILES_HEADING.to_owned();
+    for (call, file) in shown {
+        text.push_str(&format!("\n- {} ({}, from tool call {call})", file.file.path, file.file.media_type.mime()));
+    }
+    let mut parts = vec![Part::Text { text: Cow::Owned(text) }];
+    parts.extend(shown.iter().map(|(_, file)| file_part(file)));
+    WireMessage::User { content: UserContent::Parts(parts) }
 }
 
 #[derive(Serialize)]
@@ -95,6 +164,7 @@ struct WireFunction<'a> {
 pub(super) fn to_wire<'a>(
     model: &'a str,
     request: &'a ChatRequest,
+    input: FileInput,
     max_tokens: Option<u32>,
     max_completion_tokens: Option<u32>,
 ) -> CompletionRequest<'a> {
@@ -102,9 +172,18 @@ pub(super) fn to_wire<'a>(
     if !request.system.is_empty() {
         messages.push(WireMessage::System { content: &request.system });
     }
+    // The files of the current run of tool results, with the call each came from.
+    let mut tool_files: Vec<(&'a str, Shown<'a>)> = Vec::new();
     for message in &request.messages {
+        if !matches!(message, Message::Tool { .. }) && !tool_files.is_empty() {
+            messages.push(tool_files_message(&tool_files));
+            tool_files.clear();
+        }
         messages.push(match message {
-            Message::User { content } => WireMessage::User { content },
+            Message::User { content, files } => {
+                let split = split(content, files, &request.files, input);
+                user_message(split.text, &split.shown)
+            }
             Message::Assistant { content, tool_calls } => WireMessage::Assistant {
                 content: if content.is_empty() && !tool_calls.is_empty() { None } else { Some(content) },
                 tool_calls: tool_calls
@@ -116,8 +195,15 @@ pub(super) fn to_wire<'a>(
                     })
                     .collect(),
             },
-            Message::Tool { tool_call_id, content, .. } => WireMessage::Tool { tool_call_id, content },
+            Message::Tool { tool_call_id, content, files, .. } => {
+                let split = split(content, files, &request.files, input);
+                tool_files.extend(split.shown.into_iter().map(|shown| (tool_call_id.as_str(), shown)));
+                WireMessage::Tool { tool_call_id, content: split.text }
+            }
         });
+    }
+    if !tool_files.is_empty() {
+        messages.push(tool_files_message(&tool_files));
     }
     let tools = request
         .tools
@@ -161,7 +247,7 @@ mod tests {
             tools: Default::default(),
             ..Default::default()
         };
-        let body = serde_json::to_value(to_wire("m", &request, None, Some(10))).unwrap();
+        let body = serde_json::to_value(to_wire("m", &request, FileInput::TEXT_ONLY, None, Some(10))).unwrap();
         assert_eq!(
             body,
             json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 10})

@@ -67,7 +67,7 @@ fn bedrock(server: &ModelServer) -> BedrockModel {
 }
 
 /// Static credentials and a region, given to the SDK directly rather than through the process environment.
-fn sdk_config() -> SdkConfig {
+pub(crate) fn sdk_config() -> SdkConfig {
     SdkConfig::builder()
         .region(Region::new("us-east-1"))
         .credentials_provider(SharedCredentialsProvider::new(Credentials::new(
@@ -96,7 +96,7 @@ fn call(id: &str, path: &str) -> ToolCall {
 }
 
 fn result(id: &str, content: &str) -> Message {
-    Message::Tool { tool_call_id: id.to_string(), name: "read_file".to_string(), content: content.to_string() }
+    Message::tool(id, "read_file", content)
 }
 
 /// A conversation with every kind of message: system prompt, user, assistant text plus tool calls,

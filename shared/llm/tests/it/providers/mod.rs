@@ -62,16 +62,8 @@ fn full_request() -> ChatRequest {
                     },
                 ],
             },
-            Message::Tool {
-                tool_call_id: "call_1".to_string(),
-                name: "read_file".to_string(),
-                content: "# Notes".to_string(),
-            },
-            Message::Tool {
-                tool_call_id: "call_2".to_string(),
-                name: "read_file".to_string(),
-                content: "- [ ] ship".to_string(),
-            },
+            Message::tool("call_1", "read_file", "# Notes"),
+            Message::tool("call_2", "read_file", "- [ ] ship"),
         ],
         tools: vec![read_tool()].into(),
         ..Default::default()

@@ -120,11 +120,7 @@ pub(super) fn raw_arguments_request() -> ChatRequest {
                     arguments: Value::String("{\"path\": ".to_string()),
                 }],
             },
-            Message::Tool {
-                tool_call_id: "c".to_string(),
-                name: "read_file".to_string(),
-                content: "bad arguments".to_string(),
-            },
+            Message::tool("c", "read_file", "bad arguments"),
         ],
         tools: Default::default(),
         ..Default::default()
