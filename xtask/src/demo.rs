@@ -232,6 +232,10 @@ fn prompt_state(system: &str) -> String {
 
 #[async_trait]
 impl ChatModel for Narrator {
+    fn file_input(&self) -> agent_core::model::FileInput {
+        self.inner.file_input()
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         self.narrate_call(request);
         let response = self.inner.complete(request).await?;

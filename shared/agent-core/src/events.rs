@@ -59,6 +59,10 @@ pub enum TurnEvent {
     /// `path` is its `/workspace` path, downloadable from `GET /sessions/{id}/files/{path}` once the
     /// turn is committed.
     FileWritten { path: String, size: u64 },
+    /// An image or a PDF was shown to the model: `attached` to the user's message, or returned by a
+    /// tool (`read_file`). `media_type`, `size` and `sha256` describe the bytes the model is sent
+    /// (checked, and downscaled where a bound asked); `GET /sessions/{id}/shown/{sha256}` serves them.
+    FileShown { path: String, media_type: String, size: u64, sha256: String, attached: bool },
     /// A `task` call started a subagent. `subagent` is its id within the turn (`sa-1`, `sa-2`...),
     /// `parent` the id of the subagent that called `task` (`null` for the turn's own agent),
     /// `call_id` that call's id, `agent_type` the subagent's type, `description` the task as given,
@@ -147,6 +151,7 @@ impl TurnEvent {
             TurnEvent::ToolCall { .. } => "tool.call",
             TurnEvent::ToolResult { .. } => "tool.result",
             TurnEvent::FileWritten { .. } => "file.written",
+            TurnEvent::FileShown { .. } => "file.shown",
             TurnEvent::SubagentStarted { .. } => "subagent.started",
             TurnEvent::SubagentCompleted { .. } => "subagent.completed",
             TurnEvent::ApprovalRequested { .. } => "approval.requested",

@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod budget;
 pub mod events;
+pub mod files;
 pub mod permissions;
 pub mod planner;
 pub mod prompt;

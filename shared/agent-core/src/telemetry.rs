@@ -179,6 +179,10 @@ impl DeltaSink for FirstDelta<'_> {
 
 #[async_trait]
 impl ChatModel for InstrumentedModel {
+    fn file_input(&self) -> crate::model::FileInput {
+        self.inner.file_input()
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let span = self.span(request);
         let result = self.inner.complete(request).instrument(span.clone()).await;

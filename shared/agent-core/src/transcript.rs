@@ -31,7 +31,12 @@ pub fn transcript(
     }
     for message in messages {
         match message {
-            Message::User { content } => out.push_str(&format!("User: {}\n", head(content, MAX_TEXT_CHARS))),
+            Message::User { content, files } => {
+                out.push_str(&format!("User: {}\n", head(content, MAX_TEXT_CHARS)));
+                for file in files {
+                    out.push_str(&format!("User attached {} ({})\n", file.path, file.media_type.mime()));
+                }
+            }
             Message::Assistant { content, tool_calls } => {
                 if !content.is_empty() {
                     out.push_str(&format!("Assistant: {}\n", head(content, MAX_TEXT_CHARS)));
@@ -47,7 +52,7 @@ pub fn transcript(
                     ));
                 }
             }
-            Message::Tool { tool_call_id, name, content } => {
+            Message::Tool { tool_call_id, name, content, .. } => {
                 if skill_reads.contains(tool_call_id) {
                     out.push_str(&format!("Tool {name}: (skill content omitted)\n"));
                 } else {
@@ -130,7 +135,12 @@ mod tests {
                     arguments: serde_json::json!({"skill": "a"}),
                 }],
             },
-            Message::Tool { tool_call_id: "k".into(), name: "load_skill".into(), content: "SECRET RULES".into() },
+            Message::Tool {
+                tool_call_id: "k".into(),
+                name: "load_skill".into(),
+                content: "SECRET RULES".into(),
+                files: Vec::new(),
+            },
         ];
         let text = transcript(None, &messages, 10_000, &skill_reads);
         assert!(!text.contains("SECRET RULES") && text.contains("skill content omitted"), "{text}");

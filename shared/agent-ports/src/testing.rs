@@ -11,7 +11,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::message::{ChatRequest, ChatResponse, ToolCall};
-use crate::model::{ChatModel, ModelError};
+use crate::model::{ChatModel, FileInput, ModelError};
 
 type Answer = dyn Fn(&ChatRequest) -> Result<ChatResponse, ModelError> + Send + Sync;
 
@@ -23,6 +23,7 @@ pub struct FnModel {
     requests: Mutex<Vec<ChatRequest>>,
     keep_requests: bool,
     hold: Option<Arc<Notify>>,
+    file_input: FileInput,
 }
 
 impl FnModel {
@@ -33,7 +34,13 @@ impl FnModel {
             requests: Mutex::default(),
             keep_requests: true,
             hold: None,
+            file_input: FileInput::TEXT_ONLY,
         }
+    }
+
+    /// The same model, able to see what `input` says (text only by default).
+    pub fn seeing(self, input: FileInput) -> Self {
+        FnModel { file_input: input, ..self }
     }
 
     /// The same model, whose every call waits for a permit of `gate` (`notify_one`) before it
@@ -61,6 +68,10 @@ impl FnModel {
 
 #[async_trait]
 impl ChatModel for FnModel {
+    fn file_input(&self) -> FileInput {
+        self.file_input
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         if self.keep_requests {
@@ -163,10 +174,19 @@ impl ScriptedModel {
     pub fn requests(&self) -> Vec<ChatRequest> {
         self.model.requests()
     }
+
+    /// The same model, able to see what `input` says (text only by default).
+    pub fn seeing(self, input: FileInput) -> Self {
+        ScriptedModel { model: self.model.seeing(input), ..self }
+    }
 }
 
 #[async_trait]
 impl ChatModel for ScriptedModel {
+    fn file_input(&self) -> FileInput {
+        self.model.file_input()
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         self.model.complete(request).await
     }

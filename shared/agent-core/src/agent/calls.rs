@@ -269,7 +269,21 @@ async fn record(
     for (path, size) in env.take_written_files() {
         events.event(TurnEvent::FileWritten { path, size });
     }
-    conversation.push(Message::Tool { tool_call_id: call.id.clone(), name: call.name.clone(), content });
+    for file in &output.files {
+        events.event(TurnEvent::FileShown {
+            path: file.path.clone(),
+            media_type: file.media_type.mime().to_owned(),
+            size: file.size,
+            sha256: file.sha256.clone(),
+            attached: false,
+        });
+    }
+    conversation.push(Message::Tool {
+        tool_call_id: call.id.clone(),
+        name: call.name.clone(),
+        content,
+        files: output.files,
+    });
     if spent.aborted.is_none() {
         spent.aborted = output.abort;
     }

@@ -82,7 +82,7 @@ pub async fn compact(
     let previous_text = previous.map(|previous| previous.text.as_str());
     let max_bytes = limits.input_tokens.saturating_mul(BYTES_PER_TOKEN) / 8;
     let request = match &conversation[first_new] {
-        Message::User { content } => content.as_str(),
+        Message::User { content, .. } => content.as_str(),
         _ => "",
     };
     let opening = format!("The user's request:\n{}\n\nThe steps:\n", head(request, REQUEST_CHARS));
@@ -167,7 +167,9 @@ pub fn digest(previous: Option<&str>, steps: &[Message], skill_text: &dyn Fn(&To
                 }
             }
             Message::Tool { .. } => {}
-            Message::User { content } => lines.push(format!("- note: {}", one_line(&head(content, DIGEST_TEXT_CHARS)))),
+            Message::User { content, .. } => {
+                lines.push(format!("- note: {}", one_line(&head(content, DIGEST_TEXT_CHARS))))
+            }
         }
     }
     let mut index = 0;

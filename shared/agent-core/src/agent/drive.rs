@@ -11,8 +11,9 @@ use super::{
 };
 use crate::budget::{self, Trim};
 use crate::events::{DeltaEvents, TurnObserver};
+use crate::files;
 use crate::message::{ChatRequest, Message, ToolCall, Usage};
-use crate::model::{ChatModel, ModelError};
+use crate::model::{ChatModel, FileInput, ModelError};
 use crate::prompt::SystemPrompt;
 
 /// Where a loop starts: the conversation (history and the turn's messages so far), where the turn
@@ -66,8 +67,16 @@ pub(super) async fn drive(
         }
         let tools = env.tools();
         let tools_tokens = env.tools_tokens();
-        let (mut system, mut messages, mut trims) =
-            prepare(&*env, &conversation, first_new, compacted.as_ref(), steps, tools_tokens, limits.input_tokens);
+        let (mut system, mut messages, mut trims) = prepare(
+            &*env,
+            model.file_input(),
+            &conversation,
+            first_new,
+            compacted.as_ref(),
+            steps,
+            tools_tokens,
+            limits.input_tokens,
+        );
         // The turn itself would be cut: condense its older steps first, as long as there are some
         // and what is never cut (the prompt as trimmed, the request, the tools) leaves room for them.
         let floor = budget::estimate_request(&system, std::slice::from_ref(&conversation[first_new]), tools_tokens);
@@ -91,6 +100,7 @@ pub(super) async fn drive(
                 compacted = condensed;
                 (system, messages, trims) = prepare(
                     &*env,
+                    model.file_input(),
                     &conversation,
                     first_new,
                     compacted.as_ref(),
@@ -121,7 +131,9 @@ pub(super) async fn drive(
             let tokens = budget::estimate_request(&system, &messages, tools_tokens);
             events.event(state.event(steps + 1, shrunk, &tools, tokens));
         }
-        let request = ChatRequest { system: system.render(), messages, tools, ..ChatRequest::default() };
+        let shown: Vec<&crate::message::FileRef> = messages.iter().flat_map(Message::files).collect();
+        let files = if shown.is_empty() { Default::default() } else { env.file_bytes(&shown).await };
+        let request = ChatRequest { system: system.render(), messages, tools, files, ..ChatRequest::default() };
         let deltas = DeltaEvents::new(events, MAX_REPLY_BYTES);
         let call = async {
             if events.wants_deltas() {
@@ -290,8 +302,10 @@ async fn resume_calls(
 
 /// The system prompt, the messages and the trims of the request for model call `step` (from 0):
 /// the conversation as [`compact::view`] gives it, the reminder, and [`budget::fit`].
+#[allow(clippy::too_many_arguments)]
 fn prepare(
     env: &dyn TurnEnv,
+    input: FileInput,
     conversation: &[Message],
     first_new: usize,
     compacted: Option<&compact::Compacted>,
@@ -301,6 +315,14 @@ fn prepare(
 ) -> (SystemPrompt, Vec<Message>, Vec<Trim>) {
     let mut system = env.system_prompt();
     let mut messages = compact::view(conversation, first_new, compacted);
+    // What the request shows is decided first, by the model's own rule: the budget then counts
+    // the files it keeps and the notes of those it leaves out.
+    if messages.iter().any(|message| !message.files().is_empty()) {
+        let fitted = files::fit(&mut messages, input, limit / files::FILE_SHARE_OF_CONTEXT);
+        if fitted.left_out + fitted.unseeable > 0 {
+            tracing::info!(step, ?fitted, "files: older or unseeable files sent as notes");
+        }
+    }
     if let Some(reminder) = env.reminder(step) {
         messages.push(Message::user(reminder));
     }

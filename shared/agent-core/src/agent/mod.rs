@@ -23,7 +23,7 @@ use async_trait::async_trait;
 use tokio::time::Instant;
 
 use crate::events::{ListingShown, TurnEvent, TurnObserver};
-use crate::message::{Message, ToolCall, ToolSpec, Usage};
+use crate::message::{FileBytes, FileRef, Message, ToolCall, ToolSpec, Usage};
 use crate::model::{ChatModel, ModelError};
 use crate::prompt::SystemPrompt;
 use crate::store::PausedSubagent;
@@ -68,6 +68,11 @@ pub trait TurnEnv: Send {
     }
     /// Runs one tool call; failures are returned as text for the model, never as an error.
     async fn call_tool(&mut self, call: &ToolCall) -> ToolOutput;
+    /// The bytes of the files a request shows, read at most once per turn; a file left out is sent
+    /// as a note. The default holds none.
+    async fn file_bytes(&mut self, _files: &[&FileRef]) -> Arc<FileBytes> {
+        Arc::default()
+    }
     /// The workspace files (`/workspace` path, size) written since the last call, so the loop can
     /// report them as they appear.
     fn take_written_files(&mut self) -> Vec<(String, u64)> {
@@ -162,6 +167,9 @@ pub struct ToolOutput {
     /// Set when the call was refused without running (a tool that was not offered, a command a
     /// forced skill does not allow), so the loop tells a refusal from a failure.
     pub refused: bool,
+    /// Images and documents the result shows the model (`read_file` of a picture); the
+    /// environment holds their bytes ([`TurnEnv::file_bytes`]).
+    pub files: Vec<FileRef>,
 }
 
 /// A call that waits for a person's decision.

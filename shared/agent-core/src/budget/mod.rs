@@ -6,7 +6,8 @@ pub mod estimate;
 
 pub use estimate::estimate_text;
 
-use crate::message::{Message, ToolSpec};
+use crate::message::{FileRef, Message, ToolSpec};
+use crate::model::{FileInput, ImageTokens};
 use crate::prompt::{SectionKind, SystemPrompt};
 
 /// Input limits of well-known models, by name prefix; the first match wins.
@@ -81,7 +82,7 @@ pub fn default_context_tokens(model: &str) -> usize {
 /// Tokens of one message, with a small per-message overhead for roles and separators.
 pub fn estimate_message(message: &Message) -> usize {
     4 + match message {
-        Message::User { content } => estimate_text(content),
+        Message::User { content, files } => estimate_text(content) + files.iter().map(estimate_file).sum::<usize>(),
         Message::Assistant { content, tool_calls } => {
             estimate_text(content)
                 + tool_calls
@@ -89,8 +90,17 @@ pub fn estimate_message(message: &Message) -> usize {
                     .map(|c| 8 + estimate_text(&c.name) + estimate_text(&c.arguments.to_string()))
                     .sum::<usize>()
         }
-        Message::Tool { content, name, .. } => 8 + estimate_text(name) + estimate_text(content),
+        Message::Tool { content, name, files, .. } => {
+            8 + estimate_text(name) + estimate_text(content) + files.iter().map(estimate_file).sum::<usize>()
+        }
     }
+}
+
+/// Tokens of a file shown to the model, by the most demanding of the providers' rules (Anthropic's
+/// width × height / 750), so a request that fits here fits at every provider. `files::fit` decides
+/// what a request shows by the model's own rule before this estimate is made.
+pub fn estimate_file(file: &FileRef) -> usize {
+    FileInput::all(ImageTokens::PixelsOver750).tokens(file)
 }
 
 /// Tokens the tools' specs add to a request. A turn's tools change only with a forced skill, so
@@ -313,7 +323,7 @@ fn shrink_text(message: &mut Message, over_bytes: usize) -> usize {
             };
             *content = shrunk;
         }
-        Message::User { content } | Message::Assistant { content, .. } | Message::Tool { content, .. } => {
+        Message::User { content, .. } | Message::Assistant { content, .. } | Message::Tool { content, .. } => {
             let keep = content.len().saturating_sub(over_bytes).max(100);
             if keep + cut::TRUNCATED_MARKER.len() >= content.len() {
                 return 0;
@@ -326,7 +336,9 @@ fn shrink_text(message: &mut Message, over_bytes: usize) -> usize {
 
 fn message_text(message: &Message) -> Option<&str> {
     match message {
-        Message::User { content } | Message::Assistant { content, .. } | Message::Tool { content, .. } => Some(content),
+        Message::User { content, .. } | Message::Assistant { content, .. } | Message::Tool { content, .. } => {
+            Some(content)
+        }
     }
 }
 

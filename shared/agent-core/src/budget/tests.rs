@@ -21,10 +21,20 @@ fn history() -> Vec<Message> {
             content: String::new(),
             tool_calls: vec![ToolCall { id: "1".into(), name: "ls".into(), arguments: serde_json::json!({}) }],
         },
-        Message::Tool { tool_call_id: "1".into(), name: "ls".into(), content: "listing ".repeat(50) },
+        Message::Tool {
+            tool_call_id: "1".into(),
+            name: "ls".into(),
+            content: "listing ".repeat(50),
+            files: Vec::new(),
+        },
         Message::assistant("old answer ".repeat(50)),
         Message::user("current request"),
-        Message::Tool { tool_call_id: "2".into(), name: "read_file".into(), content: "big ".repeat(3000) },
+        Message::Tool {
+            tool_call_id: "2".into(),
+            name: "read_file".into(),
+            content: "big ".repeat(3000),
+            files: Vec::new(),
+        },
     ]
 }
 
@@ -84,7 +94,12 @@ fn write(id: &str, bytes: usize) -> Message {
 }
 
 fn written(id: &str) -> Message {
-    Message::Tool { tool_call_id: id.into(), name: "write_file".into(), content: format!("Updated file {id}") }
+    Message::Tool {
+        tool_call_id: id.into(),
+        name: "write_file".into(),
+        content: format!("Updated file {id}"),
+        files: Vec::new(),
+    }
 }
 
 fn arguments(message: &Message) -> &serde_json::Value {
@@ -123,7 +138,12 @@ fn the_newest_replys_arguments_are_cut_when_they_are_the_largest_thing_left() {
     let mut system = SystemPrompt { sections: vec![] };
     let mut messages = vec![
         Message::user("current request"),
-        Message::Tool { tool_call_id: "r".into(), name: "read_file".into(), content: "r".repeat(3_000) },
+        Message::Tool {
+            tool_call_id: "r".into(),
+            name: "read_file".into(),
+            content: "r".repeat(3_000),
+            files: Vec::new(),
+        },
         write("b", 200_000),
         written("b"),
     ];
@@ -132,7 +152,12 @@ fn the_newest_replys_arguments_are_cut_when_they_are_the_largest_thing_left() {
     assert!(cuts_the_turn(&trims), "the current turn was cut");
     assert_eq!(
         messages[1],
-        Message::Tool { tool_call_id: "r".into(), name: "read_file".into(), content: "r".repeat(3_000) }
+        Message::Tool {
+            tool_call_id: "r".into(),
+            name: "read_file".into(),
+            content: "r".repeat(3_000),
+            files: Vec::new()
+        }
     );
     assert!(estimate_request(&system, &messages, 0) <= 1_500);
 }

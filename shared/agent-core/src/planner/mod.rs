@@ -402,7 +402,7 @@ fn conversation_text(messages: &[Message], limit: usize) -> String {
     let mut out = String::new();
     for message in &messages[start..] {
         match message {
-            Message::User { content } => out.push_str(&format!("User: {content}\n")),
+            Message::User { content, .. } => out.push_str(&format!("User: {content}\n")),
             Message::Assistant { content, tool_calls } => {
                 if !content.is_empty() {
                     out.push_str(&format!("Assistant: {content}\n"));

@@ -10,6 +10,7 @@ mod execute;
 mod forced;
 mod saved;
 mod shared;
+mod show;
 mod source;
 mod specs;
 pub mod task;
@@ -34,7 +35,7 @@ use serde_json::Value;
 
 use crate::agent::{PromptState, ToolOutput, TurnEnv};
 use crate::events::TurnObserver;
-use crate::message::{ToolCall, ToolSpec};
+use crate::message::{FileBytes, FileRef, ToolCall, ToolSpec};
 use crate::prompt::{self, Section, SectionKind, SystemPrompt};
 use crate::skills::{found, Listing, SkillDoc};
 use crate::store::TodoItem;
@@ -406,6 +407,13 @@ impl TurnEnv for SkillsEnv<'_> {
         self.policy_requires(call)
     }
 
+    async fn file_bytes(&mut self, files: &[&FileRef]) -> Arc<FileBytes> {
+        match self.shared.shown {
+            Some(shown) => shown.bytes(files).await,
+            None => Arc::default(),
+        }
+    }
+
     async fn call_concurrently(&mut self, calls: &[&ToolCall], events: &dyn TurnObserver) -> Vec<ToolOutput> {
         task::run_tasks(self, calls, events).await
     }
@@ -442,6 +450,7 @@ impl TurnEnv for SkillsEnv<'_> {
                     };
                 }
             }
+            show::READ_FILE if self.shared.shown.is_some() => return self.run_read_file(&call.arguments).await,
             name => {
                 let mut vfs = self.shared.vfs.lock().await;
                 let content = vfs::run_file_tool(&mut vfs, name, &call.arguments).await;

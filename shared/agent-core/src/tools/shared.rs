@@ -2,6 +2,7 @@
 //! the same filesystem (behind a lock, so concurrent subagents take turns at it one tool call at a
 //! time), the same sandbox, and the same prompt parts.
 
+use crate::files::ShownFiles;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -32,6 +33,8 @@ pub struct TurnShared<'a> {
     /// The policies whose calls wait for a person's approval (the deployment's, the tenant's),
     /// borrowed, not merged: a call waits when any asks. Empty when none asks anything.
     pub(super) approvals: Vec<&'a ApprovalPolicy>,
+    /// The files the turn shows the model; `read_file` shows images and PDFs only with them.
+    pub(super) shown: Option<&'a ShownFiles<'a>>,
 }
 
 impl<'a> TurnShared<'a> {
@@ -56,7 +59,14 @@ impl<'a> TurnShared<'a> {
             sandbox_session: Mutex::new(None),
             delegation: None,
             approvals: Vec::new(),
+            shown: None,
         }
+    }
+
+    /// Lets `read_file` show images and PDFs to the model, kept in `shown`.
+    pub fn with_files(mut self, shown: &'a ShownFiles<'a>) -> Self {
+        self.shown = Some(shown);
+        self
     }
 
     /// Stops the turn for a person's approval before a call `policy` names runs, besides the calls

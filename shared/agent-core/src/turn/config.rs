@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use crate::budget;
+use crate::files::MediaLimits;
 use crate::planner::PlannerConfig;
 use crate::prompt::SkillPromptMode;
 use crate::tools::{ApprovalPolicy, SubagentConfig};
@@ -47,6 +48,8 @@ pub struct AgentConfig {
     pub subagents: SubagentConfig,
     /// Which tool calls wait for a person's approval (`APPROVAL_REQUIRED`, `APPROVAL_ALLOW`).
     pub approvals: ApprovalPolicy,
+    /// The bounds of images and PDFs shown to the model (`IMAGE_LONG_EDGE`, `PDF_MAX_PAGES`).
+    pub media: MediaLimits,
 }
 
 /// How turns are answered.
@@ -88,6 +91,7 @@ impl Default for AgentConfig {
             model_provider: String::new(),
             subagents: SubagentConfig::default(),
             approvals: ApprovalPolicy::default(),
+            media: MediaLimits::default(),
         }
     }
 }

@@ -17,6 +17,7 @@ mod planner;
 mod request;
 mod skills;
 mod summary;
+mod uploads;
 mod usage;
 
 pub use approval::MAX_SHOWN_ARGUMENT_BYTES;
@@ -26,6 +27,9 @@ pub use files::{FileDownload, DOWNLOAD_LINK_LIFETIME};
 pub use memories::MemoryFile;
 pub use request::{ReplyFile, TurnError, TurnReply, TurnRequest, UserProfile};
 pub use skills::parse_slash_command;
+pub use uploads::{
+    sniffed_type, Attachment, PresignedUpload, Upload, MAX_ATTACHMENTS, MAX_UPLOAD_BYTES, UPLOAD_LINK_LIFETIME,
+};
 pub use usage::{seconds_to_next_utc_day, utc_day, DEFAULT_MODEL_LABEL};
 
 use std::sync::{Arc, OnceLock};

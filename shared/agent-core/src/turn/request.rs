@@ -38,6 +38,8 @@ pub struct TurnRequest {
     /// A person's decisions on the calls a paused turn waits on; the turn then goes on instead
     /// of starting from `message` (which is empty).
     pub decisions: Option<Decisions>,
+    /// Uploads of this session attached to the message: put in `/workspace` and shown to the model.
+    pub attachments: Vec<super::uploads::Attachment>,
 }
 
 /// The result of a committed turn; its JSON is the HTTP API's 200 body and the stored replay.
@@ -84,6 +86,9 @@ pub struct ReplyFile {
 pub enum TurnError {
     #[error("{0}")]
     InvalidInput(String),
+    /// A file over an upload or workspace bound; nothing was stored.
+    #[error("{0}")]
+    TooLarge(String),
     /// A slash command that names no skill of the tenant; nothing was sent to the model.
     #[error("{}", unknown_skill_message(command, suggestions))]
     UnknownSkill { command: String, suggestions: Vec<String> },

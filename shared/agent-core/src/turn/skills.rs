@@ -8,6 +8,7 @@ use super::summary::history_for_model;
 use super::{Claims, ReplyFile, Strategy, TurnError, TurnReply, TurnRequest, TurnService};
 use crate::agent::{self, Ending, Limits};
 use crate::events::{TurnEvent, TurnObserver};
+use crate::files::ShownFiles;
 use crate::ids::{SkillPath, TicketId};
 use crate::message::{Message, Usage};
 use crate::prompt::{PromptTemplate, PromptVars};
@@ -108,15 +109,29 @@ impl TurnService {
         };
         let history = history_for_model(&session, summary.as_ref());
 
-        let vfs = Vfs::new(
+        let shown = ShownFiles::new(
             self.objects.as_ref(),
             request.user.clone(),
             request.session.clone(),
-            ticket.clone(),
-            session.state.workspace.clone(),
-        )
-        .with_blob_cache(&self.blobs)
-        .with_catalog(&catalog);
+            self.model.file_input(),
+            self.config.media.clone(),
+            self.config.input_tokens(),
+        );
+        let mut workspace = session.state.workspace.clone();
+        let (attached, attached_files) = if request.attachments.is_empty() || resumed.is_some() {
+            (String::new(), Vec::new())
+        } else {
+            self.attach(&request.user, &request.session, &request.attachments, &mut workspace, &shown, events).await?
+        };
+        let user_message = match (user_message.is_empty(), attached.is_empty()) {
+            (_, true) => user_message,
+            (true, false) => attached,
+            (false, false) => format!("{user_message}\n\n{attached}"),
+        };
+        let vfs =
+            Vfs::new(self.objects.as_ref(), request.user.clone(), request.session.clone(), ticket.clone(), workspace)
+                .with_blob_cache(&self.blobs)
+                .with_catalog(&catalog);
         let listing = catalog.listing(self.objects.as_ref(), self.config.listing_tokens()).await?;
         let limits = Limits {
             max_steps: self.config.max_steps,
@@ -136,7 +151,7 @@ impl TurnService {
             );
         }
         // The tenant's rules from its settings.json apply beside the deployment's.
-        shared = shared.with_approvals(&self.config.approvals).with_approvals(catalog.approvals());
+        shared = shared.with_approvals(&self.config.approvals).with_approvals(catalog.approvals()).with_files(&shown);
         if self.config.subagents.max_depth > 0 {
             let mut delegation = Delegation::new(self.model.as_ref(), limits.clone(), self.config.subagents);
             if let Some(paused) = &resumed {
@@ -173,8 +188,8 @@ impl TurnService {
                 agent::resume(self.model.as_ref(), &mut env, paused, &limits, events).await?
             }
             None => {
-                agent::run(self.model.as_ref(), &mut env, &history, Message::user(user_message), &limits, events)
-                    .await?
+                let message = Message::User { content: user_message, files: attached_files };
+                agent::run(self.model.as_ref(), &mut env, &history, message, &limits, events).await?
             }
         };
         // A turn that never reached the model has nothing to say: a canned "out of time" reply

@@ -18,7 +18,7 @@ use time::OffsetDateTime;
 use super::{TurnError, TurnRequest, TurnService};
 use crate::ids::UserId;
 use crate::message::{ChatRequest, ChatResponse};
-use crate::model::{ChatModel, DeltaSink, ModelError};
+use crate::model::{ChatModel, DeltaSink, FileInput, ModelError};
 use crate::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout};
 use crate::store::{BudgetOverride, ModelUsage, Reservation, Session, SessionStore, StoreError, TurnUsage};
 
@@ -269,6 +269,10 @@ pub(super) struct MeteredModel {
 
 #[async_trait]
 impl ChatModel for MeteredModel {
+    fn file_input(&self) -> FileInput {
+        self.inner.file_input()
+    }
+
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         if let Some(meter) = Meter::current() {
             meter.reserve(request).await?;
@@ -469,10 +473,11 @@ mod tests {
     fn a_call_reserves_its_estimated_input_and_its_most_output() {
         let request = ChatRequest {
             system: "x".repeat(300),
-            messages: vec![crate::message::Message::User { content: "y".repeat(30) }],
+            messages: vec![crate::message::Message::User { content: "y".repeat(30), files: Vec::new() }],
             tools: Arc::default(),
             model: None,
             response_format: None,
+            files: Default::default(),
         };
         assert_eq!(call_reservation(&request, 4096), 100 + (4 + 10) + 4096);
         assert_eq!(call_reservation(&request, 0), 114);

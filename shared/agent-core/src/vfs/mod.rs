@@ -81,9 +81,10 @@ pub fn is_clean_workspace_path(rel: &str) -> bool {
 pub use crate::tool_names::FILE_TOOL_NAMES;
 pub use glob::{MAX_GLOB_EXPANSIONS, MAX_GLOB_NESTING, MAX_GLOB_PATTERN_BYTES};
 pub use memories::SavedMemories;
+pub use read::Read;
 pub use render::EMPTY_FILE_NOTE;
 pub use storage::BlobCache;
-pub use tools::{file_tool_specs, run_file_tool};
+pub use tools::{file_tool_specs, read_file_or_bytes, run_file_tool};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};

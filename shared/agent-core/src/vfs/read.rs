@@ -12,6 +12,13 @@ use super::{
     LOAD_CONCURRENCY, MAX_GREP_MATCHES, MAX_GREP_PATTERN_BYTES, MAX_OUTPUT_BYTES, MAX_READ_BYTES,
 };
 
+/// What a read found: a window of text, or a binary file's bytes.
+#[derive(Debug)]
+pub enum Read {
+    Text(String),
+    Binary { path: String, bytes: Vec<u8> },
+}
+
 impl Vfs<'_> {
     /// Lists a directory as deepagents does: the Python list of its entries' absolute paths, sorted,
     /// directories with a trailing `/`; "No files found" for an empty or missing directory. A file's
@@ -76,7 +83,11 @@ impl Vfs<'_> {
             sizes.sort();
             let shown: Vec<String> =
                 sizes.iter().take(50).map(|(path, size)| format!("{path} ({size} bytes)")).collect();
-            let _ = write!(listed, "\nBinary files (download them; read_file cannot show them): {}", shown.join(", "));
+            let _ = write!(
+                listed,
+                "\nBinary files (read_file shows images and PDFs; other kinds need a command): {}",
+                shown.join(", ")
+            );
         }
         Ok(listed)
     }
@@ -95,6 +106,15 @@ impl Vfs<'_> {
     ///
     /// [`EMPTY_FILE_NOTE`]: super::EMPTY_FILE_NOTE
     pub async fn read_window(&self, path: &str, offset: i64, limit: i64) -> Result<String, VfsError> {
+        match self.read_or_bytes(path, offset, limit).await? {
+            Read::Text(text) => Ok(text),
+            Read::Binary { path, bytes } => Err(VfsError::Binary { path, size: bytes.len() as u64 }),
+        }
+    }
+
+    /// [`Vfs::read_window`], but a binary file's bytes come back whole (an image or a PDF may be
+    /// shown to the model).
+    pub async fn read_or_bytes(&self, path: &str, offset: i64, limit: i64) -> Result<Read, VfsError> {
         let (node, shown) = self.resolve(path)?;
         let Some(node) = node else { return Err(VfsError::NotFound(shown)) };
         let Node::In { root, rel } = node else { return Err(VfsError::IsDirectory(shown)) };
@@ -105,8 +125,10 @@ impl Vfs<'_> {
             Stat::Missing => return Err(VfsError::NotFound(shown)),
         };
         let bytes = self.load(&shown, &entry).await?;
-        let text = as_text(&bytes).ok_or(VfsError::Binary { path: shown.clone(), size: bytes.len() as u64 })?;
-        render::read_window(text, offset, limit, MAX_OUTPUT_BYTES)
+        match as_text(&bytes) {
+            Some(text) => render::read_window(text, offset, limit, MAX_OUTPUT_BYTES).map(Read::Text),
+            None => Ok(Read::Binary { path: shown, bytes: bytes.to_vec() }),
+        }
     }
 
     /// Files under `path` (default `/`, every root) matching a glob pattern (see the `glob` module

@@ -5,6 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
+use super::read::Read;
 use super::{
     GrepOutput, Vfs, VfsError, DEFAULT_READ_LIMIT, MAX_FILE_BYTES, MAX_GREP_MATCHES, MAX_MEMORY_BYTES,
     MAX_MEMORY_FILES, MAX_MEMORY_FILE_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES,
@@ -75,7 +76,10 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
                  - Speculatively batch multiple `read_file` calls in one response when several files may be \
                  useful.\n\
                  - An empty file returns a system-reminder warning in place of contents.\n\
-                 - Binary files (PDFs, images) cannot be read as text; knowing they exist is all you get.\n\
+                 - Images (PNG, JPEG, GIF, WebP) and PDF documents are shown to you as they are, so you can look \
+                 at them: a large image downscaled, a PDF within a page limit (render the pages you need \
+                 as images for a longer one). `offset` and `limit` do not apply to them. Other binary files \
+                 (Office documents, archives) cannot be read; convert them with a command.\n\
                  - Always read a file before editing it.\n\n{ROOTS}"
             ),
             json!({
@@ -183,6 +187,18 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
             }),
         ),
     ]
+}
+
+/// Runs `read_file`: a window of a text file, or the bytes of a binary one (to be shown to the
+/// model when it is an image or a PDF); errors as the text for the model.
+pub async fn read_file_or_bytes(vfs: &Vfs<'_>, args: &Value) -> Result<Read, String> {
+    let read = async {
+        let args = Args::new("read_file", args)?;
+        let offset = args.optional_int("offset")?.unwrap_or(0);
+        let limit = args.optional_int("limit")?.unwrap_or(DEFAULT_READ_LIMIT);
+        vfs.read_or_bytes(args.string("file_path")?, offset, limit).await
+    };
+    read.await.map_err(|error| error.to_string())
 }
 
 /// Runs a file tool call and returns the text for the model, errors included as `Error: ...`.

@@ -6,5 +6,6 @@ mod catalog_agents;
 mod catalog_index;
 mod deepagents_parity;
 mod memories;
+mod shown_files;
 mod turns;
 mod usage;

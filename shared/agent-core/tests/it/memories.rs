@@ -25,6 +25,7 @@ fn request(user: &str, session: &str, message: &str) -> TurnRequest {
         now: OffsetDateTime::now_utc(),
         idempotency: None,
         decisions: None,
+        attachments: Vec::new(),
     }
 }
 

@@ -33,6 +33,7 @@ fn request(message: &str, key: Option<&str>) -> TurnRequest {
         now: OffsetDateTime::now_utc(),
         idempotency: key.map(|key| IdempotencyKey::new(key, &[message]).unwrap()),
         decisions: None,
+        attachments: Vec::new(),
     }
 }
 

@@ -101,6 +101,7 @@ fn request(user_id: &str, message: &str) -> TurnRequest {
         now: OffsetDateTime::now_utc(),
         idempotency: None,
         decisions: None,
+        attachments: Vec::new(),
     }
 }
 

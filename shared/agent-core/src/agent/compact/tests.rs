@@ -143,11 +143,11 @@ async fn a_long_turn_condenses_its_older_steps_with_the_model_and_keeps_every_st
         assert!(tokens <= 6_000, "a request of {tokens} tokens");
     }
     let last = requests.last().unwrap();
-    let Message::User { content } = &last.messages[1] else { panic!("{:?}", last.messages[1]) };
+    let Message::User { content, .. } = &last.messages[1] else { panic!("{:?}", last.messages[1]) };
     assert!(content.starts_with(HEADER) && content.contains("a.md y b.md"), "{content}");
     // The condensing request saw the user's request and the steps, never the skill's rules.
     let condense = model.requests().into_iter().find(|r| r.system == INSTRUCTIONS).unwrap();
-    let Message::User { content } = &condense.messages[0] else { panic!() };
+    let Message::User { content, .. } = &condense.messages[0] else { panic!() };
     assert!(content.contains("Revisa todo el espacio") && content.contains("Assistant called ls("), "{content}");
     // Every step is kept for the stored history: the request, 7 replies with 40 results each, the answer.
     assert_eq!(outcome.messages.len(), 1 + 7 * 41 + 1);
@@ -160,7 +160,7 @@ async fn a_failed_summary_becomes_a_digest_of_the_calls() {
     let outcome = run(&model, &mut env, 6_000).await.unwrap();
     assert_eq!(outcome.ending, Ending::Answered);
     let last = turn_requests(&model).pop().unwrap();
-    let Message::User { content } = &last.messages[1] else { panic!("{:?}", last.messages[1]) };
+    let Message::User { content, .. } = &last.messages[1] else { panic!("{:?}", last.messages[1]) };
     assert!(content.starts_with(HEADER) && content.contains("no summary could be made"), "{content}");
     assert!(content.contains("- ls({\"note\":"), "the short arguments: {content}");
     assert!(content.contains(" bytes: /workspace/a.md"), "the results' sizes and first lines: {content}");
@@ -225,7 +225,7 @@ fn the_view_puts_the_condensed_steps_after_the_request() {
                 content: String::new(),
                 tool_calls: vec![ToolCall { id: id.into(), name: "ls".into(), arguments: json!({}) }],
             },
-            Message::Tool { tool_call_id: id.into(), name: "ls".into(), content: "a".into() },
+            Message::Tool { tool_call_id: id.into(), name: "ls".into(), content: "a".into(), files: Vec::new() },
         ]
     };
     let mut conversation = vec![Message::user("old"), Message::assistant("old answer"), Message::user("now")];
@@ -251,7 +251,12 @@ fn a_digest_leaves_skill_text_out() {
             content: "Cargo la habilidad.".into(),
             tool_calls: vec![ToolCall { id: "k".into(), name: "load_skill".into(), arguments: json!({"skill": "x"}) }],
         },
-        Message::Tool { tool_call_id: "k".into(), name: "load_skill".into(), content: "SECRET RULES".into() },
+        Message::Tool {
+            tool_call_id: "k".into(),
+            name: "load_skill".into(),
+            content: "SECRET RULES".into(),
+            files: Vec::new(),
+        },
     ];
     let text = digest(Some("Before."), &steps, &|call: &ToolCall| call.name == "load_skill");
     assert!(text.starts_with("Before.\n") && text.contains("- said: Cargo la habilidad."), "{text}");

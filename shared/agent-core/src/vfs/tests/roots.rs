@@ -34,7 +34,7 @@ async fn ls_skills_shows_only_mounted_skills_and_their_tree() {
     assert_eq!(
         vfs.ls("/skills/compraventa/resources/").await.unwrap(),
         "['/skills/compraventa/resources/ejemplo.md', '/skills/compraventa/resources/plantilla.pdf']\nBinary files \
-         (download them; read_file cannot show them): /skills/compraventa/resources/plantilla.pdf (32 bytes)"
+         (read_file shows images and PDFs; other kinds need a command): /skills/compraventa/resources/plantilla.pdf (32 bytes)"
     );
     // A file lists itself (deepagents answers "No files found").
     assert_eq!(vfs.ls("/skills/compraventa/SKILL.md").await.unwrap(), "['/skills/compraventa/SKILL.md']");
