@@ -150,12 +150,8 @@ async fn the_virtual_filesystem_follows_its_rules_and_the_workspace_persists() {
     assert!(after[0].contains("/skills"), "{}", after[0]);
     assert!(after[1].contains("/skills/compraventa") && !after[1].contains("hipoteca"), "{}", after[1]);
     assert!(after[2].starts_with("@@ lines 1-3 of "), "paged under a status header: {}", after[2]);
-    assert!(
-        after[3].starts_with("Error: File '/skills/compraventa/resources/plantilla.pdf' is a binary file (")
-            && after[3].ends_with(" bytes) and cannot be read as text"),
-        "{}",
-        after[3]
-    );
+    // A loaded skill's PDF is shown to the model as a document.
+    assert_eq!(after[3], "Showing the PDF document /skills/compraventa/resources/plantilla.pdf (793 bytes, 1 page).");
     assert!(after[4].starts_with("Error: File '") && after[4].ends_with("' not found"), "unloaded skill: {}", after[4]);
     assert!(after[5].contains("Carta del cliente"), "{}", after[5]);
     assert!(after[6].starts_with("Error:") && after[6].contains("read-only"), "{}", after[6]);

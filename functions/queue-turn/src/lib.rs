@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use agent_app::api::ApiError;
+use agent_app::api::{ApiError, AttachmentBody};
 use agent_core::agent::Ending;
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile};
 use agent_core::{IdempotencyKey, SessionId, TicketId, UserId};
@@ -36,6 +36,9 @@ struct RecordBody {
     /// record's message id, so a redelivered record replays instead of running again.
     #[serde(default)]
     idempotency_key: Option<String>,
+    /// Uploads of the session attached to the message (`{"upload", "name"}` each).
+    #[serde(default)]
+    attachments: Vec<AttachmentBody>,
 }
 
 /// The message that asks a saved plan to go on.
@@ -75,6 +78,7 @@ fn is_permanent(err: &TurnError) -> bool {
     matches!(
         err,
         TurnError::InvalidInput(_)
+            | TurnError::TooLarge(_)
             | TurnError::UnknownSkill { .. }
             | TurnError::IdempotencyMismatch
             | TurnError::Config(_)
@@ -159,7 +163,13 @@ async fn process(
         .map(agent_core::agent::Decisions::new)
         .transpose()
         .map_err(|err| RecordError::Malformed(format!("`decisions`: {err}")))?;
-    let fingerprint = decisions.as_ref().map(agent_core::agent::Decisions::fingerprint);
+    if decisions.is_some() && !body.attachments.is_empty() {
+        return Err(RecordError::Malformed("`attachments` go with a `message`, not with `decisions`".to_owned()));
+    }
+    let attachments = agent_app::api::attachments(&body.attachments)
+        .map_err(|err| RecordError::Malformed(format!("`attachments`: {err}")))?;
+    // The same fingerprint as the HTTP function that queued the record computed.
+    let fingerprint = agent_app::api::extra_fingerprint(decisions.as_ref(), &attachments);
     let idempotency = IdempotencyKey::for_queued_turn(
         key,
         &user,
@@ -179,6 +189,7 @@ async fn process(
         now: time::OffsetDateTime::now_utc(),
         idempotency: Some(idempotency.clone()),
         decisions,
+        attachments,
     };
     agent_app::turn::name_turn(&tracing::Span::current(), &request, record.message_id.as_deref().unwrap_or(""));
     // A defect fails this record only; the rest of the batch and the warm process go on.

@@ -3,7 +3,7 @@
 //! status with a JSON error body safe to show a client.
 
 use agent_core::agent::{CallDecision, Decisions};
-use agent_core::turn::{TurnError, TurnRequest, UserProfile, MAX_MESSAGE_BYTES};
+use agent_core::turn::{Attachment, TurnError, TurnRequest, UserProfile, MAX_ATTACHMENTS, MAX_MESSAGE_BYTES};
 use agent_core::{IdempotencyKey, ModelError, SessionId, StoreError, TicketId, UserId};
 use base64::Engine;
 use http::HeaderMap;
@@ -12,9 +12,10 @@ use serde_json::{json, Value};
 use tokio::time::Instant;
 
 /// Bodies larger than this are refused before parsing: the message limit after the worst JSON
-/// escaping (`\u0000` is six bytes for one), plus room for the other fields. The message itself
-/// is measured after decoding.
-const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096;
+/// escaping (`\u0000` is six bytes for one), plus room for the other fields and the attachments
+/// (an upload id and a name of up to 256 bytes each, escaped at worst). The message itself is
+/// measured after decoding.
+const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096 + MAX_ATTACHMENTS * (6 * 256 + 128);
 
 /// The request header that carries a client's idempotency key.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
@@ -59,6 +60,7 @@ impl From<TurnError> for ApiError {
     fn from(err: TurnError) -> Self {
         match err {
             TurnError::InvalidInput(message) => ApiError::bad_request(message),
+            TurnError::TooLarge(message) => ApiError::new(413, "payload_too_large", message),
             unknown @ TurnError::UnknownSkill { .. } => ApiError::new(400, "unknown_skill", unknown.to_string()),
             TurnError::Conflict => ApiError::new(
                 409,
@@ -160,6 +162,47 @@ pub struct TurnBody {
     /// Decisions on the tool calls a paused turn waits on (`approve`, `edit`, `reject`).
     #[serde(default)]
     pub decisions: Option<Vec<CallDecision>>,
+    /// Uploads of the session attached to the message.
+    #[serde(default)]
+    pub attachments: Vec<AttachmentBody>,
+}
+
+/// One attachment as a client names it: `{"upload": "<sha256>", "name": "scan.jpg"}`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttachmentBody {
+    pub upload: String,
+    pub name: String,
+}
+
+/// The attachments of a turn (its body, or its queue record), validated: at most
+/// [`MAX_ATTACHMENTS`], each an upload id and a clean `/workspace` path, no path twice.
+pub fn attachments(bodies: &[AttachmentBody]) -> Result<Vec<Attachment>, String> {
+    if bodies.len() > MAX_ATTACHMENTS {
+        return Err(format!("a turn attaches at most {MAX_ATTACHMENTS} files, not {}", bodies.len()));
+    }
+    let mut attachments: Vec<Attachment> = Vec::with_capacity(bodies.len());
+    for body in bodies {
+        let attachment = Attachment::new(&body.upload, &body.name)?;
+        // Two files at one path would leave only the last: a mistake, said rather than hidden.
+        if attachments.iter().any(|earlier| earlier.name == attachment.name) {
+            return Err(format!("`{}` is attached twice: give each attachment its own name", attachment.name));
+        }
+        attachments.push(attachment);
+    }
+    Ok(attachments)
+}
+
+/// What a turn asks besides its message and ticket, for its idempotency fingerprint: the decisions
+/// or the attachments (a body never has both). A turn with neither keeps the fingerprint it
+/// always had.
+pub fn extra_fingerprint(decisions: Option<&Decisions>, attachments: &[Attachment]) -> Option<String> {
+    match decisions {
+        Some(decisions) => Some(decisions.fingerprint()),
+        // Tagged, so attachments never read as decisions (whose fingerprint is a JSON object).
+        None if !attachments.is_empty() => Some(format!("attachments\n{}", Attachment::fingerprint(attachments))),
+        None => None,
+    }
 }
 
 impl TurnBody {
@@ -170,6 +213,11 @@ impl TurnBody {
             .map(Decisions::new)
             .transpose()
             .map_err(|err| ApiError::bad_request(format!("`decisions`: {err}")))
+    }
+
+    /// The body's attachments, validated.
+    pub fn attachments(&self) -> Result<Vec<Attachment>, ApiError> {
+        attachments(&self.attachments).map_err(|err| ApiError::bad_request(format!("`attachments`: {err}")))
     }
 }
 
@@ -194,7 +242,9 @@ pub fn turn_request(
     deadline: Option<Instant>,
 ) -> Result<TurnRequest, ApiError> {
     let decisions = body.decisions()?;
-    let idempotency = idempotency_key(headers, &body, decisions.as_ref())?;
+    let attachments = body.attachments()?;
+    let extra = extra_fingerprint(decisions.as_ref(), &attachments);
+    let idempotency = idempotency_key(headers, &body, extra.as_deref())?;
     let ticket = body
         .ticket_id
         .map(TicketId::parse)
@@ -210,6 +260,7 @@ pub fn turn_request(
         now: time::OffsetDateTime::now_utc(),
         idempotency,
         decisions,
+        attachments,
     })
 }
 
@@ -223,13 +274,13 @@ pub fn client_key(headers: &HeaderMap) -> Result<Option<&str>, ApiError> {
 fn idempotency_key(
     headers: &HeaderMap,
     body: &TurnBody,
-    decisions: Option<&Decisions>,
+    extra: Option<&str>,
 ) -> Result<Option<IdempotencyKey>, ApiError> {
     let Some(key) = client_key(headers)? else { return Ok(None) };
-    let decisions = decisions.map(Decisions::fingerprint);
     let mut request = vec![body.message.as_str(), body.ticket_id.as_deref().unwrap_or("")];
-    // Decisions are part of what is asked; a message's fingerprint stays what it always was.
-    request.extend(decisions.as_deref());
+    // Decisions and attachments are part of what is asked; a plain message's fingerprint stays
+    // what it always was.
+    request.extend(extra);
     IdempotencyKey::new(key, &request)
         .map(Some)
         .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))
@@ -263,8 +314,11 @@ pub fn parse_turn_body(raw: Option<&str>, base64: bool) -> Result<TurnBody, ApiE
     if body.message.len() > MAX_MESSAGE_BYTES {
         return Err(too_large());
     }
-    match (body.decisions.is_some(), body.message.trim().is_empty()) {
-        (false, true) => return Err(ApiError::bad_request("`message` must not be empty")),
+    if body.decisions.is_some() && !body.attachments.is_empty() {
+        return Err(ApiError::bad_request("`attachments` go with a `message`, not with `decisions`"));
+    }
+    match (body.decisions.is_some(), body.message.trim().is_empty() && body.attachments.is_empty()) {
+        (false, true) => return Err(ApiError::bad_request("`message` must not be empty without `attachments`")),
         (true, false) => {
             return Err(ApiError::bad_request(
                 "send either `message` or `decisions`: the decisions go on with the paused turn",
@@ -272,10 +326,60 @@ pub fn parse_turn_body(raw: Option<&str>, base64: bool) -> Result<TurnBody, ApiE
         }
         _ => {}
     }
-    // The decisions themselves are validated once, where the turn request is built from them.
+    // The decisions and attachments themselves are validated once, where the turn request is
+    // built from them.
     Ok(body)
 }
 
 fn too_large() -> ApiError {
     ApiError::new(413, "payload_too_large", format!("`message` must be at most {} KiB", MAX_MESSAGE_BYTES / 1024))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keyed(body: &str) -> Option<IdempotencyKey> {
+        let mut headers = HeaderMap::new();
+        headers.insert(IDEMPOTENCY_KEY_HEADER, http::HeaderValue::from_static("k-1"));
+        let body = parse_turn_body(Some(body), false).unwrap();
+        let (user, session) = (UserId::parse("u").unwrap(), SessionId::parse("s").unwrap());
+        turn_request(user, session, body, &headers, UserProfile::default(), None).unwrap().idempotency
+    }
+
+    #[test]
+    fn attachments_join_the_fingerprint_and_a_plain_message_keeps_its_own() {
+        let plain = keyed(r#"{"message": "hola"}"#).unwrap();
+        assert_eq!(plain, IdempotencyKey::new("k-1", &["hola", ""]).unwrap(), "as before attachments existed");
+        let upload = "a".repeat(64);
+        let attached =
+            keyed(&format!(r#"{{"message": "hola", "attachments": [{{"upload": "{upload}", "name": "x.txt"}}]}}"#));
+        let renamed =
+            keyed(&format!(r#"{{"message": "hola", "attachments": [{{"upload": "{upload}", "name": "y.txt"}}]}}"#));
+        let attached = attached.unwrap();
+        assert_eq!(attached.key_hash, plain.key_hash);
+        assert_ne!(attached.request_hash, plain.request_hash);
+        assert_ne!(attached.request_hash, renamed.unwrap().request_hash);
+    }
+
+    #[test]
+    fn attachments_are_validated_and_go_with_a_message_only() {
+        let upload = "A".repeat(64);
+        let body = |files: &[(&str, &str)]| {
+            files
+                .iter()
+                .map(|(upload, name)| AttachmentBody { upload: (*upload).into(), name: (*name).into() })
+                .collect::<Vec<_>>()
+        };
+        let checked = attachments(&body(&[(&upload, "/workspace/docs/a.pdf")])).unwrap();
+        assert_eq!((checked[0].upload.as_str(), checked[0].name.as_str()), ("a".repeat(64).as_str(), "docs/a.pdf"));
+        assert!(attachments(&body(&[(&upload, "a.pdf"), (&upload, "/workspace/a.pdf")]))
+            .unwrap_err()
+            .contains("twice"));
+        let eleven: Vec<(&str, &str)> =
+            ["0", "1", "2", "3", "4", "5", "6", "7", "8", "9", "10"].map(|n| (upload.as_str(), n)).to_vec();
+        assert!(attachments(&body(&eleven)).unwrap_err().contains("at most 10"));
+        let both = format!(r#"{{"decisions": [], "attachments": [{{"upload": "{upload}", "name": "a"}}]}}"#);
+        assert_eq!(parse_turn_body(Some(&both), false).unwrap_err().status, 400);
+    }
 }

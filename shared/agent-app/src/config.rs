@@ -19,7 +19,7 @@ pub enum ConfigError {
 }
 
 /// Reads the agent settings (`MAX_STEPS`, `SKILL_PROMPT_MODE`, `DEADLINE_RESERVE_MS`,
-/// `DEFAULT_LANGUAGE`) through `lookup`, so tests need not touch the process environment.
+/// `DEFAULT_LANGUAGE`, `IMAGE_LONG_EDGE`, `PDF_MAX_PAGES`...) through `lookup`, so tests need not touch the process environment.
 pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConfig, ConfigError> {
     let mut config = AgentConfig::default();
     if let Some(value) = lookup("MAX_STEPS") {
@@ -49,6 +49,9 @@ pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConf
     config.subagents.max_depth = count("SUBAGENT_MAX_DEPTH", 0..=4, defaults.max_depth)?;
     config.subagents.per_turn = count("SUBAGENTS_PER_TURN", 1..=64, defaults.per_turn)?;
     config.subagents.max_steps = count("SUBAGENT_MAX_STEPS", 1..=200, defaults.max_steps)?;
+    // The bounds of what a model is shown of an image or a PDF; the other bounds are the providers'.
+    config.media.long_edge = count("IMAGE_LONG_EDGE", 256..=8000, config.media.long_edge)?;
+    config.media.pdf_pages = count("PDF_MAX_PAGES", 1..=1000, config.media.pdf_pages)?;
     let ask = lookup("APPROVAL_REQUIRED").unwrap_or_default();
     let allow = lookup("APPROVAL_ALLOW").unwrap_or_default();
     config.approvals = agent_core::tools::ApprovalPolicy::parse(&ask, &allow)
@@ -201,5 +204,22 @@ mod tests {
         assert!(err.to_string().contains("DAILY_TOKEN_BUDGET"), "{err}");
         let config = agent_config(|name| (name == "LLM_MODEL").then(|| " gpt-4o ".into())).unwrap();
         assert_eq!(config.model_id, "gpt-4o");
+    }
+
+    #[test]
+    fn media_bounds_have_defaults_and_refuse_a_bad_value_by_name() {
+        let config = agent_config(|_| None).unwrap();
+        assert_eq!((config.media.long_edge, config.media.pdf_pages), (1568, 100));
+        let config = agent_config(|name| match name {
+            "IMAGE_LONG_EDGE" => Some("1024".into()),
+            "PDF_MAX_PAGES" => Some(" 20 ".into()),
+            _ => None,
+        })
+        .unwrap();
+        assert_eq!((config.media.long_edge, config.media.pdf_pages), (1024, 20));
+        for (name, bad) in [("IMAGE_LONG_EDGE", "10"), ("IMAGE_LONG_EDGE", "big"), ("PDF_MAX_PAGES", "0")] {
+            let err = agent_config(|asked| (asked == name).then(|| bad.into())).unwrap_err();
+            assert!(err.to_string().contains(name) && err.to_string().contains(bad), "{err}");
+        }
     }
 }

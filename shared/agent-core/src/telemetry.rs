@@ -37,6 +37,9 @@ pub mod field {
     pub const OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
     pub const FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
     pub const TIME_TO_FIRST_TOKEN_MS: &str = "time_to_first_token_ms";
+    /// Images and PDF documents a model request carries with their bytes.
+    pub const REQUEST_IMAGES: &str = "request.images";
+    pub const REQUEST_DOCUMENTS: &str = "request.documents";
     pub const ERROR_TYPE: &str = "error.type";
     pub const TOOL_NAME: &str = "gen_ai.tool.name";
     pub const TOOL_CALL_ID: &str = "gen_ai.tool.call.id";
@@ -142,7 +145,24 @@ impl InstrumentedModel {
             gen_ai.response.finish_reasons = Empty,
             time_to_first_token_ms = Empty,
             "error.type" = Empty,
+            request.images = Empty,
+            request.documents = Empty,
         );
+        let shown = || {
+            request
+                .messages
+                .iter()
+                .flat_map(|message| message.files())
+                .filter(|file| request.files.contains_key(&file.sha256))
+        };
+        let images = shown().filter(|file| file.media_type.is_image()).count();
+        if images > 0 {
+            span.record(field::REQUEST_IMAGES, images as u64);
+        }
+        let documents = shown().filter(|file| !file.media_type.is_image()).count();
+        if documents > 0 {
+            span.record(field::REQUEST_DOCUMENTS, documents as u64);
+        }
         if let Some(provider) = &self.provider {
             span.record(field::PROVIDER_NAME, provider.as_str());
         }

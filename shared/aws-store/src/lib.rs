@@ -20,7 +20,7 @@ pub use dynamo::{
     OWNER_ATTRIBUTE, SESSIONS_BY_USER_INDEX, SPILL_THRESHOLD_BYTES, TITLE_ATTRIBUTE, TURN_SORT_KEY_PREFIX,
     USAGE_DAY_PREFIX, USAGE_PARTITION_SUFFIX, USAGE_RETENTION_DAYS,
 };
-pub use s3::S3ObjectStore;
+pub use s3::{S3ObjectStore, STAGED_UPLOAD_TAG};
 
 /// Sessions idle for longer than this are gone, unless `SESSION_TTL_DAYS` says otherwise.
 pub const DEFAULT_SESSION_TTL_DAYS: u32 = 30;

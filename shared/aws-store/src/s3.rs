@@ -2,13 +2,19 @@
 
 use std::time::Duration;
 
-use agent_ports::store::{Fetched, Object, ObjectMeta, ObjectStore, StoreError, WriteCondition};
+use agent_ports::store::{Fetched, Object, ObjectMeta, ObjectStore, StoreError, UploadLink, WriteCondition};
 use async_trait::async_trait;
+use aws_sdk_s3::config::RequestChecksumCalculation;
 use aws_sdk_s3::error::SdkError;
 use aws_sdk_s3::presigning::PresigningConfig;
 use aws_sdk_s3::primitives::ByteStream;
 use aws_sdk_s3::Client;
 use aws_smithy_types::error::display::DisplayErrorContext;
+
+/// The tag every object put through a presigned upload carries (`x-amz-tagging`, signed): the
+/// bucket's lifecycle rule expires objects with it after a day, so an upload no turn attached does
+/// not stay. A turn that attaches it copies its bytes elsewhere, untagged.
+pub const STAGED_UPLOAD_TAG: (&str, &str) = ("agent-upload", "staged");
 
 /// Objects in one S3 bucket, keyed exactly as `agent_ports::keys` builds them.
 #[derive(Debug, Clone)]
@@ -172,6 +178,20 @@ impl ObjectStore for S3ObjectStore {
         Ok(())
     }
 
+    async fn put_staged(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+        let (tag, value) = STAGED_UPLOAD_TAG;
+        self.client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .tagging(format!("{tag}={value}"))
+            .body(ByteStream::from(bytes))
+            .send()
+            .await
+            .map_err(|err| self.backend("PutObject", key, err))?;
+        Ok(())
+    }
+
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
         self.client
             .delete_object()
@@ -209,6 +229,45 @@ impl ObjectStore for S3ObjectStore {
             .await
             .map_err(|err| self.backend("presign GetObject", key, err))?;
         Ok(Some(presigned.uri().to_owned()))
+    }
+
+    /// A SigV4 presigned `PutObject` whose signature covers `content-length`, the SHA-256 checksum
+    /// (`x-amz-checksum-sha256`) and the staged tag: S3 refuses another length, other bytes, or a
+    /// request without these headers. No CRC32 is added: the SDK computes checksums only when an
+    /// operation requires one, so the declared SHA-256 is the only checksum signed.
+    async fn presign_put(
+        &self,
+        key: &str,
+        size: u64,
+        sha256: &str,
+        expires_in: Duration,
+    ) -> Result<Option<UploadLink>, StoreError> {
+        let fail =
+            |reason: String| StoreError::Backend(format!("S3 presign PutObject s3://{}/{key}: {reason}", self.bucket));
+        let digest = hex::decode(sha256).ok().filter(|digest| digest.len() == 32);
+        let digest = digest.ok_or_else(|| fail(format!("`{sha256}` is not a hex SHA-256")))?;
+        let length = i64::try_from(size).map_err(|_| fail(format!("{size} bytes is too large")))?;
+        let config =
+            PresigningConfig::expires_in(expires_in).map_err(|err| fail(DisplayErrorContext(&err).to_string()))?;
+        let (tag, value) = STAGED_UPLOAD_TAG;
+        let presigned = self
+            .client
+            .put_object()
+            .bucket(&self.bucket)
+            .key(key)
+            .content_length(length)
+            .checksum_sha256(aws_smithy_types::base64::encode(digest))
+            .tagging(format!("{tag}={value}"))
+            .customize()
+            .config_override(
+                aws_sdk_s3::config::Builder::default()
+                    .request_checksum_calculation(RequestChecksumCalculation::WhenRequired),
+            )
+            .presigned(config)
+            .await
+            .map_err(|err| self.backend("presign PutObject", key, err))?;
+        let headers = presigned.headers().map(|(name, value)| (name.to_ascii_lowercase(), value.to_owned())).collect();
+        Ok(Some(UploadLink { url: presigned.uri().to_owned(), headers }))
     }
 }
 

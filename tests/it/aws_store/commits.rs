@@ -74,7 +74,7 @@ async fn commits_store_history_and_state_as_native_attributes() {
         content: String::new(),
         tool_calls: vec![ToolCall { id: "c1".into(), name: "read".into(), arguments: json!({"path": "/skills"}) }],
     });
-    first_turn.push(Message::Tool { tool_call_id: "c1".into(), name: "read".into(), content: "a/b".into() });
+    first_turn.push(Message::tool("c1", "read", "a/b"));
     world.commit(&user, &session, 0, first_turn.clone(), state.clone(), first_now).await.unwrap();
 
     let loaded = world.stores.sessions.load(&user, &session).await.unwrap().expect("session");

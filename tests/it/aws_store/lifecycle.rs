@@ -23,11 +23,7 @@ async fn a_turn_over_300_kb_spills_to_s3_and_loads_back_identically() {
 
     let big_text: String = (0..40_000).map(|i| format!("línea {i}\n")).collect();
     assert!(big_text.len() > 400_000);
-    let big = vec![
-        Message::user("summarise"),
-        Message::Tool { tool_call_id: "c1".into(), name: "read".into(), content: big_text },
-        Message::assistant("done"),
-    ];
+    let big = vec![Message::user("summarise"), Message::tool("c1", "read", big_text), Message::assistant("done")];
     world.counter.reset();
     world.commit(&user, &session, 1, big.clone(), SessionState::default(), t + 1).await.unwrap();
     assert_eq!(world.counter.snapshot(), CallCounts { s3: 1, dynamodb: 1 }, "one PutObject, one transaction");

@@ -144,6 +144,8 @@ pub(super) fn summary_line(turn: &Turn, duration: f64, storage: Option<&BTreeMap
         .int("summaries", turn.summaries)
         .int("summary_failures", turn.summary_failures)
         .int("sandbox_executions", turn.sandbox_ms.len() as u64)
+        .int("images_sent", turn.images_sent)
+        .int("documents_sent", turn.documents_sent)
         .num("duration_ms", duration)
         .opt_num("time_to_first_token_ms", turn.first_token_ms);
     for (name, millis) in &turn.storage_ms {
@@ -331,6 +333,9 @@ pub(super) fn emf_lines(function: &str, turn: &Turn, duration: f64) -> Vec<Strin
     if !turn.sandbox_ms.is_empty() {
         counts.extend([("SandboxExecutions", "Count"), ("SandboxDuration", "Milliseconds")]);
     }
+    if turn.images_sent + turn.documents_sent > 0 {
+        counts.extend([("ImagesSent", "Count"), ("DocumentsSent", "Count")]);
+    }
     let mut directives: Vec<Directive> =
         vec![(TURNS, vec![("Turns", "Count")]), (DURATION, vec![("TurnDuration", "Milliseconds")]), (COUNTS, counts)];
     let mut models = turn.models.iter();
@@ -356,6 +361,9 @@ pub(super) fn emf_lines(function: &str, turn: &Turn, duration: f64) -> Vec<Strin
         }
         if !turn.sandbox_ms.is_empty() {
             line.int("SandboxExecutions", turn.sandbox_ms.len() as u64).samples("SandboxDuration", &turn.sandbox_ms);
+        }
+        if turn.images_sent + turn.documents_sent > 0 {
+            line.int("ImagesSent", turn.images_sent).int("DocumentsSent", turn.documents_sent);
         }
         if let Some((model, stats)) = first {
             model_members(line, model, stats);

@@ -165,6 +165,8 @@ struct StepFields {
     error: Option<String>,
     tool: Option<String>,
     outcome: Option<String>,
+    images: u64,
+    documents: u64,
 }
 
 impl Visit for StepFields {
@@ -182,6 +184,8 @@ impl Visit for StepFields {
         match field.name() {
             field::INPUT_TOKENS => self.input_tokens = value,
             field::OUTPUT_TOKENS => self.output_tokens = value,
+            field::REQUEST_IMAGES => self.images = value,
+            field::REQUEST_DOCUMENTS => self.documents = value,
             _ => {}
         }
     }
@@ -232,6 +236,9 @@ struct Turn {
     summaries: u64,
     summary_failures: u64,
     sandbox_ms: Vec<f64>,
+    /// Images and PDF documents sent to models, counted once per request that carried them.
+    images_sent: u64,
+    documents_sent: u64,
     /// From the turn's start to the first delta of a streamed reply.
     first_token_ms: Option<f64>,
     storage_ms: BTreeMap<&'static str, f64>,
@@ -405,6 +412,8 @@ where
                 stats.input_tokens += fields.input_tokens;
                 stats.output_tokens += fields.output_tokens;
                 stats.latency_ms.push(duration);
+                turn.images_sent += fields.images;
+                turn.documents_sent += fields.documents;
                 if let Some(first) = fields.first_token_ms {
                     stats.first_token_ms.push(first);
                     if let Some(started) = turn.started {

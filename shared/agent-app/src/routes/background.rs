@@ -7,7 +7,7 @@ use http::HeaderMap;
 use serde_json::{json, Value};
 
 use super::message::{Answer, Payload};
-use crate::api::{client_key, ApiError, TurnBody};
+use crate::api::{client_key, extra_fingerprint, ApiError, TurnBody};
 
 /// Whether the client asked for an asynchronous answer (RFC 7240 `Prefer: respond-async`).
 pub(super) fn prefers_async(headers: &HeaderMap) -> bool {
@@ -47,12 +47,13 @@ impl Queued {
             .map_err(|err| ApiError::bad_request(format!("`ticket_id`: {err}")))?;
         let ticket = ticket.as_ref().map(|ticket| ticket.as_str());
         let decisions = body.decisions()?;
-        let fingerprint = decisions.as_ref().map(agent_core::agent::Decisions::fingerprint);
+        let attachments = body.attachments()?;
+        let fingerprint = extra_fingerprint(decisions.as_ref(), &attachments);
         let idempotency =
             IdempotencyKey::for_queued_turn(&key, &user, &session, &body.message, ticket, fingerprint.as_deref())
                 .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))?;
         let turn_id = idempotency.key_hash.clone();
-        let record = json!({
+        let mut record = json!({
             "user_id": user,
             "session_id": session,
             "message": body.message,
@@ -60,6 +61,10 @@ impl Queued {
             "idempotency_key": key,
             "decisions": body.decisions,
         });
+        // Only a turn with attachments names them: any other record stays as it always was.
+        if !attachments.is_empty() {
+            record["attachments"] = json!(attachments);
+        }
         Ok(Self { user, session, idempotency, turn_id, record })
     }
 }

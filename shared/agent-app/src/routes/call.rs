@@ -2,7 +2,7 @@
 //! validated; and the call made against the turn service, the one step that reads or writes.
 
 use agent_core::turn::MemoryFile;
-use agent_core::turn::{FileDownload, TurnReply, TurnRequest};
+use agent_core::turn::{FileDownload, TurnReply, TurnRequest, Upload};
 use agent_core::{Accepted, SessionId, TurnStatus, UserId};
 use http::Method;
 
@@ -14,6 +14,7 @@ use super::outcome::Outcome;
 use super::session_view::{PageRequest, MAX_PAGE_READ_BYTES};
 use super::sessions_list::SessionsPage;
 use super::skills_view::SkillsPage;
+use super::uploads::{DirectUpload, PresignRequest};
 use super::usage::UsageDays;
 use crate::api::{parse_session_id, parse_turn_body, turn_request, ApiError};
 use crate::app::App;
@@ -32,6 +33,9 @@ pub(super) enum Call<'q> {
     Memories { user: UserId },
     DeleteMemories { user: UserId, path: Option<agent_core::MemoryPath> },
     File { user: UserId, session: SessionId, file: FileRequest },
+    Upload { user: UserId, session: SessionId, upload: DirectUpload },
+    Presign { user: UserId, session: SessionId, presign: PresignRequest },
+    Shown { user: UserId, session: SessionId, sha256: String },
 }
 
 impl<'q> Call<'q> {
@@ -62,11 +66,18 @@ impl<'q> Call<'q> {
             ["sessions", id, "files", path @ ..] if !path.is_empty() && method == Method::GET => {
                 Route::GetFile(id, path)
             }
+            ["sessions", id, "uploads"] if method == Method::POST => Route::PresignUpload(id),
+            ["sessions", id, "uploads", name @ ..] if !name.is_empty() && method == Method::PUT => {
+                Route::PutUpload(id, name)
+            }
+            ["sessions", id, "shown", sha256] if method == Method::GET => Route::GetShown(id, sha256),
             ["sessions"]
             | ["sessions", _, "turns"]
             | ["sessions", _]
             | ["sessions", _, "turns", _]
             | ["sessions", _, "files", _, ..]
+            | ["sessions", _, "uploads", ..]
+            | ["sessions", _, "shown", _]
             | ["skills"]
             | ["usage"]
             | ["memories", ..] => {
@@ -108,6 +119,18 @@ impl<'q> Call<'q> {
                 let session = parse_session_id(id)?;
                 Call::File { user, session, file: FileRequest::from_segments(path)? }
             }
+            Route::PutUpload(id, name) => {
+                let session = parse_session_id(id)?;
+                let upload = DirectUpload::from_request(name, request.body, request.base64, request.headers)?;
+                Call::Upload { user, session, upload }
+            }
+            Route::PresignUpload(id) => {
+                let session = parse_session_id(id)?;
+                Call::Presign { user, session, presign: PresignRequest::from_body(request.body, request.base64)? }
+            }
+            Route::GetShown(id, sha256) => {
+                Call::Shown { user, session: parse_session_id(id)?, sha256: (*sha256).to_owned() }
+            }
         })
     }
 
@@ -147,6 +170,20 @@ impl<'q> Call<'q> {
                     .workspace_file(&user, &session, &file.path(), super::files::INLINE_MAX_BYTES, &file.link_headers)
                     .await?;
                 Outcome::File { session, file, download }
+            }
+            Call::Upload { user, session, upload } => {
+                let stored: Upload = service.upload(&user, &session, &upload.name, upload.bytes).await?;
+                tracing::info!(session = %session, size = stored.size, media_type = stored.media_type, "upload stored");
+                Outcome::Uploaded(stored)
+            }
+            Call::Presign { user, session, presign } => {
+                let link = service.presign_upload(&user, &session, presign.size, &presign.sha256).await?;
+                tracing::info!(session = %session, size = presign.size, linked = link.is_some(), "upload link asked for");
+                Outcome::Presigned(link)
+            }
+            Call::Shown { user, session, sha256 } => {
+                let found = service.shown_file(&user, &session, &sha256).await?;
+                Outcome::Shown { sha256, found }
             }
             Call::Background { queue, turn } => {
                 let now = time::OffsetDateTime::now_utc();
@@ -201,6 +238,9 @@ enum Route<'a> {
     GetTurn(&'a str, &'a str),
     GetSession(&'a str),
     GetFile(&'a str, &'a [&'a str]),
+    PutUpload(&'a str, &'a [&'a str]),
+    PresignUpload(&'a str),
+    GetShown(&'a str, &'a str),
     ListSkills,
     ListSessions,
     Usage,

@@ -11,6 +11,7 @@ mod outcome;
 mod session_view;
 mod sessions_list;
 mod skills_view;
+mod uploads;
 mod usage;
 
 use std::panic::AssertUnwindSafe;
@@ -22,6 +23,7 @@ pub use files::INLINE_MAX_BYTES;
 pub use message::{Answer, Caller, Payload, Query, Request};
 pub use sessions_list::{set_cursor_key, CURSOR_KEY_ENV, MIN_KEY_BYTES};
 pub use skills_view::MAX_SKILLS_QUERY_CHARS;
+pub use uploads::DIRECT_UPLOAD_MAX_BYTES;
 pub use usage::MAX_USAGE_DAYS;
 
 use crate::api::{internal_error, ApiError};

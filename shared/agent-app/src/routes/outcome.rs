@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use agent_core::message::MediaType;
 use agent_core::skills::{Catalog, CatalogView};
 use agent_core::store::{SessionList, UsageDay};
-use agent_core::turn::{FileDownload, MemoryFile, TurnReply};
+use agent_core::turn::{FileDownload, MemoryFile, PresignedUpload, TurnReply, Upload};
 use agent_core::{HistoryPage, MemoryPath, Session, SessionId, TurnStatus, UserId};
 
 use super::background::{queued_answer, status_view};
@@ -14,6 +15,7 @@ use super::message::{Answer, Payload};
 use super::session_view::session_view;
 use super::sessions_list::sessions_view;
 use super::skills_view::{skills_answer, SkillsPage};
+use super::uploads::{presigned_answer, shown_answer, uploaded_answer};
 use super::usage::{usage_view, UsageDays};
 use crate::api::{internal_error, ApiError, REPLAYED_HEADER};
 
@@ -57,6 +59,12 @@ pub(super) enum Outcome {
         file: FileRequest,
         download: Option<FileDownload>,
     },
+    Uploaded(Upload),
+    Presigned(Option<PresignedUpload>),
+    Shown {
+        sha256: String,
+        found: Option<(MediaType, Vec<u8>)>,
+    },
 }
 
 impl Outcome {
@@ -83,6 +91,9 @@ impl Outcome {
             Outcome::Memories(files) => memories_view(&files).into(),
             Outcome::Deleted { path, deleted } => deleted_view(path.as_ref(), &deleted)?.into(),
             Outcome::File { session, file, download } => file_answer(&session, &file, download)?,
+            Outcome::Uploaded(upload) => uploaded_answer(&upload)?,
+            Outcome::Presigned(link) => presigned_answer(link)?,
+            Outcome::Shown { sha256, found } => shown_answer(&sha256, found)?,
         })
     }
 }

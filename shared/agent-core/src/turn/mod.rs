@@ -221,8 +221,10 @@ impl TurnService {
         request: TurnRequest,
         events: &dyn TurnObserver,
     ) -> Result<TurnReply, TurnError> {
-        match (&request.decisions, request.message.trim().is_empty()) {
-            (None, true) => return Err(TurnError::InvalidInput("`message` must not be empty".to_owned())),
+        match (&request.decisions, request.message.trim().is_empty() && request.attachments.is_empty()) {
+            (None, true) => {
+                return Err(TurnError::InvalidInput("`message` must not be empty without attachments".to_owned()))
+            }
             (Some(_), false) => {
                 return Err(TurnError::InvalidInput(
                     "send either `message` or `decisions`: the decisions go on with the paused turn".to_owned(),

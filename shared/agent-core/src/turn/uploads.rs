@@ -121,8 +121,9 @@ impl TurnService {
         let sha256 = hex::encode(Sha256::digest(&bytes));
         let media_type = sniffed_type(&bytes).to_owned();
         let size = bytes.len() as u64;
-        // Content-named: a retried upload writes the same object again, and nothing else.
-        self.objects.put(&keys::workspace_blob_key(user, session, &sha256), bytes).await?;
+        // Content-named: a retried upload writes the same object again, and nothing else. It is
+        // staged like a presigned upload, so one never attached expires.
+        self.objects.put_staged(&keys::upload_key(user, session, &sha256), bytes).await?;
         Ok(Upload { upload: sha256, name, size, media_type })
     }
 
@@ -248,15 +249,18 @@ impl TurnService {
             }
         }
         let staged = keys::upload_key(user, session, sha256);
-        let Some(object) = self.objects.get(&staged).await? else {
-            return Err(TurnError::InvalidInput(format!(
-                "there is no upload {sha256} in this session: upload the file first"
-            )));
+        let missing = || {
+            TurnError::InvalidInput(format!("there is no upload {sha256} in this session: upload the file first"))
         };
-        if object.bytes.len() as u64 > MAX_UPLOAD_BYTES {
+        // The size is known from the listing before a byte is read: a presigned upload's length is
+        // bound by its signature, and checked again here.
+        let listed = self.objects.list(&staged).await?;
+        let Some(meta) = listed.iter().find(|meta| meta.key == staged) else { return Err(missing()) };
+        if meta.size > MAX_UPLOAD_BYTES {
             self.objects.delete(&staged).await?;
-            return Err(too_large(object.bytes.len() as u64));
+            return Err(too_large(meta.size));
         }
+        let Some(object) = self.objects.get(&staged).await? else { return Err(missing()) };
         if hex::encode(Sha256::digest(&object.bytes)) != sha256 {
             // Whatever was put there is not the file that was declared: it is removed, not kept.
             self.objects.delete(&staged).await?;

@@ -80,6 +80,13 @@ pub trait ObjectStore: Send + Sync {
         Ok(None)
     }
 
+    /// Puts an upload held until a turn attaches it: the store marks it to expire by itself (an
+    /// S3 lifecycle rule on its tag), so an upload never attached does not stay. The default is a
+    /// plain put.
+    async fn put_staged(&self, key: &str, bytes: Vec<u8>) -> Result<(), StoreError> {
+        self.put(key, bytes).await
+    }
+
     /// A short-lived link that lets its holder PUT exactly `size` bytes whose SHA-256 is `sha256`
     /// (hex) at `key`, and nothing else: the store refuses another length or other bytes. `None`
     /// when the store makes no links (the in-process one).
