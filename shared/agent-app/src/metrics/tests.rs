@@ -104,6 +104,36 @@ fn a_turn_writes_its_summary_and_emf_lines() {
 }
 
 #[test]
+fn images_and_documents_sent_are_counted_per_request_that_carried_them() {
+    let sending = |images: u64, documents: u64| {
+        let span = tracing::info_span!(
+            "chat",
+            gen_ai.request.model = "m",
+            request.images = tracing::field::Empty,
+            request.documents = tracing::field::Empty,
+        );
+        span.record(field::REQUEST_IMAGES, images);
+        span.record(field::REQUEST_DOCUMENTS, documents);
+    };
+    let lines = lines_of(|| {
+        let span = turn_span();
+        span.in_scope(|| {
+            sending(2, 1);
+            sending(3, 0);
+        });
+        span.record("status", 200);
+    });
+    assert_eq!(
+        (lines[0]["fields"]["images_sent"].as_u64(), lines[0]["fields"]["documents_sent"].as_u64()),
+        (Some(5), Some(1))
+    );
+    assert_eq!((lines[1]["ImagesSent"].as_u64(), lines[1]["DocumentsSent"].as_u64()), (Some(5), Some(1)));
+    // A turn that sent none writes neither metric.
+    let plain = lines_of(|| turn_span().in_scope(|| chat("m", 1, 1)));
+    assert!(plain[1].get("ImagesSent").is_none());
+}
+
+#[test]
 fn steps_outside_a_turn_are_not_counted() {
     let lines = lines_of(|| chat("m", 1, 1));
     assert!(lines.is_empty());

@@ -249,9 +249,8 @@ impl TurnService {
             }
         }
         let staged = keys::upload_key(user, session, sha256);
-        let missing = || {
-            TurnError::InvalidInput(format!("there is no upload {sha256} in this session: upload the file first"))
-        };
+        let missing =
+            || TurnError::InvalidInput(format!("there is no upload {sha256} in this session: upload the file first"));
         // The size is known from the listing before a byte is read: a presigned upload's length is
         // bound by its signature, and checked again here.
         let listed = self.objects.list(&staged).await?;
