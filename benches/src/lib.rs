@@ -26,5 +26,6 @@ pub fn request(user: &UserId, session: &str, message: impl Into<String>) -> Turn
         now: OffsetDateTime::now_utc(),
         idempotency: None,
         decisions: None,
+        attachments: Vec::new(),
     }
 }

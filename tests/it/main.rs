@@ -35,4 +35,6 @@ mod subagents;
 mod template;
 mod traces;
 mod turn_logs;
+mod uploads;
 mod usage;
+mod vision;

@@ -294,12 +294,17 @@ fn the_api_routes_the_memories_and_turn_functions_may_delete_memories_only() {
             .filter(|statement| statement["Action"].to_string().contains("s3:DeleteObject"))
             .flat_map(resources)
             .collect();
-        assert_eq!(deletable.len(), 1, "{function}: {deletable:?}");
-        let grant = &deletable[0];
-        let bucket = grant.strip_suffix("/*/memories/*").unwrap_or_else(|| panic!("{function}: {grant}"));
-        assert!(iam_matches(grant, &format!("{bucket}/u1/memories/prefs.md")), "{function}: {grant}");
-        for key in ["u1/skills/a/SKILL.md", "u1/workspaces/s/blobs/0", "u1/catalog/index.json", "u1/memories"] {
-            assert!(!iam_matches(grant, &format!("{bucket}/{key}")), "{function} may not delete {key}");
+        // Memories, and uploads a turn attached (moved beside the workspace's files): nothing else.
+        assert_eq!(deletable.len(), 2, "{function}: {deletable:?}");
+        let memories = deletable.iter().find(|grant| grant.ends_with("/*/memories/*")).expect("memories");
+        let bucket = memories.strip_suffix("/*/memories/*").unwrap_or_else(|| panic!("{function}: {memories}"));
+        assert!(iam_matches(memories, &format!("{bucket}/u1/memories/prefs.md")), "{function}: {memories}");
+        let uploads = deletable.iter().find(|grant| grant.ends_with("/*/uploads/*")).expect("uploads");
+        assert!(iam_matches(uploads, &format!("{bucket}/u1/uploads/s/{}", "a".repeat(64))), "{function}: {uploads}");
+        for grant in &deletable {
+            for key in ["u1/skills/a/SKILL.md", "u1/workspaces/s/blobs/0", "u1/catalog/index.json", "u1/memories"] {
+                assert!(!iam_matches(grant, &format!("{bucket}/{key}")), "{function} may not delete {key}");
+            }
         }
     }
 }

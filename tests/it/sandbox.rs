@@ -105,11 +105,10 @@ async fn a_skill_fills_a_pdf_form_with_its_own_script_and_the_user_downloads_it(
     assert!(results[1].contains("[Command succeeded with exit code 0]"), "{}", results[1]);
     assert!(results[3].contains(r#"{"buyer_name": "Ana García", "price": "250000"}"#), "{}", results[3]);
     assert!(results[3].contains("Files written: /workspace/filled.pdf ("), "{}", results[3]);
-    assert!(
-        results[4].contains("binary") && results[4].contains("bytes"),
-        "read_file refuses binary with its size: {}",
-        results[4]
-    );
+    // The PDF the script filled is shown to the model as a document.
+    assert!(results[4].starts_with("Showing the PDF document /workspace/filled.pdf ("), "{}", results[4]);
+    let shown = requests[6].to_string();
+    assert!(shown.contains("application/pdf"), "the filled PDF is in the next request");
     assert!(results[5].contains("/workspace/filled.pdf"), "{}", results[5]);
 
     let files = body["files"].as_array().expect("files");

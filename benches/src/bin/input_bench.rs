@@ -208,6 +208,7 @@ fn memory_section(runtime: &tokio::runtime::Runtime, failures: &mut Vec<String>)
             now: agent_core::turn::OffsetDateTime::now_utc(),
             idempotency: None,
             decisions: None,
+            attachments: Vec::new(),
         };
         runtime.block_on(service.run_turn(request)).expect("a hostile turn still commits");
         if turn == 5 || turn == 20 {

@@ -74,7 +74,7 @@ fn instant_model() -> FnModel {
             return Ok(ChatResponse::text("done"));
         }
         let asked = request.messages.iter().rev().find_map(|message| match message {
-            Message::User { content } => Some(content.as_str()),
+            Message::User { content, .. } => Some(content.as_str()),
             _ => None,
         });
         let task = |index: usize, agent: &str| {

@@ -162,6 +162,9 @@ pub fn human_size(bytes: u64) -> String {
 /// The bytes of the files a request shows, by SHA-256, read at most once per turn.
 pub type FileBytes = std::collections::BTreeMap<String, Arc<[u8]>>;
 
+/// The heading under which a turn's message names its attached files, after the person's own text.
+pub const ATTACHED_FILES_HEADING: &str = "Attached files:";
+
 /// The most characters a session's title keeps of its first message.
 pub const SESSION_TITLE_MAX_CHARS: usize = 80;
 
@@ -172,6 +175,11 @@ pub fn session_title(first_turn: &[Message]) -> Option<String> {
         Message::User { content, .. } => Some(content.as_str()),
         _ => None,
     })?;
+    // The runtime's lines naming the attachments are not the person's words.
+    let text = match text.find(ATTACHED_FILES_HEADING) {
+        Some(at) if text[..at].trim().is_empty() || text[..at].ends_with("\n\n") => &text[..at],
+        _ => text,
+    };
     // Words are joined only until the title is known to be too long, so a long message costs
     // no more than its first few words.
     let mut title = String::new();
@@ -313,6 +321,9 @@ mod tests {
         assert!(title.ends_with("ü…"), "{title}");
         assert_eq!(session_title(&[Message::user(" \n ")]), None);
         assert_eq!(session_title(&[Message::assistant("no user text")]), None);
+        let attached = "Mira estas dos\n\nAttached files:\n- Showing the image /workspace/a.png";
+        assert_eq!(session_title(&[Message::user(attached)]).as_deref(), Some("Mira estas dos"));
+        assert_eq!(session_title(&[Message::user("Attached files:\n- /workspace/a.csv")]), None);
     }
 
     #[test]

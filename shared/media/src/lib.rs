@@ -109,6 +109,15 @@ pub fn check_name(name: &str, sniffed: Sniffed) -> Result<(), MediaError> {
     }
 }
 
+/// An image's width and height, from its header alone (no pixel is decoded); `None` for a PDF or
+/// a header that does not read.
+pub fn dimensions(bytes: &[u8]) -> Option<(u32, u32)> {
+    match sniff(bytes) {
+        Sniffed::Media(MediaType::Pdf) | Sniffed::Svg | Sniffed::Text | Sniffed::OtherBinary => None,
+        Sniffed::Media(media_type) => raster::dimensions(bytes, media_type),
+    }
+}
+
 /// Checks a file and makes what a model is sent for it. Images over the long edge, over the bytes
 /// sent, animated (GIF, animated WebP) or turned by their EXIF orientation are decoded, downscaled
 /// and re-encoded; other images and every PDF that passes its checks are sent unchanged.

@@ -249,3 +249,10 @@ fn over_white(value: u8, alpha: u8) -> u8 {
     let (value, alpha) = (u32::from(value), u32::from(alpha));
     ((value * alpha + 255 * (255 - alpha) + 127) / 255) as u8
 }
+
+/// An image's width and height from its header alone, no pixel decoded; `None` when the header
+/// does not read.
+pub(crate) fn dimensions(bytes: &[u8], media_type: MediaType) -> Option<(u32, u32)> {
+    let decoder = std::panic::catch_unwind(|| open(bytes, media_type).ok()).ok().flatten()?;
+    Some(decoder.0.dimensions())
+}

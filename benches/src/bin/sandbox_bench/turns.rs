@@ -52,7 +52,7 @@ pub(crate) fn zero_latency_model() -> FnModel {
         let turn: Vec<&Message> =
             request.messages.iter().rev().take_while(|m| !matches!(m, Message::User { .. })).collect();
         let asked = request.messages.iter().rev().find_map(|m| match m {
-            Message::User { content } => Some(content.as_str()),
+            Message::User { content, .. } => Some(content.as_str()),
             _ => None,
         });
         if let Some(Message::Tool { name, content, .. }) = turn.first() {
@@ -135,6 +135,7 @@ pub(crate) fn turn_request(user: &UserId, session: &SessionId, message: &str) ->
         now: agent_core::turn::OffsetDateTime::now_utc(),
         idempotency: None,
         decisions: None,
+        attachments: Vec::new(),
     }
 }
 

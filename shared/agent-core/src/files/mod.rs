@@ -99,6 +99,22 @@ impl<'a> ShownFiles<'a> {
             Sniffed::Media(media_type) => media_type,
             other => return Err(ShowError::NotShowable { path: path.to_owned(), what: other.describe() }),
         };
+        if !self.input.accepts(sniffed_type) {
+            // Nothing is decoded or stored for a model that cannot see the file: it gets a note,
+            // with an image's size read from its header.
+            let (width, height) = media::dimensions(&bytes).unzip();
+            let file = FileRef {
+                path: path.to_owned(),
+                sha256: hex::encode(Sha256::digest(&bytes)),
+                media_type: sniffed_type,
+                size: bytes.len() as u64,
+                width,
+                height,
+                pages: None,
+            };
+            let note = file.note(cannot_see(sniffed_type));
+            return Ok((file, note));
+        }
         let original = bytes.len() as u64;
         let limits = self.limits.clone();
         // Decoding a photo takes a few hundred milliseconds of CPU: off the runtime's threads. A
@@ -166,9 +182,6 @@ impl<'a> ShownFiles<'a> {
         };
         if let Some(changed) = &changed {
             said.push_str(&format!(" It was {changed} (the file itself, {}, is unchanged).", human_size(original)));
-        }
-        if !self.input.accepts(file.media_type) {
-            said = file.note(cannot_see(file.media_type));
         }
         Ok((file, said))
     }

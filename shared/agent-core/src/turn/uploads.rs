@@ -13,7 +13,7 @@ use crate::events::{TurnEvent, TurnObserver};
 use crate::files::{ShowError, ShownFiles, Sniffed};
 use crate::ids::{SessionId, UserId};
 use crate::keys;
-use crate::message::{human_size, FileRef, MediaType};
+use crate::message::{human_size, FileRef, MediaType, ATTACHED_FILES_HEADING};
 use crate::store::{StoreError, UploadLink, WorkspaceFile};
 use crate::vfs::{self, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES};
 
@@ -235,7 +235,8 @@ impl TurnService {
                 human_size(MAX_WORKSPACE_BYTES)
             )));
         }
-        let text = if lines.is_empty() { String::new() } else { format!("Attached files:\n{}", lines.join("\n")) };
+        let text =
+            if lines.is_empty() { String::new() } else { format!("{ATTACHED_FILES_HEADING}\n{}", lines.join("\n")) };
         Ok((text, files))
     }
 

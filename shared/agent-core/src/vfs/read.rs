@@ -262,6 +262,10 @@ pub(super) fn as_text(bytes: &[u8]) -> Option<&str> {
     if bytes[..bytes.len().min(BINARY_SNIFF_BYTES)].contains(&0) {
         return None;
     }
+    // An image or a PDF is never text, even one written in ASCII only: it is shown, not read.
+    if matches!(media::sniff(bytes), media::Sniffed::Media(_)) {
+        return None;
+    }
     std::str::from_utf8(bytes).ok()
 }
 

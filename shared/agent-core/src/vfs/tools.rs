@@ -76,10 +76,9 @@ pub fn file_tool_specs() -> Vec<ToolSpec> {
                  - Speculatively batch multiple `read_file` calls in one response when several files may be \
                  useful.\n\
                  - An empty file returns a system-reminder warning in place of contents.\n\
-                 - Images (PNG, JPEG, GIF, WebP) and PDF documents are shown to you as they are, so you can look \
-                 at them: a large image downscaled, a PDF within a page limit (render the pages you need \
-                 as images for a longer one). `offset` and `limit` do not apply to them. Other binary files \
-                 (Office documents, archives) cannot be read; convert them with a command.\n\
+                 - Images (PNG, JPEG, GIF, WebP) and PDFs are shown to you as they are, to look at (a large \
+                 image downscaled; render the pages of a long PDF as images). Other binary files cannot be \
+                 read; convert them with a command.\n\
                  - Always read a file before editing it.\n\n{ROOTS}"
             ),
             json!({

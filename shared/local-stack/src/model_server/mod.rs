@@ -220,7 +220,11 @@ impl ModelServer {
             script: Arc::default(),
             first_delta: Arc::new(Notify::new()),
         };
-        let app = axum::Router::new().fallback(answer).with_state(server.clone());
+        // Requests carry images and PDFs in base64, well past axum's 2 MB default for a body.
+        let app = axum::Router::new()
+            .fallback(answer)
+            .layer(axum::extract::DefaultBodyLimit::max(64 << 20))
+            .with_state(server.clone());
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });
