@@ -14,6 +14,9 @@ export const {
   DELEGATED_RESCHEDULED,
   DELEGATION,
   GREETING,
+  IMAGE_SEEN,
+  IMAGES_SEEN,
+  LOOK_AGAIN,
   NOT_RESCHEDULED,
   NOTE_TEXT,
   RESCHEDULE,
@@ -21,6 +24,7 @@ export const {
   RESCHEDULED,
   SUBAGENT_RESCHEDULED,
   SUBTASKS,
+  TOOL_SEEN,
   WORD_FAILED,
   WORD_FILE,
 } = JSON.parse(readFileSync(new URL("../demo-model/texts.json", import.meta.url), "utf8")) as DemoTexts;
@@ -32,12 +36,16 @@ type DemoTexts = Record<
   | "DELEGATED_RESCHEDULED"
   | "DELEGATION"
   | "GREETING"
+  | "IMAGE_SEEN"
+  | "IMAGES_SEEN"
+  | "LOOK_AGAIN"
   | "NOT_RESCHEDULED"
   | "NOTE_TEXT"
   | "RESCHEDULE"
   | "RESCHEDULE_TASK"
   | "RESCHEDULED"
   | "SUBAGENT_RESCHEDULED"
+  | "TOOL_SEEN"
   | "WORD_FAILED"
   | "WORD_FILE",
   string

@@ -60,8 +60,41 @@ export type Decision =
   | { call_id: string; decision: "edit"; arguments: Record<string, unknown> }
   | { call_id: string; decision: "reject"; message?: string };
 
-/** What a turn is asked: a message, or the decisions that let a paused turn go on. */
-export type TurnBody = { message: string } | { decisions: Decision[] };
+/** A file uploaded to the session, attached to a turn's message: the upload's id and its `/workspace` name. */
+export interface AttachmentRef {
+  upload: string;
+  name: string;
+}
+
+/**
+ * What a turn is asked: a message (with the uploads it attaches, at most 10), or the decisions
+ * that let a paused turn go on.
+ */
+export type TurnBody = { message: string; attachments?: AttachmentRef[] } | { decisions: Decision[] };
+
+/** `PUT /sessions/{id}/uploads/{name}`: what the upload stored. */
+export interface UploadResult {
+  /** The upload's id, the hex SHA-256 of its bytes. */
+  upload: string;
+  name: string;
+  size: number;
+  /** The type its bytes show (`image/png`, `text/plain`...). */
+  media_type: string;
+}
+
+/**
+ * A file the model was shown (agent-ports `FileRef`): attached to a user's message, or shown by a
+ * tool (`read_file` of an image). `GET /sessions/{id}/shown/{sha256}` serves its bytes.
+ */
+export interface ShownFile {
+  path: string;
+  sha256: string;
+  media_type: string;
+  size: number;
+  width?: number;
+  height?: number;
+  pages?: number;
+}
 
 /** The 200 body of a turn, and the data of `turn.completed` (agent-core `TurnReply`). */
 export interface TurnReply {
@@ -102,9 +135,9 @@ export interface HistoryToolCall {
 
 /** A stored message as `GET /sessions/{id}` shows it (long texts cut, with `content_bytes`). */
 export type HistoryMessage =
-  | { role: "user"; content: string; content_bytes?: number }
+  | { role: "user"; content: string; content_bytes?: number; files?: ShownFile[] }
   | { role: "assistant"; content: string; tool_calls?: HistoryToolCall[]; content_bytes?: number }
-  | { role: "tool"; tool_call_id: string; name: string; content: string; content_bytes?: number };
+  | { role: "tool"; tool_call_id: string; name: string; content: string; content_bytes?: number; files?: ShownFile[] };
 
 export interface HistoryTurn {
   turn: number;
@@ -269,6 +302,16 @@ export function fileRoute(sessionId: string, path: string): string {
   return `/api/sessions/${encodeURIComponent(sessionId)}/files/${segments.join("/")}`;
 }
 
+/** The route serving the bytes of a file the session showed the model. */
+export function shownRoute(sessionId: string, sha256: string): string {
+  return `/api/sessions/${encodeURIComponent(sessionId)}/shown/${encodeURIComponent(sha256)}`;
+}
+
+/** The route a file is uploaded to, under the name it gets in `/workspace`. */
+export function uploadRoute(sessionId: string, name: string): string {
+  return `/api/sessions/${encodeURIComponent(sessionId)}/uploads/${encodeURIComponent(name)}`;
+}
+
 /** The requests of one user: every call carries that user's token. */
 export class Api {
   constructor(private readonly token: string) {}
@@ -303,19 +346,70 @@ export class Api {
   }
 
   /** A workspace file's bytes (the route needs the token, so a plain link cannot fetch it). */
-  async file(sessionId: string, path: string, signal?: AbortSignal): Promise<Blob> {
+  file(sessionId: string, path: string, signal?: AbortSignal): Promise<Blob> {
+    return this.blob(fileRoute(sessionId, path), signal);
+  }
+
+  /** The bytes of a file the session showed the model, as it was shown. */
+  shown(sessionId: string, sha256: string, signal?: AbortSignal): Promise<Blob> {
+    return this.blob(shownRoute(sessionId, sha256), signal);
+  }
+
+  private async blob(url: string, signal?: AbortSignal): Promise<Blob> {
     let response: Response;
     try {
-      response = await fetch(fileRoute(sessionId, path), {
-        headers: { Authorization: `Bearer ${this.token}` },
-        signal,
-      });
+      response = await fetch(url, { headers: { Authorization: `Bearer ${this.token}` }, signal });
     } catch (err) {
       if (signal?.aborted) throw err;
       throw new ApiError(0, "network", "the file could not be fetched");
     }
     if (!response.ok) throw await failure(response);
     return response.blob();
+  }
+
+  /**
+   * Uploads `file` to the session as `name` (the raw bytes as the body), reporting the share sent
+   * (0 to 1) as it goes: XMLHttpRequest, since fetch reports no upload progress. Rejects with the
+   * API's error (400 for a bad name or bytes that are not what the name says, 413 over the limit).
+   */
+  upload(
+    sessionId: string,
+    name: string,
+    file: Blob,
+    onProgress: (sent: number) => void,
+    signal?: AbortSignal,
+  ): Promise<UploadResult> {
+    return new Promise((resolve, reject) => {
+      if (signal?.aborted) {
+        reject(new DOMException("The upload was cancelled.", "AbortError"));
+        return;
+      }
+      const request = new XMLHttpRequest();
+      request.open("PUT", uploadRoute(sessionId, name));
+      request.setRequestHeader("Authorization", `Bearer ${this.token}`);
+      request.setRequestHeader("Content-Type", file.type || "application/octet-stream");
+      request.setRequestHeader("Accept", "application/json");
+      request.upload.onprogress = (event) => {
+        if (event.lengthComputable && event.total > 0) onProgress(event.loaded / event.total);
+      };
+      request.onload = () => {
+        let body: unknown = null;
+        try {
+          body = JSON.parse(request.responseText);
+        } catch {
+          // Not JSON: the status is all there is to show.
+        }
+        if (request.status >= 200 && request.status < 300 && body && typeof body === "object") {
+          resolve(body as UploadResult);
+        } else {
+          reject(errorFromBody(request.status, body));
+        }
+      };
+      request.onerror = () => reject(new ApiError(0, "network", "the upload could not reach the console server"));
+      request.onabort = () => reject(new DOMException("The upload was cancelled.", "AbortError"));
+      signal?.addEventListener("abort", () => request.abort(), { once: true });
+      request.send(file);
+    });
   }
 
   /**

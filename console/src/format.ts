@@ -59,6 +59,8 @@ export function entryTitle(entry: TimelineEntry): string {
       return entry.summary ? `Tool ${entry.name}: ${entry.summary}` : `Tool ${entry.name}`;
     case "file":
       return `Wrote ${entry.path} (${formatBytes(entry.size)})`;
+    case "shown":
+      return `Showed ${entry.file.path} to the model (${formatBytes(entry.file.size)})`;
     case "subagent":
       return entry.description ? `${subagentTitle(entry)}: ${entry.description}` : subagentTitle(entry);
   }
@@ -150,4 +152,13 @@ export function formatArguments(value: unknown): string {
       return `${key}: ${JSON.stringify(item, null, 2).replace(/\n/g, "\n  ")}`;
     })
     .join("\n");
+}
+
+/** What a shown file is, briefly: an image's pixels or a PDF's pages, and its size as sent. */
+export function shownDetails(file: { size: number; width?: number; height?: number; pages?: number }): string {
+  const parts: string[] = [];
+  if (file.width && file.height) parts.push(`${file.width}×${file.height}`);
+  if (file.pages) parts.push(`${file.pages} ${file.pages === 1 ? "page" : "pages"}`);
+  parts.push(formatBytes(file.size));
+  return parts.join(" · ");
 }

@@ -1,8 +1,9 @@
 // A stored session page as the conversation's turns: each turn's messages made into the timeline
-// a streamed turn would have built, and a paused turn's waiting calls. Pure functions, so the page
-// and the tests share them.
+// a streamed turn would have built (with the files the model was shown), and a paused turn's
+// waiting calls. Pure functions, so the page and the tests share them.
 
 import type { HistoryMessage, SessionView } from "./api";
+import { addShown, shownFilesOf } from "./shown";
 import { newTurn, summariseArguments, type ToolResult, type Turn } from "./turns";
 
 /** Whether a tool's result text reports a failure: every tool starts its error results with `Error`. */
@@ -20,6 +21,7 @@ export function turnFromMessages(key: string, number: number | null, messages: H
   for (const message of messages) {
     if (message.role === "user") {
       turn.message = turn.message ? `${turn.message}\n\n${message.content}` : message.content;
+      turn.files = shownFilesOf(message.files).reduce(addShown, turn.files);
     } else if (message.role === "assistant") {
       if (message.content.trim() !== "") answers.push(message.content);
       for (const call of message.tool_calls ?? []) {
@@ -42,10 +44,12 @@ export function turnFromMessages(key: string, number: number | null, messages: H
         content: message.content,
         truncated: message.content_bytes !== undefined,
       };
+      const files = shownFilesOf(message.files);
       const index = calls.get(message.tool_call_id);
       const call = index === undefined ? undefined : turn.timeline[index];
       if (call && call.kind === "tool") {
         call.result = result;
+        if (files.length > 0) call.files = files;
       } else {
         turn.timeline.push({
           kind: "tool",
@@ -55,6 +59,7 @@ export function turnFromMessages(key: string, number: number | null, messages: H
           arguments: undefined,
           hasArguments: false,
           result,
+          ...(files.length > 0 ? { files } : {}),
         });
       }
     }

@@ -2,7 +2,9 @@
 // (`applyEvent`); `history.ts` builds the same from a stored session page. Pure functions, so the
 // page and the tests share them.
 
-import type { PendingCall, ReplyFile, TurnReply } from "./api";
+import type { PendingCall, ReplyFile, ShownFile, TurnReply } from "./api";
+import type { SentFile } from "./attachments";
+import { addShown, shownFileOf, withShownFile } from "./shown";
 import type { SseEvent } from "./sse";
 
 export interface Listing {
@@ -34,8 +36,20 @@ export type TimelineEntry =
       promptTokens: number | null;
     }
   | { kind: "skill"; skill: string; forced: boolean }
-  | { kind: "tool"; id: string; name: string; summary: string; arguments: unknown; hasArguments: boolean; result: ToolResult | null }
+  | {
+      kind: "tool";
+      id: string;
+      name: string;
+      summary: string;
+      arguments: unknown;
+      hasArguments: boolean;
+      result: ToolResult | null;
+      /** The files the call showed the model (`read_file` of an image). */
+      files?: ShownFile[];
+    }
   | { kind: "file"; path: string; size: number }
+  /** A file a tool showed the model whose call the page has not seen. */
+  | { kind: "shown"; file: ShownFile }
   | SubagentEntry;
 
 export type SubagentStatus = "running" | "completed";
@@ -82,6 +96,10 @@ export interface Turn {
   /** The turn's number in its session, when known. */
   number: number | null;
   message: string;
+  /** The files the message attached, as sent (a live turn). */
+  attachments: SentFile[];
+  /** The files the model was shown with the message (`file.shown` with `attached`, or the stored message's). */
+  files: ShownFile[];
   answer: string;
   status: TurnStatus;
   timeline: TimelineEntry[];
@@ -103,6 +121,8 @@ export function newTurn(key: string, number: number | null, message: string, sta
     key,
     number,
     message,
+    attachments: [],
+    files: [],
     answer: "",
     status: "running",
     timeline: [],
@@ -158,7 +178,7 @@ function listingOf(value: unknown): Listing | null {
 }
 
 /** The events that add to a timeline, the turn's own or, tagged with `subagent`, a subagent's. */
-const TIMELINE_EVENTS = new Set(["model.call", "skill.loaded", "tool.call", "tool.result", "file.written"]);
+const TIMELINE_EVENTS = new Set(["model.call", "skill.loaded", "tool.call", "tool.result", "file.written", "file.shown"]);
 
 /** A timeline after one of the events that add to it. */
 function applyToTimeline(timeline: TimelineEntry[], name: string, data: Json | null): TimelineEntry[] {
@@ -223,6 +243,10 @@ function applyToTimeline(timeline: TimelineEntry[], name: string, data: Json | n
     }
     case "file.written":
       return [...timeline, { kind: "file", path: text(data?.path), size: count(data?.size) ?? 0 }];
+    case "file.shown": {
+      const file = shownFileOf(data);
+      return file ? withShownFile(timeline, file) : timeline;
+    }
     default:
       return timeline;
   }
@@ -350,6 +374,11 @@ export function applyEvent(turn: Turn, event: SseEvent, now: number): Turn {
     return TIMELINE_EVENTS.has(event.event)
       ? { ...turn, timeline: applySubagentEvent(turn.timeline, event.event, subagent, data) }
       : turn;
+  }
+  if (event.event === "file.shown" && data?.attached === true) {
+    // A file attached to the message: the model was shown it with the user's text.
+    const file = shownFileOf(data);
+    return file ? { ...turn, files: addShown(turn.files, file) } : turn;
   }
   if (TIMELINE_EVENTS.has(event.event)) {
     return { ...turn, timeline: applyToTimeline(turn.timeline, event.event, data) };

@@ -13,8 +13,10 @@ import {
   type Skill,
   type TurnBody,
 } from "../api";
+import type { SentFile } from "../attachments";
 import { messageOf } from "../errors";
 import { useAbortableLoad } from "../hooks/useAbortableLoad";
+import { ShownLoaderContext, useShownLoader } from "../hooks/useShownFiles";
 import { turnsFromHistory } from "../history";
 import { applyEvent, failTurn, mergeFiles, newTurn, type Turn, type TurnError } from "../turns";
 import { Catalog } from "./Catalog";
@@ -53,6 +55,7 @@ export function App() {
   const [skills, setSkills] = useState<Skill[]>([]);
   const completion = useAbortableLoad();
   const [announcement, setAnnouncement] = useState("");
+  const shownLoader = useShownLoader(api, sessionId);
 
   // The streamed turn keeps its own controller rather than useAbortableLoad: the controller is
   // also `send`'s guard against a second turn, a failure goes into the turn rather than an error
@@ -178,18 +181,25 @@ export function App() {
     });
   };
 
-  /** Runs one turn on the page; resolves to whether it completed. */
-  const send = async (body: TurnBody, message: string): Promise<boolean> => {
+  /** The open session's id; with none open, a new session is started (its first upload or turn names it). */
+  const ensureSession = (): string => {
+    if (shown.current) return shown.current;
+    const id = newSessionId();
+    shown.current = id;
+    setSessionId(id);
+    return id;
+  };
+
+  /** Runs one turn on the page, showing the files it attached as sent; resolves to whether it completed. */
+  const send = async (body: TurnBody, message: string, attached: SentFile[] = []): Promise<boolean> => {
     if (!api || stream.current) return false;
-    let id = shown.current;
-    if (!id) {
-      id = newSessionId();
-      shown.current = id;
-      setSessionId(id);
-    }
+    const id = ensureSession();
     const key = `live-${++liveTurns.current}`;
     const startedAt = performance.now();
-    setTurns((current) => [...current, newTurn(key, nextNumber(current), message, startedAt)]);
+    setTurns((current) => [
+      ...current,
+      { ...newTurn(key, nextNumber(current), message, startedAt), attachments: attached },
+    ]);
     const update = (change: (turn: Turn) => Turn) =>
       setTurns((current) => current.map((turn) => (turn.key === key ? change(turn) : turn)));
     const abort = new AbortController();
@@ -304,20 +314,26 @@ export function App() {
           />
           <Usage key={userId} api={api} refresh={refresh} />
         </div>
-        <Conversation
-          key={userId}
-          sessionId={sessionId}
-          turns={turns}
-          olderCursor={olderCursor}
-          loading={history.loading}
-          error={history.error}
-          cut={historyCut}
-          running={running}
-          skills={skills}
-          onOlder={() => sessionId && void loadHistory(sessionId, olderCursor)}
-          onSend={(message) => void send({ message }, message)}
-          onDecide={decide}
-        />
+        <ShownLoaderContext.Provider value={shownLoader}>
+          <Conversation
+            key={userId}
+            api={api}
+            sessionId={sessionId}
+            ensureSession={ensureSession}
+            turns={turns}
+            olderCursor={olderCursor}
+            loading={history.loading}
+            error={history.error}
+            cut={historyCut}
+            running={running}
+            skills={skills}
+            onOlder={() => sessionId && void loadHistory(sessionId, olderCursor)}
+            onSend={(message, attachments, sent) =>
+              void send(attachments.length > 0 ? { message, attachments } : { message }, message, sent)
+            }
+            onDecide={decide}
+          />
+        </ShownLoaderContext.Provider>
         <SideTabs
           workspace={<Workspace key={userId} api={api} sessionId={sessionId} files={files} />}
           catalog={<Catalog key={userId} api={api} refresh={refresh} />}

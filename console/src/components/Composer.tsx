@@ -1,23 +1,40 @@
-// The message box under the conversation, with its slash-command completion of skill names.
+// The message box under the conversation, with its slash-command completion of skill names and
+// its attachments (the file picker, a paste; a drop lands on the conversation around it).
 
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import type { JSX } from "preact";
 
-import type { Skill } from "../api";
+import type { AttachmentRef, Skill } from "../api";
+import type { SentFile } from "../attachments";
 import { insertSkill, matchSkills, slashQuery } from "../complete";
+import type { Attachments } from "../hooks/useAttachments";
+import { AttachmentChips } from "./AttachmentChips";
 
 export interface ComposerProps {
   running: boolean;
   skills: Skill[];
-  onSend: (message: string) => void;
+  attachments: Attachments;
+  onSend: (message: string, attachments: AttachmentRef[], sent: SentFile[]) => void;
 }
 
-export function Composer({ running, skills, onSend }: ComposerProps) {
+/** The files a paste carries, when it carries any. */
+function pastedFiles(data: DataTransfer | null): File[] {
+  if (!data) return [];
+  const files = [...data.files];
+  if (files.length > 0) return files;
+  return [...data.items].flatMap((item) => {
+    const file = item.kind === "file" ? item.getAsFile() : null;
+    return file ? [file] : [];
+  });
+}
+
+export function Composer({ running, skills, attachments, onSend }: ComposerProps) {
   const [value, setValue] = useState("");
   const [caret, setCaret] = useState(0);
   const [active, setActive] = useState(0);
   const [dismissed, setDismissed] = useState<string | null>(null);
   const input = useRef<HTMLTextAreaElement>(null);
+  const picker = useRef<HTMLInputElement>(null);
 
   const query = slashQuery(value, caret);
   const matches = useMemo(() => (query === null ? [] : matchSkills(skills, query)), [skills, query]);
@@ -44,9 +61,14 @@ export function Composer({ running, skills, onSend }: ComposerProps) {
     });
   };
 
+  // A message needs its text or a file, and waits for its uploads: what it attaches must be stored
+  // first.
+  const blocked = running || attachments.uploading || (value.trim() === "" && attachments.refs.length === 0);
+
   const send = () => {
-    if (running || value.trim() === "") return;
-    onSend(value);
+    if (blocked) return;
+    onSend(value, attachments.refs, attachments.sent);
+    attachments.clear();
     setValue("");
     setCaret(0);
     setDismissed(null);
@@ -127,18 +149,52 @@ export function Composer({ running, skills, onSend }: ComposerProps) {
             track(event);
           }}
           onKeyDown={onKeyDown}
+          onPaste={(event) => {
+            const files = pastedFiles(event.clipboardData);
+            if (files.length === 0) return;
+            // An image copied with text (from a page) pastes its text too; a lone image only attaches.
+            if (!event.clipboardData?.types.includes("text/plain")) event.preventDefault();
+            attachments.add(files, "paste");
+          }}
           onKeyUp={track}
           onClick={track}
           onSelect={track}
         />
       </div>
+      <AttachmentChips items={attachments.items} onRemove={attachments.remove} />
+      {attachments.notice && (
+        <p role="alert" class="error">
+          {attachments.notice}
+        </p>
+      )}
       <div class="composer-actions">
         <p id="message-hint" class="muted">
-          Enter sends, Shift+Enter adds a line. Start with / to pick a skill (arrow keys, then Enter or Tab).
+          Enter sends, Shift+Enter adds a line. Start with / to pick a skill (arrow keys, then Enter or Tab). Attach
+          files with the button, by dropping them on the conversation or by pasting an image.
         </p>
-        <button type="submit" disabled={running || value.trim() === ""}>
+        <input
+          ref={picker}
+          type="file"
+          multiple
+          hidden
+          onChange={(event) => {
+            const files = [...(event.currentTarget.files ?? [])];
+            // The same file can be picked again after it was removed.
+            event.currentTarget.value = "";
+            attachments.add(files, "pick");
+          }}
+        />
+        <button type="button" class="secondary" onClick={() => picker.current?.click()}>
+          Attach files
+        </button>
+        <button type="submit" disabled={blocked} aria-describedby={attachments.uploading ? "upload-wait" : undefined}>
           Send
         </button>
+        {attachments.uploading && (
+          <span id="upload-wait" class="visually-hidden">
+            Waiting for the uploads to finish.
+          </span>
+        )}
       </div>
     </form>
   );

@@ -1,15 +1,21 @@
-// The conversation column: the open session's turns, the "Older turns" pager and the composer.
+// The conversation column: the open session's turns, the "Older turns" pager and the composer,
+// whose attachments files dropped anywhere on the column join.
 
-import { useEffect, useRef } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
+import type { JSX } from "preact";
 
-import type { Skill } from "../api";
-import type { Decision } from "../api";
+import type { Api, AttachmentRef, Decision, Skill } from "../api";
+import type { SentFile } from "../attachments";
+import { useAttachments } from "../hooks/useAttachments";
 import { timelineSize, type Turn } from "../turns";
 import { Composer } from "./Composer";
 import { TurnView } from "./TurnView";
 
 export interface ConversationProps {
+  api: Api;
   sessionId: string | null;
+  /** The open session's id, starting a new session when none is open (an upload needs one). */
+  ensureSession: () => string;
   turns: Turn[];
   olderCursor: string | null;
   loading: boolean;
@@ -19,7 +25,7 @@ export interface ConversationProps {
   running: boolean;
   skills: Skill[];
   onOlder: () => void;
-  onSend: (message: string) => void;
+  onSend: (message: string, attachments: AttachmentRef[], sent: SentFile[]) => void;
   /** Sends a person's decisions on the calls the newest turn waits on. */
   onDecide: (decisions: Decision[]) => void;
 }
@@ -30,6 +36,9 @@ export function Conversation(props: ConversationProps) {
   const list = useRef<HTMLDivElement>(null);
   const pagingByKeyboard = useRef(false);
   const last = turns[turns.length - 1];
+  const attachments = useAttachments(props.api, sessionId, props.ensureSession);
+  const [dragging, setDragging] = useState(false);
+  const carriesFiles = (event: JSX.TargetedDragEvent<HTMLElement>) => event.dataTransfer?.types.includes("Files") ?? false;
   // The "Older turns" button goes away on the first page: its focus moves to the oldest turn.
   useEffect(() => {
     if (props.olderCursor === null && pagingByKeyboard.current) {
@@ -42,7 +51,33 @@ export function Conversation(props: ConversationProps) {
     end.current?.scrollIntoView?.({ block: "end" });
   }, [last?.key, last?.answer.length, last && timelineSize(last.timeline), last?.status]);
   return (
-    <main class="conversation" aria-labelledby="conversation-heading">
+    <main
+      class={dragging ? "conversation dragging" : "conversation"}
+      aria-labelledby="conversation-heading"
+      onDragOver={(event) => {
+        if (!carriesFiles(event)) return;
+        event.preventDefault();
+        if (event.dataTransfer) event.dataTransfer.dropEffect = "copy";
+        setDragging(true);
+      }}
+      onDragLeave={(event) => {
+        // Leaving for one of its own children is not leaving the column.
+        const to = event.relatedTarget;
+        if (!(to instanceof Node) || !event.currentTarget.contains(to)) setDragging(false);
+      }}
+      onDrop={(event) => {
+        setDragging(false);
+        const files = [...(event.dataTransfer?.files ?? [])];
+        if (files.length === 0) return;
+        event.preventDefault();
+        attachments.add(files, "drop");
+      }}
+    >
+      {dragging && (
+        <p class="drop-hint" aria-hidden="true">
+          Drop files to attach them to your next message
+        </p>
+      )}
       <div class="panel-head">
         <h2 id="conversation-heading">Conversation</h2>
         <p class="muted session-line">
@@ -91,7 +126,7 @@ export function Conversation(props: ConversationProps) {
         ))}
         <div ref={end} />
       </div>
-      <Composer running={props.running} skills={props.skills} onSend={props.onSend} />
+      <Composer running={props.running} skills={props.skills} attachments={attachments} onSend={props.onSend} />
     </main>
   );
 }

@@ -1,9 +1,11 @@
-// One row of a turn's timeline; a tool call's row opens to show its arguments and result.
+// One row of a turn's timeline; a tool call's row opens to show its arguments and result, and
+// shows the files the call showed the model.
 
 import { useState } from "preact/hooks";
 
 import { callBadge, entryTitle, formatArguments, formatBytes, formatCount, type OpenWork } from "../format";
 import type { TimelineEntry } from "../turns";
+import { ShownList } from "./ShownFile";
 
 export function TimelineRow({
   entry,
@@ -20,6 +22,7 @@ export function TimelineRow({
     return (
       <li class={`row row-${entry.kind}`}>
         <span class="row-title">{entryTitle(entry)}</span>
+        {entry.kind === "shown" && <ShownList files={[entry.file]} label="File shown to the model" />}
         {entry.kind === "model" && (
           <span class="row-detail">
             {entry.promptTokens !== null && (
@@ -50,6 +53,7 @@ export function TimelineRow({
         {entryTitle(entry)}
       </button>{" "}
       <span class={`badge badge-${badge.tone}`}>{badge.text}</span>
+      {entry.files && entry.files.length > 0 && <ShownList files={entry.files} label="Files shown to the model" />}
       <div id={detailsId} class="tool-details" hidden={!open}>
         <h4>Arguments</h4>
         <pre role="group" aria-label="Arguments" tabIndex={0}>{entry.hasArguments ? formatArguments(entry.arguments) : "(not sent by the server)"}</pre>

@@ -1,4 +1,4 @@
-// One turn of the conversation: the user's message, its timeline (subagents nested in it), the
+// One turn of the conversation: the user's message (with its files), its timeline (subagents nested in it), the
 // answer and its summary.
 
 import type { Decision } from "../api";
@@ -8,6 +8,7 @@ import { ApprovalPanel } from "./ApprovalPanel";
 import { SubagentRow } from "./SubagentRow";
 import { TimelineRow } from "./TimelineRow";
 import { TurnStats } from "./TurnStats";
+import { UserMessage } from "./UserMessage";
 
 export function TurnView({
   turn,
@@ -34,10 +35,7 @@ export function TurnView({
         </h3>
         <span class={`badge badge-${badge.tone}`}>{badge.text}</span>
       </header>
-      <div class="user-message">
-        <span class="who">You</span>
-        <p class="text">{turn.message}</p>
-      </div>
+      <UserMessage turn={turn} />
       {turn.timeline.length > 0 && (
         <ol class="timeline" aria-label={`Timeline of ${label.toLowerCase()}`}>
           {turn.timeline.map((entry, index) =>

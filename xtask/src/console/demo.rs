@@ -1,14 +1,17 @@
 //! The console's demo model: the workspace's scripted model server (`local_stack::model_server`)
 //! with a decider that answers each request as a model would, from the user's words, the tool
 //! results since them and the system prompt (state 1, or state 2 with a skill's SKILL.md, loaded or
-//! forced by a slash command, or a subagent's, which ends with `<subagent>`). What it says comes
-//! from `console/demo-model/texts.json`, which the browser tests read too.
+//! forced by a slash command, or a subagent's, which ends with `<subagent>`), and the images and PDFs
+//! the request shows it (`seen`). What it says comes from `console/demo-model/texts.json`, which the
+//! browser tests read too.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
 use local_stack::model_server::{Received, Reply};
 use serde_json::{json, Value};
+
+use super::seen::{self, Seen};
 
 /// The texts the demo says and writes, and the browser tests expect, by their names there.
 fn texts() -> &'static Value {
@@ -19,7 +22,7 @@ fn texts() -> &'static Value {
 }
 
 /// One text of `texts.json`.
-fn say(name: &str) -> &'static str {
+pub(super) fn say(name: &str) -> &'static str {
     texts()[name].as_str().unwrap_or_else(|| panic!("texts.json has no text {name}"))
 }
 
@@ -38,21 +41,31 @@ fn field<'a>(task: &'a Value, name: &str) -> &'a str {
 struct Turn {
     system: String,
     user: String,
+    /// The files the user's message showed (attached to it).
+    attached: Vec<Seen>,
     /// The tool results since the user's message, with the name of the tool that gave each.
     results: Vec<(String, String)>,
+    /// The files those results showed (`read_file` of an image).
+    shown_by_tools: Vec<Seen>,
 }
 
 impl Turn {
     fn of(body: &Value) -> Turn {
         let messages = body["messages"].as_array().map(Vec::as_slice).unwrap_or_default();
-        let content = |message: &Value| message["content"].as_str().unwrap_or_default().to_owned();
+        let content = |message: &Value| seen::text_of(&message["content"]);
         let system = messages.first().filter(|message| message["role"] == "system").map(content);
-        // A forced skill's per-step reminder is a user message of the runtime's, not the user's.
-        let last_user = messages
-            .iter()
-            .rposition(|message| message["role"] == "user" && !content(message).starts_with("[SKILL REMINDER]"));
+        // A forced skill's per-step reminder, and the message showing tool results' files, are
+        // user messages of the runtime's, not the user's.
+        let last_user =
+            messages.iter().rposition(|message| message["role"] == "user" && !seen::is_runtimes(&content(message)));
         let user = last_user.map(|index| content(&messages[index])).unwrap_or_default();
+        let attached = last_user.map(|index| seen::attached(&messages[index]["content"])).unwrap_or_default();
         let since = &messages[last_user.map_or(0, |index| index + 1)..];
+        let shown_by_tools = since
+            .iter()
+            .filter(|message| message["role"] == "user")
+            .flat_map(|message| seen::shown_by_tools(&message["content"]))
+            .collect();
         let mut names = HashMap::new();
         for call in since.iter().flat_map(|message| message["tool_calls"].as_array().into_iter().flatten()) {
             names
@@ -68,7 +81,7 @@ impl Turn {
                 (name.unwrap_or_default().to_owned(), content(message))
             })
             .collect();
-        Turn { system: system.unwrap_or_default(), user, results }
+        Turn { system: system.unwrap_or_default(), user, attached, results, shown_by_tools }
     }
 
     fn done(&self, tool: &str) -> bool {
@@ -118,6 +131,13 @@ pub fn decide(request: &Received) -> Reply {
             );
         }
         return text(field(task, "answer"));
+    }
+    // Files attached to the message: the demo says what it was shown, as a model that sees would.
+    if !turn.attached.is_empty() {
+        return text(&seen::said_attached(&turn.attached));
+    }
+    if turn.asks("vuelve a mirar") {
+        return look_again(&turn);
     }
     if turn.asks("un subagente") {
         if !turn.done("task") {
@@ -187,6 +207,20 @@ pub fn decide(request: &Received) -> Reply {
     text(say("GREETING"))
 }
 
+/// "Vuelve a mirar sello.png": `read_file` of the file the message names, then what it showed.
+fn look_again(turn: &Turn) -> Reply {
+    let Some(path) = seen::named_file(&turn.user) else {
+        return Reply::text(say("LOOK_AT_WHAT"));
+    };
+    if !turn.done("read_file") {
+        return Reply::tool("read_file", json!({ "file_path": path }));
+    }
+    match turn.shown_by_tools.first() {
+        Some(file) => Reply::text(&file.said_by_tool()),
+        None => Reply::text(&format!("No he podido verla: {}", first_line(turn.result("read_file")))),
+    }
+}
+
 /// The note's edit of the meeting's hour, which the console's policy asks the person about.
 fn edit_note(hour: &str) -> Reply {
     Reply::tool("edit_file", json!({"file_path": "/workspace/nota.md", "old_string": "10:00", "new_string": hour}))
@@ -194,6 +228,8 @@ fn edit_note(hour: &str) -> Reply {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+
     use super::*;
 
     fn request(messages: Value) -> Received {
@@ -218,5 +254,39 @@ mod tests {
         assert!(matches!(decide(&request(written)), Reply::Text(text) if text == say("NOTE_SAVED")));
         let other = json!([{"role": "user", "content": "Hola"}]);
         assert!(matches!(decide(&request(other)), Reply::Text(text) if text == say("GREETING")));
+    }
+
+    /// A 4 × 3 PNG's header as a `data:` URL: all the demo reads of an image.
+    fn png_url() -> String {
+        let mut bytes = b"\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR".to_vec();
+        bytes.extend(4u32.to_be_bytes());
+        bytes.extend(3u32.to_be_bytes());
+        format!("data:image/png;base64,{}", base64::engine::general_purpose::STANDARD.encode(bytes))
+    }
+
+    #[test]
+    fn an_attached_image_is_described_as_it_arrived_and_looked_at_again_with_read_file() {
+        let attached = json!([{"role": "user", "content": [
+            {"type": "text", "text": "¿Qué ves? nota\n\nAttached files:\n- Showing the image /workspace/sello.png (image/png, 4×3, 60 bytes)."},
+            {"type": "image_url", "image_url": {"url": png_url()}},
+        ]}]);
+        let said = say("IMAGE_SEEN").replace("{file}", "/workspace/sello.png, de 4×3 píxeles");
+        assert!(matches!(decide(&request(attached)), Reply::Text(text) if text == said));
+
+        let again = json!([{"role": "user", "content": say("LOOK_AGAIN")}]);
+        assert!(matches!(decide(&request(again)),
+            Reply::Tools(calls) if calls[0].0 == "read_file" && calls[0].1["file_path"] == "/workspace/sello.png"));
+        let read = json!([
+            {"role": "user", "content": say("LOOK_AGAIN")},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": {"name": "read_file", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Showing the image /workspace/sello.png."},
+            {"role": "user", "content": [
+                {"type": "text", "text": "Files shown by the tool results above:\n- /workspace/sello.png (image/png, from tool call c1)"},
+                {"type": "image_url", "image_url": {"url": png_url()}},
+            ]},
+        ]);
+        let said =
+            say("TOOL_SEEN").replace("{file}", "/workspace/sello.png, de 4×3 píxeles").replace("{kind}", "imagen");
+        assert!(matches!(decide(&request(read)), Reply::Text(text) if text == said));
     }
 }

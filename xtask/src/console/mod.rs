@@ -7,6 +7,7 @@
 mod demo;
 mod gateway;
 mod page;
+mod seen;
 
 use std::net::TcpListener;
 use std::path::Path;
