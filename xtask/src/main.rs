@@ -274,6 +274,8 @@ fn bench() -> Result<(), String> {
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "input-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "stream-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "subagent-bench"])?;
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "media-bench"])?;
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "vision-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "sandbox-bench"])
 }
 

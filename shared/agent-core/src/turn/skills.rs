@@ -55,6 +55,14 @@ impl TurnService {
             if request.decisions.is_some() {
                 return Err(TurnError::NotPending("this agent's turns never wait for approval".to_owned()));
             }
+            // The planner's experts are sent text: a file would be dropped without a word.
+            if !request.attachments.is_empty() {
+                return Err(TurnError::InvalidInput(
+                    "this agent plans across expert servers, which take no files: send the message without \
+                     `attachments`"
+                        .to_owned(),
+                ));
+            }
             return self.run_planner_turn(request, claims.key.as_ref(), events).await;
         }
         // The session (with the day's usage under a budget) and the catalog are independent reads:

@@ -150,3 +150,18 @@ async fn a_model_that_cannot_see_gets_notes_and_hostile_files_a_clear_answer() {
     assert!(matches!(failed, Err(TurnError::InvalidInput(ref m)) if m.contains("no upload")), "{failed:?}");
     assert_eq!(sessions.load(&user, &session).await.unwrap().unwrap().version, version);
 }
+
+#[tokio::test]
+async fn a_planner_turn_refuses_attachments_rather_than_drop_them() {
+    let sessions = Arc::new(MemorySessionStore::new());
+    let objects = Arc::new(MemoryObjectStore::new());
+    let model = Arc::new(ScriptedModel::default().seeing(seeing()));
+    let config = AgentConfig { strategy: agent_core::turn::Strategy::Planner, ..AgentConfig::default() };
+    let service = TurnService::new(sessions.clone(), objects, model.clone(), config);
+    let (user, session) = ids();
+    let upload = service.upload(&user, &session, "dot.png", PNG.to_vec()).await.unwrap();
+    let refused =
+        service.run_turn(request("plan this", vec![Attachment::new(&upload.upload, "dot.png").unwrap()])).await;
+    assert!(matches!(refused, Err(TurnError::InvalidInput(ref m)) if m.contains("take no files")), "{refused:?}");
+    assert!(model.requests().is_empty() && sessions.load(&user, &session).await.unwrap().is_none());
+}
