@@ -286,6 +286,16 @@ fn idempotency_key(
         .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))
 }
 
+/// A request's body as bytes, decoded from base64 when the integration encoded it.
+pub fn body_bytes(raw: &str, base64: bool) -> Result<Vec<u8>, ApiError> {
+    if !base64 {
+        return Ok(raw.as_bytes().to_vec());
+    }
+    base64::engine::general_purpose::STANDARD
+        .decode(raw)
+        .map_err(|_| ApiError::bad_request("the body is not valid base64"))
+}
+
 /// The body of `POST /sessions/{session_id}/turns`, bounded and validated; `base64` when the
 /// integration encoded it.
 pub fn parse_turn_body(raw: Option<&str>, base64: bool) -> Result<TurnBody, ApiError> {
@@ -293,13 +303,7 @@ pub fn parse_turn_body(raw: Option<&str>, base64: bool) -> Result<TurnBody, ApiE
     if raw.len() > 2 * MAX_BODY_BYTES {
         return Err(too_large());
     }
-    let bytes = if base64 {
-        base64::engine::general_purpose::STANDARD
-            .decode(raw)
-            .map_err(|_| ApiError::bad_request("the body is not valid base64"))?
-    } else {
-        raw.as_bytes().to_vec()
-    };
+    let bytes = body_bytes(raw, base64)?;
     if bytes.len() > MAX_BODY_BYTES {
         return Err(too_large());
     }

@@ -49,13 +49,7 @@ impl DirectUpload {
         if raw.len() > encoded_max {
             return Err(too_large_for_direct());
         }
-        let bytes = if base64 {
-            base64::engine::general_purpose::STANDARD
-                .decode(raw)
-                .map_err(|_| ApiError::bad_request("the body is not valid base64"))?
-        } else {
-            raw.as_bytes().to_vec()
-        };
+        let bytes = crate::api::body_bytes(raw, base64)?;
         if bytes.len() > DIRECT_UPLOAD_MAX_BYTES {
             return Err(too_large_for_direct());
         }

@@ -200,13 +200,13 @@ impl<'a> ShownFiles<'a> {
         let read: Vec<(String, Option<Vec<u8>>)> = stream::iter(missing)
             .map(|sha256| async move {
                 let key = keys::shown_file_key(&self.user, &self.session, &sha256);
-                let bytes = match self.objects.get(&key).await {
-                    Ok(Some(object)) if hex::encode(Sha256::digest(&object.bytes)) == sha256 => Some(object.bytes),
-                    Ok(Some(_)) => {
+                let bytes = match read_checked(self.objects, &key, &sha256).await {
+                    Ok(Checked::Bytes(bytes)) => Some(bytes),
+                    Ok(Checked::Mismatch) => {
                         tracing::warn!(sha256, "a shown file's bytes do not match their hash; a note is sent");
                         None
                     }
-                    Ok(None) => None,
+                    Ok(Checked::Missing) => None,
                     Err(err) => {
                         tracing::warn!(sha256, error = %err, "a shown file could not be read; a note is sent");
                         None
@@ -233,6 +233,23 @@ impl<'a> ShownFiles<'a> {
     fn lock(&self) -> std::sync::MutexGuard<'_, FileBytes> {
         self.bytes.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// An object read back by the SHA-256 its key names.
+pub enum Checked {
+    Missing,
+    Bytes(Vec<u8>),
+    /// The object's bytes do not have that hash.
+    Mismatch,
+}
+
+/// Reads `key`, whose bytes should have the SHA-256 `sha256` (hex), and says whether they do.
+pub async fn read_checked(objects: &dyn ObjectStore, key: &str, sha256: &str) -> Result<Checked, StoreError> {
+    Ok(match objects.get(key).await? {
+        None => Checked::Missing,
+        Some(object) if hex::encode(Sha256::digest(&object.bytes)) == sha256 => Checked::Bytes(object.bytes),
+        Some(_) => Checked::Mismatch,
+    })
 }
 
 /// Why a file is not shown to a model that cannot see its kind.

@@ -3,9 +3,8 @@
 
 use std::time::Duration;
 
-use sha2::Digest;
-
 use super::{TurnError, TurnService};
+use crate::files::{read_checked, Checked};
 use crate::ids::{SessionId, UserId};
 use crate::keys;
 use crate::store::{LinkHeaders, StoreError};
@@ -54,12 +53,17 @@ impl TurnService {
                 }));
             }
         }
-        let Some(object) = self.objects.get(&key).await? else {
-            return Err(TurnError::Store(StoreError::Corrupt(format!("the blob of {shown} is missing"))));
+        let bytes = match read_checked(self.objects.as_ref(), &key, &file.sha256).await? {
+            Checked::Bytes(bytes) => bytes,
+            Checked::Missing => {
+                return Err(TurnError::Store(StoreError::Corrupt(format!("the blob of {shown} is missing"))))
+            }
+            Checked::Mismatch => {
+                return Err(TurnError::Store(StoreError::Corrupt(format!(
+                    "the blob of {shown} does not match its hash"
+                ))))
+            }
         };
-        if hex::encode(sha2::Sha256::digest(&object.bytes)) != file.sha256 {
-            return Err(TurnError::Store(StoreError::Corrupt(format!("the blob of {shown} does not match its hash"))));
-        }
-        Ok(Some(FileDownload::Bytes { path: shown, bytes: object.bytes }))
+        Ok(Some(FileDownload::Bytes { path: shown, bytes }))
     }
 }

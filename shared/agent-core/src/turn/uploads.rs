@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::{TurnError, TurnService};
 use crate::events::{TurnEvent, TurnObserver};
-use crate::files::{ShowError, ShownFiles, Sniffed};
+use crate::files::{read_checked, Checked, ShowError, ShownFiles, Sniffed};
 use crate::ids::{SessionId, UserId};
 use crate::keys;
 use crate::message::{human_size, FileRef, MediaType, ATTACHED_FILES_HEADING};
@@ -36,14 +36,14 @@ pub struct Attachment {
 impl Attachment {
     /// Checks an attachment as a client sent it.
     pub fn new(upload: &str, name: &str) -> Result<Self, String> {
-        if !is_sha256(upload) {
+        let Some(id) = upload_id(upload) else {
             return Err(format!("attachment `{upload}` is not an upload id (the 64 hex digits of its SHA-256)"));
-        }
+        };
         let name = name.strip_prefix("/workspace/").unwrap_or(name);
         if !vfs::is_clean_workspace_path(name) {
             return Err(format!("attachment name `{name}` is not a clean relative path of at most 256 bytes"));
         }
-        Ok(Self { upload: upload.to_ascii_lowercase(), name: name.to_owned() })
+        Ok(Self { upload: id, name: name.to_owned() })
     }
 
     /// What the attachments add to a turn's idempotency fingerprint.
@@ -87,8 +87,10 @@ fn check_type(name: &str, bytes: &[u8]) -> Result<(), TurnError> {
     media::check_name(name, media::sniff(bytes)).map_err(|error| TurnError::InvalidInput(format!("`{name}`: {error}")))
 }
 
-fn is_sha256(text: &str) -> bool {
-    text.len() == 64 && text.bytes().all(|byte| byte.is_ascii_hexdigit())
+/// An upload's id as a client may write it (hex digits in either case), as stored: lowercase.
+fn upload_id(text: &str) -> Option<String> {
+    let id = text.to_ascii_lowercase();
+    agent_ports::bundle::is_sha256(&id).then_some(id)
 }
 
 fn too_large(size: u64) -> TurnError {
@@ -136,16 +138,15 @@ impl TurnService {
         size: u64,
         sha256: &str,
     ) -> Result<Option<PresignedUpload>, TurnError> {
-        if !is_sha256(sha256) {
+        let Some(sha256) = upload_id(sha256) else {
             return Err(TurnError::InvalidInput("`sha256` must be the 64 hex digits of the file's SHA-256".into()));
-        }
+        };
         if size == 0 {
             return Err(TurnError::InvalidInput("`size` must be at least 1 byte".into()));
         }
         if size > MAX_UPLOAD_BYTES {
             return Err(too_large(size));
         }
-        let sha256 = sha256.to_ascii_lowercase();
         let key = keys::upload_key(user, session, &sha256);
         let link = self.objects.presign_put(&key, size, &sha256, UPLOAD_LINK_LIFETIME).await?;
         Ok(link.map(|link| PresignedUpload { upload: sha256, link, expires_in: UPLOAD_LINK_LIFETIME }))
@@ -158,18 +159,17 @@ impl TurnService {
         session: &SessionId,
         sha256: &str,
     ) -> Result<Option<(MediaType, Vec<u8>)>, TurnError> {
-        if !is_sha256(sha256) {
-            return Ok(None);
-        }
-        let sha256 = sha256.to_ascii_lowercase();
-        let Some(object) = self.objects.get(&keys::shown_file_key(user, session, &sha256)).await? else {
-            return Ok(None);
-        };
-        if hex::encode(Sha256::digest(&object.bytes)) != sha256 {
-            return Err(TurnError::Store(StoreError::Corrupt("a shown file does not match its hash".into())));
-        }
-        match media::sniff(&object.bytes) {
-            Sniffed::Media(media_type) => Ok(Some((media_type, object.bytes))),
+        let Some(sha256) = upload_id(sha256) else { return Ok(None) };
+        let bytes =
+            match read_checked(self.objects.as_ref(), &keys::shown_file_key(user, session, &sha256), &sha256).await? {
+                Checked::Missing => return Ok(None),
+                Checked::Mismatch => {
+                    return Err(TurnError::Store(StoreError::Corrupt("a shown file does not match its hash".into())))
+                }
+                Checked::Bytes(bytes) => bytes,
+            };
+        match media::sniff(&bytes) {
+            Sniffed::Media(media_type) => Ok(Some((media_type, bytes))),
             _ => Ok(None),
         }
     }
@@ -244,10 +244,8 @@ impl TurnService {
     /// against the hash it was declared with, and moved beside the workspace's files).
     async fn upload_bytes(&self, user: &UserId, session: &SessionId, sha256: &str) -> Result<Vec<u8>, TurnError> {
         let blob = keys::workspace_blob_key(user, session, sha256);
-        if let Some(object) = self.objects.get(&blob).await? {
-            if hex::encode(Sha256::digest(&object.bytes)) == sha256 {
-                return Ok(object.bytes);
-            }
+        if let Checked::Bytes(bytes) = read_checked(self.objects.as_ref(), &blob, sha256).await? {
+            return Ok(bytes);
         }
         let staged = keys::upload_key(user, session, sha256);
         let missing =
@@ -260,16 +258,19 @@ impl TurnService {
             self.objects.delete(&staged).await?;
             return Err(too_large(meta.size));
         }
-        let Some(object) = self.objects.get(&staged).await? else { return Err(missing()) };
-        if hex::encode(Sha256::digest(&object.bytes)) != sha256 {
-            // Whatever was put there is not the file that was declared: it is removed, not kept.
-            self.objects.delete(&staged).await?;
-            return Err(TurnError::InvalidInput(format!(
-                "the bytes uploaded as {sha256} do not have that SHA-256: upload the file again"
-            )));
-        }
-        self.objects.put(&blob, object.bytes.clone()).await?;
+        let bytes = match read_checked(self.objects.as_ref(), &staged, sha256).await? {
+            Checked::Missing => return Err(missing()),
+            Checked::Bytes(bytes) => bytes,
+            Checked::Mismatch => {
+                // Whatever was put there is not the file that was declared: it is removed, not kept.
+                self.objects.delete(&staged).await?;
+                return Err(TurnError::InvalidInput(format!(
+                    "the bytes uploaded as {sha256} do not have that SHA-256: upload the file again"
+                )));
+            }
+        };
+        self.objects.put(&blob, bytes.clone()).await?;
         self.objects.delete(&staged).await?;
-        Ok(object.bytes)
+        Ok(bytes)
     }
 }
