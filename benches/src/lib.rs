@@ -27,5 +27,6 @@ pub fn request(user: &UserId, session: &str, message: impl Into<String>) -> Turn
         idempotency: None,
         decisions: None,
         attachments: Vec::new(),
+        pins: Default::default(),
     }
 }

@@ -146,6 +146,7 @@ async fn seed_workspace(stack: &Stack, user: &str, session: &str, files: &[(&str
         commit_token: format!("seed-{now}"),
         idempotency: None,
         usage: None,
+        skill_versions: Default::default(),
     };
     stores.sessions.commit(&user, &session, &commit).await.expect("seed the session");
 }

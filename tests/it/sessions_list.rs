@@ -240,6 +240,7 @@ fn commit(expected_version: u64, now: i64) -> TurnCommit {
         idempotency: None,
         usage: None,
     }
+    skill_versions: Default::default(),
 }
 
 #[tokio::test]

@@ -165,7 +165,7 @@ impl TurnObserver for StreamPrinter {
                 }
                 let _ = write!(out, "{}", text.replace('\n', "\n    "));
             }
-            TurnEvent::SkillLoaded { skill, forced } => {
+            TurnEvent::SkillLoaded { skill, forced, .. } => {
                 let _ = writeln!(out, "    ✓ skill {skill} loaded{}", if forced { " (forced)" } else { "" });
             }
             TurnEvent::FileWritten { path, size } => {

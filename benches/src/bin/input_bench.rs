@@ -209,6 +209,7 @@ fn memory_section(runtime: &tokio::runtime::Runtime, failures: &mut Vec<String>)
             idempotency: None,
             decisions: None,
             attachments: Vec::new(),
+            pins: Default::default(),
         };
         runtime.block_on(service.run_turn(request)).expect("a hostile turn still commits");
         if turn == 5 || turn == 20 {

@@ -39,6 +39,9 @@ struct RecordBody {
     /// Uploads of the session attached to the message (`{"upload", "name"}` each).
     #[serde(default)]
     attachments: Vec<AttachmentBody>,
+    /// Published versions the turn uses instead of the defaults (`{"<skill path>": <version>}`).
+    #[serde(default)]
+    skill_versions: std::collections::BTreeMap<String, u32>,
 }
 
 /// The message that asks a saved plan to go on.
@@ -169,7 +172,9 @@ async fn process(
     let attachments = agent_app::api::attachments(&body.attachments)
         .map_err(|err| RecordError::Malformed(format!("`attachments`: {err}")))?;
     // The same fingerprint as the HTTP function that queued the record computed.
-    let fingerprint = agent_app::api::extra_fingerprint(decisions.as_ref(), &attachments);
+    let pins = agent_app::api::pins(&body.skill_versions)
+        .map_err(|err| RecordError::Malformed(format!("`skill_versions`: {err}")))?;
+    let fingerprint = agent_app::api::extra_fingerprint(decisions.as_ref(), &attachments, &pins);
     let idempotency = IdempotencyKey::for_queued_turn(
         key,
         &user,
@@ -190,6 +195,7 @@ async fn process(
         idempotency: Some(idempotency.clone()),
         decisions,
         attachments,
+        pins,
     };
     agent_app::turn::name_turn(&tracing::Span::current(), &request, record.message_id.as_deref().unwrap_or(""));
     // A defect fails this record only; the rest of the batch and the warm process go on.

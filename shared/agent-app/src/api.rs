@@ -2,9 +2,12 @@
 //! and its parsing, the turn request built from it, and the mapping of every failure to a precise
 //! status with a JSON error body safe to show a client.
 
+use std::collections::BTreeMap;
+
 use agent_core::agent::{CallDecision, Decisions};
+use agent_core::skills::versions::MAX_PINS;
 use agent_core::turn::{Attachment, TurnError, TurnRequest, UserProfile, MAX_ATTACHMENTS, MAX_MESSAGE_BYTES};
-use agent_core::{IdempotencyKey, ModelError, SessionId, StoreError, TicketId, UserId};
+use agent_core::{IdempotencyKey, ModelError, SessionId, SkillPath, StoreError, TicketId, UserId};
 use base64::Engine;
 use http::HeaderMap;
 use serde::Deserialize;
@@ -165,6 +168,27 @@ pub struct TurnBody {
     /// Uploads of the session attached to the message.
     #[serde(default)]
     pub attachments: Vec<AttachmentBody>,
+    /// Published versions this turn uses instead of the defaults: `{"<skill path>": <version>}`.
+    #[serde(default)]
+    pub skill_versions: BTreeMap<String, u32>,
+}
+
+/// A turn's pinned versions (its body, or its queue record), validated: at most [`MAX_PINS`]
+/// skill paths, each with a version from 1.
+pub fn pins(pinned: &BTreeMap<String, u32>) -> Result<BTreeMap<SkillPath, u32>, String> {
+    if pinned.len() > MAX_PINS {
+        return Err(format!("a turn pins at most {MAX_PINS} skills, not {}", pinned.len()));
+    }
+    pinned
+        .iter()
+        .map(|(path, version)| {
+            let skill = SkillPath::parse(path).map_err(|err| format!("{path:?}: {err}"))?;
+            if *version == 0 {
+                return Err(format!("{path:?}: versions are numbered from 1"));
+            }
+            Ok((skill, *version))
+        })
+        .collect()
 }
 
 /// One attachment as a client names it: `{"upload": "<sha256>", "name": "scan.jpg"}`.
@@ -196,13 +220,23 @@ pub fn attachments(bodies: &[AttachmentBody]) -> Result<Vec<Attachment>, String>
 /// What a turn asks besides its message and ticket, for its idempotency fingerprint: the decisions
 /// or the attachments (a body never has both). A turn with neither keeps the fingerprint it
 /// always had.
-pub fn extra_fingerprint(decisions: Option<&Decisions>, attachments: &[Attachment]) -> Option<String> {
-    match decisions {
+pub fn extra_fingerprint(
+    decisions: Option<&Decisions>,
+    attachments: &[Attachment],
+    pins: &BTreeMap<SkillPath, u32>,
+) -> Option<String> {
+    let extra = match decisions {
         Some(decisions) => Some(decisions.fingerprint()),
         // Tagged, so attachments never read as decisions (whose fingerprint is a JSON object).
         None if !attachments.is_empty() => Some(format!("attachments\n{}", Attachment::fingerprint(attachments))),
         None => None,
+    };
+    if pins.is_empty() {
+        return extra;
     }
+    // Tagged too, and after the rest: a turn without pins keeps the fingerprint it had.
+    let pinned: Vec<String> = pins.iter().map(|(skill, version)| format!("{skill}={version}")).collect();
+    Some(format!("{}skill_versions\n{}", extra.map(|extra| extra + "\n").unwrap_or_default(), pinned.join("\n")))
 }
 
 impl TurnBody {
@@ -218,6 +252,11 @@ impl TurnBody {
     /// The body's attachments, validated.
     pub fn attachments(&self) -> Result<Vec<Attachment>, ApiError> {
         attachments(&self.attachments).map_err(|err| ApiError::bad_request(format!("`attachments`: {err}")))
+    }
+
+    /// The body's pinned versions, validated.
+    pub fn pins(&self) -> Result<BTreeMap<SkillPath, u32>, ApiError> {
+        pins(&self.skill_versions).map_err(|err| ApiError::bad_request(format!("`skill_versions`: {err}")))
     }
 }
 
@@ -243,7 +282,8 @@ pub fn turn_request(
 ) -> Result<TurnRequest, ApiError> {
     let decisions = body.decisions()?;
     let attachments = body.attachments()?;
-    let extra = extra_fingerprint(decisions.as_ref(), &attachments);
+    let pins = body.pins()?;
+    let extra = extra_fingerprint(decisions.as_ref(), &attachments, &pins);
     let idempotency = idempotency_key(headers, &body, extra.as_deref())?;
     let ticket = body
         .ticket_id
@@ -261,6 +301,7 @@ pub fn turn_request(
         idempotency,
         decisions,
         attachments,
+        pins,
     })
 }
 

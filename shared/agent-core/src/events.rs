@@ -46,7 +46,13 @@ pub enum TurnEvent {
     /// A piece of the model's text, in order.
     MessageDelta { text: String },
     /// A skill became current: loaded by the model, or forced by a slash command.
-    SkillLoaded { skill: String, forced: bool },
+    SkillLoaded {
+        skill: String,
+        forced: bool,
+        /// The published version loaded; absent for a skill served from its folder.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        version: Option<u32>,
+    },
     /// The model asked for a tool. `arguments` is the call's whole arguments JSON as it is run and
     /// stored: arguments over the loop's bounds were already replaced by `{"_omitted_bytes": n}`.
     /// `summary` is a short, cut, one-line rendering of them.
@@ -327,10 +333,10 @@ mod tests {
         let collect = Collect::default();
         let filtered = WithoutDeltas(&collect);
         filtered.event(TurnEvent::MessageDelta { text: "hidden".into() });
-        filtered.event(TurnEvent::SkillLoaded { skill: "a/b".into(), forced: false });
+        filtered.event(TurnEvent::SkillLoaded { skill: "a/b".into(), forced: false, version: None });
         assert!(!filtered.wants_deltas());
         assert_eq!(collect.0.lock().unwrap().len(), 1);
-        assert_eq!(TurnEvent::SkillLoaded { skill: "a/b".into(), forced: false }.name(), "skill.loaded");
+        assert_eq!(TurnEvent::SkillLoaded { skill: "a/b".into(), forced: false, version: None }.name(), "skill.loaded");
         assert_eq!(
             serde_json::to_value(TurnEvent::ToolResult {
                 id: "c".into(),

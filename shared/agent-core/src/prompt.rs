@@ -332,7 +332,7 @@ mod tests {
             declared_tools: None,
         };
         let path = crate::ids::SkillPath::parse("notaria/compraventa").unwrap();
-        let doc = SkillDoc { path, frontmatter, content: "# Compraventa".into() };
+        let doc = SkillDoc { path, frontmatter, content: "# Compraventa".into(), version: None };
         for (skill, mode) in [
             (None, SkillPromptMode::Replace),
             (Some(&doc), SkillPromptMode::Replace),

@@ -65,6 +65,9 @@ pub fn tool_span(name: &str, call_id: &str) -> Span {
         gen_ai.tool.name = name,
         gen_ai.tool.call.id = call_id,
         outcome = Empty,
+        // Set by `load_skill` when the skill loaded is a published version.
+        skill.path = Empty,
+        skill.version = Empty,
     )
 }
 

@@ -88,3 +88,52 @@ pub fn memories_prefix(user: &UserId) -> String {
 pub fn memory_key(user: &UserId, path: &MemoryPath) -> String {
     format!("{user}/memories/{path}")
 }
+
+/// Prefix of every published version of the tenant's skills: `{user}/skill-versions/`.
+pub fn skill_versions_root(user: &UserId) -> String {
+    format!("{user}/skill-versions/")
+}
+
+/// Prefix of a skill's published versions: `{user}/skill-versions/{skill}/`. The markers below it
+/// start with `@`, which no skill path holds, so one skill's versions never mix with another's.
+pub fn skill_versions_prefix(user: &UserId, skill: &SkillPath) -> String {
+    format!("{user}/skill-versions/{skill}/")
+}
+
+/// Prefix of the records of a skill's versions (`@v/{number:08}.json`), listed in number order.
+pub fn skill_version_records_prefix(user: &UserId, skill: &SkillPath) -> String {
+    format!("{user}/skill-versions/{skill}/@v/")
+}
+
+/// One version's record: its number, content hash, files, uploader and time. Written once.
+pub fn skill_version_record_key(user: &UserId, skill: &SkillPath, number: u32) -> String {
+    format!("{user}/skill-versions/{skill}/@v/{number:08}.json")
+}
+
+/// Prefix of one version's files, named by the content's SHA-256: immutable, so a turn reading a
+/// version sees its files and no other's.
+pub fn skill_version_files_prefix(user: &UserId, skill: &SkillPath, sha256: &str) -> String {
+    format!("{user}/skill-versions/{skill}/@files/{sha256}/")
+}
+
+/// Which version holds a content hash: what makes the same bytes uploaded twice one version.
+pub fn skill_version_hash_key(user: &UserId, skill: &SkillPath, sha256: &str) -> String {
+    format!("{user}/skill-versions/{skill}/@sha/{sha256}")
+}
+
+/// A version's eval results, one object per run.
+pub fn skill_version_evals_prefix(user: &UserId, skill: &SkillPath, number: u32) -> String {
+    format!("{user}/skill-versions/{skill}/@evals/{number:08}/")
+}
+
+/// The tenant's default version of each published skill: the one record a rebuilt catalog index
+/// reads to know which version each published skill serves.
+pub fn skill_defaults_key(user: &UserId) -> String {
+    format!("{user}/skill-versions/defaults.json")
+}
+
+/// A skill's zip staged by a presigned upload until `POST /skills/{path}/versions` publishes it,
+/// named by its SHA-256 (tagged like a session's upload, so one never published expires).
+pub fn skill_upload_key(user: &UserId, sha256: &str) -> String {
+    format!("{user}/skill-uploads/{sha256}")
+}

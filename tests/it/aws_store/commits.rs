@@ -169,6 +169,7 @@ async fn concurrent_commits_from_one_version_have_exactly_one_winner() {
                     commit_token: format!("{who}-{version}"),
                     idempotency: None,
                     usage: None,
+                    skill_versions: Default::default(),
                 };
                 (who, sessions.commit(&user, &session, &commit).await)
             })

@@ -106,6 +106,7 @@ impl World {
             commit_token,
             idempotency: None,
             usage: None,
+            skill_versions: Default::default(),
         };
         self.stores.sessions.commit(user, session, &commit).await
     }

@@ -50,6 +50,7 @@ async fn a_repeated_commit_request_is_recognised_as_applied_and_idempotency_keys
         commit_token: "token-of-this-attempt".to_owned(),
         idempotency: Some(CommitKey { key: key.clone(), owner: owner.clone(), reply: reply.clone() }),
         usage: None,
+        skill_versions: Default::default(),
     };
     sessions.commit(&user, &session, &commit).await.unwrap();
     // The same request again (an SDK retry whose first answer was lost) is acknowledged, not a conflict,
@@ -179,6 +180,7 @@ async fn a_session_in_the_older_layout_loads_and_its_next_commit_moves_its_meta_
         commit_token: "move-it".into(),
         idempotency: None,
         usage: None,
+        skill_versions: Default::default(),
     };
     world.stores.sessions.commit(&user, &session, &commit).await.unwrap();
     world.stores.sessions.commit(&user, &session, &commit).await.unwrap();

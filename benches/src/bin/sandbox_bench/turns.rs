@@ -120,6 +120,7 @@ pub(crate) async fn seed_session(
         commit_token: format!("seed-{session}"),
         idempotency: None,
         usage: None,
+        skill_versions: Default::default(),
     };
     sessions.commit(user, session, &commit).await.expect("seed the session");
 }
@@ -136,6 +137,7 @@ pub(crate) fn turn_request(user: &UserId, session: &SessionId, message: &str) ->
         idempotency: None,
         decisions: None,
         attachments: Vec::new(),
+        pins: Default::default(),
     }
 }
 

@@ -48,7 +48,8 @@ impl Queued {
         let ticket = ticket.as_ref().map(|ticket| ticket.as_str());
         let decisions = body.decisions()?;
         let attachments = body.attachments()?;
-        let fingerprint = extra_fingerprint(decisions.as_ref(), &attachments);
+        let pins = body.pins()?;
+        let fingerprint = extra_fingerprint(decisions.as_ref(), &attachments, &pins);
         let idempotency =
             IdempotencyKey::for_queued_turn(&key, &user, &session, &body.message, ticket, fingerprint.as_deref())
                 .map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))?;
@@ -64,6 +65,9 @@ impl Queued {
         // Only a turn with attachments names them: any other record stays as it always was.
         if !attachments.is_empty() {
             record["attachments"] = json!(attachments);
+        }
+        if !pins.is_empty() {
+            record["skill_versions"] = json!(body.skill_versions);
         }
         Ok(Self { user, session, idempotency, turn_id, record })
     }

@@ -72,7 +72,12 @@ pub fn session_view(session: &Session, page: &HistoryPage) -> Value {
             shown_bytes += size;
             history.push(shown);
         }
-        turns.push(json!({"turn": number, "first_message": first_index, "messages": history.len() - first_index}));
+        let mut turn = json!({"turn": number, "first_message": first_index, "messages": history.len() - first_index});
+        // The published version of each skill the turn loaded.
+        if let Some(versions) = page.skill_versions.get(number) {
+            turn["skill_versions"] = json!(versions);
+        }
+        turns.push(turn);
         if cut_short {
             break;
         }

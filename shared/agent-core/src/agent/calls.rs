@@ -264,7 +264,7 @@ async fn record(
         truncated,
     });
     if let Some(skill) = output.loaded_skill {
-        events.event(TurnEvent::SkillLoaded { skill, forced: false });
+        events.event(TurnEvent::SkillLoaded { skill, forced: false, version: output.loaded_version });
     }
     for (path, size) in env.take_written_files() {
         events.event(TurnEvent::FileWritten { path, size });

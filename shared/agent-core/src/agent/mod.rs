@@ -159,6 +159,8 @@ pub struct ToolOutput {
     pub abort: Option<String>,
     /// Set by `load_skill` when a skill became current.
     pub loaded_skill: Option<String>,
+    /// The published version of that skill, when it is one.
+    pub loaded_version: Option<u32>,
     /// The model tokens the call itself spent (a subagent's loop), counted in the turn's usage.
     pub usage: Usage,
     /// Set by a `task` whose subagent stopped at a call that needs approval: the call has no

@@ -46,6 +46,46 @@ pub struct Listing {
     pub search: bool,
 }
 
+impl Listing {
+    /// This listing with `entry` (a pinned version) shown as it describes itself: its line
+    /// rewritten in place (a shortened description stays as short), or added at the end when the
+    /// listing does not name it at all. A skill listed by name only stays so.
+    pub fn with_entry(&self, entry: &SkillEntry) -> Listing {
+        let rewrite = |text: &str| -> String {
+            let marker = format!("(load_skill(\"{}\")): ", entry.path);
+            let name = one_line(&entry.name, NAME_CHARS);
+            let mut out = String::with_capacity(text.len() + 128);
+            let mut found = false;
+            for line in text.split_inclusive('\n') {
+                match line.split_once(&marker) {
+                    Some((_, old)) if line.starts_with("- ") => {
+                        found = true;
+                        let limit = if old.trim_end().ends_with('…') {
+                            SHORT_DESCRIPTION_CHARS
+                        } else {
+                            SPEC_DESCRIPTION_MAX
+                        };
+                        let _ = writeln!(out, "- {name} {marker}{}", one_line(&entry.description, limit));
+                    }
+                    _ => out.push_str(line),
+                }
+            }
+            if !found && !text.contains(&entry.path.to_string()) {
+                if !out.is_empty() && !out.ends_with('\n') {
+                    out.push('\n');
+                }
+                let _ = writeln!(out, "- {name} {marker}{}", one_line(&entry.description, SPEC_DESCRIPTION_MAX));
+            }
+            out
+        };
+        Listing {
+            text: rewrite(&self.text),
+            fallbacks: self.fallbacks.iter().map(|text| rewrite(text)).collect(),
+            ..self.clone()
+        }
+    }
+}
+
 /// The group a skill is listed under.
 pub fn group_of(entry: &SkillEntry) -> &str {
     entry.path.category().or(entry.category.as_deref()).unwrap_or(UNCATEGORISED)

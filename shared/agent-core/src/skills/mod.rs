@@ -14,6 +14,7 @@
 //! - [`search`]: BM25 over names, categories and descriptions.
 //! - [`found`]: the text of a `find_skills` result, and how the context budget shrinks it.
 //! - [`settings`]: the tenant's `settings.json`, whose `permissions` add approval rules.
+//! - [`versions`]: published skills: immutable numbered versions, and the default each serves.
 
 pub mod agents;
 pub use agent_ports::bundle;
@@ -24,6 +25,7 @@ pub mod index;
 pub mod listing;
 pub mod search;
 pub mod settings;
+pub mod versions;
 
 use std::sync::Arc;
 
@@ -41,4 +43,6 @@ pub struct SkillDoc {
     pub path: SkillPath,
     pub frontmatter: Frontmatter,
     pub content: Arc<str>,
+    /// The published version loaded; `None` for a skill served from its folder.
+    pub version: Option<u32>,
 }

@@ -23,7 +23,7 @@ pub use crate::tool_names::{ABORT, ESSENTIAL_TOOLS, EXECUTE, FIND_SKILLS, LOAD_S
 pub use execute::{execute_spec, SandboxAccess};
 pub use saved::{result_path, RESULTS_FOLDER};
 pub use shared::TurnShared;
-pub use source::{LoadSkillError, SkillSource};
+pub use source::{LoadSkillError, LoadedVersions, SkillSource};
 pub use specs::{essential_tool_specs, find_skills_spec, load_skill_spec};
 pub use task::{Delegation, SubagentConfig};
 
@@ -425,10 +425,11 @@ impl TurnEnv for SkillsEnv<'_> {
         let content = match call.name.as_str() {
             LOAD_SKILL => {
                 let content = self.run_load_skill(&call.arguments).await;
-                let loaded_skill = (!crate::events::is_error_result(&content))
-                    .then(|| self.current_skill.as_ref().map(|doc| doc.path.to_string()))
-                    .flatten();
-                return ToolOutput { content, loaded_skill, ..ToolOutput::default() };
+                let loaded =
+                    (!crate::events::is_error_result(&content)).then_some(self.current_skill.as_ref()).flatten();
+                let loaded_skill = loaded.map(|doc| doc.path.to_string());
+                let loaded_version = loaded.and_then(|doc| doc.version);
+                return ToolOutput { content, loaded_skill, loaded_version, ..ToolOutput::default() };
             }
             FIND_SKILLS => self.run_find_skills(&call.arguments).await,
             EXECUTE => return self.run_execute(&call.arguments).await,

@@ -1,6 +1,7 @@
 //! Where a turn's skills come from, and loading one by the name the model or a slash command gave.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 
 use crate::ids::UserId;
 use crate::skills::{Catalog, Resolved, SkillDoc, SkillLibrary};
@@ -14,6 +15,25 @@ pub struct SkillSource<'a> {
     pub objects: &'a dyn ObjectStore,
     pub user: &'a UserId,
     pub catalog: &'a Catalog,
+    /// The published versions this turn's agents loaded, for the turn's record.
+    pub loaded: &'a LoadedVersions,
+}
+
+/// The published version of each skill a turn loaded (by any of its agents), by skill path.
+#[derive(Debug, Default)]
+pub struct LoadedVersions(Mutex<BTreeMap<String, u32>>);
+
+impl LoadedVersions {
+    fn record(&self, doc: &SkillDoc) {
+        if let Some(version) = doc.version {
+            self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).insert(doc.path.to_string(), version);
+        }
+    }
+
+    /// What was loaded so far.
+    pub fn loaded(&self) -> BTreeMap<String, u32> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
 }
 
 /// Why a skill could not be loaded; `Display` is the text the model is told.
@@ -55,7 +75,15 @@ impl SkillSource<'_> {
             }
         };
         match self.library.skill_doc(self.objects, self.user, &entry).await {
-            Ok(Some(doc)) => Ok(doc),
+            Ok(Some(doc)) => {
+                self.loaded.record(&doc);
+                if let Some(version) = doc.version {
+                    let span = tracing::Span::current();
+                    span.record("skill.path", tracing::field::display(&doc.path));
+                    span.record("skill.version", version);
+                }
+                Ok(doc)
+            }
             Ok(None) => Err(not_found().await?),
             Err(err) => {
                 tracing::warn!(skill = %entry.path, error = %err, "could not read a SKILL.md");

@@ -77,7 +77,8 @@ async fn turn(
     let listing = catalog.listing(store, 4000).await.unwrap();
     let vars = PromptVars::default();
     let vfs = Vfs::new(store, user.clone(), SessionId::parse("S1").unwrap(), None, BTreeMap::new());
-    let source = SkillSource { library: &library, objects: store, user: &user, catalog: &catalog };
+    let loaded = LoadedVersions::default();
+    let source = SkillSource { library: &library, objects: store, user: &user, catalog: &catalog, loaded: &loaded };
     let shared = TurnShared::new(vfs, source, listing, template, &vars, SkillPromptMode::Replace);
     let mut env = SkillsEnv::new(shared, Vec::new());
     if let Some(path) = force {
@@ -212,7 +213,8 @@ async fn task_is_offered_when_the_turn_runs_subagents() {
     let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
     let vars = PromptVars::default();
     let vfs = Vfs::new(&store, user.clone(), SessionId::parse("S1").unwrap(), None, BTreeMap::new());
-    let source = SkillSource { library: &library, objects: &store, user: &user, catalog: &catalog };
+    let loaded = LoadedVersions::default();
+    let source = SkillSource { library: &library, objects: &store, user: &user, catalog: &catalog, loaded: &loaded };
     let model = ScriptedModel::default();
     let limits = Limits { max_steps: 5, deadline: None, reserve: std::time::Duration::ZERO, input_tokens: 100_000 };
     let shared = TurnShared::new(vfs, source, listing, &template, &vars, SkillPromptMode::Replace)

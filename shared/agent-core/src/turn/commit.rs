@@ -46,6 +46,7 @@ impl TurnService {
                 .map_or_else(|| hex::encode(rand::random::<[u8; 16]>()), |meter| meter.token.clone()),
             idempotency,
             usage: meter.as_ref().map(|meter| meter.usage(request.now, true)),
+            skill_versions: reply.skill_versions.clone(),
         };
         match self.sessions.commit(&request.user, &request.session, &commit).await {
             Err(err @ (StoreError::Backend(_) | StoreError::Corrupt(_))) => {

@@ -76,6 +76,7 @@ impl TurnService {
             executions: 0,
             pending_approval: Vec::new(),
             replayed: false,
+            skill_versions: Default::default(),
         };
         telemetry::measured(
             telemetry::storage_span(telemetry::COMMIT),

@@ -1,6 +1,8 @@
 //! What one turn is asked and answers: the validated request, the reply (the HTTP API's 200 body),
 //! and why a turn failed.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 use time::OffsetDateTime;
@@ -40,6 +42,9 @@ pub struct TurnRequest {
     pub decisions: Option<Decisions>,
     /// Uploads of this session attached to the message: put in `/workspace` and shown to the model.
     pub attachments: Vec<super::uploads::Attachment>,
+    /// Published versions this turn uses in place of the defaults (an A/B test, an eval), at most
+    /// [`crate::skills::versions::MAX_PINS`].
+    pub pins: BTreeMap<SkillPath, u32>,
 }
 
 /// The result of a committed turn; its JSON is the HTTP API's 200 body and the stored replay.
@@ -69,6 +74,9 @@ pub struct TurnReply {
     /// size; the whole call is the last assistant message of the session's history).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_approval: Vec<ApprovalCall>,
+    /// The published version of each skill the turn loaded (or had forced), by skill path.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub skill_versions: BTreeMap<String, u32>,
     /// True when this is the stored reply of an earlier delivery with the same idempotency key.
     #[serde(skip)]
     pub replayed: bool,

@@ -12,10 +12,12 @@ use crate::files::ShownFiles;
 use crate::ids::{SkillPath, TicketId};
 use crate::message::{Message, Usage};
 use crate::prompt::{PromptTemplate, PromptVars};
+use crate::skills::versions::{self, VersionError};
+use crate::skills::Catalog;
 use crate::skills::{Resolved, SkillDoc};
 use crate::store::{PendingApproval, PendingCall, Session, SessionState};
 use crate::telemetry;
-use crate::tools::{Delegation, LoadSkillError, SandboxAccess, SkillSource, SkillsEnv, TurnShared};
+use crate::tools::{Delegation, LoadSkillError, LoadedVersions, SandboxAccess, SkillSource, SkillsEnv, TurnShared};
 use crate::vfs::{SavedMemories, Vfs};
 
 /// Splits `/name rest` or `/category/name rest` into the command and the request.
@@ -63,6 +65,13 @@ impl TurnService {
                         .to_owned(),
                 ));
             }
+            if !request.pins.is_empty() {
+                return Err(TurnError::InvalidInput(
+                    "this agent plans across expert servers and loads no skills: send the turn without \
+                     `skill_versions`"
+                        .to_owned(),
+                ));
+            }
             return self.run_planner_turn(request, claims.key.as_ref(), events).await;
         }
         // The session (with the day's usage under a budget) and the catalog are independent reads:
@@ -79,11 +88,17 @@ impl TurnService {
             // One request at a time answers a pause, whatever keys the requests carry.
             self.claim_pause(&request, session.version, claims).await?;
         }
+        let catalog = match request.pins.is_empty() {
+            true => catalog,
+            false => Arc::new(self.pinned(&request, &catalog).await?),
+        };
+        let loaded = LoadedVersions::default();
         let source = SkillSource {
             library: &self.skills,
             objects: self.objects.as_ref(),
             user: &request.user,
             catalog: &catalog,
+            loaded: &loaded,
         };
         let forced = match (&resumed, parse_slash_command(&request.message)) {
             // A paused turn goes on inside the skill it was forced into.
@@ -180,7 +195,7 @@ impl TurnService {
             let _ = env.load_skill(&skill.to_string()).await;
         }
         if let Some(doc) = forced {
-            events.event(TurnEvent::SkillLoaded { skill: doc.path.to_string(), forced: true });
+            events.event(TurnEvent::SkillLoaded { skill: doc.path.to_string(), forced: true, version: doc.version });
             env.force(doc).await;
         }
 
@@ -276,6 +291,7 @@ impl TurnService {
             executions,
             pending_approval: outcome.pause.waiting.iter().map(approval::shown).collect(),
             replayed: false,
+            skill_versions: loaded.loaded(),
         };
         telemetry::measured(
             telemetry::storage_span(telemetry::COMMIT),
@@ -294,6 +310,19 @@ impl TurnService {
             "turn committed"
         );
         Ok(reply)
+    }
+
+    /// The catalog for a turn that pins versions: each pinned version read (one GET and one
+    /// listing each); a version that does not exist fails the turn before any model call.
+    async fn pinned(&self, request: &TurnRequest, catalog: &Catalog) -> Result<Catalog, TurnError> {
+        let objects = self.objects.as_ref();
+        let reads =
+            request.pins.iter().map(|(skill, number)| versions::pinned_entry(objects, &request.user, skill, *number));
+        let pinned = futures::future::try_join_all(reads).await.map_err(|err| match err {
+            VersionError::Storage(err) => TurnError::from(err),
+            other => TurnError::InvalidInput(format!("`skill_versions`: {other}")),
+        })?;
+        Ok(catalog.with_pins(pinned))
     }
 
     fn prompt_vars(&self, request: &TurnRequest, ticket: Option<&TicketId>) -> PromptVars {

@@ -94,10 +94,18 @@ impl Vfs<'_> {
                 if let Some(listing) = cached {
                     return Ok(listing);
                 }
-                let prefix = keys::skill_prefix(&self.user, skill);
                 let indexed = match self.catalog {
                     Some(catalog) => catalog.skill_files(self.objects, skill).await.map_err(VfsError::storage)?,
                     None => None,
+                };
+                // A published skill's files are its version's; a folder's are under its path.
+                let prefix = match (&indexed, self.catalog) {
+                    (Some((entry, _)), _) => entry.folder_key(&self.user),
+                    (None, Some(catalog)) => match catalog.get(self.objects, skill).await.map_err(VfsError::storage)? {
+                        Some(entry) => entry.folder_key(&self.user),
+                        None => keys::skill_prefix(&self.user, skill),
+                    },
+                    (None, None) => keys::skill_prefix(&self.user, skill),
                 };
                 let listing = match indexed {
                     // The index's file list and the SKILL.md it describes: nothing to list.

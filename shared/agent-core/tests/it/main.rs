@@ -7,5 +7,6 @@ mod catalog_index;
 mod deepagents_parity;
 mod memories;
 mod shown_files;
+mod skill_versions;
 mod turns;
 mod usage;

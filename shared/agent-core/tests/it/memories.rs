@@ -26,6 +26,7 @@ fn request(user: &str, session: &str, message: &str) -> TurnRequest {
         idempotency: None,
         decisions: None,
         attachments: Vec::new(),
+        pins: Default::default(),
     }
 }
 

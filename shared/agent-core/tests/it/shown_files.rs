@@ -37,6 +37,7 @@ fn request(message: &str, attachments: Vec<Attachment>) -> TurnRequest {
         idempotency: None,
         decisions: None,
         attachments,
+        pins: Default::default(),
     }
 }
 

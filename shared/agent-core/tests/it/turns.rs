@@ -34,6 +34,7 @@ fn request(message: &str, key: Option<&str>) -> TurnRequest {
         idempotency: key.map(|key| IdempotencyKey::new(key, &[message]).unwrap()),
         decisions: None,
         attachments: Vec::new(),
+        pins: Default::default(),
     }
 }
 

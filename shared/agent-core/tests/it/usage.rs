@@ -42,6 +42,7 @@ async fn usage_counts_with_the_commit_and_a_spend_once_per_token() {
         commit_token: "t1".to_owned(),
         idempotency: None,
         usage: Some(spent("2026-11-25", (100, 10), true)),
+        skill_versions: Default::default(),
     };
     store.commit(&alice, &session, &commit).await.unwrap();
     // The same commit again loses (the version moved on) and counts nothing.
@@ -102,6 +103,7 @@ fn request(user_id: &str, message: &str) -> TurnRequest {
         idempotency: None,
         decisions: None,
         attachments: Vec::new(),
+        pins: Default::default(),
     }
 }
 

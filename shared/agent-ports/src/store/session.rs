@@ -202,6 +202,9 @@ pub const MAX_LOADED_HISTORY_BYTES: usize = 4 * 1024 * 1024;
 pub struct HistoryPage {
     /// (turn number, its messages), newest turn first.
     pub turns: Vec<(u64, Vec<Message>)>,
+    /// The published version of each skill a turn of this page loaded, by turn number (turns that
+    /// loaded none are left out).
+    pub skill_versions: BTreeMap<u64, BTreeMap<String, u32>>,
     /// The turn number to pass as `before` for the next (older) page; `None` on the last page.
     pub next_before: Option<u64>,
 }
@@ -224,4 +227,6 @@ pub struct TurnCommit {
     pub idempotency: Option<CommitKey>,
     /// What the turn spent, added to the tenant's usage in the same atomic write; `None` counts nothing.
     pub usage: Option<TurnUsage>,
+    /// The published version of each skill the turn loaded, by skill path; kept with the turn.
+    pub skill_versions: BTreeMap<String, u32>,
 }

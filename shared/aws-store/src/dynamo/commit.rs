@@ -160,6 +160,11 @@ impl DynamoSessionStore {
             ("expires_at".to_string(), n(self.expires_at(commit.now))),
             ("message_offset".to_string(), n(commit.history_len)),
         ]);
+        if !commit.skill_versions.is_empty() {
+            let versions = serde_json::to_string(&commit.skill_versions)
+                .map_err(|err| StoreError::Backend(format!("session {pk}: encoding turn {version}'s skills: {err}")))?;
+            item.insert("skill_versions".to_string(), s(versions));
+        }
         if json.len() > SPILL_THRESHOLD_BYTES {
             // Written before the transaction: if the commit then fails, an unreferenced object
             // is left behind, never a turn item pointing at nothing.

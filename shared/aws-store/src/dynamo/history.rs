@@ -334,8 +334,15 @@ impl DynamoSessionStore {
         let mut within = |count: usize, bytes: usize, _: &RawTurn| count < max_turns && bytes < max_bytes;
         let (turns, more) = self.turns_back(&pk, Walk::new(newest), page_turns, now, &mut within).await?;
         let next_before = if more { turns.last().map(|turn| turn.number) } else { None };
+        let skill_versions = turns
+            .iter()
+            .filter_map(|turn| match turn.item.get("skill_versions") {
+                Some(AttributeValue::S(json)) => Some((turn.number, serde_json::from_str(json).ok()?)),
+                _ => None,
+            })
+            .collect();
         let mut turns = self.messages_of(user, session, &turns).await?;
         turns.reverse();
-        Ok(Some((Self::session_of(user, session, &meta)?, HistoryPage { turns, next_before })))
+        Ok(Some((Self::session_of(user, session, &meta)?, HistoryPage { turns, skill_versions, next_before })))
     }
 }

@@ -82,6 +82,9 @@ impl SessionStore for MemorySessionStore {
         let stored = sessions.entry(key).or_insert_with(|| StoredSession::new(commit.now, &commit.new_messages));
         stored.version += 1;
         stored.turns.push(commit.new_messages.clone());
+        if !commit.skill_versions.is_empty() {
+            stored.skill_versions.insert(stored.version, commit.skill_versions.clone());
+        }
         stored.state = commit.state.clone();
         stored.updated_at = commit.now;
         // Under the same locks: the usage counts exactly when the turn is stored.

@@ -1,6 +1,8 @@
 //! One stored session and how it is read back: a turn's load within the same bounds as the
 //! DynamoDB adapter's, a page of older turns, and a user's sessions listed newest first.
 
+use std::collections::BTreeMap;
+
 use agent_ports::message::session_title;
 use agent_ports::store::{SessionCursor, SessionList, SessionSummary, MAX_SESSIONS_PAGE};
 use agent_ports::store::{MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS};
@@ -10,6 +12,8 @@ use agent_ports::{HistoryPage, Message, Session, SessionId, SessionState, UserId
 pub(super) struct StoredSession {
     pub(super) version: u64,
     pub(super) turns: Vec<Vec<Message>>,
+    /// The skill versions each turn loaded, by turn number (turns that loaded none left out).
+    pub(super) skill_versions: BTreeMap<u64, BTreeMap<String, u32>>,
     pub(super) state: SessionState,
     created_at: i64,
     pub(super) updated_at: i64,
@@ -22,6 +26,7 @@ impl StoredSession {
         StoredSession {
             version: 0,
             turns: Vec::new(),
+            skill_versions: BTreeMap::new(),
             state: SessionState::default(),
             created_at: now,
             updated_at: 0,
@@ -88,7 +93,11 @@ impl StoredSession {
         meta.version = self.version;
         meta.state = self.state.clone();
         meta.updated_at = self.updated_at;
-        (meta, HistoryPage { turns, next_before })
+        let skill_versions = turns
+            .iter()
+            .filter_map(|(number, _)| Some((*number, self.skill_versions.get(number)?.clone())))
+            .collect();
+        (meta, HistoryPage { turns, skill_versions, next_before })
     }
 }
 

@@ -19,6 +19,7 @@ async fn commits_are_versioned() {
         commit_token: "t1".to_owned(),
         idempotency: None,
         usage: None,
+        skill_versions: Default::default(),
     };
     store.commit(&user, &session, &commit).await.unwrap();
     assert!(matches!(store.commit(&user, &session, &commit).await, Err(StoreError::Conflict)));
@@ -39,6 +40,7 @@ fn first_commit(now: i64) -> TurnCommit {
         idempotency: None,
         usage: None,
     }
+    skill_versions: Default::default(),
 }
 
 #[tokio::test]

@@ -149,7 +149,7 @@ impl SkillLibrary {
         user: &UserId,
         entry: &SkillEntry,
     ) -> Result<Option<Arc<SkillDoc>>, StoreError> {
-        let key = keys::skill_md_key(user, &entry.path);
+        let key = format!("{}SKILL.md", entry.folder_key(user));
         let cache_key = (key.clone(), entry.etag.clone());
         let content = match self.bodies.get(&cache_key) {
             Some(content) => content,
@@ -163,7 +163,10 @@ impl SkillLibrary {
                 }
                 let Ok(text) = String::from_utf8(object.bytes) else { return Ok(None) };
                 let content: Arc<str> = Arc::from(text);
-                self.bodies.insert((key, object.etag), content.clone());
+                // A published version's file never changes: its entry's tag (the file's hash) is
+                // its cache key. A folder's file is cached by the ETag it was read with.
+                let etag = if entry.version.is_some() { entry.etag.clone() } else { object.etag };
+                self.bodies.insert((key, etag), content.clone());
                 content
             }
         };
@@ -174,7 +177,8 @@ impl SkillLibrary {
             tools: entry.tools.clone(),
             declared_tools: entry.declared_tools.clone(),
         };
-        Ok(Some(Arc::new(SkillDoc { path: entry.path.clone(), frontmatter, content })))
+        let version = entry.version.as_ref().map(|tag| tag.number());
+        Ok(Some(Arc::new(SkillDoc { path: entry.path.clone(), frontmatter, content, version })))
     }
 
     /// The loaded form of `entry`, one of the catalog's agents: its file read with one GET, once per

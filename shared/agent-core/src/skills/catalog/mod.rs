@@ -110,7 +110,13 @@ pub struct Catalog {
     /// The tenant's approval rules from its `settings.json`, parsed once per snapshot.
     approvals: ApprovalPolicy,
     weight: u64,
+    /// Published versions one turn pinned (an A/B test, an eval): served in place of the index's
+    /// entries at their paths, listed with their own descriptions.
+    pins: HashMap<SkillPath, Pinned>,
 }
+
+/// A pinned version's entry and files.
+type Pinned = (Arc<SkillEntry>, Arc<[(String, u64)]>);
 
 impl std::fmt::Debug for Catalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -139,7 +145,29 @@ impl Catalog {
             }
         };
         let approvals = head.settings.as_ref().map(SettingsEntry::policy).unwrap_or_default();
-        Self { user, head, etag, parts, view: OnceCell::new(), listing: Mutex::new(None), approvals, weight }
+        let pins = HashMap::new();
+        Self { user, head, etag, parts, view: OnceCell::new(), listing: Mutex::new(None), approvals, weight, pins }
+    }
+
+    /// This snapshot for one turn that pins `pinned` versions (each entry with its files besides
+    /// SKILL.md): the parts already read are shared, and those skills resolve to the pinned
+    /// versions, even a skill the index does not list.
+    pub fn with_pins(&self, pinned: impl IntoIterator<Item = (SkillEntry, Vec<(String, u64)>)>) -> Catalog {
+        let pins: HashMap<SkillPath, Pinned> = pinned
+            .into_iter()
+            .map(|(entry, files)| (entry.path.clone(), (Arc::new(entry), Arc::from(files))))
+            .collect();
+        Catalog {
+            user: self.user.clone(),
+            head: self.head.clone(),
+            etag: self.etag.clone(),
+            parts: self.parts.clone(),
+            view: OnceCell::new(),
+            listing: Mutex::new(None),
+            approvals: self.approvals.clone(),
+            weight: self.weight,
+            pins,
+        }
     }
 
     /// The snapshot of an index this process holds whole (just built): every part is at hand.
@@ -291,6 +319,9 @@ impl Catalog {
         objects: &dyn ObjectStore,
         path: &SkillPath,
     ) -> Result<Option<Arc<SkillEntry>>, StoreError> {
+        if let Some((entry, _)) = self.pins.get(path) {
+            return Ok(Some(entry.clone()));
+        }
         let part = self.part_for(objects, &path.name().to_lowercase()).await?;
         Ok(part.and_then(|part| part.entries.get(path).cloned()))
     }
@@ -303,6 +334,9 @@ impl Catalog {
         objects: &dyn ObjectStore,
         path: &SkillPath,
     ) -> Result<Option<(Arc<SkillEntry>, Arc<[(String, u64)]>)>, StoreError> {
+        if let Some(pinned) = self.pins.get(path) {
+            return Ok(Some(pinned.clone()));
+        }
         let Some(part) = self.part_for(objects, &path.name().to_lowercase()).await? else { return Ok(None) };
         Ok(part.entries.get(path).cloned().zip(part.files.get(path).cloned()))
     }
@@ -324,6 +358,11 @@ impl Catalog {
         let mut found: BTreeMap<SkillPath, Arc<SkillEntry>> = BTreeMap::new();
         for path in part.by_folder.get(&lower).into_iter().flatten() {
             if let Some(entry) = part.entries.get(path) {
+                found.insert(path.clone(), entry.clone());
+            }
+        }
+        for (path, (entry, _)) in &self.pins {
+            if path.name().to_lowercase() == lower || entry.name.to_lowercase() == lower {
                 found.insert(path.clone(), entry.clone());
             }
         }
@@ -428,6 +467,13 @@ impl Catalog {
                     self.store_listing(objects, budget_tokens, &listing).await;
                 }
                 listing
+            }
+        };
+        // A pinned version is listed as it describes itself.
+        let listing = match self.pins.is_empty() {
+            true => listing,
+            false => {
+                Arc::new(self.pins.values().fold((*listing).clone(), |listing, (entry, _)| listing.with_entry(entry)))
             }
         };
         *self.listing.lock().unwrap_or_else(|e| e.into_inner()) = Some((budget_tokens, listing.clone()));

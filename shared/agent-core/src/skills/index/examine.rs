@@ -141,6 +141,7 @@ pub(super) async fn examine(
                 declared_tools: fm.declared_tools,
                 warnings: parsed.warnings,
                 unmet_needs: Vec::new(),
+                version: None,
             };
             Ok(Outcome::Skill(Box::new(entry), files))
         }

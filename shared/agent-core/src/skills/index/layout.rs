@@ -66,6 +66,11 @@ pub enum TenantFile {
     Skill(String),
     /// A Markdown file relative to `{user}/agents/` ([`classify_agent`] says what it is).
     Agent(String),
+    /// The tenant's default versions of its published skills (`skill-versions/defaults.json`).
+    Defaults,
+    /// A file of a published version (the runtime's `.bundle/` files, written after the version),
+    /// by skill and content hash.
+    Version(SkillPath, String),
 }
 
 /// The tenant and the file of an object key, when the key is a file under a valid tenant's
@@ -73,12 +78,27 @@ pub enum TenantFile {
 /// the index keeps) or a Markdown file under its `agents/`.
 pub fn tenant_file(key: &str) -> Option<(UserId, TenantFile)> {
     let (user, rest) = key.split_once('/')?;
+    if let Some(rest) = rest.strip_prefix("skill-versions/") {
+        return Some((UserId::parse(user).ok()?, version_file(rest)?));
+    }
     let file = match (rest.strip_prefix("skills/"), rest.strip_prefix("agents/")) {
         (Some(rel), _) if !rel.is_empty() && !rel.ends_with('/') => TenantFile::Skill(rel.to_owned()),
         (_, Some(rel)) if !matches!(classify_agent(rel), AgentFile::Other) => TenantFile::Agent(rel.to_owned()),
         _ => return None,
     };
     Some((UserId::parse(user).ok()?, file))
+}
+
+/// What a key under `{user}/skill-versions/` is to the index: the defaults, or a version's file.
+fn version_file(rest: &str) -> Option<TenantFile> {
+    if rest == "defaults.json" {
+        return Some(TenantFile::Defaults);
+    }
+    let (skill, inside) = rest.split_once("/@files/")?;
+    let (sha256, rel) = inside.split_once('/')?;
+    let valid_hash = sha256.len() == 64 && sha256.bytes().all(|b| b.is_ascii_hexdigit());
+    (valid_hash && !rel.is_empty()).then_some(())?;
+    Some(TenantFile::Version(SkillPath::parse(skill).ok()?, sha256.to_owned()))
 }
 
 /// The skills a file (relative to `{user}/skills/`) may belong to, with its path inside each: the

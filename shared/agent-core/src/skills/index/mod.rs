@@ -18,6 +18,7 @@ use super::agents::AgentEntry;
 use super::agents::MAX_AGENTS;
 use super::bundle::SkillBundle;
 use super::settings::SettingsEntry;
+use super::versions::VersionTag;
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::store::{Fetched, ObjectMeta, ObjectStore, StoreError, WriteCondition};
@@ -27,6 +28,7 @@ mod examine;
 mod layout;
 pub mod stored;
 mod update;
+mod versions;
 
 pub use agents::{agent_file, MAX_SKIPPED_AGENTS};
 use examine::{examine, Outcome};
@@ -39,8 +41,8 @@ pub use update::{decode_index, update_index, IndexRead, UpdateOutcome};
 /// Format 2: `Bash` and `Bash(...)` in `allowed-tools` map to `execute`. Format 3: each skill's
 /// files (`files`), and skills stored as arrays ([`SkillRow`]) rather than objects keyed by path.
 /// Format 4: a head and content-named parts ([`stored`]). Format 5: the tenant's agents, in the head.
-/// Format 6: the tenant's `settings.json`, in the head.
-pub const INDEX_FORMAT: u32 = 6;
+/// Format 6: the tenant's `settings.json`, in the head. Format 7: published skills' versions.
+pub const INDEX_FORMAT: u32 = 7;
 /// Most files of one skill kept in the index; a skill with more is listed when it is first used.
 pub const MAX_INDEXED_FILES: usize = 256;
 /// Largest `BASE_PROMPT.md` kept in the index.
@@ -70,6 +72,20 @@ pub struct SkillEntry {
     /// markers under its `.bundle/` ([`super::bundle`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unmet_needs: Vec<String>,
+    /// The published version this entry serves ([`crate::skills::versions`]); `None` for a skill
+    /// written straight under `{user}/skills/`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<VersionTag>,
+}
+
+impl SkillEntry {
+    /// The prefix of this entry's files: its published version's (immutable), or its folder's.
+    pub fn folder_key(&self, user: &UserId) -> String {
+        match &self.version {
+            Some(tag) => keys::skill_version_files_prefix(user, &self.path, tag.sha256()),
+            None => keys::skill_prefix(user, &self.path),
+        }
+    }
 }
 
 /// A SKILL.md or agent file that cannot be used, and why; kept so the operator can see it.
@@ -141,7 +157,8 @@ struct SkillRow(
     Option<Vec<String>>,
     Option<Vec<String>>,
     #[serde(default)] Vec<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")] Vec<String>,
+    #[serde(default)] Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")] Option<VersionTag>,
 );
 
 /// The skills map stored as a list of [`SkillRow`]s (each path once).
@@ -168,6 +185,7 @@ mod rows {
                 e.declared_tools.clone(),
                 e.warnings.clone(),
                 e.unmet_needs.clone(),
+                e.version.clone(),
             ))?;
         }
         seq.end()
@@ -189,6 +207,7 @@ mod rows {
                     declared_tools,
                     warnings,
                     unmet_needs,
+                    version,
                 ) = row;
                 let name = name.unwrap_or_else(|| path.name().to_owned());
                 let entry = SkillEntry {
@@ -202,6 +221,7 @@ mod rows {
                     declared_tools,
                     warnings,
                     unmet_needs,
+                    version,
                 };
                 (entry.path.to_string(), entry)
             })
@@ -251,6 +271,10 @@ impl CatalogIndex {
             }
             SkillFile::Skill(path) => {
                 let path = path.to_string();
+                // A published skill is changed through its versions only.
+                if self.is_published(&path) {
+                    return;
+                }
                 self.skills.remove(&path);
                 self.skipped.remove(rel);
                 match outcome {
@@ -302,6 +326,9 @@ impl CatalogIndex {
         user: &UserId,
         skill: &SkillPath,
     ) -> Result<(), StoreError> {
+        if self.is_published(&skill.to_string()) {
+            return Ok(());
+        }
         let prefix = keys::skills_prefix(user);
         let listed = objects.list(&keys::skill_prefix(user, skill)).await?;
         let rels = listed.iter().filter_map(|meta| Some((meta.key.strip_prefix(&prefix)?, meta.size)));
@@ -349,6 +376,7 @@ pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<Cat
             None => index.files.insert(skill.clone(), Vec::new()),
         };
     }
+    index.reconcile_versions(objects, user).await?;
     index.refresh_unmet_needs();
     log_skipped(&index, index.skipped.keys());
     tracing::info!(

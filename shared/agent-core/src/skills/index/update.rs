@@ -110,12 +110,21 @@ pub async fn update_index(
         if !rebuilt {
             let mut folders = BTreeSet::new();
             let mut agents_changed = false;
+            let mut defaults_changed = false;
             for file in changed {
                 examined += 1;
                 let rel = match file {
                     TenantFile::Skill(rel) => rel,
                     TenantFile::Agent(_) => {
                         agents_changed = true;
+                        continue;
+                    }
+                    TenantFile::Defaults => {
+                        defaults_changed = true;
+                        continue;
+                    }
+                    TenantFile::Version(skill, sha256) => {
+                        index.refresh_version_files(objects, user, skill, sha256).await?;
                         continue;
                     }
                 };
@@ -128,6 +137,9 @@ pub async fn update_index(
             if agents_changed {
                 agents::refresh_agents(objects, user, &mut index).await?;
             }
+            if defaults_changed {
+                index.reconcile_versions(objects, user).await?;
+            }
             // Any other file changed: the file list of the skill it belongs to is read again.
             for skill in folders {
                 if index.skills.contains_key(&skill.to_string()) {
@@ -139,7 +151,7 @@ pub async fn update_index(
             index.refresh_unmet_needs();
             let skills = changed.iter().filter_map(|file| match file {
                 TenantFile::Skill(rel) => Some(rel),
-                TenantFile::Agent(_) => None,
+                _ => None,
             });
             log_skipped(&index, skills);
         }

@@ -16,6 +16,7 @@ fn entry(path: &str, name: &str, description: &str) -> SkillEntry {
         declared_tools: None,
         warnings: Vec::new(),
         unmet_needs: Vec::new(),
+        version: None,
         path,
     }
 }
