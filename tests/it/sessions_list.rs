@@ -239,8 +239,8 @@ fn commit(expected_version: u64, now: i64) -> TurnCommit {
         commit_token: format!("list-{expected_version}-{now}"),
         idempotency: None,
         usage: None,
+        skill_versions: Default::default(),
     }
-    skill_versions: Default::default(),
 }
 
 #[tokio::test]

@@ -39,8 +39,8 @@ fn first_commit(now: i64) -> TurnCommit {
         commit_token: format!("t{now}"),
         idempotency: None,
         usage: None,
+        skill_versions: Default::default(),
     }
-    skill_versions: Default::default(),
 }
 
 #[tokio::test]
