@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 
 use agent_core::agent::{CallDecision, Decisions};
 use agent_core::skills::versions::MAX_PINS;
+use agent_core::turn::evals::{is_eval_session, EVAL_SESSION_PREFIX};
 use agent_core::turn::{Attachment, TurnError, TurnRequest, UserProfile, MAX_ATTACHMENTS, MAX_MESSAGE_BYTES};
 use agent_core::{IdempotencyKey, ModelError, SessionId, SkillPath, StoreError, TicketId, UserId};
 use base64::Engine;
@@ -270,6 +271,17 @@ pub fn parse_session_id(from_path: &str) -> Result<SessionId, ApiError> {
     SessionId::parse(from_path).map_err(|err| ApiError::bad_request(format!("`session_id`: {err}")))
 }
 
+/// Refuses a turn in a session the skill evals reserve (their ids start with `_eval.`): a client
+/// may read one, never add to it.
+pub fn writable_session(session: &SessionId) -> Result<(), ApiError> {
+    match is_eval_session(session.as_str()) {
+        true => Err(ApiError::bad_request(format!(
+            "`session_id`: ids starting with {EVAL_SESSION_PREFIX:?} are reserved for skill evals"
+        ))),
+        false => Ok(()),
+    }
+}
+
 /// The validated request for one turn: the body's message and ticket, the `Idempotency-Key`
 /// header fingerprinted with them, and the caller's verified identity.
 pub fn turn_request(
@@ -280,6 +292,7 @@ pub fn turn_request(
     profile: UserProfile,
     deadline: Option<Instant>,
 ) -> Result<TurnRequest, ApiError> {
+    writable_session(&session)?;
     let decisions = body.decisions()?;
     let attachments = body.attachments()?;
     let pins = body.pins()?;

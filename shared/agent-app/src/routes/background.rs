@@ -35,6 +35,7 @@ impl Queued {
     /// finds the same turn (and enqueues it again only while it still waits, which the queue
     /// deduplicates).
     pub(super) fn new(user: UserId, session: SessionId, body: TurnBody, headers: &HeaderMap) -> Result<Self, ApiError> {
+        crate::api::writable_session(&session)?;
         let key = match client_key(headers)? {
             Some(key) => key.to_owned(),
             None => hex::encode(rand::random::<[u8; 16]>()),

@@ -6,6 +6,7 @@
 use std::sync::OnceLock;
 
 use agent_core::store::{SessionCursor, SessionList, MAX_SESSIONS_PAGE};
+use agent_core::turn::evals::is_eval_session;
 use agent_core::{SessionId, UserId};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
@@ -126,9 +127,11 @@ fn decode_cursor_with(key: &[u8], user: &UserId, raw: &str) -> Option<SessionCur
 
 /// One page as the client reads it.
 pub fn sessions_view(user: &UserId, list: &SessionList) -> Value {
+    // Eval turns run in sessions of their own, which are no user's conversation.
     let sessions: Vec<Value> = list
         .sessions
         .iter()
+        .filter(|session| !is_eval_session(session.session_id.as_str()))
         .map(|session| {
             json!({
                 "session_id": session.session_id.as_str(),

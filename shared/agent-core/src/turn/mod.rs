@@ -4,13 +4,15 @@
 //! A file per step: `skills` (a turn of the skills strategy, slash commands), `planner` (a turn of
 //! the planner strategy), `summary` (history summaries), `commit` (storing the turn), `files` and
 //! `memories` (a session's workspace files and the user's memories, for the HTTP API), `approval`
-//! (a turn paused for approval, taken back), `usage` (token accounting and budgets); `config` (the
+//! (a turn paused for approval, taken back), `usage` (token accounting and budgets), `evals` (a
+//! published skill version's evals run as turns and graded); `config` (the
 //! agent's settings) and `request` (a turn's request, reply and errors) hold the types; this file
 //! holds the service and the idempotency claim and panic boundary around a turn.
 
 mod approval;
 mod commit;
 mod config;
+pub mod evals;
 mod files;
 mod memories;
 mod planner;

@@ -239,6 +239,7 @@ impl Meter {
             sandbox_ms: state.sandbox_ms,
             committed,
             reserved: state.reserved,
+            grading: false,
         }
     }
 

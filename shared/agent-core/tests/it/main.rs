@@ -7,6 +7,7 @@ mod catalog_index;
 mod deepagents_parity;
 mod memories;
 mod shown_files;
+mod skill_evals;
 mod skill_versions;
 mod turns;
 mod usage;

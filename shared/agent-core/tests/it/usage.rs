@@ -25,6 +25,7 @@ fn spent(day: &str, tokens: (u64, u64), committed: bool) -> TurnUsage {
         sandbox_ms: 0,
         committed,
         reserved: 0,
+        grading: false,
     }
 }
 

@@ -43,6 +43,8 @@ pub struct TurnUsage {
     /// [`SessionStore::reserve_tokens`](crate::store::SessionStore::reserve_tokens)): this write
     /// releases them as it adds what was spent.
     pub reserved: u64,
+    /// Spent grading an eval run: tokens only, neither a turn nor a failed one.
+    pub grading: bool,
 }
 
 impl TurnUsage {
@@ -58,10 +60,10 @@ impl TurnUsage {
             model_calls: model.model_calls,
             executions: self.executions,
             sandbox_ms: self.sandbox_ms,
-            turns: u64::from(self.committed),
+            turns: u64::from(self.committed && !self.grading),
             // A write that only releases a reservation (the turn failed before any paid call) is
             // no failed turn of the tenant's.
-            failed_turns: u64::from(!self.committed && !self.is_empty()),
+            failed_turns: u64::from(!self.committed && !self.grading && !self.is_empty()),
         }
     }
 
