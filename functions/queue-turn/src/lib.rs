@@ -1,7 +1,10 @@
 //! The queue contract: each SQS record is one turn; the response names exactly the records that
 //! failed or were malformed, so SQS retries them and finally moves them to the dead-letter queue.
 //! A background turn refused by the tenant's daily token budget is recorded as failed
-//! (`quota_exceeded`) and deleted, not retried: its poller sees the refusal at once.
+//! (`quota_exceeded`) and deleted, not retried: its poller sees the refusal at once. A record
+//! with a `kind` is an eval run of a skill version (`evals`).
+
+mod evals;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -146,8 +149,16 @@ async fn process(
     max_receives: u32,
 ) -> Result<(), RecordError> {
     let body = record.body.as_deref().ok_or_else(|| RecordError::Malformed("the record has no body".to_owned()))?;
-    let body: RecordBody =
+    let body: serde_json::Value =
         serde_json::from_str(body).map_err(|err| RecordError::Malformed(format!("invalid body: {err}")))?;
+    // An eval run of a skill version, rather than a turn.
+    if body.get("kind").is_some() {
+        let eval =
+            serde_json::from_value(body).map_err(|err| RecordError::Malformed(format!("invalid body: {err}")))?;
+        return evals::run(service, eval, deadline).await;
+    }
+    let body: RecordBody =
+        serde_json::from_value(body).map_err(|err| RecordError::Malformed(format!("invalid body: {err}")))?;
     let user = UserId::parse(body.user_id).map_err(|err| RecordError::Malformed(format!("`user_id`: {err}")))?;
     let session =
         SessionId::parse(body.session_id).map_err(|err| RecordError::Malformed(format!("`session_id`: {err}")))?;

@@ -390,3 +390,43 @@ impl TurnService {
         Ok(attachments)
     }
 }
+
+impl TurnService {
+    /// Runs a queued eval run of version `version` of `skill` and stores its report, completed or
+    /// failed. An error is returned only where a retry could help (storage, the model); a run that
+    /// cannot succeed (no such version, no suite) is stored as failed.
+    pub async fn run_queued_evals(
+        &self,
+        user: &UserId,
+        skill: &SkillPath,
+        version: u32,
+        options: &EvalOptions,
+    ) -> Result<EvalReport, TurnError> {
+        let objects = self.objects.as_ref();
+        let started = options.now.unix_timestamp();
+        let mut report = EvalReport::running(
+            &options.run_id,
+            &skill.to_string(),
+            version,
+            options.runs,
+            &self.config.model_id,
+            started,
+        );
+        let outcome = match versions::get_version(objects, user, skill, version).await {
+            Ok(record) => self.run_skill_evals(user, &record, options).await,
+            Err(versions::VersionError::Storage(err)) => Err(TurnError::from(err)),
+            Err(other) => Err(TurnError::InvalidInput(other.to_string())),
+        };
+        match outcome {
+            Ok(done) => report = done,
+            Err(err @ (TurnError::InvalidInput(_) | TurnError::UnknownSkill { .. })) => {
+                report.status = "failed".into();
+                report.error = Some(err.to_string());
+                report.finished_at = Some(OffsetDateTime::now_utc().unix_timestamp());
+            }
+            Err(err) => return Err(err),
+        }
+        store_report(objects, user, &report).await?;
+        Ok(report)
+    }
+}
