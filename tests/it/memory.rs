@@ -294,13 +294,21 @@ fn the_api_routes_the_memories_and_turn_functions_may_delete_memories_only() {
             .filter(|statement| statement["Action"].to_string().contains("s3:DeleteObject"))
             .flat_map(resources)
             .collect();
-        // Memories, and uploads a turn attached (moved beside the workspace's files): nothing else.
-        assert_eq!(deletable.len(), 2, "{function}: {deletable:?}");
+        // Memories, and uploads a turn attached (moved beside the workspace's files); http-turn
+        // also skills' versions and their staged zips (DELETE /skills/...): nothing else.
+        let expected = if function == "HttpTurnFunction" { 4 } else { 2 };
+        assert_eq!(deletable.len(), expected, "{function}: {deletable:?}");
         let memories = deletable.iter().find(|grant| grant.ends_with("/*/memories/*")).expect("memories");
         let bucket = memories.strip_suffix("/*/memories/*").unwrap_or_else(|| panic!("{function}: {memories}"));
         assert!(iam_matches(memories, &format!("{bucket}/u1/memories/prefs.md")), "{function}: {memories}");
         let uploads = deletable.iter().find(|grant| grant.ends_with("/*/uploads/*")).expect("uploads");
         assert!(iam_matches(uploads, &format!("{bucket}/u1/uploads/s/{}", "a".repeat(64))), "{function}: {uploads}");
+        if function == "HttpTurnFunction" {
+            let staged = format!("u1/skill-uploads/{}", "a".repeat(64));
+            for key in ["u1/skill-versions/pdf/@v/00000001.json", staged.as_str()] {
+                assert!(deletable.iter().any(|grant| iam_matches(grant, &format!("{bucket}/{key}"))), "{key}");
+            }
+        }
         for grant in &deletable {
             for key in ["u1/skills/a/SKILL.md", "u1/workspaces/s/blobs/0", "u1/catalog/index.json", "u1/memories"] {
                 assert!(!iam_matches(grant, &format!("{bucket}/{key}")), "{function} may not delete {key}");

@@ -3,17 +3,20 @@
 
 use std::sync::Arc;
 
+use agent_core::store::ObjectStore;
 use agent_core::turn::TurnService;
 use aws_store::CallCounter;
 
 use crate::config::{agent_config, env_lookup, ConfigError};
 use crate::{bundle_key, metrics, model_key};
 
-/// What a function builds once per process: the turn service, and the counter of the storage
-/// requests its clients make (for `logs::with_request_log`).
+/// What a function builds once per process: the turn service, the object store it reads (the
+/// routes of skills' versions work on it directly), and the counter of the storage requests its
+/// clients make (for `logs::with_request_log`).
 #[derive(Clone)]
 pub struct App {
     pub service: Arc<TurnService>,
+    pub objects: Arc<dyn ObjectStore>,
     pub storage_requests: CallCounter,
 }
 
@@ -35,6 +38,7 @@ pub async fn app_from_env() -> Result<App, ConfigError> {
         .map_err(|err| ConfigError::Storage(err.to_string()))?;
     let sandbox = sandbox_from_env(env_lookup, stores.objects.clone(), secrets.as_ref()).await?;
     let experts = Arc::new(experts::McpExperts::from_env_with_resolver(stores.objects.clone(), secrets));
+    let objects = stores.objects.clone();
     let mut service = TurnService::new(stores.sessions, stores.objects, model, config)
         .with_experts(experts)
         // An operator's unusable item becomes a `BudgetConfigErrors` count an alarm watches.
@@ -43,7 +47,7 @@ pub async fn app_from_env() -> Result<App, ConfigError> {
         tracing::info!(sandbox = sandbox.name(), "execute runs commands in this sandbox");
         service = service.with_sandbox(sandbox);
     }
-    Ok(App { service: Arc::new(service), storage_requests })
+    Ok(App { service: Arc::new(service), objects, storage_requests })
 }
 
 /// The sandbox named by `SANDBOX`: none (unset, empty or `none`: `execute` is not offered), `local`

@@ -13,6 +13,7 @@ use super::message::Request;
 use super::outcome::Outcome;
 use super::session_view::{PageRequest, MAX_PAGE_READ_BYTES};
 use super::sessions_list::SessionsPage;
+use super::skill_versions::{self, SkillRoute, VersionCall};
 use super::skills_view::SkillsPage;
 use super::uploads::{DirectUpload, PresignRequest};
 use super::usage::UsageDays;
@@ -36,6 +37,7 @@ pub(super) enum Call<'q> {
     Upload { user: UserId, session: SessionId, upload: DirectUpload },
     Presign { user: UserId, session: SessionId, presign: PresignRequest },
     Shown { user: UserId, session: SessionId, sha256: String },
+    SkillVersions { user: UserId, call: VersionCall, queue: Option<&'q dyn TurnQueue> },
 }
 
 impl<'q> Call<'q> {
@@ -59,6 +61,8 @@ impl<'q> Call<'q> {
             ["sessions", id] if method == Method::GET => Route::GetSession(id),
             ["sessions", id, "turns", turn] if method == Method::GET => Route::GetTurn(id, turn),
             ["skills"] if method == Method::GET => Route::ListSkills,
+            // A skill's versions: the route is read from the path's right end, with its own 405s.
+            ["skills", rest @ ..] if !rest.is_empty() => Route::SkillVersions(SkillRoute::resolve(method, rest)?),
             ["usage"] if method == Method::GET => Route::Usage,
             ["memories"] if method == Method::GET => Route::ListMemories,
             ["memories"] if method == Method::DELETE => Route::DeleteMemories(None),
@@ -131,6 +135,10 @@ impl<'q> Call<'q> {
             Route::GetShown(id, sha256) => {
                 Call::Shown { user, session: parse_session_id(id)?, sha256: (*sha256).to_owned() }
             }
+            Route::SkillVersions(route) => {
+                // Eval runs go to the turn queue.
+                Call::SkillVersions { user, call: VersionCall::from_route(route, request)?, queue }
+            }
         })
     }
 
@@ -184,6 +192,17 @@ impl<'q> Call<'q> {
             Call::Shown { user, session, sha256 } => {
                 let found = service.shown_file(&user, &session, &sha256).await?;
                 Outcome::Shown { sha256, found }
+            }
+            Call::SkillVersions { user, call, queue } => {
+                let context = skill_versions::Context {
+                    objects: app.objects.as_ref(),
+                    queue,
+                    // A default changed rewrites the catalog index with the listing budget turns use.
+                    listing_budget: service.config().listing_tokens(),
+                    model_id: &service.config().model_id,
+                };
+                let outcome = skill_versions::perform(&context, &user, call).await?;
+                Outcome::SkillVersions(Box::new(outcome))
             }
             Call::Background { queue, turn } => {
                 let now = time::OffsetDateTime::now_utc();
@@ -241,6 +260,7 @@ enum Route<'a> {
     PutUpload(&'a str, &'a [&'a str]),
     PresignUpload(&'a str),
     GetShown(&'a str, &'a str),
+    SkillVersions(SkillRoute<'a>),
     ListSkills,
     ListSessions,
     Usage,

@@ -125,7 +125,7 @@ fn content_type_by_name(name: &str) -> String {
 
 /// `attachment` with the file's name (RFC 6266): a quoted ASCII `filename`, and `filename*` in
 /// UTF-8 when the name is not ASCII (the plain one then has `_` for each other character).
-fn content_disposition(name: &str) -> String {
+pub(super) fn content_disposition(name: &str) -> String {
     let fallback: String = name
         .chars()
         .map(|c| match c {

@@ -14,6 +14,7 @@ use super::memories::{deleted_view, memories_view};
 use super::message::{Answer, Payload};
 use super::session_view::session_view;
 use super::sessions_list::sessions_view;
+use super::skill_versions::{versions_answer, VersionOutcome};
 use super::skills_view::{skills_answer, SkillsPage};
 use super::uploads::{presigned_answer, shown_answer, uploaded_answer};
 use super::usage::{usage_view, UsageDays};
@@ -65,6 +66,8 @@ pub(super) enum Outcome {
         sha256: String,
         found: Option<(MediaType, Vec<u8>)>,
     },
+    /// Boxed: a version's record is larger than most outcomes.
+    SkillVersions(Box<VersionOutcome>),
 }
 
 impl Outcome {
@@ -94,6 +97,7 @@ impl Outcome {
             Outcome::Uploaded(upload) => uploaded_answer(&upload)?,
             Outcome::Presigned(link) => presigned_answer(link)?,
             Outcome::Shown { sha256, found } => shown_answer(&sha256, found)?,
+            Outcome::SkillVersions(outcome) => versions_answer(*outcome)?,
         })
     }
 }

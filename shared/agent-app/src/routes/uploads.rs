@@ -43,18 +43,25 @@ impl DirectUpload {
             IdempotencyKey::new(key, &[]).map_err(|err| ApiError::bad_request(format!("`Idempotency-Key`: {err}")))?;
         }
         let name = decode_path(segments)?;
-        let raw = body.unwrap_or("");
-        // Measured before decoding, so an oversized body costs no copy.
-        let encoded_max = if base64 { DIRECT_UPLOAD_MAX_BYTES.div_ceil(3) * 4 } else { DIRECT_UPLOAD_MAX_BYTES };
-        if raw.len() > encoded_max {
-            return Err(too_large_for_direct());
-        }
-        let bytes = crate::api::body_bytes(raw, base64)?;
-        if bytes.len() > DIRECT_UPLOAD_MAX_BYTES {
-            return Err(too_large_for_direct());
-        }
+        let bytes = direct_body(body, base64, too_large_for_direct)?;
         Ok(Self { name, bytes })
     }
+}
+
+/// The body of a direct upload (a file, a skill's zip), decoded from base64 when the integration
+/// encoded it, at most [`DIRECT_UPLOAD_MAX_BYTES`]; `too_large` says where a larger one goes.
+pub(super) fn direct_body(body: Option<&str>, base64: bool, too_large: fn() -> ApiError) -> Result<Vec<u8>, ApiError> {
+    let raw = body.unwrap_or("");
+    // Measured before decoding, so an oversized body costs no copy.
+    let encoded_max = if base64 { DIRECT_UPLOAD_MAX_BYTES.div_ceil(3) * 4 } else { DIRECT_UPLOAD_MAX_BYTES };
+    if raw.len() > encoded_max {
+        return Err(too_large());
+    }
+    let bytes = crate::api::body_bytes(raw, base64)?;
+    if bytes.len() > DIRECT_UPLOAD_MAX_BYTES {
+        return Err(too_large());
+    }
+    Ok(bytes)
 }
 
 fn too_large_for_direct() -> ApiError {
@@ -115,13 +122,18 @@ pub(super) fn uploaded_answer(upload: &Upload) -> Result<Answer, ApiError> {
 
 /// `201` with the link and the headers the PUT must send, or `501` when the store makes no links.
 pub(super) fn presigned_answer(link: Option<PresignedUpload>) -> Result<Answer, ApiError> {
+    link_answer(link, "upload the file directly with PUT /sessions/{session_id}/uploads/{name}")
+}
+
+/// `201` with a presigned upload's link and the headers its PUT must send; `501` when the store
+/// makes no links, naming the direct route (`direct`) to use instead.
+pub(super) fn link_answer(link: Option<PresignedUpload>, direct: &str) -> Result<Answer, ApiError> {
     let link = link.ok_or_else(|| {
         ApiError::new(
             501,
             "not_implemented",
             format!(
-                "this deployment's storage makes no upload links: upload the file directly with \
-                 PUT /sessions/{{session_id}}/uploads/{{name}} (up to {} MiB)",
+                "this deployment's storage makes no upload links: {direct} (up to {} MiB)",
                 DIRECT_UPLOAD_MAX_BYTES / (1024 * 1024)
             ),
         )

@@ -206,6 +206,16 @@ fn a_zip_is_read_within_its_bounds_and_its_names_are_checked() {
     assert!(refused(&[("SKILL.md", skill.as_bytes()), ("/etc/passwd", b"x")]).contains("absolute"));
     assert!(refused(&[("SKILL.md", skill.as_bytes()), ("a\\b.txt", b"x")]).contains("backslash"));
     assert!(refused(&[("SKILL.md", skill.as_bytes()), ("Notes.md", b"x"), ("notes.md", b"y")]).contains("case"));
+    // The same name twice: a writer refuses to make such a zip, so one name is renamed in its bytes.
+    let mut twice = zip_of(&[("SKILL.md", skill.as_bytes()), ("notes-a.md", b"x"), ("notes-b.md", b"y")]);
+    for at in 0..twice.len() - 10 {
+        if &twice[at..at + 10] == b"notes-b.md" {
+            twice[at..at + 10].copy_from_slice(b"notes-a.md");
+        }
+    }
+    let problems = read_zip(&twice).unwrap_err();
+    assert_eq!(problems[0].file.as_deref(), Some("notes-a.md"), "{problems:?}");
+    assert!(problems[0].message.contains("twice"));
     assert!(refused(&[("SKILL.md", skill.as_bytes()), (".bundle/x.tar", b"x")]).contains(".bundle"));
     // A bomb: 70 MiB of zeros that deflate to a few kilobytes.
     let zeros = vec![0u8; 70 * 1024 * 1024];

@@ -93,10 +93,8 @@ impl StoredSession {
         meta.version = self.version;
         meta.state = self.state.clone();
         meta.updated_at = self.updated_at;
-        let skill_versions = turns
-            .iter()
-            .filter_map(|(number, _)| Some((*number, self.skill_versions.get(number)?.clone())))
-            .collect();
+        let skill_versions =
+            turns.iter().filter_map(|(number, _)| Some((*number, self.skill_versions.get(number)?.clone()))).collect();
         (meta, HistoryPage { turns, skill_versions, next_before })
     }
 }

@@ -4,6 +4,7 @@
 //! size; the listing comes from the head as rendered. [`SkillLibrary`] keeps snapshots warm.
 
 mod library;
+mod pinned;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -115,7 +116,7 @@ pub struct Catalog {
     pins: HashMap<SkillPath, Pinned>,
 }
 
-/// A pinned version's entry and files.
+/// A pinned version's entry and files ([`Catalog::with_pins`]).
 type Pinned = (Arc<SkillEntry>, Arc<[(String, u64)]>);
 
 impl std::fmt::Debug for Catalog {
@@ -147,27 +148,6 @@ impl Catalog {
         let approvals = head.settings.as_ref().map(SettingsEntry::policy).unwrap_or_default();
         let pins = HashMap::new();
         Self { user, head, etag, parts, view: OnceCell::new(), listing: Mutex::new(None), approvals, weight, pins }
-    }
-
-    /// This snapshot for one turn that pins `pinned` versions (each entry with its files besides
-    /// SKILL.md): the parts already read are shared, and those skills resolve to the pinned
-    /// versions, even a skill the index does not list.
-    pub fn with_pins(&self, pinned: impl IntoIterator<Item = (SkillEntry, Vec<(String, u64)>)>) -> Catalog {
-        let pins: HashMap<SkillPath, Pinned> = pinned
-            .into_iter()
-            .map(|(entry, files)| (entry.path.clone(), (Arc::new(entry), Arc::from(files))))
-            .collect();
-        Catalog {
-            user: self.user.clone(),
-            head: self.head.clone(),
-            etag: self.etag.clone(),
-            parts: self.parts.clone(),
-            view: OnceCell::new(),
-            listing: Mutex::new(None),
-            approvals: self.approvals.clone(),
-            weight: self.weight,
-            pins,
-        }
     }
 
     /// The snapshot of an index this process holds whole (just built): every part is at hand.

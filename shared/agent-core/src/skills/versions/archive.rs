@@ -25,6 +25,14 @@ pub fn read_zip(zip: &[u8]) -> Result<Vec<SkillFileBytes>, Vec<Problem>> {
             archive.len()
         ))]);
     }
+    // The reader keeps one entry per name: a name listed twice is found in the directory itself.
+    if archive.has_duplicate_names() {
+        let twice = duplicate_names(zip);
+        return Err(match twice.is_empty() {
+            true => vec![Problem::archive("the zip lists a file name twice")],
+            false => twice.iter().map(|name| Problem::file(name, "appears twice in the upload")).collect(),
+        });
+    }
     let mut problems = Vec::new();
     let mut files: Vec<SkillFileBytes> = Vec::new();
     let mut total: u64 = 0;
@@ -78,6 +86,39 @@ pub fn read_zip(zip: &[u8]) -> Result<Vec<SkillFileBytes>, Vec<Problem>> {
     strip_top_folder(&mut files);
     check_files(&files)?;
     Ok(files)
+}
+
+/// The names a zip's central directory lists more than once, read from its records directly (the
+/// reader keeps one entry per name). Zip64 directories are not walked: then nothing is named.
+fn duplicate_names(zip: &[u8]) -> Vec<String> {
+    const END: [u8; 4] = *b"PK\x05\x06";
+    const ENTRY: [u8; 4] = *b"PK\x01\x02";
+    let u16_at = |at: usize| zip.get(at..at + 2).map(|b| usize::from(u16::from_le_bytes([b[0], b[1]])));
+    let u32_at = |at: usize| zip.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    // The end record is in the last 64 KiB and 22 bytes (its comment is at most 64 KiB).
+    let search_from = zip.len().saturating_sub(22 + 65_535);
+    let Some(end) = (search_from..zip.len().saturating_sub(21)).rev().find(|&at| zip[at..at + 4] == END) else {
+        return Vec::new();
+    };
+    let (Some(count), Some(mut at)) = (u16_at(end + 10), u32_at(end + 16)) else { return Vec::new() };
+    let mut seen = std::collections::BTreeSet::new();
+    let mut twice = std::collections::BTreeSet::new();
+    for _ in 0..count.min(MAX_ENTRIES) {
+        if zip.get(at..at + 4) != Some(&ENTRY[..]) {
+            break;
+        }
+        let (Some(name_len), Some(extra_len), Some(comment_len)) = (u16_at(at + 28), u16_at(at + 30), u16_at(at + 32))
+        else {
+            break;
+        };
+        let Some(name) = zip.get(at + 46..at + 46 + name_len) else { break };
+        let name = String::from_utf8_lossy(name).into_owned();
+        if !seen.insert(name.clone()) {
+            twice.insert(name);
+        }
+        at += 46 + name_len + extra_len + comment_len;
+    }
+    twice.into_iter().collect()
 }
 
 /// Entries a zip made on macOS or Windows carries that are no part of the skill.

@@ -120,7 +120,15 @@ pub async fn publish(
         .try_collect::<Vec<()>>()
         .await?;
 
-    let mut number = numbers(objects, user, skill).await?.last().copied().unwrap_or(0) + 1;
+    let latest = numbers(objects, user, skill).await?.last().copied();
+    // An identical upload that finished between the marker's read and this listing holds the
+    // newest number (or it is older, and its marker was found above).
+    if let Some(latest) = latest {
+        if let Some(theirs) = record(objects, user, skill, latest).await?.filter(|theirs| theirs.sha256 == sha256) {
+            return finish(objects, user, skill, theirs, false, promote, uploaded_by, now, listing_budget).await;
+        }
+    }
+    let mut number = latest.unwrap_or(0) + 1;
     for _ in 0..MAX_ATTEMPTS {
         if number > MAX_VERSIONS_PER_SKILL {
             return Err(VersionError::Full(format!(
