@@ -326,3 +326,53 @@ async fn skills_index_in_the_image_bundles_a_skill_uploaded_straight_to_the_buck
     assert!(result.starts_with("plazo de 10 dias habiles\n"), "{result}");
     let _ = std::fs::remove_dir_all(&wheels);
 }
+
+/// A published version with a `requirements.txt` naming a package the image lacks: skills-index in
+/// the image, told of the version's declaration, makes its bundle beside the version's files (in
+/// the version's `.bundle/`), the index takes the version's new file list, and the next turn's
+/// command imports the package from the bundle the sandbox read under the tenant's skill-versions/.
+#[tokio::test(flavor = "multi_thread")]
+async fn skills_index_in_the_image_bundles_a_published_version_beside_its_files() {
+    use agent_core::skills::versions::{publish, SkillFileBytes};
+
+    const USER: &str = "user-bundle-version";
+    let stack = Stack::new().await;
+    let wheels = std::env::temp_dir().join(format!("wheels-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&wheels).unwrap();
+    local_stack::image::write_test_wheel(&wheels);
+    let server = WheelServer::start(&wheels);
+    let objects = aws_store::S3ObjectStore::new(stack.s3.clone(), &stack.bucket);
+    let user = agent_core::UserId::parse(USER).unwrap();
+    let skill = agent_core::ids::SkillPath::parse("fechas").unwrap();
+    let file = |path: &str, text: &str| SkillFileBytes { path: path.to_owned(), bytes: text.as_bytes().to_vec() };
+    let files = vec![
+        file("SKILL.md", "---\nname: fechas\ndescription: Plazos.\n---\n# Fechas\n"),
+        file("requirements.txt", "notarial-dates==1.0\n"),
+        file("scripts/plazo.py", "import notarial_dates\nprint(notarial_dates.plazo(10))\n"),
+    ];
+    let published = publish(&objects, &user, &skill, files, "ana", 1, None, None).await.expect("published");
+    let prefix = agent_core::keys::skill_version_files_prefix(&user, &skill, &published.record.sha256);
+
+    let env = stack.env(&[("SKILLS_BUNDLES", "pip"), ("PIP_NO_INDEX", "1"), ("PIP_FIND_LINKS", &server.url)]);
+    let index = Function::start_in_image("skills-index", &local_stack::image::root(), &env).await;
+    let answer = index.call(stack.bridge_event(&format!("{prefix}requirements.txt"), true)).await;
+    assert_eq!(answer["tenants"], 1, "{answer}");
+    let listed =
+        stack.s3.list_objects_v2().bucket(&stack.bucket).prefix(format!("{prefix}.bundle/")).send().await.unwrap();
+    let bundles: Vec<String> = listed.contents().iter().filter_map(|object| object.key().map(str::to_owned)).collect();
+    assert_eq!(bundles.len(), 1, "one bundle, in the version's own files: {bundles:?}");
+    assert!(bundles[0].ends_with(".tar"), "{bundles:?}");
+    drop(server);
+
+    let http = http_with_sandbox(&stack).await;
+    stack.model.push([
+        Reply::tool("load_skill", json!({"skill_path": "fechas"})),
+        execute("python /skills/fechas/scripts/plazo.py"),
+        Reply::text("Done."),
+    ]);
+    let (status, body) = status_and_body(&http.call(turn_event(Some(USER), "s1", json!({"message": "plazo"}))).await);
+    assert_eq!(status, 200, "{body}");
+    let result = tool_results(&stack.model.requests()[2]).pop().unwrap();
+    assert!(result.starts_with("plazo de 10 dias habiles\n"), "{result}");
+    let _ = std::fs::remove_dir_all(&wheels);
+}

@@ -1,12 +1,14 @@
 //! The skills-index contract: S3 events for files created or removed under a tenant's `skills/`
 //! prefix update only what they change in the tenant's catalog index (a SKILL.md's or
-//! BASE_PROMPT.md's entry; for any other file, the file list of the skill it belongs to), and
-//! those for a Markdown file under its `agents/` read its agents again. They come as EventBridge
+//! BASE_PROMPT.md's entry; for any other file, the file list of the skill it belongs to), those
+//! for a Markdown file under its `agents/` read its agents again, and those under its
+//! `skill-versions/` bring the published skills up to its `defaults.json` or read a published
+//! version's file list again (its bundle is written after it). They come as EventBridge
 //! events (`Object Created` / `Object Deleted`, what the template deploys, since only EventBridge
 //! can match every file under `*/skills/`) or as S3 event notifications;
 //! `{"rebuild": {"user_id": "..."}}` rebuilds one tenant's index from a listing. Where the function
-//! runs in the sandbox image, a changed `requirements.txt` also remakes that skill's bundle first
-//! ([`bundles`]).
+//! runs in the sandbox image, a changed `requirements.txt` also remakes that skill's (or that
+//! published version's) bundle first ([`bundles`]).
 
 pub mod bundles;
 
@@ -69,10 +71,18 @@ pub fn decode_event_key(raw: &str) -> String {
     percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
 }
 
-/// The changed files of each tenant named by `event`; keys outside a tenant's `skills/` prefix and
-/// other than Markdown files under its `agents/` are ignored. Returns them and how many records
-/// were ignored.
-pub fn changes_by_tenant(event: &S3Event) -> (BTreeMap<UserId, BTreeSet<TenantFile>>, usize) {
+/// One tenant's changed files: what its index re-reads, and their keys relative to the tenant's
+/// prefix (`skills/…`, `skill-versions/…`), from which the bundler picks the declarations.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct TenantChanges {
+    pub files: BTreeSet<TenantFile>,
+    pub keys: BTreeSet<String>,
+}
+
+/// The changed files of each tenant named by `event`; keys other than a tenant's files under
+/// `skills/`, its Markdown files under `agents/`, its `skill-versions/defaults.json` and its
+/// published versions' files are ignored. Returns them and how many records were ignored.
+pub fn changes_by_tenant(event: &S3Event) -> (BTreeMap<UserId, TenantChanges>, usize) {
     tenant_changes(event.records.iter().map(|record| {
         let name = record.event_name.as_deref().unwrap_or_default();
         let relevant = name.starts_with("ObjectCreated") || name.starts_with("ObjectRemoved");
@@ -83,7 +93,7 @@ pub fn changes_by_tenant(event: &S3Event) -> (BTreeMap<UserId, BTreeSet<TenantFi
 /// [`changes_by_tenant`] for one EventBridge event: `Object Created` or `Object Deleted` from S3.
 /// Its key is decoded as a notification's is: a valid skill path has neither `+` nor `%`, so the
 /// decoding changes nothing in any key the index would keep.
-fn bridge_changes(event: &BridgeEvent) -> (BTreeMap<UserId, BTreeSet<TenantFile>>, usize) {
+fn bridge_changes(event: &BridgeEvent) -> (BTreeMap<UserId, TenantChanges>, usize) {
     let relevant =
         event.source == "aws.s3" && matches!(event.detail_type.as_str(), "Object Created" | "Object Deleted");
     tenant_changes(std::iter::once((
@@ -95,14 +105,17 @@ fn bridge_changes(event: &BridgeEvent) -> (BTreeMap<UserId, BTreeSet<TenantFile>
 /// Groups `(event name, key if the event is a create or a delete)` by tenant.
 fn tenant_changes<'a>(
     events: impl Iterator<Item = (&'a str, Option<&'a str>)>,
-) -> (BTreeMap<UserId, BTreeSet<TenantFile>>, usize) {
-    let mut changes: BTreeMap<UserId, BTreeSet<TenantFile>> = BTreeMap::new();
+) -> (BTreeMap<UserId, TenantChanges>, usize) {
+    let mut changes: BTreeMap<UserId, TenantChanges> = BTreeMap::new();
     let mut ignored = 0;
     for (name, key) in events {
         let key = key.map(decode_event_key);
-        match key.as_deref().and_then(tenant_file) {
-            Some((user, file)) => {
-                changes.entry(user).or_default().insert(file);
+        let found = key.as_deref().and_then(|key| Some((tenant_file(key)?, key.split_once('/')?.1)));
+        match found {
+            Some(((user, file), rel)) => {
+                let tenant = changes.entry(user).or_default();
+                tenant.files.insert(file);
+                tenant.keys.insert(rel.to_owned());
             }
             None => {
                 tracing::info!(event = name, key = ?key, "ignoring an event that is not about a tenant's skill or agent");
@@ -149,19 +162,12 @@ pub async fn handle(
     let (mut updated, mut rebuilt, mut retries) = (0, 0, 0);
     let mut failures = Vec::new();
     // Tenants are independent: one tenant's failure does not stop the others' updates.
-    for (user, files) in &changes {
+    for (user, tenant) in &changes {
         let span = tenant_span(user);
-        let mut files: Vec<TenantFile> = files.iter().cloned().collect();
+        let mut files: Vec<TenantFile> = tenant.files.iter().cloned().collect();
         if let Some(bundler) = bundler {
-            let skills: BTreeSet<String> = files
-                .iter()
-                .filter_map(|file| match file {
-                    TenantFile::Skill(rel) => Some(rel.clone()),
-                    TenantFile::Agent(_) => None,
-                })
-                .collect();
-            match bundler.refresh(objects, user, &skills).instrument(span.clone()).await {
-                Ok(touched) => files.extend(touched.into_iter().map(TenantFile::Skill)),
+            match bundler.refresh(objects, user, &tenant.keys).instrument(span.clone()).await {
+                Ok(touched) => files.extend(touched.into_iter().filter(|file| !tenant.files.contains(file))),
                 Err(err) => {
                     span.in_scope(|| tracing::error!(error = %err, "could not bring a skill's bundle up to date"));
                     failures.push(err);
@@ -196,6 +202,8 @@ pub async fn handle(
 
 #[cfg(test)]
 mod tests {
+    use agent_core::ids::SkillPath;
+
     use super::*;
 
     #[test]
@@ -213,7 +221,7 @@ mod tests {
             let event: S3Event = serde_json::from_str(&std::fs::read_to_string(root.join(file)).unwrap()).unwrap();
             let (changes, ignored) = changes_by_tenant(&event);
             assert_eq!(ignored, 0, "{file}");
-            let files = &changes[&UserId::parse("user-demo").unwrap()];
+            let files = &changes[&UserId::parse("user-demo").unwrap()].files;
             assert_eq!(files.iter().collect::<Vec<_>>(), [&TenantFile::Skill(expected.to_owned())], "{file}");
         }
     }
@@ -241,8 +249,43 @@ mod tests {
         .unwrap();
         let (changes, ignored) = changes_by_tenant(&event);
         assert_eq!(ignored, 5);
-        let files: Vec<&TenantFile> = changes[&UserId::parse("u1").unwrap()].iter().collect();
+        let files: Vec<&TenantFile> = changes[&UserId::parse("u1").unwrap()].files.iter().collect();
         assert_eq!(files, [&TenantFile::Skill("pdf/SKILL.md".into()), &TenantFile::Agent("reviewer.md".into())]);
+    }
+
+    #[test]
+    fn published_versions_files_and_the_defaults_reach_the_index_and_the_bundler() {
+        let sha = "ab".repeat(32);
+        let key = |rel: &str| json!({"source": "aws.s3", "detail-type": "Object Created", "detail": {"object": {"key": rel}}});
+        let mut all: BTreeMap<UserId, TenantChanges> = BTreeMap::new();
+        let mut ignored = 0;
+        for rel in [
+            "u1/skill-versions/defaults.json".to_owned(),
+            format!("u1/skill-versions/fechas/@files/{sha}/requirements.txt"),
+            format!("u1/skill-versions/fechas/@files/{sha}/.bundle/{sha}.tar"),
+            format!("u2/skill-versions/eng/skills/review/@files/{sha}/scripts/requirements.txt"),
+            "u1/skill-versions/fechas/@v/00000001.json".to_owned(),
+            "u1/skill-versions/fechas/@files/short/requirements.txt".to_owned(),
+        ] {
+            let (changes, skipped) = bridge_changes(&serde_json::from_value(key(&rel)).unwrap());
+            ignored += skipped;
+            for (user, tenant) in changes {
+                let entry = all.entry(user).or_default();
+                entry.files.extend(tenant.files);
+                entry.keys.extend(tenant.keys);
+            }
+        }
+        assert_eq!(ignored, 2, "a version's record and a key with no content hash are not the index's");
+        let u1 = &all[&UserId::parse("u1").unwrap()];
+        let fechas = TenantFile::Version(SkillPath::parse("fechas").unwrap(), sha.clone());
+        assert_eq!(u1.files.iter().collect::<Vec<_>>(), [&TenantFile::Defaults, &fechas]);
+        assert!(u1.keys.contains(&format!("skill-versions/fechas/@files/{sha}/requirements.txt")), "{u1:?}");
+        let u2 = &all[&UserId::parse("u2").unwrap()];
+        assert_eq!(
+            u2.keys.iter().collect::<Vec<_>>(),
+            [&format!("skill-versions/eng/skills/review/@files/{sha}/scripts/requirements.txt")],
+            "each tenant's keys are its own, without its id"
+        );
     }
 
     #[test]
@@ -251,7 +294,7 @@ mod tests {
         let text = std::fs::read_to_string(root.join("eventbridge-agent-created.json")).unwrap();
         let (changes, ignored) = bridge_changes(&serde_json::from_str(&text).unwrap());
         assert_eq!(ignored, 0);
-        let files: Vec<&TenantFile> = changes[&UserId::parse("user-demo").unwrap()].iter().collect();
+        let files: Vec<&TenantFile> = changes[&UserId::parse("user-demo").unwrap()].files.iter().collect();
         assert_eq!(files, [&TenantFile::Agent("revisor-escrituras.md".into())]);
         let deleted: BridgeEvent = serde_json::from_value(json!({
             "source": "aws.s3", "detail-type": "Object Deleted",
@@ -259,7 +302,7 @@ mod tests {
         }))
         .unwrap();
         let (changes, _) = bridge_changes(&deleted);
-        let files: Vec<&TenantFile> = changes[&UserId::parse("auth0|42").unwrap()].iter().collect();
+        let files: Vec<&TenantFile> = changes[&UserId::parse("auth0|42").unwrap()].files.iter().collect();
         assert_eq!(files, [&TenantFile::Agent("code-reviewer.md".into())]);
     }
 }

@@ -101,6 +101,9 @@ async fn lenient_validation_skips_only_unusable_skills_and_get_skills_shows_why_
         stack.put(&format!("{USER}/skills/{file}"), body.clone()).await;
     }
     stack.put("user-other/skills/theirs/SKILL.md", skill_md("theirs", "Another tenant's skill.", "")).await;
+    // An agent file with no description beside a usable one: skipped, as a SKILL.md would be.
+    stack.put(&format!("{USER}/agents/notes.md"), "---\nname: notes\n---\nbody\n").await;
+    stack.put(&format!("{USER}/agents/helper.md"), "---\nname: helper\ndescription: Helps.\n---\nbody\n").await;
     let http = stack.http(&[]).await;
 
     let (status, body) = status_and_body(&http.call(list_skills_event(USER, &[])).await);
@@ -134,6 +137,10 @@ async fn lenient_validation_skips_only_unusable_skills_and_get_skills_shows_why_
     assert!(skipped["no-description/SKILL.md"].contains("description"));
     assert!(skipped["a/b/deep/SKILL.md"].contains("nested too deeply"));
     assert!(skipped["huge/SKILL.md"].contains("bytes"));
+    let agents = body["skipped_agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 1, "{body}");
+    assert_eq!(agents[0]["file"], "agents/notes.md");
+    assert!(agents[0]["reason"].as_str().unwrap().contains("no `description`"), "{body}");
     // Each skip and repair was logged with the file it concerns, relative to the tenant's skills/
     // (the line carries the turn's tenant tag, never the user id).
     let skipping: Vec<String> = http.logs().into_iter().filter(|line| line.contains("skipping skill")).collect();
@@ -156,6 +163,7 @@ async fn lenient_validation_skips_only_unusable_skills_and_get_skills_shows_why_
     assert_eq!(theirs["count"], 1);
     assert_eq!(theirs["skills"][0]["path"], "theirs");
     assert_eq!(theirs["skipped"], json!([]));
+    assert_eq!(theirs["skipped_agents"], json!([]));
     let mut anonymous = list_skills_event(USER, &[]);
     anonymous["requestContext"].as_object_mut().unwrap().remove("authorizer");
     assert_eq!(status_and_body(&http.call(anonymous).await).0, 401);

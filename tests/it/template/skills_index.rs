@@ -1,5 +1,5 @@
-//! The skills index fed every file under a tenant's skills/ and agents/, and the bundle maker fed
-//! a skill's requirements.
+//! The skills index fed every file under a tenant's skills/ and agents/ and its published versions'
+//! defaults and bundles, and the bundle maker fed a skill's or a published version's requirements.
 
 use serde_json::json;
 
@@ -31,6 +31,9 @@ fn every_file_under_a_tenants_skills_and_its_agents_reach_the_skills_index_and_n
         "user-1/skills/BASE_PROMPT.md",
         "user-1/agents/code-reviewer.md",
         "user-1/agents/team/nested.md",
+        "user-1/skill-versions/defaults.json",
+        "user-1/skill-versions/pdf/@files/0a1b/.bundle/0a1b.tar",
+        "user-1/skill-versions/pdf/@files/0a1b/.bundle/unmet/rdkit",
     ] {
         assert!(matched(key), "{key} reaches the index");
     }
@@ -39,6 +42,9 @@ fn every_file_under_a_tenants_skills_and_its_agents_reach_the_skills_index_and_n
         "user-1/workspaces/s1/blobs/SKILL.md",
         "user-1/sessions/s1/turn-3.json",
         "user-1/agents/notes.txt",
+        // A version's own files are written before it is the default, which the index reads them at.
+        "user-1/skill-versions/pdf/@files/0a1b/SKILL.md",
+        "user-1/skill-versions/pdf/@v/00000001.json",
     ] {
         assert!(!matched(key), "{key} does not");
     }
@@ -67,15 +73,19 @@ fn with_the_sandbox_image_a_skills_requirements_reach_skills_index_in_that_image
         .collect();
     let matched = |key: &str| wildcards.iter().any(|wildcard| iam_matches(wildcard, key));
     assert!(matched("u1/skills/fechas/requirements.txt") && matched("u1/skills/docs/fechas/scripts/requirements.txt"));
+    assert!(matched("u1/skill-versions/fechas/@files/0a1b/requirements.txt"), "a published version's declaration");
+    assert!(matched("u1/skill-versions/fechas/@files/0a1b/scripts/requirements.txt"));
     assert!(!matched("u1/skills/fechas/SKILL.md") && !matched("u1/workspaces/s/requirements.txt"));
+    assert!(!matched("u1/skill-versions/fechas/@files/0a1b/SKILL.md"));
     let writes: Vec<String> = stack
         .function_statements("SkillsBundleFunction")
         .iter()
         .filter(|statement| statement["Action"].to_string().contains("s3:PutObject"))
         .flat_map(resources)
         .collect();
-    assert_eq!(writes.len(), 1, "{writes:?}");
+    assert_eq!(writes.len(), 2, "{writes:?}");
     assert!(writes[0].ends_with("/*/skills/*/.bundle/*"), "only bundle folders are written: {writes:?}");
+    assert!(writes[1].ends_with("/*/skill-versions/*/@files/*/.bundle/*"), "and versions' bundle folders: {writes:?}");
     let permission = stack.resource("SkillsBundleInvokePermission").expect("the permission");
     assert_eq!(permission["SourceArn"], json!("{SkillsBundleRule}"));
 }

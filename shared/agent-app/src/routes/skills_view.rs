@@ -1,6 +1,6 @@
 //! `GET /skills`: the tenant's skills as the operator needs to see them, one page of the catalog
 //! (`?limit=&cursor=`) or the best matches of a search (`?q=&limit=`), with what each skill declares,
-//! what was repaired, and every skipped SKILL.md with the reason.
+//! what was repaired, and every skipped SKILL.md and agent file with the reason.
 
 use agent_core::skills::{Catalog, CatalogView, SkillEntry};
 use serde_json::{json, Value};
@@ -100,11 +100,18 @@ fn skills_search_view(catalog: &Catalog, view: &CatalogView, query: &str, limit:
 }
 
 /// The fields every `GET /skills` answer has around its `skills`: the catalog's count, its skipped
-/// files, its base prompt and its settings.
+/// files (SKILL.md files and agent files), its base prompt and its settings.
 fn catalog_answer(catalog: &Catalog, view: &CatalogView, skills: Vec<Value>, next_cursor: Option<String>) -> Value {
     // Skipped files are few in practice; a page of them keeps the answer bounded all the same.
     let skipped: Vec<Value> = view
         .skipped
+        .iter()
+        .take(MAX_SKILLS_PAGE)
+        .map(|skipped| json!({"file": skipped.file, "reason": skipped.reason}))
+        .collect();
+    // The index keeps a bounded list of them (the rest counted in one last entry).
+    let skipped_agents: Vec<Value> = catalog
+        .skipped_agents()
         .iter()
         .take(MAX_SKILLS_PAGE)
         .map(|skipped| json!({"file": skipped.file, "reason": skipped.reason}))
@@ -128,6 +135,7 @@ fn catalog_answer(catalog: &Catalog, view: &CatalogView, skills: Vec<Value>, nex
         "next_cursor": next_cursor,
         "skipped": skipped,
         "skipped_count": view.skipped.len(),
+        "skipped_agents": skipped_agents,
         "base_prompt": base_prompt,
         "settings": settings,
     })

@@ -1,6 +1,7 @@
 //! Where a backend gets a skill's bundle when its sandbox lacks it: the tenant's own object store,
 //! read by the turn's process (the sandbox itself has no credentials), the key checked to lie under
-//! the tenant's `skills/` and the bytes checked against the SHA-256 the bundle is named by. Before
+//! the tenant's `skills/` or its published versions (`skill-versions/`) and the bytes checked
+//! against the SHA-256 the bundle is named by. Before
 //! any of that, [`admit`] keeps in a call only the bundles the runtime signed for its tenant
 //! (`sign`), so no other is ever named to a sandbox, read or installed; the command runs without
 //! the others and the model is told why.
@@ -56,7 +57,8 @@ impl BundleSource {
     }
 
     /// The bytes of the call's bundle named `sha256`: the reference must be one of the call's
-    /// skills', signed by the runtime for the call's tenant, under the tenant's own `skills/`.
+    /// skills', signed by the runtime for the call's tenant, under the tenant's own `skills/` or
+    /// `skill-versions/`.
     pub async fn fetch(&self, request: &ExecRequest, sha256: &str) -> Result<(BundleRef, Vec<u8>), SandboxError> {
         let unavailable = |detail: String| {
             tracing::warn!(error = %detail, "a skill's bundle could not be read");
@@ -75,7 +77,7 @@ impl BundleSource {
             tracing::warn!(reason, "a skill's bundle was refused before it was read");
             return Err(SandboxError::Bundle(reason.to_owned()));
         }
-        if !bundle.key.starts_with(&keys::skills_prefix(&request.tenant)) {
+        if !within_tenants_skills(&request.tenant, &bundle.key) {
             return Err(unavailable(format!("bundle key {} is outside the tenant's skills", bundle.key)));
         }
         if bundle.size > MAX_BUNDLE_BYTES {
@@ -92,6 +94,13 @@ impl BundleSource {
         }
         Ok((bundle.clone(), object.bytes))
     }
+}
+
+/// Whether `key` lies under `tenant`'s skills: a folder under `skills/`, or a published version
+/// under `skill-versions/` (where a version's bundle is written beside its files). No other
+/// tenant's prefix starts with either, as a user id holds no `/`.
+fn within_tenants_skills(tenant: &UserId, key: &str) -> bool {
+    key.starts_with(&keys::skills_prefix(tenant)) || key.starts_with(&keys::skill_versions_root(tenant))
 }
 
 /// Takes out of `request` every bundle `source` does not admit (all of them without a source), so
@@ -192,6 +201,47 @@ mod tests {
         let unsigned = request("ana", vec![Some(bundle(None))]);
         let error = source.fetch(&unsigned, HASH).await.expect_err("refused");
         assert!(error.to_string().contains("not built by the runtime"), "{error}");
+    }
+
+    /// A store holding one object.
+    struct OneObject(String, Vec<u8>);
+
+    #[async_trait::async_trait]
+    impl ObjectStore for OneObject {
+        async fn list(&self, _prefix: &str) -> Result<Vec<agent_ports::store::ObjectMeta>, agent_ports::StoreError> {
+            Ok(Vec::new())
+        }
+        async fn get(&self, key: &str) -> Result<Option<agent_ports::store::Object>, agent_ports::StoreError> {
+            Ok((key == self.0).then(|| agent_ports::store::Object { bytes: self.1.clone(), etag: "e".into() }))
+        }
+        async fn put(&self, key: &str, _bytes: Vec<u8>) -> Result<(), agent_ports::StoreError> {
+            panic!("{key} was written")
+        }
+    }
+
+    #[tokio::test]
+    async fn a_published_versions_bundle_is_read_and_another_tenants_is_not() {
+        let bytes = b"a bundle's bytes".to_vec();
+        let sha256 = hex::encode(Sha256::digest(&bytes));
+        let key = BundleKey::new(b"a key of at least thirty-two bytes!").unwrap();
+        let ana = UserId::parse("ana").unwrap();
+        let files = format!("ana/skill-versions/fechas/@files/{HASH}/.bundle/{sha256}.tar");
+        let source = BundleSource::new(Arc::new(OneObject(files.clone(), bytes.clone())), Some(key.clone()));
+        let signed = BundleRef { key: files, sha256: sha256.clone(), mac: Some(key.mac(&ana, &sha256)), size: 16 };
+        let (found, read) = source.fetch(&request("ana", vec![Some(signed.clone())]), &sha256).await.expect("read");
+        assert_eq!((found, read), (signed.clone(), bytes));
+        // Signed for ana, but stored under bob's versions (or outside any skills): not read.
+        for elsewhere in [
+            format!("bob/skill-versions/fechas/@files/{HASH}/.bundle/{sha256}.tar"),
+            format!("ana/skill-versionsx/{sha256}.tar"),
+            format!("ana/workspaces/s1/{sha256}.tar"),
+        ] {
+            let moved = BundleRef { key: elsewhere.clone(), ..signed.clone() };
+            let error = source.fetch(&request("ana", vec![Some(moved)]), &sha256).await.expect_err("refused");
+            let outside =
+                matches!(&error, SandboxError::Unavailable(detail) if detail.contains("outside the tenant's skills"));
+            assert!(outside, "{elsewhere}: {error:?}");
+        }
     }
 
     #[tokio::test]
