@@ -29,6 +29,7 @@ mod sandbox_image;
 mod sandbox_lambda;
 mod secrets;
 mod sessions_list;
+mod skill_evals;
 mod skill_versions;
 mod storage_floor;
 mod streaming;

@@ -394,7 +394,8 @@ impl TurnService {
 impl TurnService {
     /// Runs a queued eval run of version `version` of `skill` and stores its report, completed or
     /// failed. An error is returned only where a retry could help (storage, the model); a run that
-    /// cannot succeed (no such version, no suite) is stored as failed.
+    /// cannot succeed (no such version, no suite) is stored as failed. A run already stored
+    /// finished is given back as it is: a redelivered record changes nothing and calls no model.
     pub async fn run_queued_evals(
         &self,
         user: &UserId,
@@ -403,6 +404,14 @@ impl TurnService {
         options: &EvalOptions,
     ) -> Result<EvalReport, TurnError> {
         let objects = self.objects.as_ref();
+        // Replayed turns show no skill loads and their grading would be asked again, so a finished
+        // run is never run over.
+        if let Some(done) = get_report(objects, user, skill, version, &options.run_id).await? {
+            if done.status != "running" {
+                tracing::info!(run_id = %options.run_id, status = %done.status, "eval run already finished");
+                return Ok(done);
+            }
+        }
         let started = options.now.unix_timestamp();
         let mut report = EvalReport::running(
             &options.run_id,
