@@ -34,9 +34,14 @@ tasks:
           and why, the base prompt, and what each skill's scripts need that the sandbox image
           lacks (--resolve: whether pip has wheels for it); exits 1 when a SKILL.md would be skipped
   skills sync <dir> --user <id> [--bucket <name> | --console]
-          makes the folder the tenant's skills/ (unchanged files left alone, removed files
-          deleted) and rebuilds its catalog index; the local stack by default, the console's
-          with --console, a real bucket with --bucket and the usual AWS credentials and region
+          publishes each skill of the folder as a new version and its default (the same files
+          make none), deletes skills an earlier sync published that are gone, and writes the
+          other files straight; the local stack by default, the console's with --console, a real
+          bucket with --bucket and the usual AWS credentials and region
+  skills eval <skill-path> --user <id> [--version <n>] [--runs <n>] [--require <rates>] [--promote]
+          runs a published version's evals as real turns with the deployment's model, stores the
+          report with the version, prints its table; --require gates the exit status, --promote
+          makes it the default when the requirement holds (the local stack, --console or --bucket)
   sandbox image [--oci] [--push <ref>]
           the sandbox image every command runs in, from functions/sandbox/image/ (mmdebstrap; reused
           while the list is unchanged); --oci packs it with the sandbox function for Lambda (umoci),

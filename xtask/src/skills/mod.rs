@@ -1,7 +1,8 @@
 //! `cargo xtask skills validate|sync`: what the catalog will make of a folder of skills and of the
 //! tenant's agents beside it (read by the catalog's own index code) and what the skills' scripts
-//! need that the sandbox image lacks (`needs`), and the upload of such folders to a tenant's
-//! `skills/` and `agents/` prefixes with the rebuild of that tenant's index.
+//! need that the sandbox image lacks (`needs`), and the upload of such folders for a tenant: each
+//! skill published as a version (`publish`), the rest to its `skills/` and `agents/` prefixes, with
+//! the rebuild of that tenant's index.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Read;
@@ -28,36 +29,47 @@ use md5::{Digest, Md5};
 use serde_json::{json, Value};
 
 mod bundle;
+mod eval;
 mod marketplace;
 mod needs;
+mod publish;
 mod sync;
 mod validate;
 
 pub(crate) const USAGE: &str = "\
 usage: cargo xtask skills validate <dir> [--agents <dir>] [--json] [--resolve]
        cargo xtask skills sync <dir> --user <id> [--agents <dir>] [--bucket <name> | --console] [--no-bundles] [--find-links <dir>] [--bundle-key-secret <name>]
-(cargo xtask skills validate --help and cargo xtask skills sync --help say more)";
+       cargo xtask skills eval <skill-path> --user <id> [--version <n>] [--runs <n>] [--require trigger=0.8,pass=0.9] [--promote] [--json] [--bucket <name> | --console]
+(cargo xtask skills validate --help, cargo xtask skills sync --help and cargo xtask skills eval --help say more)";
+pub(crate) use eval::EVAL_HELP;
 /// `cargo xtask skills sync --help`.
 pub(crate) const SYNC_HELP: &str = "\
 usage: cargo xtask skills sync <dir> --user <id> [--agents <dir>] [--bucket <name> | --console] [--no-bundles] [--find-links <dir>] [--bundle-key-secret <name>]
 
-Makes the folder the tenant's skills/: uploads new and changed files, leaves unchanged ones alone,
-deletes what the folder no longer has, then rebuilds the tenant's catalog index. The tenant's
-agents/ is made the agents folder the same way (the agents/ beside a folder named skills, or
---agents <dir>); without one, the tenant's agents/ is left as it is. Before that, each
-skill's Python needs that the sandbox image lacks (as `skills validate` finds them) are resolved by
-pip into a bundle of wheels for the image's Python and platform, hashes pinned, stored beside the
-skill under .bundle/; a need that cannot be resolved leaves a marker that GET /skills shows as a
-warning. Resolving needs the sandbox image (`cargo xtask sandbox image`) and pip's index. Each
-bundle's name is signed for the tenant with the deployment's bundle key, without which the sandbox
-does not install it: --bundle-key-secret, else BUNDLE_SIGNING_KEY, else (a local stack) the key of
-its environment file; a sync that makes bundles refuses to run without one.
+Makes the folder the tenant's skills. Each skill's folder is published as a version of that skill,
+as PUT /skills/{path}/versions publishes an upload, and made its default: the same files as a
+version already has make no new version. Each skill's line says its version, new or unchanged, and
+whether it is the default. A skill whose files are not a valid skill is not published (its current
+default stays) and the sync exits 1 once the rest is done. Skills that an earlier sync published
+and the folder no longer has are deleted; skills published through the API are left alone. The
+folder's other files (BASE_PROMPT.md, settings.json) are written to the tenant's skills/: new and
+changed ones uploaded, unchanged ones left alone, anything else there deleted. Then the tenant's
+catalog index is rebuilt. The tenant's agents/ is made the agents folder the same way (the agents/
+beside a folder named skills, or --agents <dir>); without one, the tenant's agents/ is left as it
+is. Before that, each skill's Python needs that the sandbox image lacks (as `skills validate` finds
+them) are resolved by pip into a bundle of wheels for the image's Python and platform, hashes
+pinned, stored with the version's files under .bundle/; a need that cannot be resolved leaves a
+marker that GET /skills shows as a warning. Resolving needs the sandbox image
+(`cargo xtask sandbox image`) and pip's index. Each bundle's name is signed for the tenant with the
+deployment's bundle key, without which the sandbox does not install it: --bundle-key-secret, else
+BUNDLE_SIGNING_KEY, else (a local stack) the key of its environment file; a sync that makes bundles
+refuses to run without one.
   --user <id>         the tenant
   --agents <dir>      the tenant's agents ({name}.md files); default: the agents/ beside <dir>
                       when <dir> is named skills
   --bucket <name>     a real bucket (AWS credentials and region as usual); default: the local stack
   --console           the stack of `cargo xtask console` instead of `cargo xtask local`
-  --no-bundles        resolve nothing; the bundles already stored for the folder's skills stay
+  --no-bundles        resolve nothing; the bundles already stored with the versions stay
   --find-links <dir>  a folder of wheels pip looks in as well (with PIP_NO_INDEX=1: only there)
   --bundle-key-secret <name>
                       the Secrets Manager secret holding the bundle key (the stack's
@@ -71,7 +83,9 @@ tenant's agents (each loaded with its tools and model, or skipped and why), and 
 skill's scripts need that the sandbox image lacks: the packages it declares (requirements.txt,
 pyproject.toml, package.json, in its folder or its scripts/), else the third-party imports of its
 .py, .js, .mjs and .cjs files, checked against the image named by SANDBOX_ROOT or else the one
-`cargo xtask sandbox image` built for the current list (never built here). Exits 1 only when a
+`cargo xtask sandbox image` built for the current list (never built here). The modules a skill's
+Python imports only inside `try: … except ImportError` are named as its optional needs (as an upload
+through the API names them); they are bundled only when a declaration names them. Exits 1 only when a
 SKILL.md or an agent file would be skipped or the base prompt is unusable; unmet needs are warnings.
 The agents are Claude Code subagent files, {name}.md, in the agents/ beside a folder named skills
 (as .claude/agents/ is beside .claude/skills/) or the folder --agents names.
@@ -80,7 +94,7 @@ plugin marketplace lays them out, [{group}/]{plugin}/skills/{name}/SKILL.md; wit
 .claude-plugin/marketplace.json, the report also says how many skills each listed plugin holds.
 Hidden folders (.git, .claude-plugin, other tools' copies) are left out.
   --agents <dir>  the tenant's agents; default: the agents/ beside <dir> when <dir> is named skills
-  --json      the report as JSON (a `needs` object per loaded skill)
+  --json      the report as JSON (a `needs` object and `optional_needs` per loaded skill)
   --resolve   also ask pip (on this machine, with the network) whether a wheel exists for the
               image's Python and platform for each Python package the image lacks; without it
               those are reported as \"not checked (--resolve)\"";
@@ -166,6 +180,7 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
             let agents = agents_folder(&dir, agents.map(PathBuf::from))?;
             runtime()?.block_on(sync::sync(root, &dir, agents.as_deref(), &user, target, bundles))
         }
+        Some((command, rest)) if command == "eval" => eval::run(root, rest),
         Some((flag, _)) if flag == "--help" || flag == "-h" => emit(&format!("{USAGE}\n")),
         _ => Err(USAGE.to_owned()),
     }

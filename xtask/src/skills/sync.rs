@@ -1,8 +1,10 @@
-//! `cargo xtask skills sync`: a folder uploaded to a tenant's `skills/` (unchanged files left alone,
-//! gone ones deleted), and its agents folder to the tenant's `agents/` alike, then that tenant's
-//! index rebuilt.
+//! `cargo xtask skills sync`: each skill of a folder published as a version of it (`publish`), the
+//! folder's other files (BASE_PROMPT.md, settings.json) written to the tenant's `skills/` (unchanged
+//! files left alone, gone ones deleted), its agents folder to the tenant's `agents/` alike, then that
+//! tenant's index rebuilt.
 
 use super::bundle::{self, PipSource};
+use super::publish::{self, Published};
 use super::*;
 
 /// Where a sync writes.
@@ -85,18 +87,6 @@ async fn connect_local(root: &Path, env_file: &str) -> Result<(S3ObjectStore, St
         .await;
     let s3 = aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build();
     Ok((S3ObjectStore::new(aws_sdk_s3::Client::from_conf(s3), &bucket), format!("s3://{bucket} on {endpoint}")))
-}
-
-/// The folders of the folder's skills (`name` or `category/name`), from their SKILL.md files.
-fn skill_folders(folder: &Folder) -> Vec<String> {
-    folder
-        .files
-        .iter()
-        .filter_map(|file| match classify(&file.rel) {
-            SkillFile::Skill(path) => Some(path.to_string()),
-            _ => None,
-        })
-        .collect()
 }
 
 /// What happened to one file of the folder.
@@ -200,9 +190,12 @@ async fn sync_agents(
     Ok((uploaded, unchanged, removed))
 }
 
-/// `sync`: the folder becomes the tenant's `skills/` (uploads, unchanged files left alone,
-/// deletions), and `agents`, when there is one, its `agents/`; then the tenant's index is rebuilt
-/// from a listing. Without an agents folder the tenant's `agents/` is left as it is.
+/// `sync`: each skill of the folder is published as a version and made its default (the same
+/// files make no new version), and the skills an earlier sync published that the folder no longer
+/// has are deleted; the folder's other files become the tenant's `skills/` (uploads, unchanged files
+/// left alone, deletions), and `agents`, when there is one, its `agents/`; then the tenant's index is
+/// rebuilt from a listing. Without an agents folder the tenant's `agents/` is left as it is. Fails,
+/// once all that is done, when a skill could not be published.
 pub(super) async fn sync(
     root: &Path,
     dir: &Path,
@@ -213,14 +206,15 @@ pub(super) async fn sync(
 ) -> Result<(), String> {
     let folder = read_folder(dir)?;
     let agents_folder = agents.map(read_folder).transpose()?;
-    let skills = skill_folders(&folder);
-    // Each skill's bundle and markers, by their path in the folder, made before anything is sent.
+    let skills = publish::publishable(&folder);
+    let paths: Vec<String> = skills.iter().map(ToString::to_string).collect();
+    // Each skill's bundle and markers, by the skill's path, made before anything is sent.
     let built = match bundles {
         Some(mut source) => {
             eprintln!("resolving what the skills' scripts need that the sandbox image lacks");
-            let needs = needs::check(root, &folder, &skills, false);
+            let needs = needs::check(root, &folder, &paths, false);
             // The key before pip: without it nothing the sandbox would install can be made.
-            let key = match bundle::anything_to_bundle(&needs, &skills) {
+            let key = match bundle::anything_to_bundle(&needs, &paths) {
                 true => {
                     source.key.stack = stack_bundle_key(root, &target);
                     Some(source.key.read().await?)
@@ -228,17 +222,23 @@ pub(super) async fn sync(
                 false => None,
             };
             let signer = key.as_ref().map(|key| bundle::Signer { key, tenant: user });
-            bundle::build_all(root, &needs, &skills, &source, signer.as_ref())?
+            bundle::build_all(root, &needs, &paths, &source, signer.as_ref())?
         }
         None => None,
     };
-    let bundles_made = built.is_some();
-    let extra: Vec<(String, Vec<u8>)> = built
-        .into_iter()
-        .flatten()
-        .flat_map(|(skill, built)| built.files.into_iter().map(move |(rel, bytes)| (format!("{skill}/{rel}"), bytes)))
-        .collect();
     let (objects, target) = connect(root, target).await?;
+    eprintln!(
+        "publishing {} of {} to {target} as {user}",
+        crate::counted(skills.len() as u64, "skill", "skills"),
+        dir.display()
+    );
+    let published = publish::publish_all(&objects, user, &folder, &skills, built.as_ref()).await?;
+    let deleted = publish::delete_gone(&objects, user, &skills).await?;
+
+    // The rest of the folder (the base prompt, the settings, anything beside the skills) is written
+    // straight: it is not versioned.
+    let straight: Vec<LocalFile> =
+        folder.files.into_iter().filter(|file| !publish::in_a_skill(&file.rel, &skills)).collect();
     let prefix = keys::skills_prefix(user);
     let remote: BTreeMap<String, ObjectMeta> = objects
         .list(&prefix)
@@ -247,37 +247,13 @@ pub(super) async fn sync(
         .into_iter()
         .map(|meta| (meta.key.clone(), meta))
         .collect();
-    eprintln!(
-        "syncing {} ({} files) to {target}/{prefix} ({} objects there now)",
-        dir.display(),
-        folder.files.len(),
-        remote.len()
-    );
+    eprintln!("syncing the folder's other files ({}) to {prefix} ({} objects there now)", straight.len(), remote.len());
     for (path, reason) in &folder.ignored {
         eprintln!("  left out {path}: {reason}");
     }
-    let (mut uploaded, mut unchanged) = upload_all(&objects, &folder.files, &prefix, &remote).await?;
-    let mut bundled = 0;
-    for (rel, bytes) in &extra {
-        let key = format!("{prefix}{rel}");
-        // Bundles are named by their hash and markers are empty: the same key and size is the same object.
-        if remote.get(&key).is_some_and(|meta| meta.size == bytes.len() as u64) {
-            continue;
-        }
-        objects.put(&key, bytes.clone()).await.map_err(|err| err.to_string())?;
-        bundled += 1;
-    }
-    let mut local: BTreeSet<String> = folder.files.iter().map(|file| format!("{prefix}{}", file.rel)).collect();
-    local.extend(extra.iter().map(|(rel, _)| format!("{prefix}{rel}")));
-    if !bundles_made {
-        // --no-bundles (or no image) leaves the bundles of the skills that are still there as they are.
-        let kept = remote.keys().filter(|key| {
-            key.strip_prefix(&prefix)
-                .and_then(|rel| rel.split_once("/.bundle/"))
-                .is_some_and(|(skill, _)| skills.iter().any(|known| known == skill))
-        });
-        local.extend(kept.cloned().collect::<Vec<_>>());
-    }
+    let (mut uploaded, mut unchanged) = upload_all(&objects, &straight, &prefix, &remote).await?;
+    // Skills written straight by an earlier sync (or by hand) go too: a published skill serves.
+    let local: BTreeSet<String> = straight.iter().map(|file| format!("{prefix}{}", file.rel)).collect();
     let gone: Vec<&String> = remote.keys().filter(|key| !local.contains(*key)).collect();
     let mut removed = delete_all(&objects, &gone).await?;
     if let (Some(agents), Some(agents_folder)) = (agents, &agents_folder) {
@@ -294,21 +270,36 @@ pub(super) async fn sync(
     let IndexRead::Usable(head) = decode_index(&head.bytes).map_err(|err| err.to_string())? else {
         return Err("the index written is not of this build's format".to_owned());
     };
-    let bundled = match bundled {
+    let Published { created, unchanged: same, refused, bundle_files } = published;
+    let refused_part = match refused.len() {
+        0 => String::new(),
+        count => format!(", {count} not published"),
+    };
+    let bundled = match bundle_files {
         0 => String::new(),
         count => format!(", {count} bundle files sent"),
     };
-    // The agents' counts only when their folder was synced, so a sync of skills alone reads as before.
+    // The agents' counts only when their folder was synced, so a sync of skills alone says nothing of them.
     let agents_line = match agents {
         Some(_) => format!("; {} agents indexed, {} skipped", head.agents.len(), head.skipped_agents.len()),
         None => String::new(),
     };
     emit(&format!(
-        "{uploaded} uploaded, {unchanged} unchanged, {removed} removed{bundled}; {} skills indexed, {} skipped{agents_line}\n",
-        head.total, head.skipped
+        "skills: {}, {same} unchanged, {deleted} deleted{refused_part}; files: {uploaded} uploaded, {unchanged} \
+         unchanged, {removed} removed{bundled}; {} skills indexed, {} skipped{agents_line}\n",
+        crate::counted(created as u64, "new version", "new versions"),
+        head.total,
+        head.skipped
     ))?;
     if head.skipped > 0 || (agents.is_some() && !head.skipped_agents.is_empty()) {
         eprintln!("`cargo xtask skills validate {}` says why each is skipped", dir.display());
     }
-    Ok(())
+    match refused.is_empty() {
+        true => Ok(()),
+        false => Err(format!(
+            "{} not published (why is above; each keeps the version it served): {}",
+            crate::counted(refused.len() as u64, "skill was", "skills were"),
+            refused.join(", ")
+        )),
+    }
 }

@@ -256,6 +256,13 @@ fn render(report: &Value) -> String {
         for line in needs::render_skill(&skill["needs"]) {
             out += &format!("    {line}\n");
         }
+        let optional: Vec<String> = list(&skill["optional_needs"]).iter().map(text).collect();
+        if !optional.is_empty() {
+            out += &format!(
+                "    optional needs (imported only inside try: … except ImportError): {}\n",
+                optional.join(", ")
+            );
+        }
     }
     let inside = list(&report["inside_a_skill"]);
     if !inside.is_empty() {
@@ -322,7 +329,8 @@ fn render(report: &Value) -> String {
     out
 }
 
-/// Adds what each loaded skill needs that the image lacks to the report (see [`needs`]).
+/// Adds what each loaded skill needs that the image lacks to the report (see [`needs`]), and the
+/// modules its scripts import only where a failed import is caught (its optional needs).
 fn add_needs(report: &mut Value, workspace: &Path, folder: &Folder, resolve: bool) {
     let skills: Vec<String> = report["loaded"]
         .as_array()
@@ -331,9 +339,11 @@ fn add_needs(report: &mut Value, workspace: &Path, folder: &Folder, resolve: boo
         .filter_map(|skill| skill["path"].as_str().map(str::to_owned))
         .collect();
     let needs = needs::check(workspace, folder, &skills, resolve);
+    let optional = needs::optional(folder, &skills);
     for skill in report["loaded"].as_array_mut().into_iter().flatten() {
         let path = skill["path"].as_str().unwrap_or_default().to_owned();
         skill["needs"] = needs.skill_json(&path);
+        skill["optional_needs"] = json!(optional.get(&path).cloned().unwrap_or_default());
     }
     report["needs"] = needs.summary_json();
     report["totals"]["needs"] = needs.totals_json();

@@ -15,6 +15,7 @@ pub fn texts() -> Vec<(String, &'static str)> {
     texts.push(("cargo xtask skills --help".to_owned(), crate::skills::USAGE));
     texts.push(("cargo xtask skills sync --help".to_owned(), crate::skills::SYNC_HELP));
     texts.push(("cargo xtask skills validate --help".to_owned(), crate::skills::VALIDATE_HELP));
+    texts.push(("cargo xtask skills eval --help".to_owned(), crate::skills::EVAL_HELP));
     texts.push(("cargo xtask sandbox image --help".to_owned(), crate::image::USAGE));
     texts
 }

@@ -35,6 +35,8 @@ fn every_task_answers_help_and_runs_nothing() {
         (&["skills", "--help"], "usage: cargo xtask skills validate"),
         (&["skills", "validate", "--help"], "usage: cargo xtask skills validate <dir>"),
         (&["skills", "sync", "--help"], "usage: cargo xtask skills sync <dir>"),
+        (&["skills", "eval", "--help"], "usage: cargo xtask skills eval <skill-path>"),
+        (&["skills", "eval", "pdf", "--bucket", "b", "--help"], "usage: cargo xtask skills eval <skill-path>"),
         (&["sandbox", "--help"], "sandbox image"),
         (&["sandbox", "image", "--help"], "sandbox image"),
     ];

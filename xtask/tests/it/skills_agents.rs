@@ -110,7 +110,8 @@ async fn sync_makes_the_agents_folder_the_tenants_agents_and_leaves_them_alone_w
 
     let output = sync(&skills);
     assert!(output.status.success(), "{}", stderr(&output));
-    let summary = "4 uploaded, 0 unchanged, 1 removed; 1 skills indexed, 0 skipped; 2 agents indexed, 1 skipped\n";
+    let summary = "alpha: version 1 (new), default\nskills: 1 new version, 0 unchanged, 0 deleted; files: 3 uploaded, \
+                   0 unchanged, 1 removed; 1 skills indexed, 0 skipped; 2 agents indexed, 1 skipped\n";
     assert_eq!(stdout(&output), summary);
     let stored = etags(&s3, &bucket, "u1/agents/").await;
     assert_eq!(
@@ -126,7 +127,8 @@ async fn sync_makes_the_agents_folder_the_tenants_agents_and_leaves_them_alone_w
     let output = sync(&skills);
     assert_eq!(
         stdout(&output),
-        "0 uploaded, 4 unchanged, 0 removed; 1 skills indexed, 0 skipped; 2 agents indexed, 1 skipped\n"
+        "alpha: version 1 (unchanged), default\nskills: 0 new versions, 1 unchanged, 0 deleted; files: 0 uploaded, \
+         3 unchanged, 0 removed; 1 skills indexed, 0 skipped; 2 agents indexed, 1 skipped\n"
     );
 
     // A skills folder with no agents beside it leaves the tenant's agents as they are.
@@ -134,7 +136,11 @@ async fn sync_makes_the_agents_folder_the_tenants_agents_and_leaves_them_alone_w
     alone.write("skills/alpha/SKILL.md", skill_md("Alpha.", ""));
     let output = sync(&alone.0.join("skills"));
     assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(stdout(&output), "0 uploaded, 1 unchanged, 0 removed; 1 skills indexed, 0 skipped\n");
+    assert_eq!(
+        stdout(&output),
+        "alpha: version 1 (unchanged), default\nskills: 0 new versions, 1 unchanged, 0 deleted; files: 0 uploaded, \
+         0 unchanged, 0 removed; 1 skills indexed, 0 skipped\n"
+    );
     assert_eq!(etags(&s3, &bucket, "u1/agents/").await, stored);
     assert_eq!(head(&objects, "u1").await.agents.len(), 2, "the rebuilt index still lists them");
 }

@@ -1,38 +1,55 @@
 //! `cargo xtask skills sync` run as a user runs it: the compiled xtask binary syncing into
-//! moto_server on loopback, the index it rebuilds, the bundles it makes, and a plugin marketplace
-//! read through the catalog of the compiled http-turn.
+//! moto_server on loopback, the versions it publishes, the index it rebuilds, the bundles it makes,
+//! and a plugin marketplace read through the catalog of the compiled http-turn.
 
 use serde_json::Value;
 
 use crate::support::*;
 
+/// The keys under `prefix` whose tail is `tail`.
+async fn keys_ending(s3: &aws_sdk_s3::Client, bucket: &str, prefix: &str, tail: &str) -> Vec<String> {
+    etags(s3, bucket, prefix).await.into_keys().filter(|key| key.ends_with(tail)).collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
-async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
+async fn sync_publishes_each_skill_as_a_version_writes_the_rest_and_rebuilds_the_index() {
+    use agent_core::skills::versions;
+
     let endpoint = local_stack::moto::moto().endpoint.clone();
     let config = local_stack::moto::sdk_config(&endpoint).await;
     let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&config).force_path_style(true).build());
     let bucket = local_stack::moto::unique_name("sync");
     local_stack::moto::create_bucket(&s3, &bucket).await;
     let objects = aws_store::S3ObjectStore::new(s3.clone(), &bucket);
-    // Another tenant's skills, which a sync of u1 must leave alone.
-    s3.put_object()
-        .bucket(&bucket)
-        .key("u0/skills/theirs/SKILL.md")
-        .body(b"theirs".to_vec().into())
-        .send()
-        .await
-        .unwrap();
+    let put = |key: &'static str, body: &'static str| {
+        let s3 = s3.clone();
+        let bucket = bucket.clone();
+        async move { s3.put_object().bucket(bucket).key(key).body(body.as_bytes().to_vec().into()).send().await }
+    };
+    // Another tenant's skills, which a sync of u1 must leave alone; a skill of u1 written straight
+    // under skills/ (as syncs did before versions), which a published skill replaces.
+    put("u0/skills/theirs/SKILL.md", "theirs").await.unwrap();
+    put("u1/skills/old/SKILL.md", "---\ndescription: Old.\n---\n").await.unwrap();
+    put("u1/skills/old/.bundle/unmet/rdkit", "").await.unwrap();
+    // A skill of u1's published through the API: no sync made it, so none deletes it.
+    let u1 = agent_core::UserId::parse("u1").unwrap();
+    let theirs = agent_core::ids::SkillPath::parse("api-skill").unwrap();
+    let files = vec![versions::SkillFileBytes {
+        path: "SKILL.md".into(),
+        bytes: skill_md("Published by hand.", "name: api-skill\n").into_bytes(),
+    }];
+    versions::publish(&objects, &u1, &theirs, files, "ana", 1, None, None).await.unwrap();
 
     let scratch = Scratch::new();
     scratch.write("alpha/SKILL.md", skill_md("Alpha.", ""));
     scratch.write("alpha/notes.md", "first notes\n");
     scratch.write("beta/SKILL.md", skill_md("Beta.", ""));
     scratch.write("broken/SKILL.md", "no frontmatter\n");
-    // Enough files for progress lines.
+    scratch.write("a/b/deep/SKILL.md", skill_md("Too deep.", ""));
+    scratch.write("BASE_PROMPT.md", "You help with {skill}.\n");
     for i in 0..120 {
         scratch.write(&format!("alpha/data/{i:03}.txt"), format!("row {i}\n"));
     }
-    let files = 124;
     // The local stack's settings, as `cargo xtask local` writes them, pointed at this test's moto.
     let settings = Scratch::new();
     let env_file = settings.0.join("local.env");
@@ -44,62 +61,89 @@ async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
         ),
     )
     .unwrap();
-    let local = [("XTASK_LOCAL_ENV", env_file.to_str().unwrap())];
+    let local = [("XTASK_LOCAL_ENV", env_file.to_str().unwrap()), ("USER", "ana")];
     let dir = scratch.0.to_str().unwrap();
 
+    // A skill whose files are not a skill is not published; the others are, and the run fails.
     let output = tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "u1"], &local));
-    assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(stdout(&output), format!("{files} uploaded, 0 unchanged, 0 removed; 2 skills indexed, 1 skipped\n"));
-    assert!(stderr(&output).contains(&format!("100/{files} files checked")), "progress: {}", stderr(&output));
-    let first = etags(&s3, &bucket, "u1/skills/").await;
-    assert_eq!(first.len(), files);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(
+        stdout(&output),
+        "alpha: version 1 (new), default\nbeta: version 1 (new), default\nbroken: not published\n\
+         skills: 2 new versions, 0 unchanged, 0 deleted, 1 not published; files: 2 uploaded, 0 unchanged, 2 removed; \
+         3 skills indexed, 1 skipped\n"
+    );
+    assert!(stderr(&output).contains("  broken: SKILL.md: "), "{}", stderr(&output));
+    assert!(stderr(&output).contains("1 skill was not published"), "{}", stderr(&output));
+    let straight = etags(&s3, &bucket, "u1/skills/").await;
+    assert_eq!(straight.keys().collect::<Vec<_>>(), ["u1/skills/BASE_PROMPT.md", "u1/skills/a/b/deep/SKILL.md"]);
+    assert_eq!(etags(&s3, &bucket, "u1/skill-versions/alpha/@files/").await.len(), 122, "alpha's every file");
+    let alpha = agent_core::ids::SkillPath::parse("alpha").unwrap();
+    let first = versions::get_version(&objects, &u1, &alpha, 1).await.unwrap();
+    assert_eq!(first.uploaded_by, "cargo xtask skills sync (ana)");
     let head_before = head(&objects, "u1").await;
-    assert_eq!((head_before.total, head_before.skipped), (2, 1));
+    assert_eq!((head_before.total, head_before.skipped), (3, 1), "alpha, beta and the API's skill; the deep one");
 
-    // A mark on one object that any upload of it would erase (a copy onto itself keeps the bytes).
-    let marked = "u1/skills/alpha/notes.md";
-    s3.copy_object()
-        .bucket(&bucket)
-        .key(marked)
-        .copy_source(format!("{bucket}/{marked}"))
-        .metadata("mark", "kept")
-        .metadata_directive(aws_sdk_s3::types::MetadataDirective::Replace)
-        .send()
-        .await
-        .unwrap();
-    let mark = || async {
-        let head = s3.head_object().bucket(&bucket).key(marked).send().await.unwrap();
-        head.metadata().and_then(|metadata| metadata.get("mark").cloned())
+    // A mark on objects that any upload of them would erase (a copy onto itself keeps the bytes).
+    let notes = keys_ending(&s3, &bucket, "u1/skill-versions/alpha/", "/notes.md").await.pop().unwrap();
+    for marked in [notes.as_str(), "u1/skills/BASE_PROMPT.md"] {
+        s3.copy_object()
+            .bucket(&bucket)
+            .key(marked)
+            .copy_source(format!("{bucket}/{marked}"))
+            .metadata("mark", "kept")
+            .metadata_directive(aws_sdk_s3::types::MetadataDirective::Replace)
+            .send()
+            .await
+            .unwrap();
+    }
+    let marks = || async {
+        let mut found = Vec::new();
+        for marked in [notes.as_str(), "u1/skills/BASE_PROMPT.md"] {
+            let head = s3.head_object().bucket(&bucket).key(marked).send().await.unwrap();
+            found.push(head.metadata().and_then(|metadata| metadata.get("mark").cloned()));
+        }
+        found
     };
-    assert_eq!(mark().await.as_deref(), Some("kept"));
+    assert_eq!(marks().await, [Some("kept".to_owned()), Some("kept".to_owned())]);
 
-    // Nothing changed: nothing is uploaded.
+    // Nothing changed: no new version, nothing uploaded.
     let output = tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "u1"], &local));
-    assert_eq!(stdout(&output), format!("0 uploaded, {files} unchanged, 0 removed; 2 skills indexed, 1 skipped\n"));
+    assert_eq!(
+        stdout(&output),
+        "alpha: version 1 (unchanged), default\nbeta: version 1 (unchanged), default\nbroken: not published\n\
+         skills: 0 new versions, 2 unchanged, 0 deleted, 1 not published; files: 0 uploaded, 2 unchanged, 0 removed; \
+         3 skills indexed, 1 skipped\n"
+    );
+    assert_eq!(marks().await, [Some("kept".to_owned()), Some("kept".to_owned())], "nothing was sent again");
 
-    // One skill repaired, one removed.
+    // One skill repaired, one changed, one removed.
     scratch.write("broken/SKILL.md", skill_md("Fixed now.", ""));
+    scratch.write("alpha/notes.md", "second notes\n");
     std::fs::remove_file(scratch.0.join("beta/SKILL.md")).unwrap();
     let output = tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "u1"], &local));
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(
         stdout(&output),
-        format!("1 uploaded, {} unchanged, 1 removed; 2 skills indexed, 0 skipped\n", files - 2)
+        "alpha: version 2 (new), default\nbroken: version 1 (new), default\nbeta: deleted (no longer in the folder)\n\
+         skills: 2 new versions, 0 unchanged, 1 deleted; files: 0 uploaded, 2 unchanged, 0 removed; \
+         3 skills indexed, 1 skipped\n"
     );
-    let second = etags(&s3, &bucket, "u1/skills/").await;
-    assert!(!second.contains_key("u1/skills/beta/SKILL.md"), "the removed file is gone");
-    assert_ne!(second["u1/skills/broken/SKILL.md"], first["u1/skills/broken/SKILL.md"], "the changed file is new");
-    let same: Vec<&String> = second.keys().filter(|key| first.get(*key) == second.get(*key)).collect();
-    assert_eq!(same.len(), files - 2, "every other file is as it was");
-    assert_eq!(mark().await.as_deref(), Some("kept"), "an unchanged file is never uploaded again");
+    assert!(stderr(&output).contains("left alone: 1 published skill not in the folder"), "{}", stderr(&output));
+    assert_eq!(etags(&s3, &bucket, "u1/skill-versions/beta/").await.len(), 0, "beta's versions are gone");
+    let numbers: Vec<u32> =
+        versions::list_versions(&objects, &u1, &alpha).await.unwrap().iter().map(|v| v.version).collect();
+    assert_eq!(numbers, [1, 2], "the version before stays, to roll back to");
+    assert_eq!(marks().await[0].as_deref(), Some("kept"), "version 1's files never change");
     let head_after = head(&objects, "u1").await;
-    assert_eq!((head_after.total, head_after.skipped), (2, 0), "the index lists the skills left");
     let inline = head_after.inline.expect("a small catalog is inline");
-    assert_eq!(inline.skills.keys().collect::<Vec<_>>(), ["alpha", "broken"]);
+    assert_eq!(inline.skills.keys().collect::<Vec<_>>(), ["alpha", "api-skill", "broken"]);
     assert_eq!(inline.skills["broken"].description, "Fixed now.");
+    assert_eq!(inline.skills["alpha"].version.as_ref().map(|tag| tag.number()), Some(2));
     assert_eq!(etags(&s3, &bucket, "u0/").await.len(), 1, "another tenant's prefix is untouched");
 
     // A real bucket: the SDK's usual environment (here pointed at moto).
+    let before = etags(&s3, &bucket, "u1/").await;
     let aws = [
         ("AWS_ENDPOINT_URL", endpoint.as_str()),
         ("AWS_ACCESS_KEY_ID", "testing"),
@@ -110,11 +154,15 @@ async fn sync_uploads_changes_removes_and_rebuilds_the_index() {
     let output =
         tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "u2", "--bucket", &bucket], &aws));
     assert!(output.status.success(), "{}", stderr(&output));
-    assert_eq!(
-        stdout(&output),
-        format!("{} uploaded, 0 unchanged, 0 removed; 2 skills indexed, 0 skipped\n", files - 1)
+    assert!(
+        stdout(&output).ends_with(
+            "skills: 2 new versions, 0 unchanged, 0 deleted; files: 2 uploaded, 0 unchanged, 0 removed; \
+             2 skills indexed, 1 skipped\n"
+        ),
+        "{}",
+        stdout(&output)
     );
-    assert_eq!(etags(&s3, &bucket, "u1/skills/").await, second, "u2's sync leaves u1 alone");
+    assert_eq!(etags(&s3, &bucket, "u1/").await, before, "u2's sync leaves u1 alone");
 
     let output = tokio::task::block_in_place(|| xtask(&["skills", "sync", dir, "--user", "../u1"], &local));
     assert_eq!(output.status.code(), Some(1));
@@ -168,14 +216,23 @@ async fn sync_bundles_what_the_image_lacks_and_the_sandbox_installs_it_offline_p
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stdout(&output).contains("2 bundle files sent"), "{}", stdout(&output));
     assert!(stderr(&output).contains("fechas: bundled notarial-dates==1.0"), "{}", stderr(&output));
-    let stored = etags(&stack.s3, &stack.bucket, "u-bundle/skills/").await;
-    let bundle = stored.keys().find(|key| key.starts_with("u-bundle/skills/fechas/.bundle/")).expect("a bundle");
-    assert!(bundle.ends_with(".tar"), "{bundle}");
-    assert!(stored.contains_key("u-bundle/skills/raro/.bundle/unmet/no-such-package-anywhere"), "{stored:?}");
-    // The same folder again: the bundle is the same bytes, so nothing is sent.
+    // Each bundle is stored with its version's files, beside them under .bundle/.
+    let stored = etags(&stack.s3, &stack.bucket, "u-bundle/skill-versions/").await;
+    let in_version = |skill: &str, tail: &str| {
+        stored.keys().any(|key| {
+            key.strip_prefix(&format!("u-bundle/skill-versions/{skill}/@files/"))
+                .and_then(|rest| rest.split_once('/'))
+                .is_some_and(|(_, rel)| rel.starts_with(".bundle/") && rel.ends_with(tail))
+        })
+    };
+    assert!(in_version("fechas", ".tar"), "{stored:?}");
+    assert!(in_version("raro", ".bundle/unmet/no-such-package-anywhere"), "{stored:?}");
+    assert_eq!(etags(&stack.s3, &stack.bucket, "u-bundle/skills/").await.len(), 0, "no skill is written straight");
+    // The same folder again: the same version, the bundle the same bytes, so nothing is sent.
     let again = sync("u-bundle");
+    assert!(stdout(&again).starts_with("fechas: version 1 (unchanged), default\n"), "{}", stdout(&again));
     assert!(!stdout(&again).contains("bundle files sent"), "{}", stdout(&again));
-    assert_eq!(etags(&stack.s3, &stack.bucket, "u-bundle/skills/").await, stored);
+    assert_eq!(etags(&stack.s3, &stack.bucket, "u-bundle/skill-versions/").await, stored);
 
     let bundles = Scratch::new();
     let env = local_stack::image::local_sandbox_env();
@@ -278,7 +335,7 @@ fn sync_makes_no_bundle_without_the_signing_key() {
 
 /// A repository laid out as a Claude Code plugin marketplace (`[group/]plugin/skills/name/SKILL.md`,
 /// `.claude-plugin/marketplace.json`), as published: validate loads every skill and counts them by
-/// plugin, sync uploads it as it is, and the catalog of the compiled http-turn lists the skills under
+/// plugin, sync publishes each skill as a version, and the catalog of the compiled http-turn lists the skills under
 /// their plugin and loads one with its files; two plugins' skills of the same name stay apart.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_plugin_marketplace_loads_in_validate_sync_and_the_catalog() {
@@ -357,8 +414,17 @@ async fn a_plugin_marketplace_loads_in_validate_sync_and_the_catalog() {
     let output = tokio::task::block_in_place(|| xtask(&args, &aws));
     assert!(output.status.success(), "{}", stderr(&output));
     assert!(stdout(&output).ends_with("; 4 skills indexed, 0 skipped\n"), "{}", stdout(&output));
-    let stored = etags(&stack.s3, &stack.bucket, "u-market/skills/").await;
-    assert!(stored.contains_key("u-market/skills/engineering-team/skills/a11y-audit/scripts/check.py"), "{stored:?}");
+    assert!(
+        stdout(&output).contains("engineering-team/playwright-pro/skills/review: version 1 (new), default\n"),
+        "{}",
+        stdout(&output)
+    );
+    let stored = etags(&stack.s3, &stack.bucket, "u-market/").await;
+    let script = stored.keys().any(|key| {
+        key.starts_with("u-market/skill-versions/engineering-team/skills/a11y-audit/@files/")
+            && key.ends_with("/scripts/check.py")
+    });
+    assert!(script, "the skill's script is one of its version's files: {stored:?}");
     assert!(!stored.keys().any(|key| key.contains("/.")), "hidden folders stay out: {stored:?}");
 
     let http = stack.http(&[]).await;

@@ -139,3 +139,29 @@ fn validate_refuses_a_folder_that_does_not_exist() {
     let output = xtask(&["skills", "frobnicate"], &[]);
     assert!(!output.status.success() && stderr(&output).contains("usage: cargo xtask skills"));
 }
+
+/// Imports a script makes only inside `try: … except ImportError` are the skill's optional needs,
+/// in the text and the JSON, named as an upload through the API names them (the core's scan).
+#[test]
+fn validate_names_the_optional_needs_of_each_skill() {
+    let scratch = Scratch::new();
+    scratch.write("charts/SKILL.md", skill_md("Draws charts.", "name: charts\n"));
+    let script = "import os\ntry:\n    import plotly\nexcept ImportError:\n    plotly = None\n";
+    scratch.write("charts/scripts/draw.py", script);
+    scratch.write("plain/SKILL.md", skill_md("No scripts.", "name: plain\n"));
+
+    let output = xtask(&["skills", "validate", scratch.0.to_str().unwrap()], &[]);
+    let text = stdout(&output);
+    assert!(output.status.success(), "{text}\n{}", stderr(&output));
+    assert!(text.contains("    optional needs (imported only inside try: … except ImportError): plotly\n"), "{text}");
+    assert_eq!(text.matches("optional needs").count(), 1, "a skill without any says nothing:\n{text}");
+
+    let (_, report) = validate_json(&scratch.0);
+    assert_eq!(report["loaded"][0]["optional_needs"], serde_json::json!(["plotly"]));
+    assert_eq!(report["loaded"][1]["optional_needs"], serde_json::json!([]));
+    let files = vec![agent_core::skills::versions::SkillFileBytes {
+        path: "scripts/draw.py".into(),
+        bytes: script.as_bytes().to_vec(),
+    }];
+    assert_eq!(agent_core::skills::versions::optional_needs(&files), ["plotly"], "the API's scan agrees");
+}

@@ -3,7 +3,8 @@
 //! `scripts/`), else the third-party imports of its scripts; each checked against what the image
 //! provides (`image`), and with `--resolve`, whether pip finds a wheel for the image (`resolve`).
 //! Unmet needs are warnings: a skill loads whatever its scripts need. The skills are read in
-//! `scan`, and their needs reported in `report`.
+//! `scan`, and their needs reported in `report`. Apart from these, [`optional`] names the modules
+//! scripts import only inside `try: … except ImportError`, with the scan an upload runs.
 
 mod declared;
 mod image;
@@ -17,7 +18,9 @@ mod toml;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use super::Folder;
+use agent_core::skills::versions::{optional_needs, SkillFileBytes, MAX_SCRIPT_BYTES as MAX_SCANNED_BYTES};
+
+use super::{read_bounded, Folder};
 use declared::Requirement;
 use image::Provides;
 pub(super) use report::{render_skill, render_summary};
@@ -107,6 +110,26 @@ pub(super) fn check(workspace: &Path, folder: &Folder, skills: &[String], resolv
     needs
 }
 
+/// Each skill's optional needs (see `agent_core::skills::versions::optional_needs`): found by the
+/// same scan an upload through the API runs, so both name the same modules, and without the image.
+/// A script that cannot be read is left out here; the needs report says why.
+pub(super) fn optional(folder: &Folder, skills: &[String]) -> BTreeMap<String, Vec<String>> {
+    scan::skill_files(folder, skills)
+        .into_iter()
+        .map(|(skill, files)| {
+            let scripts: Vec<SkillFileBytes> = files
+                .iter()
+                .filter(|(inner, file)| inner.ends_with(".py") && file.size <= MAX_SCANNED_BYTES as u64)
+                .filter_map(|(inner, file)| {
+                    let bytes = read_bounded(&file.path, MAX_SCANNED_BYTES as u64).ok().flatten()?;
+                    Some(SkillFileBytes { path: inner.clone(), bytes })
+                })
+                .collect();
+            (skill, optional_needs(&scripts))
+        })
+        .collect()
+}
+
 impl Need {
     /// The need as pip takes it on its command line: the name alone for one found in the scripts'
     /// imports, else the requirement as declared.
@@ -169,6 +192,26 @@ mod tests {
             met,
             resolution: (!met).then_some(Resolution::NotChecked),
         }
+    }
+
+    #[test]
+    fn optional_needs_are_the_guarded_imports_of_each_skill_s_own_scripts() {
+        let dir = std::env::temp_dir().join(format!("xtask-optional-needs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let write = |rel: &str, text: &str| {
+            let path = dir.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write("demo/SKILL.md", "---\nname: demo\ndescription: A demo.\n---\n");
+        write("demo/scripts/run.py", "import os\ntry:\n    import torch\nexcept ImportError:\n    torch = None\n");
+        write("demo/scripts/notes.txt", "try:\n    import not_python\nexcept ImportError:\n    pass\n");
+        write("plain/SKILL.md", "---\nname: plain\ndescription: No scripts.\n---\n");
+        let folder = crate::skills::read_folder(&dir).unwrap();
+        let found = optional(&folder, &["demo".to_owned(), "plain".to_owned()]);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(found["demo"], ["torch"]);
+        assert!(found["plain"].is_empty());
     }
 
     #[test]

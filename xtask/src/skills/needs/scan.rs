@@ -22,7 +22,7 @@ const NODE_BUILTINS: &str = "\
 
 /// A skill's files, by their paths inside it: each file of the folder belongs to the innermost
 /// skill whose folder holds it.
-fn skill_files<'a>(folder: &'a Folder, skills: &[String]) -> BTreeMap<String, Vec<(String, &'a LocalFile)>> {
+pub(super) fn skill_files<'a>(folder: &'a Folder, skills: &[String]) -> BTreeMap<String, Vec<(String, &'a LocalFile)>> {
     let known: BTreeSet<&str> = skills.iter().map(String::as_str).collect();
     let mut files: BTreeMap<String, Vec<(String, &LocalFile)>> =
         skills.iter().map(|skill| (skill.clone(), Vec::new())).collect();
