@@ -146,7 +146,7 @@ test("files dropped and pasted join the message, Send waits for their uploads, a
 
   // Text bytes named .png: the API refuses them, and the chip says what it said.
   const refused = page.waitForResponse((response) => response.url().includes("/uploads/falso.png"));
-  await page.locator('input[type="file"]').setInputFiles({
+  await page.getByRole("main").locator('input[type="file"]').setInputFiles({
     name: "falso.png",
     mimeType: "image/png",
     buffer: Buffer.from("esto no es una imagen\n"),

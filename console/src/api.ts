@@ -246,7 +246,8 @@ export function errorFromBody(status: number, body: unknown): ApiError {
   return new ApiError(status, "http_error", `request failed with status ${status}`);
 }
 
-async function failure(response: Response): Promise<ApiError> {
+/** The error of a refused answer, read from its body. */
+export async function failure(response: Response): Promise<ApiError> {
   const text = await response.text().catch(() => "");
   let body: unknown = null;
   try {
@@ -257,7 +258,7 @@ async function failure(response: Response): Promise<ApiError> {
   return errorFromBody(response.status, body);
 }
 
-async function getJson<T>(url: string, token: string | null, signal?: AbortSignal): Promise<T> {
+export async function getJson<T>(url: string, token: string | null, signal?: AbortSignal): Promise<T> {
   const headers: Record<string, string> = { Accept: "application/json" };
   if (token) headers.Authorization = `Bearer ${token}`;
   let response: Response;
@@ -271,7 +272,7 @@ async function getJson<T>(url: string, token: string | null, signal?: AbortSigna
   return (await response.json()) as T;
 }
 
-function query(params: Record<string, string | number | null | undefined>): string {
+export function query(params: Record<string, string | number | null | undefined>): string {
   const search = new URLSearchParams();
   for (const [key, value] of Object.entries(params)) {
     if (value !== null && value !== undefined && value !== "") search.set(key, String(value));

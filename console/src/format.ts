@@ -53,8 +53,10 @@ export function entryTitle(entry: TimelineEntry): string {
       }
       return `${head} — state ${entry.state}`;
     }
-    case "skill":
-      return entry.forced ? `Skill ${entry.skill} forced by a slash command` : `Skill ${entry.skill} loaded`;
+    case "skill": {
+      const skill = entry.version === undefined ? entry.skill : `${entry.skill} (version ${entry.version})`;
+      return entry.forced ? `Skill ${skill} forced by a slash command` : `Skill ${skill} loaded`;
+    }
     case "tool":
       return entry.summary ? `Tool ${entry.name}: ${entry.summary}` : `Tool ${entry.name}`;
     case "file":

@@ -60,6 +60,18 @@ describe("a streamed turn", () => {
     expect(call.kind === "tool" && call.arguments).toEqual({ file_path: "/workspace/a.md" });
   });
 
+  it("names the version a published skill loaded", () => {
+    const turn = play([
+      event("turn.started", { session_id: "s-1" }),
+      event("skill.loaded", { skill: "pruebas/horario-oficina", forced: false, version: 2 }),
+      event("skill.loaded", { skill: "pruebas/horario-oficina", forced: true, version: 1 }),
+    ]);
+    expect(turn.timeline.map(entryTitle)).toEqual([
+      "Skill pruebas/horario-oficina (version 2) loaded",
+      "Skill pruebas/horario-oficina (version 1) forced by a slash command",
+    ]);
+  });
+
   it("fails with the error body, and a stream that just ends fails the turn", () => {
     const failed = play([event("turn.failed", { error: { code: "model_provider_failed", message: "down" } })]);
     expect(failed.status).toBe("failed");

@@ -35,7 +35,7 @@ export type TimelineEntry =
       toolCount: number | null;
       promptTokens: number | null;
     }
-  | { kind: "skill"; skill: string; forced: boolean }
+  | { kind: "skill"; skill: string; forced: boolean; version?: number }
   | {
       kind: "tool";
       id: string;
@@ -184,7 +184,16 @@ const TIMELINE_EVENTS = new Set(["model.call", "skill.loaded", "tool.call", "too
 function applyToTimeline(timeline: TimelineEntry[], name: string, data: Json | null): TimelineEntry[] {
   switch (name) {
     case "skill.loaded":
-      return [...timeline, { kind: "skill", skill: text(data?.skill), forced: data?.forced === true }];
+      return [
+        ...timeline,
+        {
+          kind: "skill",
+          skill: text(data?.skill),
+          forced: data?.forced === true,
+          // A published skill's version (the default, or the one the turn pinned).
+          ...(typeof data?.version === "number" ? { version: data.version } : {}),
+        },
+      ];
     case "model.call":
       return [
         ...timeline,

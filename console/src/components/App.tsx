@@ -15,6 +15,7 @@ import {
 } from "../api";
 import type { SentFile } from "../attachments";
 import { messageOf } from "../errors";
+import { SkillVersionsApi } from "../skillVersions";
 import { useAbortableLoad } from "../hooks/useAbortableLoad";
 import { ShownLoaderContext, useShownLoader } from "../hooks/useShownFiles";
 import { turnsFromHistory } from "../history";
@@ -23,6 +24,7 @@ import { Catalog } from "./Catalog";
 import { Conversation } from "./Conversation";
 import { Sessions } from "./Sessions";
 import { SideTabs } from "./SideTabs";
+import { Skills } from "./Skills";
 import { Usage } from "./Usage";
 import { Workspace, type WorkspaceFile } from "./Workspace";
 
@@ -43,6 +45,7 @@ export function App() {
   const user = config?.users.find((candidate) => candidate.id === userId) ?? null;
   const token = user?.token ?? null;
   const api = useMemo(() => (token ? new Api(token) : null), [token]);
+  const versions = useMemo(() => (token ? new SkillVersionsApi(token) : null), [token]);
 
   const [sessionId, setSessionId] = useState<string | null>(null);
   const [turns, setTurns] = useState<Turn[]>([]);
@@ -271,7 +274,7 @@ export function App() {
       </main>
     );
   }
-  if (!config || !api) {
+  if (!config || !api || !versions) {
     return (
       <main class="fatal">
         <h1>Skill console</h1>
@@ -335,8 +338,27 @@ export function App() {
           />
         </ShownLoaderContext.Provider>
         <SideTabs
-          workspace={<Workspace key={userId} api={api} sessionId={sessionId} files={files} />}
-          catalog={<Catalog key={userId} api={api} refresh={refresh} />}
+          tabs={[
+            {
+              id: "workspace",
+              name: "Workspace",
+              panel: () => <Workspace key={userId} api={api} sessionId={sessionId} files={files} />,
+            },
+            { id: "catalog", name: "Catalog", panel: () => <Catalog key={userId} api={api} refresh={refresh} /> },
+            {
+              id: "skills",
+              name: "Skills",
+              panel: (shown) => (
+                <Skills
+                  key={userId}
+                  api={api}
+                  versions={versions}
+                  shown={shown}
+                  onChanged={() => setRefresh((count) => count + 1)}
+                />
+              ),
+            },
+          ]}
         />
       </div>
       <div role="status" class="visually-hidden">

@@ -1,16 +1,21 @@
-// The right column: the Workspace and Catalog tabs.
+// The right column: the Workspace, Catalog and Skills tabs.
 
 import { useRef, useState } from "preact/hooks";
 import type { ComponentChildren, JSX } from "preact";
 
-/** Two tabs (Workspace, Catalog) with arrow-key movement between them, as the ARIA pattern has it. */
-export function SideTabs({ workspace, catalog }: { workspace: ComponentChildren; catalog: ComponentChildren }) {
-  const [selected, setSelected] = useState<"workspace" | "catalog">("workspace");
-  const tabs = ["workspace", "catalog"] as const;
-  const names = { workspace: "Workspace", catalog: "Catalog" };
+/** One tab: its id, its name, and its panel (told whether it is shown, so it may load only then). */
+export interface SideTab {
+  id: string;
+  name: string;
+  panel: (shown: boolean) => ComponentChildren;
+}
+
+/** Tabs with arrow-key movement between them, as the ARIA pattern has it; the first is shown first. */
+export function SideTabs({ tabs }: { tabs: SideTab[] }) {
+  const [selected, setSelected] = useState(tabs[0]?.id ?? "");
   const refs = useRef<Record<string, HTMLButtonElement | null>>({});
   const onKeyDown = (event: JSX.TargetedKeyboardEvent<HTMLDivElement>) => {
-    const index = tabs.indexOf(selected);
+    const index = tabs.findIndex((tab) => tab.id === selected);
     let next: number | null = null;
     if (event.key === "ArrowRight") next = (index + 1) % tabs.length;
     else if (event.key === "ArrowLeft") next = (index - 1 + tabs.length) % tabs.length;
@@ -18,36 +23,41 @@ export function SideTabs({ workspace, catalog }: { workspace: ComponentChildren;
     else if (event.key === "End") next = tabs.length - 1;
     if (next === null) return;
     event.preventDefault();
-    setSelected(tabs[next]);
-    refs.current[tabs[next]]?.focus();
+    setSelected(tabs[next].id);
+    refs.current[tabs[next].id]?.focus();
   };
   return (
-    <aside class="side" aria-label="Workspace and catalog">
+    <aside class="side" aria-label="Workspace, catalog and skills">
       <div role="tablist" aria-label="Side panel" class="tabs" onKeyDown={onKeyDown}>
         {tabs.map((tab) => (
           <button
-            key={tab}
+            key={tab.id}
             ref={(element) => {
-              refs.current[tab] = element;
+              refs.current[tab.id] = element;
             }}
             type="button"
             role="tab"
-            id={`tab-${tab}`}
-            aria-selected={selected === tab}
-            aria-controls={`panel-${tab}`}
-            tabIndex={selected === tab ? 0 : -1}
-            onClick={() => setSelected(tab)}
+            id={`tab-${tab.id}`}
+            aria-selected={selected === tab.id}
+            aria-controls={`panel-${tab.id}`}
+            tabIndex={selected === tab.id ? 0 : -1}
+            onClick={() => setSelected(tab.id)}
           >
-            {names[tab]}
+            {tab.name}
           </button>
         ))}
       </div>
-      <div role="tabpanel" id="panel-workspace" aria-labelledby="tab-workspace" hidden={selected !== "workspace"}>
-        {workspace}
-      </div>
-      <div role="tabpanel" id="panel-catalog" aria-labelledby="tab-catalog" hidden={selected !== "catalog"}>
-        {catalog}
-      </div>
+      {tabs.map((tab) => (
+        <div
+          key={tab.id}
+          role="tabpanel"
+          id={`panel-${tab.id}`}
+          aria-labelledby={`tab-${tab.id}`}
+          hidden={selected !== tab.id}
+        >
+          {tab.panel(selected === tab.id)}
+        </div>
+      ))}
     </aside>
   );
 }

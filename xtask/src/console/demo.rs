@@ -2,8 +2,9 @@
 //! with a decider that answers each request as a model would, from the user's words, the tool
 //! results since them and the system prompt (state 1, or state 2 with a skill's SKILL.md, loaded or
 //! forced by a slash command, or a subagent's, which ends with `<subagent>`), and the images and PDFs
-//! the request shows it (`seen`). What it says comes from `console/demo-model/texts.json`, which the
-//! browser tests read too.
+//! the request shows it (`seen`). A message that names a skill of the listing loads it, and what the
+//! skill says is followed in the reply; the evals' grader is answered by `grader`. What it says comes
+//! from `console/demo-model/texts.json`, which the browser tests read too.
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
@@ -11,6 +12,7 @@ use std::sync::OnceLock;
 use local_stack::model_server::{Received, Reply};
 use serde_json::{json, Value};
 
+use super::grader;
 use super::seen::{self, Seen};
 
 /// The texts the demo says and writes, and the browser tests expect, by their names there.
@@ -47,6 +49,8 @@ struct Turn {
     results: Vec<(String, String)>,
     /// The files those results showed (`read_file` of an image).
     shown_by_tools: Vec<Seen>,
+    /// The skill the model loaded since the user's message (`load_skill`'s `skill_path`).
+    loaded: Option<String>,
 }
 
 impl Turn {
@@ -67,9 +71,15 @@ impl Turn {
             .flat_map(|message| seen::shown_by_tools(&message["content"]))
             .collect();
         let mut names = HashMap::new();
+        let mut loaded = None;
         for call in since.iter().flat_map(|message| message["tool_calls"].as_array().into_iter().flatten()) {
-            names
-                .insert(call["id"].as_str().unwrap_or_default(), call["function"]["name"].as_str().unwrap_or_default());
+            let name = call["function"]["name"].as_str().unwrap_or_default();
+            names.insert(call["id"].as_str().unwrap_or_default(), name);
+            if name == "load_skill" {
+                let arguments: Value = serde_json::from_str(call["function"]["arguments"].as_str().unwrap_or_default())
+                    .unwrap_or_default();
+                loaded = arguments["skill_path"].as_str().map(str::to_owned).or(loaded);
+            }
         }
         let results = since
             .iter()
@@ -81,7 +91,7 @@ impl Turn {
                 (name.unwrap_or_default().to_owned(), content(message))
             })
             .collect();
-        Turn { system: system.unwrap_or_default(), user, attached, results, shown_by_tools }
+        Turn { system: system.unwrap_or_default(), user, attached, results, shown_by_tools, loaded }
     }
 
     fn done(&self, tool: &str) -> bool {
@@ -96,6 +106,53 @@ impl Turn {
     fn asks(&self, words: &str) -> bool {
         self.user.to_lowercase().contains(words)
     }
+
+    /// The skill of the listing (state 1) the user's message names, by its path or its name.
+    fn named_skill(&self) -> Option<String> {
+        let said = self.user.to_lowercase();
+        listed_skills(&self.system)
+            .into_iter()
+            .find(|(name, path)| names(&said, &path.to_lowercase()) || names(&said, &name.to_lowercase()))
+            .map(|(_, path)| path)
+    }
+}
+
+/// The skills a state-1 prompt's listing shows, as `(name, path)`: its lines
+/// `- {name} (load_skill("{path}")): {description}`.
+fn listed_skills(system: &str) -> Vec<(String, String)> {
+    const MARKER: &str = " (load_skill(\"";
+    system
+        .lines()
+        .filter_map(|line| {
+            let (name, rest) = line.strip_prefix("- ")?.split_once(MARKER)?;
+            let (path, _) = rest.split_once("\")")?;
+            Some((name.trim().to_owned(), path.to_owned()))
+        })
+        .collect()
+}
+
+/// Whether `said` has `words` as words of its own (not inside a longer word or path).
+fn names(said: &str, words: &str) -> bool {
+    let part_of_a_word = |c: char| c.is_alphanumeric() || matches!(c, '-' | '_' | '/');
+    !words.is_empty()
+        && said.match_indices(words).any(|(at, _)| {
+            let before = said[..at].chars().next_back();
+            let after = said[at + words.len()..].chars().next();
+            !before.is_some_and(part_of_a_word) && !after.is_some_and(part_of_a_word)
+        })
+}
+
+/// What a loaded SKILL.md (the state-2 prompt) tells the model to do: its first line of text after
+/// the frontmatter that is no heading.
+fn instructions(system: &str) -> &str {
+    let body = match system.strip_prefix("---\n") {
+        Some(rest) => rest.split_once("\n---").map_or(rest, |(_, body)| body),
+        None => system,
+    };
+    body.lines()
+        .map(str::trim)
+        .find(|line| !line.is_empty() && !line.starts_with('#') && !line.starts_with("---"))
+        .unwrap_or_default()
 }
 
 fn first_line(text: &str) -> &str {
@@ -104,6 +161,9 @@ fn first_line(text: &str) -> &str {
 
 /// The reply to one request.
 pub fn decide(request: &Received) -> Reply {
+    if grader::is_grading(request) {
+        return grader::grade(request);
+    }
     let turn = Turn::of(&request.body);
     let text = |text: &str| Reply::text(text);
     // A subagent's prompt ends with `<subagent>…</subagent>`; its task is its user message.
@@ -204,6 +264,18 @@ pub fn decide(request: &Received) -> Reply {
         }
         return text(say("NOTE_SAVED"));
     }
+    // Any other skill: loaded when the message names it, then followed.
+    if let Some(skill) = &turn.loaded {
+        let loaded = turn.result("load_skill");
+        if loaded.starts_with("Error") {
+            return text(&format!("No he podido cargar {skill}: {}", first_line(loaded)));
+        }
+        let followed = say("SKILL_FOLLOWED").replace("{skill}", skill);
+        return text(&followed.replace("{instructions}", instructions(&turn.system)));
+    }
+    if let Some(skill) = turn.named_skill() {
+        return Reply::tool("load_skill", json!({ "skill_path": skill }));
+    }
     text(say("GREETING"))
 }
 
@@ -254,6 +326,33 @@ mod tests {
         assert!(matches!(decide(&request(written)), Reply::Text(text) if text == say("NOTE_SAVED")));
         let other = json!([{"role": "user", "content": "Hola"}]);
         assert!(matches!(decide(&request(other)), Reply::Text(text) if text == say("GREETING")));
+    }
+
+    #[test]
+    fn a_skill_the_message_names_is_loaded_and_followed_and_a_greeting_loads_none() {
+        let listing = "## Skills\n- horario-oficina (load_skill(\"pruebas/horario-oficina\")): Dice el horario.\n\
+                       - compraventa (load_skill(\"escrituras/compraventa\")): Escrituras.\n";
+        let asked = json!([{"role": "system", "content": listing}, {"role": "user", "content": "¿Cuándo abre? Usa horario-oficina."}]);
+        assert!(matches!(decide(&request(asked)),
+            Reply::Tools(calls) if calls[0].0 == "load_skill" && calls[0].1["skill_path"] == "pruebas/horario-oficina"));
+        let skill_md = "---\nname: horario-oficina\ndescription: Dice el horario.\n---\n# Horario\n\n\
+                        La oficina atiende de 9:00 a 14:00.\n\n## Memory\n/memories is yours.";
+        let loaded = json!([
+            {"role": "system", "content": skill_md},
+            {"role": "user", "content": "¿Cuándo abre? Usa horario-oficina."},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "function": {"name": "load_skill",
+                "arguments": "{\"skill_path\":\"pruebas/horario-oficina\"}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "Loaded pruebas/horario-oficina."},
+        ]);
+        let said = say("SKILL_FOLLOWED")
+            .replace("{skill}", "pruebas/horario-oficina")
+            .replace("{instructions}", "La oficina atiende de 9:00 a 14:00.");
+        assert!(matches!(decide(&request(loaded)), Reply::Text(text) if text == said));
+        // A word inside another (`compraventas`), or no skill named, loads nothing.
+        for message in ["Hola, ¿qué tal?", "Dos compraventas"] {
+            let greeting = json!([{"role": "system", "content": listing}, {"role": "user", "content": message}]);
+            assert!(matches!(decide(&request(greeting)), Reply::Text(text) if text == say("GREETING")), "{message}");
+        }
     }
 
     /// A 4 × 3 PNG's header as a `data:` URL: all the demo reads of an image.

@@ -88,14 +88,16 @@ struct Shared {
 }
 
 impl Gateway {
+    /// `http_env` is `env` with the turn queue, which only http-turn sends to (as in `template.yaml`).
     pub async fn start(
         env: &[(String, String)],
+        http_env: &[(String, String)],
         verifier: JwtVerifier,
         config: Value,
         page: Page,
         instances: usize,
     ) -> Self {
-        let http = Pool::start("http-turn", env, instances).await;
+        let http = Pool::start("http-turn", http_env, instances).await;
         let stream = Pool::start("stream-turn", env, instances).await;
         Self { http, stream, verifier, config, page }
     }

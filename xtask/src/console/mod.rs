@@ -1,12 +1,15 @@
 //! `cargo xtask console`: a browser console for skill authors. It starts the local stack (moto with
-//! the bucket and table of `template.yaml`, the example skills for two local users), runs the
-//! compiled `http-turn` and `stream-turn` functions behind a Lambda Runtime API as Lambda runs
-//! them, and serves the page of `console/` on loopback through a gateway that turns the page's
-//! requests into the events the HTTP API (with its JWT authorizer) and the Function URL send.
+//! the bucket, table and turn queue of `template.yaml`, the example skills for two local users),
+//! runs the compiled `http-turn`, `stream-turn` and `queue-turn` functions behind a Lambda Runtime
+//! API as Lambda runs them, and serves the page of `console/` on loopback through a gateway that
+//! turns the page's requests into the events the HTTP API (with its JWT authorizer) and the
+//! Function URL send; `queue` feeds the queue's messages to `queue-turn` as SQS would.
 
 mod demo;
 mod gateway;
+mod grader;
 mod page;
+mod queue;
 mod seen;
 
 use std::net::TcpListener;
@@ -75,9 +78,9 @@ impl Options {
 pub(crate) const HELP: &str = "\
 usage: cargo xtask console [--port <n>] [--no-build] [--logs]
 
-The local stack (moto, a loopback token issuer, the compiled http-turn and stream-turn) for two
-local users, and the web console on http://127.0.0.1:8765/; runs until Ctrl-C. The page is built
-with npm on first use and whenever its sources change. The model is the console's demo model
+The local stack (moto with a turn queue, a loopback token issuer, the compiled http-turn,
+stream-turn and queue-turn) for two local users, and the web console on http://127.0.0.1:8765/;
+runs until Ctrl-C. The page is built with npm on first use and whenever its sources change. The model is the console's demo model
 (scripted, on loopback) unless LLM_PROVIDER, LLM_MODEL and LLM_API_KEY name a real one
 (LLM_PROVIDER=replay: the local loop's replayed replies).
   --port <n>   listen on this loopback port instead of 8765
@@ -94,13 +97,16 @@ pub fn run(root: &Path, args: &[String]) -> Result<(), String> {
     let listener = TcpListener::bind(("127.0.0.1", options.port))
         .map_err(|err| format!("cannot listen on 127.0.0.1:{}: {err} (another console? try --port)", options.port))?;
     if options.build {
-        crate::run("cargo", &["build", "--package", "http-turn", "--package", "stream-turn"])?;
+        crate::run(
+            "cargo",
+            &["build", "--package", "http-turn", "--package", "stream-turn", "--package", "queue-turn"],
+        )?;
         page::build(root)?;
     }
     let page = page::Page::load(root)?;
     // The functions are started from beside this binary, where `cargo build` put them.
     let here = std::env::current_exe().map_err(|err| format!("where is xtask: {err}"))?;
-    for function in ["http-turn", "stream-turn"] {
+    for function in ["http-turn", "stream-turn", "queue-turn"] {
         let binary = here.with_file_name(function);
         if !binary.exists() {
             return Err(format!("{} is missing: run without --no-build to build the functions", binary.display()));
@@ -210,6 +216,13 @@ async fn serve(root: &Path, listener: TcpListener, page: page::Page, moto_port: 
     }
     let env = local::parse_environment(&environment);
     write_storage_env(root, &stack)?;
+    // Background turns and eval runs go through the turn queue, as once deployed.
+    let turn_queue = queue::TurnQueue::create(&stack.endpoint).await;
+    let queued_env: Vec<(String, String)> = env.iter().cloned().chain(turn_queue.environment()).collect();
+    for _ in 0..INSTANCES {
+        let function = local_stack::lambda::Function::start("queue-turn", &queued_env).await;
+        tokio::spawn(turn_queue.clone().work(function));
+    }
     let users: Vec<Value> = USERS
         .iter()
         .map(
@@ -218,13 +231,14 @@ async fn serve(root: &Path, listener: TcpListener, page: page::Page, moto_port: 
         .collect();
     let config = json!({"users": users, "model": model, "sandbox": environment.contains("SANDBOX=local")});
     let verifier = gateway::verifier(&stack)?;
-    let gateway = gateway::Gateway::start(&env, verifier, config, page, INSTANCES).await;
+    let gateway = gateway::Gateway::start(&env, &queued_env, verifier, config, page, INSTANCES).await;
     let address = listener.local_addr().map_err(|err| err.to_string())?;
     eprintln!(
         "\nconsole ready: http://{address}/\n  \
          users: {users} (each with a token from a local identity provider)\n  \
          model: {model}\n  \
-         the page talks to the compiled http-turn and stream-turn functions over moto on 127.0.0.1:{moto_port}\n  \
+         the page talks to the compiled http-turn and stream-turn functions over moto on 127.0.0.1:{moto_port};\n  \
+         queue-turn runs background turns and eval runs from the turn queue\n  \
          your own skills, as a user's whole catalog: cargo xtask skills sync <dir> --user ana --console\n\
          Ctrl-C stops it (and forgets everything).\n",
         users = USERS.iter().map(|user| user.id).collect::<Vec<_>>().join(", "),
