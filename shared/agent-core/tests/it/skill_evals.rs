@@ -114,6 +114,15 @@ async fn evals_run_real_turns_with_the_version_pinned_and_grade_them() {
     // Turn tokens (two calls of 110) and the grader's (110).
     assert_eq!(run.input_tokens + run.output_tokens, 330);
 
+    // The same run again (a delivery after part of it ran): every turn replays, and a replayed
+    // turn still counts its skill load, from the versions its reply recorded. Only the grading
+    // asks the model again.
+    let calls = model.calls();
+    let again = service.run_skill_evals(&user, &candidate, &options).await.unwrap();
+    assert_eq!(model.calls(), calls + 2);
+    assert_eq!((again.summary.trigger_rate, again.summary.pass_rate), (Some(0.75), Some(0.5)));
+    assert_eq!(again.cases[0].runs[0].loaded_version, Some(2));
+
     // The user's session is as it was; the eval turns ran in sessions of their own.
     let session = sessions.load(&user, &mine).await.unwrap().unwrap();
     assert_eq!(session.version, 1);
@@ -126,7 +135,7 @@ async fn evals_run_real_turns_with_the_version_pinned_and_grade_them() {
     let day = agent_core::turn::utc_day(now);
     let usage = service.usage(&user, &day, &day).await.unwrap();
     let tokens: u64 = usage.iter().map(|day| day.totals.input_tokens + day.totals.output_tokens).sum();
-    assert_eq!(tokens, 110 + 8 * 220 + 2 * 110 + 2 * 110, "{usage:?}");
+    assert_eq!(tokens, 110 + 8 * 220 + 2 * 110 + 4 * 110, "{usage:?}");
 
     // Stored with the version; a promote's requirement is checked against it.
     evals::store_report(objects.as_ref(), &user, &report).await.unwrap();

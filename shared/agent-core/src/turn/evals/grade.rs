@@ -81,8 +81,15 @@ impl TurnService {
         };
         let meter = Arc::new(Meter::new(&self.config.model_id));
         let response = meter.clone().scope(self.model.complete(&request)).await;
-        // What the grader spent is the tenant's, counted once per run of a case.
-        let token = format!("eval-grade-{}-{}-{}", options.run_id, plan.case, plan.run);
+        // What the grader spent is the tenant's: each grading is a new spend, counted once (the
+        // token makes a retried write of it count nothing more).
+        let token = format!(
+            "eval-grade-{}-{}-{}-{}",
+            options.run_id,
+            plan.case,
+            plan.run,
+            hex::encode(rand::random::<[u8; 8]>())
+        );
         let spent = agent_ports_usage(meter.usage(options.now, false));
         if let Err(err) = self.sessions.record_usage(user, &spent, &token).await {
             tracing::warn!(error = %err, "could not count the grader's tokens");

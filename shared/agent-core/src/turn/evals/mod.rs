@@ -351,6 +351,15 @@ impl TurnService {
                 return run;
             }
         };
+        // A replayed turn (an eval run delivered again after part of it ran) sends no events, but
+        // its reply keeps the versions it loaded and the skill it was forced into.
+        if !run.loaded {
+            if let Some(version) = reply.skill_versions.get(&skill) {
+                run.loaded = true;
+                run.loaded_version = Some(*version);
+                run.forced = reply.forced_skill.as_ref().is_some_and(|forced| forced.to_string() == skill);
+            }
+        }
         run.steps = reply.steps;
         run.files = reply.files.iter().map(|file| file.path.clone()).collect();
         run.input_tokens = reply.usage.input_tokens;
