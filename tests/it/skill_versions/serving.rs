@@ -1,6 +1,7 @@
 //! Which version a turn serves: the default, seen by the first turn after a promote or a roll
 //! back; a version pinned by the turn's request (`skill_versions`), for that turn only; and the
-//! version each turn loaded, as `GET /sessions/{id}` shows it and a streamed turn's `skill.loaded`.
+//! version each turn loaded, as `GET /sessions/{id}` shows it, a streamed turn's `skill.loaded` and the
+//! load_skill span.
 
 use std::time::Duration;
 
@@ -181,4 +182,20 @@ async fn a_streamed_turn_says_which_version_it_loaded() {
         assert!(system_of(&stack.model.requests()[before + 1]).contains(marker));
         assert_eq!(recorded(&http, &session).await, json!({SKILL: version}));
     }
+}
+
+#[tokio::test]
+async fn the_load_skill_span_names_the_version_loaded() {
+    let stack = Stack::new().await;
+    let collector = local_stack::otlp::Collector::start().await;
+    let http = stack.http(&[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint)]).await;
+    two_versions(&http).await;
+    loading_turn(&stack, &http, "trazada", json!({"message": "Necesito un poder", "skill_versions": {SKILL: 2}})).await;
+    let spans = collector.spans();
+    let load = spans.iter().find(|span| span.name == "execute_tool load_skill").expect("a load_skill span");
+    assert_eq!(load.attribute("skill.version"), Some(&json!(2)), "{load:#?}");
+    assert_eq!(load.attribute("skill.path"), Some(&json!(SKILL)), "{load:#?}");
+    // Only the load names a version; the other tools' spans leave it out.
+    let read = spans.iter().find(|span| span.name == "execute_tool read_file").expect("a read_file span");
+    assert_eq!(read.attribute("skill.version"), None);
 }
