@@ -195,15 +195,7 @@ fn point_at(root: &Path, place: &Place) -> Result<String, String> {
         .find(|(name, _)| name == "AWS_ENDPOINT_URL")
         .map(|(_, value)| value.trim().to_owned())
         .ok_or_else(|| format!("{} has no AWS_ENDPOINT_URL", file.display()))?;
-    let host = endpoint.split_once("://").map_or(endpoint.as_str(), |(_, rest)| rest).trim_end_matches('/');
-    let reachable = host
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut addresses| addresses.next())
-        .is_some_and(|address| TcpStream::connect_timeout(&address, Duration::from_secs(2)).is_ok());
-    if !reachable {
-        return Err(format!("the local stack does not answer on {endpoint}: is `{command}` running?"));
-    }
+    local_stack_answers(&endpoint, command)?;
     let bucket = settings.iter().find(|(name, _)| name == "SKILLS_BUCKET").map_or("", |(_, value)| value.trim());
     Ok(format!("s3://{bucket} on {endpoint}"))
 }

@@ -314,3 +314,17 @@ fn emit(text: &str) -> Result<(), String> {
         _ => Ok(()),
     }
 }
+
+/// Whether the local stack's moto at `endpoint` answers; if not, which command to start.
+fn local_stack_answers(endpoint: &str, command: &str) -> Result<(), String> {
+    let host = endpoint.split_once("://").map_or(endpoint, |(_, rest)| rest).trim_end_matches('/');
+    let reachable = host
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut addresses| addresses.next())
+        .is_some_and(|address| TcpStream::connect_timeout(&address, Duration::from_secs(2)).is_ok());
+    match reachable {
+        true => Ok(()),
+        false => Err(format!("the local stack does not answer on {endpoint}: is `{command}` running?")),
+    }
+}

@@ -63,15 +63,7 @@ async fn connect_local(root: &Path, env_file: &str) -> Result<(S3ObjectStore, St
         vars.get(name).map(|value| value.trim().to_owned()).ok_or_else(|| format!("{} has no {name}", file.display()))
     };
     let (endpoint, bucket) = (get("AWS_ENDPOINT_URL")?, get("SKILLS_BUCKET")?);
-    let host = endpoint.split_once("://").map_or(endpoint.as_str(), |(_, rest)| rest).trim_end_matches('/');
-    let reachable = host
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut addresses| addresses.next())
-        .is_some_and(|address| TcpStream::connect_timeout(&address, Duration::from_secs(2)).is_ok());
-    if !reachable {
-        return Err(format!("the local stack does not answer on {endpoint}: is `{command}` running?"));
-    }
+    local_stack_answers(&endpoint, command)?;
     let credentials = aws_sdk_s3::config::Credentials::new(
         get("AWS_ACCESS_KEY_ID")?,
         get("AWS_SECRET_ACCESS_KEY")?,
