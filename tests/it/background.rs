@@ -2,10 +2,9 @@
 //! respond-async` answers 202 with a turn id, the record waits in the queue (group = session), the
 //! queue function runs it, and the owner (only) polls it as pending, completed or failed.
 
-use aws_sdk_sqs::types::MessageSystemAttributeName;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
-use local_stack::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
+use local_stack::stack::{get_event, status_and_body, turn_event, Stack};
 use serde_json::{json, Value};
 
 const USER: &str = "user-bg";
@@ -61,30 +60,9 @@ impl Background {
 
     /// The messages waiting in the queue, as SQS event records delivered for the `delivery`-th time.
     async fn receive(&self, delivery: u32) -> Vec<Value> {
-        let received = self
-            .sqs
-            .receive_message()
-            .queue_url(&self.queue_url)
-            .max_number_of_messages(10)
-            .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
-            .wait_time_seconds(1)
-            .send()
-            .await
-            .expect("receive");
-        let mut records = Vec::new();
-        for message in received.messages() {
-            let group = message.attributes().and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId)).cloned();
-            let group = group.expect("a FIFO message has a group");
-            let mut record = sqs_record(message.message_id().unwrap(), &group, message.body().unwrap());
+        let mut records = local_stack::moto::take_queue_records(&self.sqs, &self.queue_url).await;
+        for record in &mut records {
             record["attributes"]["ApproximateReceiveCount"] = json!(delivery.to_string());
-            records.push(record);
-            self.sqs
-                .delete_message()
-                .queue_url(&self.queue_url)
-                .receipt_handle(message.receipt_handle().unwrap())
-                .send()
-                .await
-                .expect("delete");
         }
         records
     }

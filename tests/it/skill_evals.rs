@@ -6,11 +6,10 @@
 
 use std::io::{Cursor, Write};
 
-use aws_sdk_sqs::types::MessageSystemAttributeName;
 use base64::Engine;
 use local_stack::lambda::Function;
 use local_stack::model_server::{Received, Reply};
-use local_stack::stack::{get_event, sqs_record, status_and_body, turn_event, Stack};
+use local_stack::stack::{get_event, status_and_body, turn_event, Stack};
 use serde_json::{json, Value};
 use zip::write::SimpleFileOptions;
 
@@ -105,27 +104,6 @@ fn text(answer: &Answered) -> String {
     format!("{} {}", answer.status, String::from_utf8_lossy(&answer.bytes))
 }
 
-/// Takes every message waiting in the queue, as SQS event records delivered for the first time.
-async fn receive(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Vec<Value> {
-    let received = sqs
-        .receive_message()
-        .queue_url(queue_url)
-        .max_number_of_messages(10)
-        .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
-        .wait_time_seconds(1)
-        .send()
-        .await
-        .expect("receive");
-    let mut records = Vec::new();
-    for message in received.messages() {
-        let group = message.attributes().and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId)).cloned();
-        records.push(sqs_record(message.message_id().unwrap(), &group.expect("a group"), message.body().unwrap()));
-        let handle = message.receipt_handle().unwrap();
-        sqs.delete_message().queue_url(queue_url).receipt_handle(handle).send().await.expect("delete");
-    }
-    records
-}
-
 /// Delivers `records` to queue-turn: the ids it reports failed.
 async fn deliver(worker: &Function, records: Vec<Value>) -> Vec<Value> {
     let response = worker.call(json!({ "Records": records })).await;
@@ -172,7 +150,7 @@ async fn a_versions_evals_run_from_the_queue_and_gate_its_promote() {
     let running = skill_call(&http, "GET", &format!("/versions/2/evals/{run_id}"), None).await;
     assert_eq!((running.status, running.json()["status"].as_str()), (200, Some("running")), "{}", text(&running));
 
-    let records = receive(&sqs, &queue_url).await;
+    let records = local_stack::moto::take_queue_records(&sqs, &queue_url).await;
     assert_eq!(records.len(), 1, "one record, and none of the refused runs");
     let record: Value = serde_json::from_str(records[0]["body"].as_str().unwrap()).unwrap();
     assert_eq!(

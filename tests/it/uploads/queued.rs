@@ -4,35 +4,13 @@
 
 use std::time::Duration;
 
-use aws_sdk_sqs::types::MessageSystemAttributeName;
 use local_stack::identity::IdentityProvider;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
-use local_stack::stack::{file_event, get_event, sqs_record, status_and_body, turn_event, Stack};
+use local_stack::stack::{file_event, get_event, status_and_body, turn_event, Stack};
 use serde_json::{json, Value};
 
 use super::{attaching, call, noise_png, sha256_hex, upload_event, OWNER};
-
-/// The records waiting in the queue, as SQS would deliver them to queue-turn.
-async fn receive(sqs: &aws_sdk_sqs::Client, queue_url: &str) -> Vec<Value> {
-    let received = sqs
-        .receive_message()
-        .queue_url(queue_url)
-        .max_number_of_messages(10)
-        .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
-        .wait_time_seconds(1)
-        .send()
-        .await
-        .expect("receive");
-    received
-        .messages()
-        .iter()
-        .map(|message| {
-            let group = message.attributes().and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId));
-            sqs_record(message.message_id().unwrap(), group.expect("a group"), message.body().unwrap())
-        })
-        .collect()
-}
 
 #[tokio::test]
 async fn a_background_turn_carries_its_attachments_through_the_queue() {
@@ -54,7 +32,7 @@ async fn a_background_turn_carries_its_attachments_through_the_queue() {
     let (status, accepted) =
         status_and_body(&http.call(post("bg", attaching("Léelo", &[(&sha, "catastro.txt")]), "bg-1")).await);
     assert_eq!(status, 202, "{accepted}");
-    let records = receive(&sqs, &queue_url).await;
+    let records = local_stack::moto::take_queue_records(&sqs, &queue_url).await;
     assert_eq!(records.len(), 1);
     let record: Value = serde_json::from_str(records[0]["body"].as_str().unwrap()).unwrap();
     assert_eq!(record["attachments"], json!([{"upload": sha, "name": "catastro.txt"}]));
@@ -74,7 +52,7 @@ async fn a_background_turn_carries_its_attachments_through_the_queue() {
     // first record, never deleted here, still holds its FIFO group.)
     let (status, _) = status_and_body(&http.call(post("bg-other", json!({"message": "gracias"}), "bg-2")).await);
     assert_eq!(status, 202);
-    let records = receive(&sqs, &queue_url).await;
+    let records = local_stack::moto::take_queue_records(&sqs, &queue_url).await;
     let record: Value = serde_json::from_str(records[0]["body"].as_str().unwrap()).unwrap();
     assert!(record.get("attachments").is_none(), "{record}");
 }

@@ -13,7 +13,9 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{mpsc, Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-pub use resources::{create_bucket, create_fifo_queue, create_sessions_table, sdk_config, unique_name};
+pub use resources::{
+    create_bucket, create_fifo_queue, create_sessions_table, sdk_config, take_queue_records, unique_name,
+};
 
 /// How long moto_server may take to start answering; it imports a lot of Python on start.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(20);

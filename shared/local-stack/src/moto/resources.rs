@@ -1,5 +1,5 @@
 //! What the tests, benchmarks and local commands make in moto: an SDK configuration for it, unique
-//! names, a FIFO queue, a bucket, and the sessions table exactly as `template.yaml` declares it.
+//! names, a FIFO queue and the records waiting in it, a bucket, and the sessions table exactly as `template.yaml` declares it.
 
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,6 +39,31 @@ pub async fn create_fifo_queue(client: &aws_sdk_sqs::Client) -> String {
         .expect("create queue")
         .queue_url
         .expect("queue url")
+}
+
+/// Takes up to ten messages waiting in `queue_url` (deleted as they are taken), as the records of
+/// an SQS event delivered to a queue function for the first time.
+pub async fn take_queue_records(client: &aws_sdk_sqs::Client, queue_url: &str) -> Vec<serde_json::Value> {
+    use aws_sdk_sqs::types::MessageSystemAttributeName;
+    let received = client
+        .receive_message()
+        .queue_url(queue_url)
+        .max_number_of_messages(10)
+        .message_system_attribute_names(MessageSystemAttributeName::MessageGroupId)
+        .wait_time_seconds(1)
+        .send()
+        .await
+        .expect("receive");
+    let mut records = Vec::new();
+    for message in received.messages() {
+        let group = message.attributes().and_then(|a| a.get(&MessageSystemAttributeName::MessageGroupId));
+        let group = group.expect("a FIFO message has a group");
+        let (id, body) = (message.message_id().expect("an id"), message.body().expect("a body"));
+        records.push(crate::stack::sqs_record(id, group, body));
+        let handle = message.receipt_handle().expect("a receipt handle");
+        client.delete_message().queue_url(queue_url).receipt_handle(handle).send().await.expect("delete");
+    }
+    records
 }
 
 pub async fn create_bucket(client: &aws_sdk_s3::Client, name: &str) {
