@@ -20,7 +20,8 @@ tasks:
   test    build the functions, then run every test (sets up .venv with the pinned Python tools first),
           then the console's unit tests and its browser tests (Playwright, Debian's chromium)
   bench   the benchmarks: per turn at 10 to 10,000 skills, a 300-turn session, hostile input,
-          time to the first streamed byte and delta, subagents, execute in the local sandbox
+          time to the first streamed byte and delta, subagents, published skills' versions,
+          execute in the local sandbox
   lint    cargo fmt --check, cargo clippy -D warnings, cfn-lint template.yaml (from .venv)
   tidy    the docs against the code: paths they name, environment variables, metrics, --help
           texts, files over 500 lines (also run by `test`)
@@ -75,7 +76,8 @@ For one test: `cargo test -p tests --test it <name>` after a first `cargo xtask 
 usage: cargo xtask bench
 
 The benchmarks, on release builds: per turn at 10 to 10,000 skills, a 300-turn session, hostile
-input, the time to the first streamed byte and delta, subagents, and execute in the local sandbox.
+input, the time to the first streamed byte and delta, subagents, images and PDFs, published skills'
+versions (turns, promotes, uploads), and execute in the local sandbox.
 The figures in docs/performance.md come from this; it says how to run one benchmark at a time."
         }
         "lint" => {
@@ -281,6 +283,7 @@ fn bench() -> Result<(), String> {
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "subagent-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "media-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "vision-bench"])?;
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "versions-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "sandbox-bench"])
 }
 
