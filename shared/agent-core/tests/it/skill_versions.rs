@@ -251,3 +251,88 @@ async fn a_bundle_written_after_a_version_joins_its_files() {
     let entry = catalog.get(&store, &skill).await.unwrap().unwrap();
     assert_eq!(entry.unmet_needs, ["rdkit"]);
 }
+
+/// A promote while a turn is between loading a skill and reading its files: the turn goes on with
+/// the version it loaded (its SKILL.md and its files), and the next turn gets the new one.
+#[tokio::test]
+async fn a_promote_racing_a_turn_never_mixes_two_versions_files() {
+    use std::sync::Arc;
+
+    use agent_core::turn::{AgentConfig, OffsetDateTime, TurnRequest, TurnService, UserProfile};
+    use agent_core::{ChatResponse, Message, SessionId, ToolCall};
+    use agent_ports::testing::FnModel;
+    use local_store::MemorySessionStore;
+    use serde_json::json;
+
+    let objects = Arc::new(MemoryObjectStore::new());
+    let user = UserId::parse("u1").unwrap();
+    let skill = SkillPath::parse("review").unwrap();
+    for body in ["First.", "Second."] {
+        let mut files = files("review", body);
+        files.push(SkillFileBytes { path: "notes.md".into(), bytes: format!("notes of {body}").into_bytes() });
+        publish(objects.as_ref(), &user, &skill, files, "tester", 1, None, None).await.unwrap();
+    }
+    let gate = Arc::new(tokio::sync::Notify::new());
+    let model = Arc::new(
+        FnModel::new(|request| {
+            let call = |name: &str, arguments| ToolCall { id: name.into(), name: name.into(), arguments };
+            Ok(match request.messages.last() {
+                Some(Message::User { .. }) => {
+                    ChatResponse::calling(vec![call("load_skill", json!({"skill_path": "review"}))])
+                }
+                Some(Message::Tool { name, .. }) if name == "load_skill" => {
+                    ChatResponse::calling(vec![call("read_file", json!({"file_path": "/skills/review/notes.md"}))])
+                }
+                _ => ChatResponse::text("done"),
+            })
+        })
+        .held(gate.clone()),
+    );
+    let sessions = Arc::new(MemorySessionStore::new());
+    let service = Arc::new(TurnService::new(sessions, objects.clone(), model.clone(), AgentConfig::default()));
+    let request = |session: &str| TurnRequest {
+        user: user.clone(),
+        session: SessionId::parse(session).unwrap(),
+        message: "review this".into(),
+        ticket: None,
+        profile: UserProfile::default(),
+        deadline: None,
+        now: OffsetDateTime::now_utc(),
+        idempotency: None,
+        decisions: None,
+        attachments: Vec::new(),
+        pins: Default::default(),
+    };
+    let racing = tokio::spawn({
+        let (service, request) = (service.clone(), request("racing"));
+        async move { service.run_turn(request).await }
+    });
+    // The first call loads version 1; the promote lands while the second call is in flight.
+    gate.notify_one();
+    while model.calls() < 2 {
+        tokio::task::yield_now().await;
+    }
+    set_default(objects.as_ref(), &user, &skill, 2, "tester", 2, None).await.unwrap();
+    gate.notify_one();
+    gate.notify_one();
+    let reply = racing.await.unwrap().unwrap();
+    assert_eq!(reply.skill_versions.get("review"), Some(&1));
+    let requests = model.requests();
+    let read = requests.last().unwrap().messages.last().unwrap().clone();
+    let Message::Tool { content, .. } = read else { panic!("the read's result: {read:?}") };
+    assert!(content.contains("notes of First.") && !content.contains("Second"), "{content}");
+    assert!(requests.last().unwrap().system.contains("First.") && !requests.last().unwrap().system.contains("Second."));
+    // The next turn is served the new default, its SKILL.md and its files.
+    let next = tokio::spawn({
+        let (service, request) = (service.clone(), request("after"));
+        async move { service.run_turn(request).await }
+    });
+    // A permit per call as each comes (a `Notify` keeps at most one waiting).
+    while !next.is_finished() {
+        gate.notify_one();
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    assert_eq!(next.await.unwrap().unwrap().skill_versions.get("review"), Some(&2));
+    let read = model.requests().last().unwrap().messages.last().unwrap().clone();
+    assert!(matches!(read, Message::Tool { content, .. } if content.contains("notes of Second.")));
+}
