@@ -5,7 +5,7 @@
 
 import type { ShownFile } from "./api";
 import type { SentFile } from "./attachments";
-import type { TimelineEntry } from "./turns";
+import type { TimelineEntry } from "./timeline";
 
 type Json = Record<string, unknown>;
 

@@ -37,6 +37,13 @@ export interface VersionList {
   versions: VersionSummary[];
 }
 
+/** A skill of the catalog and its versions: `null` when it is not published (a folder's skill). */
+export interface SkillRow {
+  path: string;
+  description: string;
+  versions: VersionList | null;
+}
+
 export interface VersionFile {
   path: string;
   size: number;

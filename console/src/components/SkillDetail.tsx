@@ -6,8 +6,7 @@ import { useEffect, useRef, useState } from "preact/hooks";
 
 import { messageOf } from "../errors";
 import { formatBytes, formatTime } from "../format";
-import type { SkillVersionsApi, VersionDetail, VersionSummary } from "../skillVersions";
-import type { SkillRow } from "./Skills";
+import type { SkillRow, SkillVersionsApi, VersionDetail, VersionSummary } from "../skillVersions";
 import { DiffDialog } from "./DiffDialog";
 import { EvalPanel } from "./EvalPanel";
 

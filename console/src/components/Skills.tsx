@@ -6,16 +6,9 @@ import { useEffect, useRef, useState } from "preact/hooks";
 
 import type { Api } from "../api";
 import { useAbortableLoad } from "../hooks/useAbortableLoad";
-import type { SkillVersionsApi, VersionList } from "../skillVersions";
+import type { SkillRow, SkillVersionsApi } from "../skillVersions";
 import { SkillDetail } from "./SkillDetail";
 import { SkillUpload } from "./SkillUpload";
-
-/** A skill of the catalog and its versions: `null` when it is not published (a folder's skill). */
-export interface SkillRow {
-  path: string;
-  description: string;
-  versions: VersionList | null;
-}
 
 /** Skills whose versions are looked up; past them the list says that it stops. */
 const MAX_LOOKED_UP = 200;

@@ -7,26 +7,13 @@
 //! from `console/demo-model/texts.json`, which the browser tests read too.
 
 use std::collections::HashMap;
-use std::sync::OnceLock;
 
 use local_stack::model_server::{Received, Reply};
 use serde_json::{json, Value};
 
 use super::grader;
 use super::seen::{self, Seen};
-
-/// The texts the demo says and writes, and the browser tests expect, by their names there.
-fn texts() -> &'static Value {
-    static TEXTS: OnceLock<Value> = OnceLock::new();
-    TEXTS.get_or_init(|| {
-        serde_json::from_str(include_str!("../../../console/demo-model/texts.json")).expect("the demo's texts")
-    })
-}
-
-/// One text of `texts.json`.
-pub(super) fn say(name: &str) -> &'static str {
-    texts()[name].as_str().unwrap_or_else(|| panic!("texts.json has no text {name}"))
-}
+use super::texts::{say, texts};
 
 /// The two subagents' tasks: what each is told (`description`), the `file` it writes, its
 /// `content` and its `answer`.

@@ -8,8 +8,8 @@
 use local_stack::model_server::{Received, Reply};
 use serde_json::{json, Value};
 
-use super::demo::say;
 use super::seen;
+use super::texts::say;
 
 /// The name agent-core's grader gives its response format.
 const GRADING: &str = "grading";

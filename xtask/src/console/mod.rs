@@ -11,6 +11,7 @@ mod grader;
 mod page;
 mod queue;
 mod seen;
+mod texts;
 
 use std::net::TcpListener;
 use std::path::Path;

@@ -6,7 +6,7 @@
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::demo::say;
+use super::texts::say;
 
 /// What opens the user message that shows the files of a run of tool results (shared/llm's OpenAI
 /// request: a tool message takes text only).

@@ -1,14 +1,13 @@
 //! The answers of the routes of skills' versions: each outcome's status, headers and body, and
 //! each versions error's status with a message safe to show a client.
 
-use agent_core::skills::versions::{Problem, VersionError, VersionRecord};
-use agent_core::store::StoreError;
+use agent_core::skills::versions::{Problem, VersionRecord};
 use agent_core::turn::evals::EvalReport;
 use agent_core::SkillPath;
 use serde_json::{json, Value};
 use time::format_description::well_known::Rfc3339;
 
-use super::perform::{VersionFileBody, VersionOutcome};
+use super::outcome::{VersionFileBody, VersionOutcome};
 use crate::api::{internal_error, ApiError};
 use crate::routes::message::{Answer, Payload};
 use crate::routes::uploads::link_answer;
@@ -159,32 +158,4 @@ fn too_large(what: &str) -> ApiError {
         "payload_too_large",
         format!("{what} is over the {} MiB an answer carries", INLINE_MAX_BYTES / (1024 * 1024)),
     )
-}
-
-/// The status and client-safe message of a versions error; a skill that is not valid is answered
-/// with its problems by [`invalid_answer`] instead.
-pub(super) fn version_error(err: VersionError) -> ApiError {
-    match err {
-        VersionError::Invalid(problems) => ApiError::new(
-            400,
-            "invalid_skill",
-            format!("the upload is not a valid skill ({} problems)", problems.len()),
-        ),
-        VersionError::NotFound(message) => ApiError::not_found(message),
-        VersionError::Conflict(message) => ApiError::new(409, "conflict", message),
-        VersionError::Full(message) => ApiError::new(409, "limit_reached", message),
-        VersionError::Storage(StoreError::Conflict) => ApiError::new(
-            409,
-            "conflict",
-            "other changes to this skill's versions kept coming first; send the request again",
-        ),
-        VersionError::Storage(StoreError::Corrupt(detail)) => {
-            tracing::error!(error = %detail, "stored skill versions could not be read");
-            ApiError::new(500, "internal_error", "the stored versions of this skill could not be read")
-        }
-        VersionError::Storage(StoreError::Backend(detail)) => {
-            tracing::error!(error = %detail, "storage failed");
-            ApiError::new(503, "storage_unavailable", "storage is unavailable; try again")
-        }
-    }
 }

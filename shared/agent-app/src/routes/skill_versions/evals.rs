@@ -9,8 +9,7 @@ use agent_core::{SkillPath, UserId};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::answer::version_error;
-use super::perform::{Context, VersionOutcome};
+use super::outcome::{version_error, Context, VersionOutcome};
 use crate::api::ApiError;
 
 /// The record's `kind` queue-turn runs as an eval run rather than a turn.

@@ -7,18 +7,20 @@
 //!
 //! A step per file: `parse` finds the route from the path's right end and validates its parts
 //! (no I/O), `perform` makes the call against the object store (`evals`: the eval calls, with the
-//! turn queue), `answer` shapes what it got back.
+//! turn queue), `answer` shapes what it got back; `outcome` holds what they pass between them.
 
 mod answer;
 mod evals;
+mod outcome;
 mod parse;
 mod perform;
 #[cfg(test)]
 mod tests;
 
 pub(super) use answer::versions_answer;
+pub(super) use outcome::{Context, VersionOutcome};
 pub(super) use parse::{SkillRoute, VersionCall};
-pub(super) use perform::{perform, Context, VersionOutcome};
+pub(super) use perform::perform;
 
 /// The largest zip a presigned upload may stage: the inflated files are bounded apart
 /// ([`agent_core::skills::versions::MAX_SKILL_BYTES`]).

@@ -2,95 +2,22 @@
 //! each gives back what its answer needs, and shapes nothing.
 
 use agent_core::files::{read_checked, Checked};
-use agent_core::skills::versions::{self, DefaultVersion, Problem, Published, VersionError, VersionRecord};
+use agent_core::skills::versions::{self, Problem, Published, VersionError, VersionRecord};
 use agent_core::store::{LinkHeaders, ObjectStore, StoreError};
-use agent_core::turn::evals::EvalReport;
 use agent_core::turn::{PresignedUpload, DOWNLOAD_LINK_LIFETIME, UPLOAD_LINK_LIFETIME};
 use agent_core::{keys, SkillPath, UserId};
 
-use super::answer::version_error;
 use super::evals;
+use super::outcome::{version_error, Context, VersionFileBody, VersionOutcome};
 use super::parse::{VersionAction, VersionCall};
 use super::MAX_STAGED_ZIP_BYTES;
 use crate::api::ApiError;
-use crate::queue::TurnQueue;
 use crate::routes::files::content_disposition;
 use crate::routes::INLINE_MAX_BYTES;
 
 /// The most a version's files may hold, inflated, for its zip to be made in the answer: beyond,
 /// the zip would not fit an answer anyway, so nothing is read.
 const MAX_ZIPPED_BYTES: u64 = 8 * INLINE_MAX_BYTES;
-
-/// What the calls are made with.
-pub(in crate::routes) struct Context<'a> {
-    pub(in crate::routes) objects: &'a dyn ObjectStore,
-    /// Where eval runs are sent; without one they are refused.
-    pub(in crate::routes) queue: Option<&'a dyn TurnQueue>,
-    /// The listing budget turns use: the catalog index is rewritten with it when a default changes.
-    pub(in crate::routes) listing_budget: usize,
-    /// The model eval runs are made with, as their reports name it.
-    pub(in crate::routes) model_id: &'a str,
-}
-
-/// What a call on a skill's versions got back.
-pub(in crate::routes) enum VersionOutcome {
-    Published(Published),
-    Presigned(Option<PresignedUpload>),
-    Listed {
-        skill: SkillPath,
-        default: Option<u32>,
-        records: Vec<VersionRecord>,
-    },
-    Version {
-        record: VersionRecord,
-        is_default: bool,
-        skill_md: String,
-    },
-    File {
-        path: String,
-        file: VersionFileBody,
-    },
-    /// `zip` is `None` for a version too large to zip in an answer.
-    Zip {
-        skill: SkillPath,
-        version: u32,
-        zip: Option<Vec<u8>>,
-    },
-    DefaultSet {
-        skill: SkillPath,
-        chosen: DefaultVersion,
-        previous: Option<u32>,
-    },
-    Deleted,
-    /// The upload is not a valid skill: each problem names its file.
-    Invalid(Vec<Problem>),
-    EvalsQueued {
-        skill: SkillPath,
-        version: u32,
-        run_id: String,
-    },
-    EvalsListed {
-        skill: SkillPath,
-        version: u32,
-        reports: Vec<EvalReport>,
-    },
-    /// Boxed: a whole run is larger than any other outcome.
-    EvalReport(Box<EvalReport>),
-}
-
-/// A version's file as it is answered.
-pub(in crate::routes) enum VersionFileBody {
-    Bytes(Vec<u8>),
-    /// Too large for an answer: a presigned link to it.
-    Link {
-        url: String,
-        size: u64,
-    },
-    /// Too large for an answer, and the store makes no links.
-    TooLarge {
-        size: u64,
-    },
-}
 
 /// Why a call failed: an error answer, or a skill that is not valid (its answer lists problems).
 enum Failed {

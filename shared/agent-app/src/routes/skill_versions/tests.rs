@@ -6,7 +6,8 @@ use base64::Engine;
 use http::{HeaderMap, Method};
 use serde_json::{json, Value};
 
-use super::answer::{invalid_answer, queued_answer, run_summary, version_error};
+use super::answer::{invalid_answer, queued_answer, run_summary};
+use super::outcome::version_error;
 use super::parse::{eval_run_id, promote, skill_path, version_number, Action, SkillRoute, VersionAction, VersionCall};
 use crate::api::ApiError;
 use crate::routes::message::{Payload, Query, Request};
