@@ -18,7 +18,6 @@ use super::agents::AgentEntry;
 use super::agents::MAX_AGENTS;
 use super::bundle::SkillBundle;
 use super::settings::SettingsEntry;
-use super::versions::VersionTag;
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::store::{Fetched, ObjectMeta, ObjectStore, StoreError, WriteCondition};
@@ -36,6 +35,9 @@ use layout::owners;
 pub use layout::{classify, hidden_skills, inside_a_skill, tenant_file, SkillFile, TenantFile, BASE_PROMPT_FILE};
 pub use stored::IndexHead;
 pub use update::{decode_index, update_index, IndexRead, UpdateOutcome};
+pub use versions::{
+    read_defaults, read_record, version_files, DefaultVersion, Defaults, VersionFile, VersionRecord, VersionTag,
+};
 
 /// The index format this build writes. An index of an older format is rebuilt from a listing.
 /// Format 2: `Bash` and `Bash(...)` in `allowed-tools` map to `execute`. Format 3: each skill's

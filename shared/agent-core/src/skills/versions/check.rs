@@ -5,6 +5,8 @@
 
 use std::collections::BTreeSet;
 
+use sha2::{Digest, Sha256};
+
 use super::{check_files, Problem, SkillFileBytes};
 use crate::ids::SkillPath;
 use crate::skills::frontmatter::{parse_skill_md, MAX_SKILL_MD_BYTES};
@@ -76,7 +78,7 @@ pub fn check_skill(skill: &SkillPath, files: &[SkillFileBytes]) -> Result<Checke
         parsed.warnings.into_iter().filter(|warning| !warning.contains("differs from its folder")).collect();
     let entry = SkillEntry {
         path: skill.clone(),
-        etag: crate::skills::versions::store::sha256_hex(&skill_md.bytes),
+        etag: hex::encode(Sha256::digest(&skill_md.bytes)),
         size: skill_md.bytes.len() as u64,
         name: frontmatter.name,
         description: frontmatter.description,

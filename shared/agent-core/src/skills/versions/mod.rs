@@ -17,19 +17,17 @@ mod archive;
 mod check;
 pub(crate) mod store;
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 
-use super::index::{SkillEntry, MAX_INDEXED_FILES};
-use crate::ids::SkillPath;
+use super::index::MAX_INDEXED_FILES;
+pub use super::index::{read_defaults as defaults, DefaultVersion, Defaults, VersionFile, VersionRecord, VersionTag};
 use crate::store::StoreError;
 
 pub use archive::{check_files, check_path, read_zip, write_zip, MAX_PATH_BYTES};
 pub use check::{check_skill, declared_needs, optional_needs, Checked, MAX_SCRIPT_BYTES};
 pub use store::{
-    defaults, delete_skill, delete_version, get_version, list_versions, pinned_entry, publish, read_version_file,
-    set_default, version_zip, Published,
+    delete_skill, delete_version, get_version, list_versions, pinned_entry, publish, read_version_file, set_default,
+    version_zip, Published,
 };
 
 /// Most files in one version: as many as the catalog index keeps for a skill.
@@ -76,78 +74,6 @@ impl std::fmt::Display for Problem {
             None => f.write_str(&self.message),
         }
     }
-}
-
-/// Which version a catalog entry serves: its number and its content's hash (which names its files).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub struct VersionTag(pub u32, pub String);
-
-impl VersionTag {
-    pub fn number(&self) -> u32 {
-        self.0
-    }
-
-    pub fn sha256(&self) -> &str {
-        &self.1
-    }
-}
-
-/// One file of a version.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VersionFile {
-    pub path: String,
-    pub size: u64,
-    pub sha256: String,
-}
-
-/// One version of a skill, as stored (written once, never changed).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct VersionRecord {
-    pub skill: SkillPath,
-    pub version: u32,
-    /// SHA-256 over the sorted list of each file's path and SHA-256: the same files zipped twice
-    /// (other timestamps, another order) are the same content.
-    pub sha256: String,
-    /// The files' bytes, in all.
-    pub size: u64,
-    /// In path order, SKILL.md among them.
-    pub files: Vec<VersionFile>,
-    pub uploaded_by: String,
-    /// Unix seconds.
-    pub uploaded_at: i64,
-    /// The catalog entry this version makes (its `version` set).
-    pub entry: SkillEntry,
-    /// What the frontmatter check repaired.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
-    /// Python distributions its `requirements.txt` declares; a bundle provides those the image lacks.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub needs: Vec<String>,
-    /// Modules its scripts import only inside `try: … except ImportError`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub optional_needs: Vec<String>,
-}
-
-impl VersionRecord {
-    pub fn tag(&self) -> VersionTag {
-        VersionTag(self.version, self.sha256.clone())
-    }
-}
-
-/// The version a published skill serves, and who set it when.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DefaultVersion {
-    pub version: u32,
-    pub sha256: String,
-    pub set_by: String,
-    /// Unix seconds.
-    pub set_at: i64,
-}
-
-/// The tenant's `defaults.json`: each published skill's default version, by skill path.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Defaults {
-    pub skills: BTreeMap<String, DefaultVersion>,
 }
 
 /// Why a versions operation failed; each maps to one HTTP status.

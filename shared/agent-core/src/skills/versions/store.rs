@@ -2,8 +2,6 @@
 //! `If-None-Match`), the reads, [`set_default`] (the tenant's `defaults.json` written with
 //! `If-Match`, then the catalog index brought up to it) and the deletes.
 
-use std::collections::BTreeMap;
-
 use futures::stream::{self, StreamExt, TryStreamExt};
 use sha2::{Digest, Sha256};
 
@@ -13,7 +11,7 @@ use super::{
 };
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
-use crate::skills::index::{update_index, TenantFile};
+use crate::skills::index::{read_defaults, read_record, update_index, version_files, TenantFile};
 use crate::store::{ObjectStore, StoreError, WriteCondition};
 
 /// Objects written or read at once.
@@ -21,7 +19,7 @@ const CONCURRENCY: usize = 16;
 /// Conditional writes tried before giving up (each loser re-reads).
 const MAX_ATTEMPTS: u32 = 24;
 
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
 
@@ -58,21 +56,6 @@ async fn numbers(objects: &dyn ObjectStore, user: &UserId, skill: &SkillPath) ->
         .collect();
     numbers.sort_unstable();
     Ok(numbers)
-}
-
-/// Version `number` of `skill`, or `None`.
-async fn record(
-    objects: &dyn ObjectStore,
-    user: &UserId,
-    skill: &SkillPath,
-    number: u32,
-) -> Result<Option<VersionRecord>, StoreError> {
-    let Some(object) = objects.get(&keys::skill_version_record_key(user, skill, number)).await? else {
-        return Ok(None);
-    };
-    serde_json::from_slice(&object.bytes)
-        .map(Some)
-        .map_err(|err| StoreError::Corrupt(format!("version {number} of {skill}: {err}")))
 }
 
 /// Checks `files` as `skill` and stores them as its next version, unless a version already has
@@ -124,7 +107,8 @@ pub async fn publish(
     // An identical upload that finished between the marker's read and this listing holds the
     // newest number (or it is older, and its marker was found above).
     if let Some(latest) = latest {
-        if let Some(theirs) = record(objects, user, skill, latest).await?.filter(|theirs| theirs.sha256 == sha256) {
+        if let Some(theirs) = read_record(objects, user, skill, latest).await?.filter(|theirs| theirs.sha256 == sha256)
+        {
             return finish(objects, user, skill, theirs, false, promote, uploaded_by, now, listing_budget).await;
         }
     }
@@ -159,7 +143,7 @@ pub async fn publish(
             }
             Err(StoreError::Conflict) => {
                 // Another upload took this number: if it was the same content, that is this version.
-                if let Some(theirs) = self::record(objects, user, skill, number).await? {
+                if let Some(theirs) = self::read_record(objects, user, skill, number).await? {
                     if theirs.sha256 == sha256 {
                         return finish(objects, user, skill, theirs, false, promote, uploaded_by, now, listing_budget)
                             .await;
@@ -186,7 +170,7 @@ async fn same_content(
     let Some(number) = std::str::from_utf8(&marker.bytes).ok().and_then(|text| text.trim().parse::<u32>().ok()) else {
         return Ok(None);
     };
-    Ok(record(objects, user, skill, number).await?.filter(|record| record.sha256 == sha256))
+    Ok(read_record(objects, user, skill, number).await?.filter(|record| record.sha256 == sha256))
 }
 
 /// Makes `record` the default when asked (by default, when the skill has none), and says whether
@@ -203,7 +187,7 @@ async fn finish(
     now: i64,
     listing_budget: Option<usize>,
 ) -> Result<Published, VersionError> {
-    let (current, _) = defaults(objects, user).await?;
+    let (current, _) = read_defaults(objects, user).await?;
     let served = current.skills.get(&skill.to_string());
     if promote.unwrap_or(served.is_none()) && served.is_none_or(|d| d.version != record.version) {
         set_default(objects, user, skill, record.version, by, now, listing_budget).await?;
@@ -221,7 +205,7 @@ pub async fn list_versions(
 ) -> Result<Vec<VersionRecord>, StoreError> {
     let numbers = numbers(objects, user, skill).await?;
     let records: Vec<Option<VersionRecord>> = stream::iter(numbers)
-        .map(|number| record(objects, user, skill, number))
+        .map(|number| read_record(objects, user, skill, number))
         .buffered(CONCURRENCY)
         .try_collect()
         .await?;
@@ -235,7 +219,7 @@ pub async fn get_version(
     skill: &SkillPath,
     number: u32,
 ) -> Result<VersionRecord, VersionError> {
-    record(objects, user, skill, number)
+    read_record(objects, user, skill, number)
         .await?
         .ok_or_else(|| VersionError::NotFound(format!("{skill} has no version {number}")))
 }
@@ -283,18 +267,6 @@ pub async fn version_zip(
         .map_err(|err| VersionError::Storage(StoreError::Backend(format!("writing the zip: {err}"))))
 }
 
-/// The tenant's defaults and the ETag to write them back with (`None`: there are none yet).
-pub async fn defaults(objects: &dyn ObjectStore, user: &UserId) -> Result<(Defaults, Option<String>), StoreError> {
-    match objects.get(&keys::skill_defaults_key(user)).await? {
-        None => Ok((Defaults::default(), None)),
-        Some(object) => {
-            let defaults = serde_json::from_slice(&object.bytes)
-                .map_err(|err| StoreError::Corrupt(format!("the skills' default versions: {err}")))?;
-            Ok((defaults, Some(object.etag)))
-        }
-    }
-}
-
 /// Changes the tenant's defaults with `change` (read, changed, written back with `If-Match`,
 /// again on a lost race), then brings the catalog index up to them before returning: the first
 /// turn that starts afterwards uses them.
@@ -307,7 +279,7 @@ async fn change_defaults(
     let key = keys::skill_defaults_key(user);
     let mut attempts = 0;
     loop {
-        let (mut defaults, etag) = defaults(objects, user).await?;
+        let (mut defaults, etag) = read_defaults(objects, user).await?;
         change(&mut defaults)?;
         let bytes = serde_json::to_vec(&defaults).map_err(|err| StoreError::Corrupt(err.to_string()))?;
         let condition = etag.map_or(WriteCondition::Absent, WriteCondition::Matches);
@@ -355,7 +327,7 @@ pub async fn delete_version(
     listing_budget: Option<usize>,
 ) -> Result<(), VersionError> {
     let record = get_version(objects, user, skill, number).await?;
-    let (current, _) = defaults(objects, user).await?;
+    let (current, _) = read_defaults(objects, user).await?;
     if current.skills.get(&skill.to_string()).is_some_and(|d| d.version == number) {
         let others = numbers(objects, user, skill).await?.into_iter().filter(|n| *n != number).count();
         if others > 0 {
@@ -380,7 +352,7 @@ pub async fn delete_skill(
     skill: &SkillPath,
     listing_budget: Option<usize>,
 ) -> Result<(), VersionError> {
-    let published = defaults(objects, user).await?.0.skills.contains_key(&skill.to_string());
+    let published = read_defaults(objects, user).await?.0.skills.contains_key(&skill.to_string());
     let numbers = numbers(objects, user, skill).await?;
     if !published && numbers.is_empty() {
         return Err(VersionError::NotFound(format!("{skill} has no published versions")));
@@ -420,20 +392,6 @@ async fn delete_prefix(objects: &dyn ObjectStore, prefix: &str) -> Result<(), St
     Ok(())
 }
 
-/// The records `defaults` names, by skill path, for the catalog index.
-pub(crate) async fn default_records(
-    objects: &dyn ObjectStore,
-    user: &UserId,
-    wanted: Vec<(SkillPath, u32)>,
-) -> Result<BTreeMap<String, VersionRecord>, StoreError> {
-    let found: Vec<Option<VersionRecord>> = stream::iter(wanted)
-        .map(|(skill, number)| async move { record(objects, user, &skill, number).await })
-        .buffered(CONCURRENCY)
-        .try_collect()
-        .await?;
-    Ok(found.into_iter().flatten().map(|record| (record.skill.to_string(), record)).collect())
-}
-
 /// Version `number` of `skill` as a catalog entry with its files besides SKILL.md (the runtime's
 /// bundle among them), for a turn that pins it.
 pub async fn pinned_entry(
@@ -445,28 +403,4 @@ pub async fn pinned_entry(
     let record = get_version(objects, user, skill, number).await?;
     let files = version_files(objects, user, &record).await?;
     Ok((record.entry, files))
-}
-
-/// A version's files besides its SKILL.md, from a listing of its folder (so the runtime's bundle
-/// files are among them), in path order.
-pub(crate) async fn version_files(
-    objects: &dyn ObjectStore,
-    user: &UserId,
-    record: &VersionRecord,
-) -> Result<Vec<(String, u64)>, StoreError> {
-    let prefix = keys::skill_version_files_prefix(user, &record.skill, &record.sha256);
-    Ok(listed_files(&prefix, &objects.list(&prefix).await?))
-}
-
-/// The files under `prefix` besides SKILL.md, in path order, within the index's bound.
-pub(crate) fn listed_files(prefix: &str, listed: &[crate::store::ObjectMeta]) -> Vec<(String, u64)> {
-    let mut files: Vec<(String, u64)> = listed
-        .iter()
-        .filter_map(|meta| Some((meta.key.strip_prefix(prefix)?.to_owned(), meta.size)))
-        .filter(|(rel, _)| rel != "SKILL.md")
-        .collect();
-    files.sort();
-    // A version holds at most MAX_SKILL_FILES files; its bundle adds a few.
-    files.truncate(super::MAX_SKILL_FILES + 8);
-    files
 }
