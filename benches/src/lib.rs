@@ -1,4 +1,5 @@
-//! Helpers the benchmarks in `bin/` share: the process's CPU time and a plain turn request.
+//! Helpers the benchmarks in `bin/` share: the process's CPU time, a plain turn request, and
+//! numbers with thousands separators.
 
 use std::time::Duration;
 
@@ -29,4 +30,17 @@ pub fn request(user: &UserId, session: &str, message: impl Into<String>) -> Turn
         attachments: Vec::new(),
         pins: Default::default(),
     }
+}
+
+/// `12345` → `12,345`.
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+pub(crate) use benches::thousands;
+
 #[derive(Clone, Copy)]
 pub(crate) struct Stats {
     pub(crate) median: Duration,
@@ -23,19 +25,6 @@ pub(crate) fn ms(duration: Duration) -> String {
 /// A signed difference of two durations, in milliseconds.
 pub(crate) fn ms_diff(a: Duration, b: Duration) -> String {
     format!("{:.2} ms", (a.as_secs_f64() - b.as_secs_f64()) * 1e3)
-}
-
-/// `12345` → `12,345`.
-pub(crate) fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 pub(crate) fn row(cells: &[String]) {

@@ -24,6 +24,8 @@ mod report;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use benches::thousands;
+
 use agent_core::turn::AgentConfig;
 use agent_core::{ChatResponse, Message, ToolCall, UserId};
 use agent_ports::testing::FnModel;
@@ -126,19 +128,6 @@ fn peak_rss_kib(pid: u32) -> Option<u64> {
 
 fn ms(duration: Duration) -> f64 {
     duration.as_secs_f64() * 1e3
-}
-
-/// `12345` → `12,345`.
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn total(ops: &Ops) -> u64 {

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+pub(crate) use benches::thousands;
+
 use crate::library::Built;
 use crate::promote::PromoteFigures;
 use crate::turns::TurnFigures;
@@ -25,19 +27,6 @@ pub(crate) fn time(duration: Duration) -> String {
         m if m < 1_000_000.0 => format!("{:.1} ms", m / 1e3),
         m => format!("{:.2} s", m / 1e6),
     }
-}
-
-/// `12345` → `12,345`.
-pub(crate) fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 fn kb(bytes: u64) -> String {
