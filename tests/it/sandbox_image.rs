@@ -273,6 +273,30 @@ impl Drop for WheelServer {
     }
 }
 
+/// A folder of wheels holding the test package, served as a pip find-links page on loopback.
+fn wheel_page() -> (std::path::PathBuf, WheelServer) {
+    let wheels = std::env::temp_dir().join(format!("wheels-{}-{}", std::process::id(), rand_suffix()));
+    std::fs::create_dir_all(&wheels).unwrap();
+    local_stack::image::write_test_wheel(&wheels);
+    let server = WheelServer::start(&wheels);
+    (wheels, server)
+}
+
+/// A turn of `user` that loads `fechas` and runs its script, which imports the package only its
+/// bundle provides: the command prints the deadline.
+async fn plazo_runs_from_the_bundle(stack: &Stack, user: &str) {
+    let http = http_with_sandbox(stack).await;
+    stack.model.push([
+        Reply::tool("load_skill", json!({"skill_path": "fechas"})),
+        execute("python /skills/fechas/scripts/plazo.py"),
+        Reply::text("Done."),
+    ]);
+    let (status, body) = status_and_body(&http.call(turn_event(Some(user), "s1", json!({"message": "plazo"}))).await);
+    assert_eq!(status, 200, "{body}");
+    let result = tool_results(&stack.model.requests()[2]).pop().unwrap();
+    assert!(result.starts_with("plazo de 10 dias habiles\n"), "{result}");
+}
+
 /// A skill uploaded straight to the bucket with a `requirements.txt` naming a package the image
 /// lacks: skills-index, running in the image as deployed, resolves it with the image's pip (from a
 /// wheel page on loopback; nothing else is reachable) into the skill's bundle, and the next turn's
@@ -281,10 +305,7 @@ impl Drop for WheelServer {
 async fn skills_index_in_the_image_bundles_a_skill_uploaded_straight_to_the_bucket() {
     const USER: &str = "user-bundle-index";
     let stack = Stack::new().await;
-    let wheels = std::env::temp_dir().join(format!("wheels-{}-{}", std::process::id(), rand_suffix()));
-    std::fs::create_dir_all(&wheels).unwrap();
-    local_stack::image::write_test_wheel(&wheels);
-    let server = WheelServer::start(&wheels);
+    let (wheels, server) = wheel_page();
     let skill = format!("{USER}/skills/fechas/");
     stack
         .put_many(vec![
@@ -314,16 +335,7 @@ async fn skills_index_in_the_image_bundles_a_skill_uploaded_straight_to_the_buck
     assert_eq!(listed.contents().len(), 1);
     drop(server);
 
-    let http = http_with_sandbox(&stack).await;
-    stack.model.push([
-        Reply::tool("load_skill", json!({"skill_path": "fechas"})),
-        execute("python /skills/fechas/scripts/plazo.py"),
-        Reply::text("Done."),
-    ]);
-    let (status, body) = status_and_body(&http.call(turn_event(Some(USER), "s1", json!({"message": "plazo"}))).await);
-    assert_eq!(status, 200, "{body}");
-    let result = tool_results(&stack.model.requests()[2]).pop().unwrap();
-    assert!(result.starts_with("plazo de 10 dias habiles\n"), "{result}");
+    plazo_runs_from_the_bundle(&stack, USER).await;
     let _ = std::fs::remove_dir_all(&wheels);
 }
 
@@ -337,10 +349,7 @@ async fn skills_index_in_the_image_bundles_a_published_version_beside_its_files(
 
     const USER: &str = "user-bundle-version";
     let stack = Stack::new().await;
-    let wheels = std::env::temp_dir().join(format!("wheels-{}-{}", std::process::id(), rand_suffix()));
-    std::fs::create_dir_all(&wheels).unwrap();
-    local_stack::image::write_test_wheel(&wheels);
-    let server = WheelServer::start(&wheels);
+    let (wheels, server) = wheel_page();
     let objects = aws_store::S3ObjectStore::new(stack.s3.clone(), &stack.bucket);
     let user = agent_core::UserId::parse(USER).unwrap();
     let skill = agent_core::ids::SkillPath::parse("fechas").unwrap();
@@ -364,15 +373,6 @@ async fn skills_index_in_the_image_bundles_a_published_version_beside_its_files(
     assert!(bundles[0].ends_with(".tar"), "{bundles:?}");
     drop(server);
 
-    let http = http_with_sandbox(&stack).await;
-    stack.model.push([
-        Reply::tool("load_skill", json!({"skill_path": "fechas"})),
-        execute("python /skills/fechas/scripts/plazo.py"),
-        Reply::text("Done."),
-    ]);
-    let (status, body) = status_and_body(&http.call(turn_event(Some(USER), "s1", json!({"message": "plazo"}))).await);
-    assert_eq!(status, 200, "{body}");
-    let result = tool_results(&stack.model.requests()[2]).pop().unwrap();
-    assert!(result.starts_with("plazo de 10 dias habiles\n"), "{result}");
+    plazo_runs_from_the_bundle(&stack, USER).await;
     let _ = std::fs::remove_dir_all(&wheels);
 }
