@@ -146,3 +146,12 @@ async fn evals_run_real_turns_with_the_version_pinned_and_grade_them() {
     assert!(Requirement::parse("trigger=0.75,pass=0.5").unwrap().check(Some(&latest)).is_ok());
     assert!(report.table().contains("trigger rate 75% · pass rate 50%"));
 }
+
+#[test]
+fn run_ids_sort_by_when_they_started_even_within_one_second() {
+    let start = OffsetDateTime::from_unix_timestamp(1_795_954_307).unwrap();
+    for later in [time::Duration::nanoseconds(1), time::Duration::milliseconds(300), time::Duration::seconds(1)] {
+        let (first, second) = (evals::new_run_id(start), evals::new_run_id(start + later));
+        assert!(first < second, "{first} then {second}");
+    }
+}

@@ -49,9 +49,10 @@ pub fn is_eval_session(session: &str) -> bool {
     session.starts_with(EVAL_SESSION_PREFIX)
 }
 
-/// A new eval run's id: the time and some randomness, so runs sort by when they started.
+/// A new eval run's id: the time in nanoseconds and some randomness, so runs sort by when they
+/// started, also two started within the same second.
 pub fn new_run_id(now: OffsetDateTime) -> String {
-    format!("{:010}-{}", now.unix_timestamp().max(0), hex::encode(rand::random::<[u8; 4]>()))
+    format!("{:019}-{}", now.unix_timestamp_nanos().max(0), hex::encode(rand::random::<[u8; 4]>()))
 }
 
 /// Reads the suite of `record` from its own files: an error when it has none or it does not read.
