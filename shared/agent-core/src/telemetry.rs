@@ -246,11 +246,10 @@ mod tests {
 
     #[tokio::test]
     async fn the_decorator_passes_replies_and_deltas_through() {
-        let fixed =
-            FnModel::new(|_| Ok(ChatResponse::text("hola").with_usage(Usage { input_tokens: 3, output_tokens: 2 })));
+        let fixed = FnModel::new(|_| Ok(ChatResponse::text("hola").with_usage(Usage::new(3, 2))));
         let model = InstrumentedModel::new(Arc::new(fixed), Some("openai".into()), Some("m".into()));
         let reply = model.complete(&ChatRequest::default()).await.unwrap();
-        assert_eq!(reply.usage, Usage { input_tokens: 3, output_tokens: 2 });
+        assert_eq!(reply.usage, Usage::new(3, 2));
         let sink = Collect(Default::default());
         let streamed = model.complete_streaming(&ChatRequest::default(), &sink).await.unwrap();
         assert_eq!((streamed.content.as_str(), sink.0.lock().unwrap().as_str()), ("hola", "hola"));

@@ -225,24 +225,87 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
-/// Token counts reported by the provider.
+/// Token counts as the provider reported them. `input_tokens` is every input token, cached or not
+/// (as the GenAI conventions' `gen_ai.usage.input_tokens`); the cache reads and writes are parts of
+/// it, so the uncached input is what is left (see [`Usage::uncached_input_tokens`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "UsageView", into = "UsageView")]
 pub struct Usage {
     pub input_tokens: u64,
     pub output_tokens: u64,
+    /// Input tokens read from the provider's prompt cache (billed at a fraction of an input token).
+    pub cache_read_tokens: u64,
+    /// Input tokens written to the provider's prompt cache (billed at a premium by some providers).
+    pub cache_write_tokens: u64,
 }
 
 impl Usage {
+    /// A call that used no prompt cache.
+    pub fn new(input_tokens: u64, output_tokens: u64) -> Self {
+        Self { input_tokens, output_tokens, cache_read_tokens: 0, cache_write_tokens: 0 }
+    }
+
     pub fn add(&mut self, other: Usage) {
         self.input_tokens += other.input_tokens;
         self.output_tokens += other.output_tokens;
+        self.cache_read_tokens += other.cache_read_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
+    }
+
+    /// The input tokens neither read from nor written to the cache.
+    pub fn uncached_input_tokens(&self) -> u64 {
+        self.input_tokens.saturating_sub(self.cache_read_tokens).saturating_sub(self.cache_write_tokens)
+    }
+}
+
+/// [`Usage`] as JSON: the split of the input spelled out, so a client need not subtract. Stored
+/// replies from before the split read as uncached.
+#[derive(Serialize, Deserialize)]
+struct UsageView {
+    input_tokens: u64,
+    output_tokens: u64,
+    #[serde(default)]
+    uncached_input_tokens: Option<u64>,
+    #[serde(default)]
+    cache_read_tokens: u64,
+    #[serde(default)]
+    cache_write_tokens: u64,
+}
+
+impl From<Usage> for UsageView {
+    fn from(usage: Usage) -> Self {
+        Self {
+            input_tokens: usage.input_tokens,
+            output_tokens: usage.output_tokens,
+            uncached_input_tokens: Some(usage.uncached_input_tokens()),
+            cache_read_tokens: usage.cache_read_tokens,
+            cache_write_tokens: usage.cache_write_tokens,
+        }
+    }
+}
+
+impl From<UsageView> for Usage {
+    fn from(view: UsageView) -> Self {
+        Self {
+            input_tokens: view.input_tokens,
+            output_tokens: view.output_tokens,
+            cache_read_tokens: view.cache_read_tokens,
+            cache_write_tokens: view.cache_write_tokens,
+        }
     }
 }
 
 /// Everything one model call needs.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ChatRequest {
+    /// The system prompt's stable part: the same for every call of a turn and for every turn in
+    /// the same prompt state, so a provider may cache it (with the tools before it).
     pub system: String,
+    /// What varies in the system prompt (today's date): sent after the cached part, never marked.
+    pub system_tail: String,
+    /// Groups requests that share a prefix for a provider that routes by key (OpenAI's
+    /// `prompt_cache_key`): the tenant and the prompt state, hashed. `None`: no key is sent.
+    pub cache_key: Option<String>,
     pub messages: Vec<Message>,
     /// Shared with the agent that offers them: a turn's model calls send the same list.
     pub tools: Arc<[ToolSpec]>,

@@ -278,7 +278,7 @@ mod tests {
         assert_eq!(model.remaining(), 2);
         let first = model.complete(&request()).await.unwrap();
         assert_eq!(first.content, "one");
-        assert_eq!(first.usage, Usage { input_tokens: 1, output_tokens: 2 });
+        assert_eq!(first.usage, Usage::new(1, 2));
         let second = model.complete(&request()).await.unwrap();
         assert_eq!(second.content, "two");
         assert_eq!(second.stop_reason, StopReason::MaxTokens);

@@ -204,7 +204,11 @@ async fn concurrent_reservations_grant_exactly_the_budget_and_each_is_counted() 
             let mut granted = 0;
             for _ in 0..25 {
                 // A stale `seen` of 0 makes every call try the write, as concurrent turns do.
-                match sessions.reserve_tokens(&user, day, 1, BUDGET, 0).await.expect("reserve") {
+                match sessions
+                    .reserve(&user, day, agent_core::store::BudgetUnit::Tokens, 1, BUDGET, 0)
+                    .await
+                    .expect("reserve")
+                {
                     Reservation::Granted { tokens, claimed } => {
                         assert!(claimed <= BUDGET, "granted past the budget: {claimed}");
                         granted += tokens;
@@ -234,9 +238,10 @@ async fn concurrent_reservations_grant_exactly_the_budget_and_each_is_counted() 
                     day: day.to_owned(),
                     models: BTreeMap::from([(
                         "m".to_owned(),
-                        ModelUsage { input_tokens: 1, output_tokens: 0, model_calls: 1 },
+                        ModelUsage { input_tokens: 1, output_tokens: 0, model_calls: 1, ..ModelUsage::default() },
                     )]),
                     reserved: 1,
+                    reserved_cost: 0,
                     ..TurnUsage::default()
                 };
                 sessions.record_usage(&user, &usage, &format!("spend-{task}-{spend}")).await.expect("record the spend");

@@ -20,7 +20,7 @@ use crate::ids::UserId;
 use crate::message::{ChatRequest, ChatResponse};
 use crate::model::{ChatModel, DeltaSink, FileInput, ModelError};
 use crate::sandbox::{ExecOutcome, ExecRequest, Sandbox, SandboxError, SandboxLayout};
-use crate::store::{BudgetOverride, ModelUsage, Reservation, Session, SessionStore, StoreError, TurnUsage};
+use crate::store::{BudgetOverride, BudgetUnit, ModelUsage, Reservation, Session, SessionStore, StoreError, TurnUsage};
 
 /// The usage label of the configured model when `LLM_MODEL` names none.
 pub const DEFAULT_MODEL_LABEL: &str = "default";
@@ -155,7 +155,10 @@ impl Meter {
         let usage = ModelUsage {
             input_tokens: response.usage.input_tokens,
             output_tokens: response.usage.output_tokens,
+            cache_read_tokens: response.usage.cache_read_tokens,
+            cache_write_tokens: response.usage.cache_write_tokens,
             model_calls: 1,
+            ..ModelUsage::default()
         };
         lock(&self.state).models.entry(model).or_default().add(&usage);
     }
@@ -197,7 +200,8 @@ impl Meter {
         if need == 0 {
             return Ok(());
         }
-        let outcome = gate.sessions.reserve_tokens(&gate.user, &gate.day, need, gate.budget, gate.seen).await;
+        let outcome =
+            gate.sessions.reserve(&gate.user, &gate.day, BudgetUnit::Tokens, need, gate.budget, gate.seen).await;
         let mut state = lock(&self.state);
         match outcome {
             Ok(Reservation::Granted { tokens, claimed }) => {
@@ -239,6 +243,7 @@ impl Meter {
             sandbox_ms: state.sandbox_ms,
             committed,
             reserved: state.reserved,
+            reserved_cost: 0,
             grading: false,
         }
     }
@@ -425,7 +430,7 @@ fn within_budget(
 ) -> Result<Option<u64>, TurnError> {
     let budget = match state.budget {
         Some(BudgetOverride::Unlimited) => return Ok(None),
-        Some(BudgetOverride::Tokens(tokens)) => tokens,
+        Some(BudgetOverride::Limit(tokens)) => tokens,
         None => default,
     };
     let claimed = state.claimed_tokens.max(state.used_tokens);
@@ -458,13 +463,13 @@ mod tests {
             used_tokens: used,
             claimed_tokens: used,
             budget,
-            misconfigured: None,
+            ..crate::store::BudgetState::default()
         };
         assert!(within_budget(100, state(99, None), now).is_ok());
         let refused = within_budget(100, state(100, None), now).unwrap_err();
         assert!(matches!(refused, TurnError::QuotaExceeded { used: 100, budget: 100, retry_after_secs: 86_400 }));
-        assert!(within_budget(100, state(500, Some(BudgetOverride::Tokens(1_000))), now).is_ok());
-        assert!(within_budget(100, state(5, Some(BudgetOverride::Tokens(0))), now).is_err());
+        assert!(within_budget(100, state(500, Some(BudgetOverride::Limit(1_000))), now).is_ok());
+        assert!(within_budget(100, state(5, Some(BudgetOverride::Limit(0))), now).is_err());
         assert!(matches!(within_budget(0, state(u64::MAX, Some(BudgetOverride::Unlimited)), now), Ok(None)));
         let reserved = crate::store::BudgetState { claimed_tokens: 100, ..state(40, None) };
         assert!(within_budget(100, reserved, now).is_err(), "reservations count against the budget");
@@ -474,6 +479,8 @@ mod tests {
     fn a_call_reserves_its_estimated_input_and_its_most_output() {
         let request = ChatRequest {
             system: "x".repeat(300),
+            system_tail: String::new(),
+            cache_key: None,
             messages: vec![crate::message::Message::User { content: "y".repeat(30), files: Vec::new() }],
             tools: Arc::default(),
             model: None,

@@ -40,7 +40,7 @@ fn version_files(description: &str) -> Vec<SkillFileBytes> {
 /// the first expectation passed and the second failed.
 fn model() -> FnModel {
     FnModel::new(|request| {
-        let usage = Usage { input_tokens: 100, output_tokens: 10 };
+        let usage = Usage::new(100, 10);
         if request.response_format.is_some() {
             let grading = json!({"expectations": [
                 {"passed": true, "evidence": "The reply says: Here is your PDF."},

@@ -17,7 +17,7 @@ fn user(id: &str) -> UserId {
 }
 
 fn spent(day: &str, tokens: (u64, u64), committed: bool) -> TurnUsage {
-    let usage = ModelUsage { input_tokens: tokens.0, output_tokens: tokens.1, model_calls: 1 };
+    let usage = ModelUsage { input_tokens: tokens.0, output_tokens: tokens.1, model_calls: 1, ..ModelUsage::default() };
     TurnUsage {
         day: day.into(),
         models: BTreeMap::from([("m".to_owned(), usage)]),
@@ -25,6 +25,7 @@ fn spent(day: &str, tokens: (u64, u64), committed: bool) -> TurnUsage {
         sandbox_ms: 0,
         committed,
         reserved: 0,
+        reserved_cost: 0,
         grading: false,
     }
 }
@@ -61,7 +62,10 @@ async fn usage_counts_with_the_commit_and_a_spend_once_per_token() {
         (day.totals.tokens(), day.totals.model_calls, day.totals.turns, day.totals.failed_turns),
         (165, 2, 1, 1)
     );
-    assert_eq!(day.models["m"], ModelUsage { input_tokens: 150, output_tokens: 15, model_calls: 2 });
+    assert_eq!(
+        day.models["m"],
+        ModelUsage { input_tokens: 150, output_tokens: 15, model_calls: 2, ..ModelUsage::default() }
+    );
     let both = store.usage(&alice, "2026-11-01", "2026-11-30").await.unwrap();
     assert_eq!(both.iter().map(|day| day.day.as_str()).collect::<Vec<_>>(), ["2026-11-25", "2026-11-26"]);
     assert_eq!(store.usage(&bob, "2026-11-01", "2026-11-30").await.unwrap()[0].totals.tokens(), 2, "Bob's own only");
@@ -79,7 +83,7 @@ fn two_step_model(fail_second: bool) -> Arc<FnModel> {
     let calls = AtomicU32::new(0);
     Arc::new(FnModel::new(move |_| {
         let call = calls.fetch_add(1, Ordering::SeqCst);
-        let usage = Usage { input_tokens: 100, output_tokens: 10 };
+        let usage = Usage::new(100, 10);
         // Even calls are a turn's first (a tool call), odd ones its second (the answer).
         if call.is_multiple_of(2) {
             let todoread = ToolCall::new(format!("c{call}"), "todoread", serde_json::json!({}));
@@ -135,7 +139,7 @@ async fn a_failed_turn_counts_what_it_paid_for_and_a_spent_budget_stops_the_next
     let model = two_step_model(false);
     let (service, sessions) = build(model.clone(), Some(300));
     let reply = service.run_turn(request("alice", "uno")).await.unwrap();
-    assert_eq!(reply.usage, Usage { input_tokens: 200, output_tokens: 20 });
+    assert_eq!(reply.usage, Usage::new(200, 20));
     let state = sessions.budget_state(&user("alice"), &today).await.unwrap();
     assert_eq!((state.used_tokens, state.claimed_tokens), (220, 220), "the reservations were released");
     let stopped = service.run_turn(request("alice", "dos")).await;
@@ -153,6 +157,6 @@ async fn a_failed_turn_counts_what_it_paid_for_and_a_spent_budget_stops_the_next
     );
     assert_eq!(model.calls(), 3, "the refused calls reached no model");
     assert!(service.run_turn(request("bob", "hola")).await.is_ok(), "another tenant is not affected");
-    sessions.set_budget(&user("alice"), Some(BudgetOverride::Tokens(10_000)));
+    sessions.set_budget(&user("alice"), Some(BudgetOverride::Limit(10_000)));
     assert!(service.run_turn(request("alice", "tres")).await.is_ok(), "an operator's override raises it");
 }

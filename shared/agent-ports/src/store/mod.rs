@@ -18,7 +18,10 @@ pub use session::{
     HistoryPage, HistorySummary, PausedSubagent, PendingApproval, PendingCall, Session, SessionState, TodoItem,
     TodoStatus, TurnCommit, WorkspaceFile, MAX_LOADED_HISTORY_BYTES, MAX_LOADED_TURNS,
 };
-pub use usage::{BudgetOverride, BudgetState, ModelUsage, Reservation, TurnUsage, UsageCounts, UsageDay};
+pub use usage::{
+    nanos_to_usd, parse_usd_nanos, BudgetOverride, BudgetState, BudgetUnit, ModelUsage, Reservation, TurnUsage,
+    UsageCounts, UsageDay, NANOS_PER_USD,
+};
 
 use crate::ids::{SessionId, UserId};
 
@@ -178,16 +181,18 @@ pub trait SessionStore: Send + Sync {
     async fn usage(&self, user: &UserId, from: &str, to: &str) -> Result<Vec<UsageDay>, StoreError>;
     /// The tokens the tenant used on `day` and its budget override, in one read.
     async fn budget_state(&self, user: &UserId, day: &str) -> Result<BudgetState, StoreError>;
-    /// Atomically holds up to `want` tokens of `user`'s `day` for one model call, so that the day's
-    /// spent and reserved tokens never pass `budget` by more than the last grant's shortfall: the
-    /// grant is `want` capped by what is left; nothing left is a refusal. `seen` is the day's
-    /// claimed tokens as last read (a hint: a stale one costs a re-read, never a wrong grant).
-    /// The reservation is released by the commit or the failed spend that carries it
-    /// ([`TurnUsage::reserved`]).
-    async fn reserve_tokens(
+    /// Atomically holds up to `want` of `user`'s `day` for one model call, in the budget's `unit`
+    /// (tokens, or money at the price table's prices), so that the day's spent and reserved amount
+    /// never passes `budget` by more than the last grant's shortfall: the grant is `want` capped by
+    /// what is left; nothing left is a refusal. `seen` is the day's claimed amount as last read (a
+    /// hint: a stale one costs a re-read, never a wrong grant). The reservation is released by the
+    /// commit or the failed spend that carries it ([`TurnUsage::reserved`],
+    /// [`TurnUsage::reserved_cost`]).
+    async fn reserve(
         &self,
         user: &UserId,
         day: &str,
+        unit: BudgetUnit,
         want: u64,
         budget: u64,
         seen: u64,

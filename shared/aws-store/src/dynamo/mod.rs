@@ -371,15 +371,16 @@ impl SessionStore for DynamoSessionStore {
         self.day_budget(user, day).await
     }
 
-    async fn reserve_tokens(
+    async fn reserve(
         &self,
         user: &UserId,
         day: &str,
+        unit: agent_ports::store::BudgetUnit,
         want: u64,
         budget: u64,
         seen: u64,
     ) -> Result<agent_ports::store::Reservation, StoreError> {
-        self.reserve(user, day, want, budget, seen).await
+        self.reserve_of(user, day, unit, want, budget, seen).await
     }
 
     /// Sessions whose meta item was last written before [`OWNER_ATTRIBUTE`] existed are not

@@ -80,10 +80,7 @@ pub(super) fn from_wire(response: MessagesResponse, structured: Option<&str>) ->
             &mut stop_reason,
         )?;
     }
-    let usage = response
-        .usage
-        .map(|u| Usage { input_tokens: u.input_tokens, output_tokens: u.output_tokens })
-        .unwrap_or_default();
+    let usage = response.usage.map(|u| Usage::new(u.input_tokens, u.output_tokens)).unwrap_or_default();
     Ok(ChatResponse { content, tool_calls, usage, stop_reason })
 }
 

@@ -17,9 +17,7 @@ pub(super) struct Reply {
 
 pub(super) fn usage(tokens: Option<wire::TokenUsage>) -> Usage {
     let count = |n: i32| u64::try_from(n).unwrap_or(0);
-    tokens
-        .map(|t| Usage { input_tokens: count(t.input_tokens), output_tokens: count(t.output_tokens) })
-        .unwrap_or_default()
+    tokens.map(|t| Usage::new(count(t.input_tokens), count(t.output_tokens))).unwrap_or_default()
 }
 
 impl Reply {

@@ -79,7 +79,7 @@ pub(super) fn from_wire(response: CompletionResponse) -> Result<ChatResponse, Mo
     };
     let usage = response
         .usage
-        .map(|u| Usage { input_tokens: u.prompt_tokens.unwrap_or(0), output_tokens: u.completion_tokens.unwrap_or(0) })
+        .map(|u| Usage::new(u.prompt_tokens.unwrap_or(0), u.completion_tokens.unwrap_or(0)))
         .unwrap_or_default();
     Ok(ChatResponse { content: choice.message.content.unwrap_or_default(), tool_calls, usage, stop_reason })
 }

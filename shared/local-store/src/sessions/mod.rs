@@ -9,7 +9,9 @@ mod usage;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use agent_ports::store::{BudgetOverride, BudgetState, Reservation, SessionCursor, SessionList, TurnUsage, UsageDay};
+use agent_ports::store::{
+    BudgetOverride, BudgetState, BudgetUnit, Reservation, SessionCursor, SessionList, TurnUsage, UsageDay,
+};
 use agent_ports::{
     Accepted, Claim, HistoryPage, IdempotencyKey, Session, SessionId, SessionStore, StoreError, TurnCommit, TurnStatus,
     UserId,
@@ -36,9 +38,15 @@ impl MemorySessionStore {
         Self::default()
     }
 
-    /// Sets (or with `None` removes) `user`'s own daily budget, as an operator's item does in DynamoDB.
+    /// Sets (or with `None` removes) `user`'s own daily token budget, as an operator's item does in DynamoDB.
     pub fn set_budget(&self, user: &UserId, budget: Option<BudgetOverride>) {
-        lock(&self.usage).set_budget(user, budget);
+        lock(&self.usage).set_budget(user, BudgetUnit::Tokens, budget);
+    }
+
+    /// Sets (or with `None` removes) a tenant's daily money budget, in billionths of a dollar, as
+    /// an operator's `daily_usd` does in DynamoDB.
+    pub fn set_cost_budget(&self, user: &UserId, budget: Option<BudgetOverride>) {
+        lock(&self.usage).set_budget(user, BudgetUnit::Cost, budget);
     }
 }
 
@@ -107,16 +115,17 @@ impl SessionStore for MemorySessionStore {
         Ok(lock(&self.usage).budget_state(user, day))
     }
 
-    async fn reserve_tokens(
+    async fn reserve(
         &self,
         user: &UserId,
         day: &str,
+        unit: BudgetUnit,
         want: u64,
         budget: u64,
         _seen: u64,
     ) -> Result<Reservation, StoreError> {
         // Under the lock, as DynamoDB's conditional update: read, compare and add at once.
-        Ok(lock(&self.usage).reserve(user, day, want, budget))
+        Ok(lock(&self.usage).reserve(user, day, unit, want, budget))
     }
 
     async fn list_sessions(

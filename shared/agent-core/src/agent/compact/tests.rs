@@ -24,7 +24,7 @@ fn long_turn_model(summary: Option<&str>, steps: &[(&str, usize, Value)], answer
     let script = Script::default();
     for (step, (tool, count, arguments)) in steps.iter().enumerate() {
         let calls = (0..*count).map(|i| ToolCall::new(format!("c{step}_{i}"), *tool, arguments.clone())).collect();
-        script.push(ChatResponse::calling(calls).with_usage(Usage { input_tokens: 10, output_tokens: 1 }));
+        script.push(ChatResponse::calling(calls).with_usage(Usage::new(10, 1)));
     }
     script.push(ChatResponse::text(answer));
     let summary = summary.map(str::to_owned);
@@ -33,7 +33,7 @@ fn long_turn_model(summary: Option<&str>, steps: &[(&str, usize, Value)], answer
             return script.next_reply();
         }
         match &summary {
-            Some(summary) => Ok(ChatResponse::text(summary).with_usage(Usage { input_tokens: 100, output_tokens: 20 })),
+            Some(summary) => Ok(ChatResponse::text(summary).with_usage(Usage::new(100, 20))),
             None => Err(ModelError::InvalidResponse("the summary failed".into())),
         }
     })

@@ -62,7 +62,11 @@ fn counts(reader: &Reader<'_>) -> Result<UsageCounts, StoreError> {
     Ok(UsageCounts {
         input_tokens: optional_count(reader, "input_tokens")?,
         output_tokens: optional_count(reader, "output_tokens")?,
+        cache_read_tokens: optional_count(reader, "cache_read_tokens")?,
+        cache_write_tokens: optional_count(reader, "cache_write_tokens")?,
         model_calls: optional_count(reader, "model_calls")?,
+        cost_nanos: optional_count(reader, "cost_nanos")?,
+        unpriced_calls: optional_count(reader, "unpriced_calls")?,
         executions: optional_count(reader, "executions")?,
         sandbox_ms: optional_count(reader, "sandbox_ms")?,
         turns: optional_count(reader, "turns")?,
@@ -74,6 +78,10 @@ fn model_usage(reader: &Reader<'_>) -> Result<ModelUsage, StoreError> {
     Ok(ModelUsage {
         input_tokens: optional_count(reader, "input_tokens")?,
         output_tokens: optional_count(reader, "output_tokens")?,
+        cache_read_tokens: optional_count(reader, "cache_read_tokens")?,
+        cache_write_tokens: optional_count(reader, "cache_write_tokens")?,
         model_calls: optional_count(reader, "model_calls")?,
+        cost_nanos: optional_count(reader, "cost_nanos")?,
+        unpriced_calls: optional_count(reader, "unpriced_calls")?,
     })
 }

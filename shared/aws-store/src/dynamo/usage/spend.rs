@@ -12,6 +12,26 @@ use super::{
 use crate::codec::{n, s};
 use crate::dynamo::DynamoSessionStore;
 
+/// `ADD a :a, b :b, ...` of `adds`' counters.
+fn add_clause(adds: &[(&str, i128)]) -> String {
+    let terms: Vec<String> = adds.iter().map(|(name, _)| format!("{name} :{name}")).collect();
+    format!("ADD {}", terms.join(", "))
+}
+
+/// An update of one usage item with the values of `adds` bound.
+fn adding(
+    table: &str,
+    pk: &str,
+    sk: String,
+    adds: &[(&str, i128)],
+) -> aws_sdk_dynamodb::types::builders::UpdateBuilder {
+    let mut update = Update::builder().table_name(table).key("pk", s(pk)).key("sk", s(sk));
+    for (name, value) in adds {
+        update = update.expression_attribute_values(format!(":{name}"), n(*value));
+    }
+    update
+}
+
 fn build_error(err: impl std::fmt::Display) -> StoreError {
     StoreError::Backend(format!("building the usage write: {err}"))
 }
@@ -28,49 +48,60 @@ impl DynamoSessionStore {
         let expires = expires_at(&usage.day, now);
         let totals = usage.totals();
         let mut updates = Vec::with_capacity(1 + usage.models.len());
-        // What was spent replaces what was reserved: `claimed` moves by the difference.
+        // What was spent replaces what was reserved: each claimed counter moves by the difference.
         let claimed = i128::from(totals.tokens()) - i128::from(usage.reserved);
-        let release = if usage.reserved > 0 { ", reserved :release" } else { "" };
-        let mut day = Update::builder()
-            .table_name(&self.table)
-            .key("pk", s(&pk))
-            .key("sk", s(usage_day_sort_key(&usage.day)))
-            .update_expression(format!(
-                "ADD input_tokens :input, output_tokens :output, tokens :tokens, model_calls :calls, \
-                 executions :executions, sandbox_ms :sandbox_ms, turns :turns, failed_turns :failed, \
-                 claimed :claimed{release} SET #day = :day, expires_at = :expires",
-            ))
-            .expression_attribute_values(":claimed", n(claimed))
-            .expression_attribute_names("#day", "day")
-            .expression_attribute_values(":input", n(totals.input_tokens))
-            .expression_attribute_values(":output", n(totals.output_tokens))
-            .expression_attribute_values(":tokens", n(totals.tokens()))
-            .expression_attribute_values(":calls", n(totals.model_calls))
-            .expression_attribute_values(":executions", n(totals.executions))
-            .expression_attribute_values(":sandbox_ms", n(totals.sandbox_ms))
-            .expression_attribute_values(":turns", n(totals.turns))
-            .expression_attribute_values(":failed", n(totals.failed_turns))
-            .expression_attribute_values(":day", s(&usage.day))
-            .expression_attribute_values(":expires", n(expires));
-        if usage.reserved > 0 {
-            day = day.expression_attribute_values(":release", n(-i128::from(usage.reserved)));
+        let claimed_cost = i128::from(totals.cost_nanos) - i128::from(usage.reserved_cost);
+        let mut adds = vec![
+            ("input_tokens", i128::from(totals.input_tokens)),
+            ("output_tokens", i128::from(totals.output_tokens)),
+            ("cache_read_tokens", i128::from(totals.cache_read_tokens)),
+            ("cache_write_tokens", i128::from(totals.cache_write_tokens)),
+            ("tokens", i128::from(totals.tokens())),
+            ("model_calls", i128::from(totals.model_calls)),
+            ("cost_nanos", i128::from(totals.cost_nanos)),
+            ("unpriced_calls", i128::from(totals.unpriced_calls)),
+            ("executions", i128::from(totals.executions)),
+            ("sandbox_ms", i128::from(totals.sandbox_ms)),
+            ("turns", i128::from(totals.turns)),
+            ("failed_turns", i128::from(totals.failed_turns)),
+            ("claimed", claimed),
+        ];
+        // The money counters are only written once a price or a money budget has moved them, so a
+        // deployment without prices keeps the items it had.
+        if totals.cost_nanos > 0 || usage.reserved_cost > 0 {
+            adds.push(("claimed_cost", claimed_cost));
         }
-        let day = day.build().map_err(build_error)?;
+        if usage.reserved > 0 {
+            adds.push(("reserved", -i128::from(usage.reserved)));
+        }
+        if usage.reserved_cost > 0 {
+            adds.push(("reserved_cost", -i128::from(usage.reserved_cost)));
+        }
+        let day = adding(&self.table, &pk, usage_day_sort_key(&usage.day), &adds)
+            .update_expression(format!("{} SET #day = :day, expires_at = :expires", add_clause(&adds)))
+            .expression_attribute_names("#day", "day")
+            .expression_attribute_values(":day", s(&usage.day))
+            .expression_attribute_values(":expires", n(expires))
+            .build()
+            .map_err(build_error)?;
         updates.push(TransactWriteItem::builder().update(day).build());
         for (model, spent) in &usage.models {
-            let update = Update::builder()
-                .table_name(&self.table)
-                .key("pk", s(&pk))
-                .key("sk", s(model_sort_key(&usage.day, model)))
-                .update_expression(
-                    "ADD input_tokens :input, output_tokens :output, model_calls :calls \
-                     SET #day = :day, #model = :model, expires_at = :expires",
-                )
+            let adds = [
+                ("input_tokens", i128::from(spent.input_tokens)),
+                ("output_tokens", i128::from(spent.output_tokens)),
+                ("cache_read_tokens", i128::from(spent.cache_read_tokens)),
+                ("cache_write_tokens", i128::from(spent.cache_write_tokens)),
+                ("model_calls", i128::from(spent.model_calls)),
+                ("cost_nanos", i128::from(spent.cost_nanos)),
+                ("unpriced_calls", i128::from(spent.unpriced_calls)),
+            ];
+            let update = adding(&self.table, &pk, model_sort_key(&usage.day, model), &adds)
+                .update_expression(format!(
+                    "{} SET #day = :day, #model = :model, expires_at = :expires",
+                    add_clause(&adds)
+                ))
                 .expression_attribute_names("#day", "day")
                 .expression_attribute_names("#model", "model")
-                .expression_attribute_values(":input", n(spent.input_tokens))
-                .expression_attribute_values(":output", n(spent.output_tokens))
-                .expression_attribute_values(":calls", n(spent.model_calls))
                 .expression_attribute_values(":day", s(&usage.day))
                 .expression_attribute_values(":model", s(model))
                 .expression_attribute_values(":expires", n(expires))

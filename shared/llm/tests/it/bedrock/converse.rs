@@ -56,7 +56,7 @@ async fn converse_request_wire_shape_and_signature() {
             arguments: json!({"path": "more.md", "n": [1, 2.5]})
         }]
     );
-    assert_eq!(response.usage, Usage { input_tokens: 21, output_tokens: 9 });
+    assert_eq!(response.usage, Usage::new(21, 9));
     assert_eq!(response.stop_reason, StopReason::ToolUse);
 }
 

@@ -30,7 +30,7 @@ async fn converse_stream_hands_deltas_over_as_they_arrive() {
         response.tool_calls,
         [ToolCall { id: "tooluse_s".into(), name: "read_file".into(), arguments: json!({"path": "a.md"}) }]
     );
-    assert_eq!(response.usage, Usage { input_tokens: 40, output_tokens: 12 });
+    assert_eq!(response.usage, Usage::new(40, 12));
     assert_eq!(response.stop_reason, StopReason::ToolUse);
     let received = server.received();
     assert_eq!(received[0].path, "/model/anthropic.claude-3-5-sonnet-20240620-v1%3A0/converse-stream");

@@ -80,7 +80,7 @@ async fn anthropic_parses_text_and_tool_use_replies() {
         ChatResponse {
             content: "Hello there.".to_string(),
             tool_calls: vec![],
-            usage: Usage { input_tokens: 20, output_tokens: 7 },
+            usage: Usage::new(20, 7),
             stop_reason: StopReason::EndTurn,
         }
     );
@@ -98,7 +98,7 @@ async fn anthropic_parses_text_and_tool_use_replies() {
                 },
                 ToolCall { id: "toolu_2".to_string(), name: "list".to_string(), arguments: json!({}) },
             ],
-            usage: Usage { input_tokens: 100, output_tokens: 30 },
+            usage: Usage::new(100, 30),
             stop_reason: StopReason::ToolUse,
         }
     );
@@ -156,7 +156,7 @@ async fn anthropic_structured_output_is_a_forced_tool() {
         ChatResponse {
             content: response.content.clone(),
             tool_calls: vec![],
-            usage: Usage { input_tokens: 50, output_tokens: 12 },
+            usage: Usage::new(50, 12),
             stop_reason: StopReason::EndTurn,
         }
     );

@@ -61,7 +61,7 @@ async fn openai_parses_text_reply_and_usage() {
         ChatResponse {
             content: "Hello there.".to_string(),
             tool_calls: vec![],
-            usage: Usage { input_tokens: 12, output_tokens: 5 },
+            usage: Usage::new(12, 5),
             stop_reason: StopReason::EndTurn,
         }
     );
@@ -90,7 +90,7 @@ async fn openai_parses_tool_calls_and_keeps_unparseable_arguments() {
     let response = model.complete(&simple_request()).await.unwrap();
     assert_eq!(response.content, "");
     assert_eq!(response.stop_reason, StopReason::ToolUse);
-    assert_eq!(response.usage, Usage { input_tokens: 40, output_tokens: 9 });
+    assert_eq!(response.usage, Usage::new(40, 9));
     assert_eq!(response.tool_calls.len(), 3);
     assert_eq!(
         response.tool_calls[0],
