@@ -27,7 +27,7 @@ pub use commit::INLINE_TOOL_RESULT_BYTES;
 pub use config::{AgentConfig, Strategy, MAX_MESSAGE_BYTES};
 pub use files::{FileDownload, DOWNLOAD_LINK_LIFETIME};
 pub use memories::MemoryFile;
-pub use request::{ReplyFile, TurnError, TurnReply, TurnRequest, UserProfile};
+pub use request::{ReplyFile, TurnCost, TurnError, TurnReply, TurnRequest, UserProfile};
 pub use skills::parse_slash_command;
 pub use uploads::{
     sniffed_type, Attachment, PresignedUpload, Upload, MAX_ATTACHMENTS, MAX_UPLOAD_BYTES, UPLOAD_LINK_LIFETIME,

@@ -70,6 +70,7 @@ impl TurnService {
             refused_tool_calls: 0,
             steps: outcome.steps,
             usage: outcome.usage,
+            cost: super::TurnCost::default(),
             ending: outcome.ending,
             version: session.version + 1,
             files: Vec::new(),

@@ -59,7 +59,12 @@ pub struct TurnReply {
     /// Tool calls refused because the tool was not offered.
     pub refused_tool_calls: u32,
     pub steps: u32,
+    /// Tokens of every model call of the turn (subagents' and summaries' too), as the providers
+    /// split them.
     pub usage: Usage,
+    /// What those calls cost at the price table's prices.
+    #[serde(default)]
+    pub cost: TurnCost,
     pub ending: Ending,
     /// The session's version after this turn.
     pub version: u64,
@@ -80,6 +85,16 @@ pub struct TurnReply {
     /// True when this is the stored reply of an earlier delivery with the same idempotency key.
     #[serde(skip)]
     pub replayed: bool,
+}
+
+/// What a turn's model calls cost, at the deployment's price table.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TurnCost {
+    /// US dollars over the calls of models with a price; `None` when no call's model has one.
+    pub usd: Option<f64>,
+    /// Models called that have no price: their tokens are counted, their cost is not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unpriced_models: Vec<String>,
 }
 
 /// A file a turn wrote: its `/workspace` path and size.

@@ -285,6 +285,7 @@ impl TurnService {
             refused_tool_calls,
             steps: outcome.steps,
             usage,
+            cost: super::TurnCost::default(),
             ending: outcome.ending,
             version: session.version + 1,
             files,
