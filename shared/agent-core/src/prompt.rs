@@ -1,4 +1,6 @@
-//! The two-state system prompt: a validated base template with the skill listing, or the loaded SKILL.md.
+//! The two-state system prompt: a validated base template with the skill listing, or the loaded
+//! SKILL.md. What varies from day to day (the date) is kept apart, in a tail sent after the part a
+//! provider caches, so the cached prefix holds for every call of a prompt state.
 
 use std::str::FromStr;
 
@@ -6,20 +8,22 @@ use thiserror::Error;
 
 use crate::skills::{Listing, SkillDoc};
 
-/// Every placeholder a base template must use, and the only ones it may use.
+/// Every placeholder a base template may use.
 pub const PLACEHOLDERS: [&str; 7] =
     ["date", "name", "language", "profile", "initial_context_title", "initial_context_description", "skill"];
+/// The placeholders a base template must use. The others are said in the prompt's tail when the
+/// template leaves them out.
+pub const REQUIRED_PLACEHOLDERS: [&str; 4] = ["name", "language", "profile", "skill"];
+/// What `{date}` renders as inside a template: the date itself is in the tail, after the cached
+/// part, so a template that names it does not make the cache expire every midnight.
+pub const DATE_REFERENCE: &str = "today (the date is stated at the end of these instructions)";
 
 /// The built-in base prompt, used when the tenant has no `BASE_PROMPT.md`.
 pub const DEFAULT_TEMPLATE: &str = "\
-You are a careful assistant working for {name}. Today is {date}. Answer in {language}.
+You are a careful assistant working for {name}. Answer in {language}.
 
 ## About the user
 {profile}
-
-## Context of this conversation
-{initial_context_title}
-{initial_context_description}
 
 ## Files
 You have a virtual filesystem: /workspace is yours to read and write and is kept for this \
@@ -64,11 +68,13 @@ enum Piece {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PromptTemplate {
     pieces: Vec<Piece>,
+    /// Whether the template places the conversation's context itself; if not, the tail says it.
+    places_context: bool,
 }
 
 impl PromptTemplate {
-    /// Parses `{placeholder}` slots and `{{`/`}}` escapes; every placeholder of [`PLACEHOLDERS`]
-    /// must appear and no other may.
+    /// Parses `{placeholder}` slots and `{{`/`}}` escapes; every placeholder of
+    /// [`REQUIRED_PLACEHOLDERS`] must appear and none outside [`PLACEHOLDERS`] may.
     pub fn parse(text: &str) -> Result<Self, TemplateError> {
         let mut pieces = Vec::new();
         let mut literal = String::new();
@@ -113,29 +119,27 @@ impl PromptTemplate {
         if !literal.is_empty() {
             pieces.push(Piece::Text(literal));
         }
-        if let Some(missing) = seen.iter().position(|seen| !seen) {
-            return Err(TemplateError::MissingPlaceholder(PLACEHOLDERS[missing]));
+        let seen_named = |name: &str| PLACEHOLDERS.iter().position(|p| *p == name).is_some_and(|slot| seen[slot]);
+        if let Some(missing) = REQUIRED_PLACEHOLDERS.iter().find(|name| !seen_named(name)) {
+            return Err(TemplateError::MissingPlaceholder(missing));
         }
-        Ok(Self { pieces })
+        let places_context = seen_named("initial_context_title") || seen_named("initial_context_description");
+        Ok(Self { pieces, places_context })
     }
 
-    /// Fills the slots; values are inserted verbatim, so braces inside them are never re-read.
+    /// The whole prompt as one text, the tail last; values are inserted verbatim, so braces
+    /// inside them are never re-read.
     pub fn render(&self, vars: &PromptVars, skill: &str) -> String {
-        let values = vars.slot_values(skill);
-        let mut out = String::new();
-        for piece in &self.pieces {
-            match piece {
-                Piece::Text(text) => out.push_str(text),
-                Piece::Slot(slot) => out.push_str(values[*slot]),
-            }
-        }
-        out
+        let prompt =
+            SystemPrompt { sections: self.render_sections(vars, &Section::new(SectionKind::SkillDocument, skill)) };
+        prompt.render() + &prompt.render_tail()
     }
 }
 
 impl PromptTemplate {
     /// Like [`PromptTemplate::render`], but keeps the template's own text apart from what fills
-    /// `{skill}`, so the context budget can trim the first and never touch the second.
+    /// `{skill}`, and ends with the [`SectionKind::Tail`]: the date, and the conversation's context
+    /// unless the template places it.
     pub fn render_sections(&self, vars: &PromptVars, skill: &Section) -> Vec<Section> {
         let mut sections = Vec::new();
         let mut base = String::new();
@@ -155,12 +159,27 @@ impl PromptTemplate {
         if !base.is_empty() {
             sections.push(Section::new(SectionKind::Base, base));
         }
+        sections.push(self.tail(vars));
         sections
+    }
+
+    /// What varies between days and conversations, said after the cached part.
+    fn tail(&self, vars: &PromptVars) -> Section {
+        let mut tail = String::from("\n\n");
+        if !self.places_context {
+            tail.push_str(&format!(
+                "## Context of this conversation\n{}\n{}\n\n",
+                vars.initial_context_title, vars.initial_context_description
+            ));
+        }
+        tail.push_str(&format!("Today is {}.\n", vars.date));
+        Section::new(SectionKind::Tail, tail)
     }
 
     fn render_piece(&self, piece: &Piece, vars: &PromptVars) -> String {
         match piece {
             Piece::Text(text) => text.clone(),
+            Piece::Slot(0) => DATE_REFERENCE.to_owned(),
             Piece::Slot(slot) => vars.slot_values("")[*slot].to_owned(),
         }
     }
@@ -183,6 +202,9 @@ pub enum SectionKind {
     Reminder,
     /// What `/memories` is for ([`MEMORY_SECTION`]): may be trimmed.
     Memory,
+    /// What varies between days and conversations (the date, the conversation's context): sent
+    /// after the cached part of the prompt, wherever it sits among the sections; never cut.
+    Tail,
 }
 
 /// One part of a system prompt.
@@ -204,9 +226,17 @@ impl Section {
         Self { kind: SectionKind::SkillListing, text: listing.text.clone(), fallbacks: listing.fallbacks.clone() }
     }
 
-    /// Skill instructions and their reminder are never trimmed.
+    /// The base prompt (the tenant's policy), skill instructions, their reminder and the tail are
+    /// never trimmed.
     pub fn is_protected(&self) -> bool {
-        matches!(self.kind, SectionKind::SkillDocument | SectionKind::MandatorySkill | SectionKind::Reminder)
+        matches!(
+            self.kind,
+            SectionKind::Base
+                | SectionKind::SkillDocument
+                | SectionKind::MandatorySkill
+                | SectionKind::Reminder
+                | SectionKind::Tail
+        )
     }
 }
 
@@ -217,8 +247,14 @@ pub struct SystemPrompt {
 }
 
 impl SystemPrompt {
+    /// The stable part, which a provider may cache: every section but the tail, in order.
     pub fn render(&self) -> String {
-        self.sections.iter().map(|section| section.text.as_str()).collect()
+        self.sections.iter().filter(|section| section.kind != SectionKind::Tail).map(|s| s.text.as_str()).collect()
+    }
+
+    /// What varies, sent after the stable part ([`SectionKind::Tail`]).
+    pub fn render_tail(&self) -> String {
+        self.sections.iter().filter(|section| section.kind == SectionKind::Tail).map(|s| s.text.as_str()).collect()
     }
 }
 
@@ -271,7 +307,7 @@ impl FromStr for SkillPromptMode {
 
 /// The system prompt for the next model call: state 1 (no skill: template + listing) or
 /// state 2 (a skill is current: its SKILL.md, replacing or injected per `mode`); both end with
-/// [`MEMORY_SECTION`].
+/// [`MEMORY_SECTION`], and a template's rendering with its tail.
 pub fn system_prompt(
     template: &PromptTemplate,
     vars: &PromptVars,
@@ -312,11 +348,35 @@ mod tests {
     fn default_template_is_valid() {
         let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
         let text = template.render(&vars(), "SKILLS HERE");
-        assert!(text.contains("working for Ana. Today is 2026-11-22. Answer in Spanish."));
-        assert!(text.trim_end().ends_with("SKILLS HERE"));
+        assert!(text.starts_with("You are a careful assistant working for Ana. Answer in Spanish."), "{text}");
+        assert!(text.contains("SKILLS HERE"));
+        assert!(text.trim_end().ends_with("Today is 2026-11-22."), "the date comes last: {text}");
         let sections = template.render_sections(&vars(), &Section::new(SectionKind::MandatorySkill, "SKILLS HERE"));
-        assert_eq!(SystemPrompt { sections: sections.clone() }.render(), text);
-        assert_eq!(sections.iter().filter(|s| s.is_protected()).count(), 1);
+        let prompt = SystemPrompt { sections: sections.clone() };
+        assert_eq!(prompt.render() + &prompt.render_tail(), text);
+        assert!(sections.iter().all(Section::is_protected), "the base prompt is the tenant's policy: never trimmed");
+    }
+
+    #[test]
+    fn the_date_and_the_conversation_come_after_the_stable_part() {
+        let template = PromptTemplate::parse(DEFAULT_TEMPLATE).unwrap();
+        let listing = Section::new(SectionKind::SkillListing, "LISTING");
+        let today = SystemPrompt { sections: template.render_sections(&vars(), &listing) };
+        let tomorrow_vars =
+            PromptVars { date: "2026-11-23".into(), initial_context_title: "Ticket T-1".into(), ..vars() };
+        let tomorrow = SystemPrompt { sections: template.render_sections(&tomorrow_vars, &listing) };
+        assert_eq!(today.render(), tomorrow.render(), "the cached part holds across days and tickets");
+        assert!(!today.render().contains("2026-11-22"));
+        assert_eq!(today.render_tail(), "\n\n## Context of this conversation\nNone\n-\n\nToday is 2026-11-22.\n");
+        assert!(tomorrow.render_tail().contains("Ticket T-1") && tomorrow.render_tail().contains("2026-11-23"));
+
+        // A tenant's template that names the date and places the context keeps them where it put
+        // them; the date there refers to the tail, which says it.
+        let own = PromptTemplate::parse("Hoy: {date}. {name} {language} {profile}\n{initial_context_title}\n{skill}")
+            .unwrap();
+        let rendered = SystemPrompt { sections: own.render_sections(&vars(), &listing) };
+        assert!(rendered.render().starts_with(&format!("Hoy: {DATE_REFERENCE}. Ana Spanish Notary\nNone\nLISTING")));
+        assert_eq!(rendered.render_tail(), "\n\nToday is 2026-11-22.\n");
     }
 
     #[test]
@@ -351,6 +411,8 @@ mod tests {
     fn rejects_unknown_and_missing_placeholders() {
         let all = PLACEHOLDERS.iter().map(|p| format!("{{{p}}}")).collect::<String>();
         assert!(PromptTemplate::parse(&all).is_ok());
+        let required = REQUIRED_PLACEHOLDERS.iter().map(|p| format!("{{{p}}}")).collect::<String>();
+        assert!(PromptTemplate::parse(&required).is_ok(), "the date and the context are optional");
         assert_eq!(
             PromptTemplate::parse(&format!("{all}{{usr}}")),
             Err(TemplateError::UnknownPlaceholder("usr".into()))
@@ -375,6 +437,6 @@ mod tests {
         let mut vars = vars();
         vars.name = "{skill}".into();
         let text = template.render(&vars, "S");
-        assert!(text.starts_with("{json} 2026-11-22{skill}Spanish"));
+        assert!(text.starts_with(&format!("{{json}} {DATE_REFERENCE}{{skill}}Spanish")), "{text}");
     }
 }

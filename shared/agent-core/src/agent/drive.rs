@@ -67,18 +67,13 @@ pub(super) async fn drive(
         }
         let tools = env.tools();
         let tools_tokens = env.tools_tokens();
-        let (mut system, mut messages, mut trims) = prepare(
-            &*env,
-            model.file_input(),
-            &conversation,
-            first_new,
-            compacted.as_ref(),
-            steps,
-            tools_tokens,
-            limits.input_tokens,
-        );
+        let how = |trim_system| Prepare { step: steps, tools_tokens, limit: limits.input_tokens, trim_system };
+        // The system prompt is the prefix a provider caches: it is left whole while the turn's own
+        // steps can make room.
+        let (mut system, mut messages, mut trims) =
+            prepare(&*env, model.file_input(), &conversation, first_new, compacted.as_ref(), how(false));
         // The turn itself would be cut: condense its older steps first, as long as there are some
-        // and what is never cut (the prompt as trimmed, the request, the tools) leaves room for them.
+        // and what is never cut (the prompt, the request, the tools) leaves room for them.
         let floor = budget::estimate_request(&system, std::slice::from_ref(&conversation[first_new]), tools_tokens);
         if budget::cuts_the_turn(&trims) && floor < limits.input_tokens {
             // The calls that returned skill instructions, asked of the environment before the call
@@ -98,17 +93,14 @@ pub(super) async fn drive(
                     .await;
             if condensed.is_some() {
                 compacted = condensed;
-                (system, messages, trims) = prepare(
-                    &*env,
-                    model.file_input(),
-                    &conversation,
-                    first_new,
-                    compacted.as_ref(),
-                    steps,
-                    tools_tokens,
-                    limits.input_tokens,
-                );
+                (system, messages, trims) =
+                    prepare(&*env, model.file_input(), &conversation, first_new, compacted.as_ref(), how(false));
             }
+        }
+        // Still too large: the optional parts of the system prompt go before the turn is cut.
+        if budget::cuts_the_turn(&trims) {
+            (system, messages, trims) =
+                prepare(&*env, model.file_input(), &conversation, first_new, compacted.as_ref(), how(true));
         }
         let mut shrunk = 0;
         let mut full = None;
@@ -133,7 +125,15 @@ pub(super) async fn drive(
         }
         let shown: Vec<&crate::message::FileRef> = messages.iter().flat_map(Message::files).collect();
         let files = if shown.is_empty() { Default::default() } else { env.file_bytes(&shown).await };
-        let request = ChatRequest { system: system.render(), messages, tools, files, ..ChatRequest::default() };
+        let request = ChatRequest {
+            system: system.render(),
+            system_tail: system.render_tail(),
+            cache_key: env.cache_scope().map(|scope| cache_key(&scope, env.prompt_state().as_ref())),
+            messages,
+            tools,
+            files,
+            ..ChatRequest::default()
+        };
         let deltas = DeltaEvents::new(events, MAX_REPLY_BYTES);
         let call = async {
             if events.wants_deltas() {
@@ -300,19 +300,26 @@ async fn resume_calls(
     calls::run_reply(env, reply, spent, events, conversation).await
 }
 
-/// The system prompt, the messages and the trims of the request for model call `step` (from 0):
-/// the conversation as [`compact::view`] gives it, the reminder, and [`budget::fit`].
-#[allow(clippy::too_many_arguments)]
+/// How [`prepare`] fits a request: for model call `step` (from 0), with tools of `tools_tokens`,
+/// under `limit`, trimming the system prompt's optional parts or not.
+struct Prepare {
+    step: u32,
+    tools_tokens: usize,
+    limit: usize,
+    trim_system: bool,
+}
+
+/// The system prompt, the messages and the trims of the request for one model call: the
+/// conversation as [`compact::view`] gives it, the reminder, and [`budget::fit`].
 fn prepare(
     env: &dyn TurnEnv,
     input: FileInput,
     conversation: &[Message],
     first_new: usize,
     compacted: Option<&compact::Compacted>,
-    step: u32,
-    tools_tokens: usize,
-    limit: usize,
+    how: Prepare,
 ) -> (SystemPrompt, Vec<Message>, Vec<Trim>) {
+    let Prepare { step, tools_tokens, limit, trim_system } = how;
     let mut system = env.system_prompt();
     let mut messages = compact::view(conversation, first_new, compacted);
     // What the request shows is decided first, by the model's own rule: the budget then counts
@@ -326,8 +333,20 @@ fn prepare(
     if let Some(reminder) = env.reminder(step) {
         messages.push(Message::user(reminder));
     }
-    let trims = budget::fit(&mut system, &mut messages, first_new, tools_tokens, limit);
+    let trims = budget::fit(&mut system, &mut messages, first_new, tools_tokens, limit, trim_system);
     (system, messages, trims)
+}
+
+/// The prompt-cache key of a request: its tenant's scope and its prompt state, hashed, so requests
+/// that share a prefix are routed together and a tenant's never share another's key.
+fn cache_key(scope: &str, state: Option<&super::PromptState>) -> String {
+    use sha2::Digest;
+    let state = match state {
+        Some(super::PromptState::Skill { path, forced }) => format!("skill:{path}:{forced}"),
+        Some(super::PromptState::Listing { .. }) | None => "listing".to_owned(),
+    };
+    let digest = sha2::Sha256::digest(format!("{scope}\n{state}").as_bytes());
+    hex::encode(&digest[..16])
 }
 
 fn log_trim(trim: &Trim, step: u32) {

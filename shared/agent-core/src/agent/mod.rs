@@ -84,6 +84,11 @@ pub trait TurnEnv: Send {
     fn prompt_state(&self) -> Option<PromptState> {
         None
     }
+    /// Whose prompts these are (the tenant), for the provider's prompt-cache key: requests of one
+    /// scope and prompt state share a key. `None` sends no key.
+    fn cache_scope(&self) -> Option<String> {
+        None
+    }
     /// Whether `call` returns skill instructions: its result is never saved to a file and is left
     /// out of a condensed step.
     fn reads_skill_text(&self, _call: &ToolCall) -> bool {

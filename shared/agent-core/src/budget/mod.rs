@@ -114,7 +114,10 @@ pub fn estimate_tools(tools: &[ToolSpec]) -> usize {
 
 /// Tokens of a whole request whose tools come to `tools_tokens` ([`estimate_tools`]).
 pub fn estimate_request(system: &SystemPrompt, messages: &[Message], tools_tokens: usize) -> usize {
-    estimate_text(&system.render()) + messages.iter().map(estimate_message).sum::<usize>() + tools_tokens
+    estimate_text(&system.render())
+        + estimate_text(&system.render_tail())
+        + messages.iter().map(estimate_message).sum::<usize>()
+        + tools_tokens
 }
 
 /// One trim, for the logs.
@@ -142,16 +145,21 @@ pub enum Trim {
 ///
 /// The order: (1) the arguments of tool calls before the newest reply, largest first, since those
 /// calls were run and their results say what they did; (2) the oldest messages of earlier turns;
-/// (3) non-skill sections of the system prompt (the skill listing shrinks by tier instead);
-/// (4) the largest thing left, whether a message's text (a `find_skills` result keeps its top
-/// matches' `load_skill` arguments) or the arguments of one of the newest reply's calls. The skill
-/// instructions, the skill listing's smallest tier and the user's request are never cut.
+/// (3) with `trim_system`, the optional sections of the system prompt (the memory note, a forced
+/// skill's tool list; the skill listing shrinks by tier instead); (4) the largest thing left,
+/// whether a message's text (a `find_skills` result keeps its top matches' `load_skill` arguments)
+/// or the arguments of one of the newest reply's calls. The base prompt, the skill instructions,
+/// the skill listing's smallest tier and the user's request are never cut.
+///
+/// The loop first fits without `trim_system`, so a long turn condenses its own older steps before
+/// the system prompt changes: the prompt is the prefix a provider caches.
 pub fn fit(
     system: &mut SystemPrompt,
     messages: &mut Vec<Message>,
     request_index: usize,
     tools_tokens: usize,
     limit: usize,
+    trim_system: bool,
 ) -> Vec<Trim> {
     let mut trims = Vec::new();
     let mut total = estimate_request(system, messages, tools_tokens);
@@ -207,9 +215,9 @@ pub fn fit(
         trims.push(Trim::DroppedMessages { count: dropped, tokens: dropped_tokens });
     }
 
-    // 3. Non-skill sections of the system prompt, largest first. The skill listing is never
+    // 3. Optional sections of the system prompt, largest first. The skill listing is never
     //    dropped: it shrinks to its next tier, down to its smallest, which stays.
-    while total > limit {
+    while trim_system && total > limit {
         let Some(largest) = system
             .sections
             .iter()

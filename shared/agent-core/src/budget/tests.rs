@@ -7,8 +7,9 @@ use crate::prompt::{Section, SectionKind};
 fn prompt() -> SystemPrompt {
     SystemPrompt {
         sections: vec![
-            Section::new(SectionKind::Base, "base ".repeat(300)),
+            Section::new(SectionKind::Base, "base ".repeat(30)),
             Section::new(SectionKind::MandatorySkill, "<mandatory-skill>rules</mandatory-skill>"),
+            Section::new(SectionKind::Memory, "memory ".repeat(220)),
             Section::new(SectionKind::Reminder, "<skill-reminder/>"),
         ],
     }
@@ -41,7 +42,7 @@ fn history() -> Vec<Message> {
 #[test]
 fn under_the_limit_nothing_changes() {
     let (mut system, mut messages) = (prompt(), history());
-    assert!(fit(&mut system, &mut messages, 4, 0, 1_000_000).is_empty());
+    assert!(fit(&mut system, &mut messages, 4, 0, 1_000_000, true).is_empty());
     assert_eq!(messages, history());
 }
 
@@ -49,14 +50,41 @@ fn under_the_limit_nothing_changes() {
 fn trims_in_order_and_keeps_skill_and_request() {
     let (mut system, mut messages) = (prompt(), history());
     let limit = 1200;
-    let trims = fit(&mut system, &mut messages, 4, 0, limit);
+    let trims = fit(&mut system, &mut messages, 4, 0, limit, true);
     assert!(matches!(trims[0], Trim::DroppedMessages { count: 4, .. }), "{trims:?}");
     assert!(matches!(trims[1], Trim::DroppedSection { .. }), "{trims:?}");
     assert!(matches!(trims[2], Trim::TruncatedMessage { index: 1, .. }), "{trims:?}");
     assert_eq!(messages[0], Message::user("current request"));
     assert!(system.render().contains("<mandatory-skill>rules</mandatory-skill>"));
+    assert!(system.render().starts_with(&"base ".repeat(30)), "the base prompt is kept whole");
+    assert!(!system.render().contains("memory"), "an optional section went");
     assert!(system.render().ends_with("<skill-reminder/>"));
     assert!(estimate_request(&system, &messages, 0) <= limit);
+}
+
+#[test]
+fn without_trimming_the_system_prompt_the_turn_is_cut_and_the_prompt_kept() {
+    let (mut system, mut messages) = (prompt(), history());
+    let trims = fit(&mut system, &mut messages, 4, 0, 1200, false);
+    assert_eq!(system, prompt(), "the cached prefix is left as it is");
+    assert!(cuts_the_turn(&trims), "so the loop condenses the turn's older steps first: {trims:?}");
+}
+
+#[test]
+fn a_base_prompt_that_alone_does_not_fit_is_never_cut() {
+    let mut system = SystemPrompt {
+        sections: vec![
+            Section::new(SectionKind::Base, "policy ".repeat(2000)),
+            Section::new(SectionKind::Tail, "Today is 2026-11-29."),
+        ],
+    };
+    let before = system.clone();
+    let mut messages = vec![Message::user("current request")];
+    let trims = fit(&mut system, &mut messages, 0, 0, 1000, true);
+    assert!(matches!(trims.last(), Some(Trim::StillOver { .. })), "{trims:?}");
+    assert_eq!(system, before);
+    let parts = estimate_text(&"policy ".repeat(2000)) + estimate_text("Today is 2026-11-29.");
+    assert_eq!(estimate_request(&system, &messages, 0), parts + estimate_message(&messages[0]), "the tail counts");
 }
 
 #[test]
@@ -64,7 +92,7 @@ fn a_tool_call_and_its_result_are_dropped_together() {
     let (mut system, mut messages) = (prompt(), history());
     system.sections.clear();
     let without_first = estimate_request(&system, &messages[1..], 0);
-    fit(&mut system, &mut messages, 4, 0, without_first - 1);
+    fit(&mut system, &mut messages, 4, 0, without_first - 1, true);
     assert!(!matches!(messages[0], Message::Tool { .. }), "never starts with an orphan tool result");
 }
 
@@ -74,10 +102,10 @@ fn the_skill_listing_shrinks_by_tier_and_is_never_dropped() {
     listing.fallbacks = vec!["names only ".repeat(100), "9 skills in 2 categories".to_owned()];
     let mut system = SystemPrompt { sections: vec![Section::new(SectionKind::Base, "base"), listing] };
     let mut messages = vec![Message::user("current request")];
-    let trims = fit(&mut system, &mut messages, 0, 0, 500);
+    let trims = fit(&mut system, &mut messages, 0, 0, 500, true);
     assert!(matches!(trims[0], Trim::ShrunkListing { .. }), "{trims:?}");
     assert!(system.render().contains("names only"), "{}", system.render());
-    let trims = fit(&mut system, &mut messages, 0, 0, 10);
+    let trims = fit(&mut system, &mut messages, 0, 0, 10, true);
     assert!(trims.iter().any(|t| matches!(t, Trim::ShrunkListing { .. })), "{trims:?}");
     assert!(system.render().contains("9 skills in 2 categories"), "the smallest tier stays: {}", system.render());
 }
@@ -123,7 +151,7 @@ fn earlier_calls_arguments_go_first_and_the_newest_reply_keeps_its_own() {
         write("c", 3_000),
         written("c"),
     ];
-    let trims = fit(&mut system, &mut messages, 4, 0, 2_000);
+    let trims = fit(&mut system, &mut messages, 4, 0, 2_000, true);
     assert!(matches!(trims[..], [Trim::CutArguments { calls: 2, .. }]), "{trims:?}");
     assert!(!cuts_the_turn(&trims), "earlier calls' arguments are not the turn's last resort");
     assert_eq!(messages.len(), 9, "no message was dropped");
@@ -147,7 +175,7 @@ fn the_newest_replys_arguments_are_cut_when_they_are_the_largest_thing_left() {
         write("b", 200_000),
         written("b"),
     ];
-    let trims = fit(&mut system, &mut messages, 0, 0, 1_500);
+    let trims = fit(&mut system, &mut messages, 0, 0, 1_500, true);
     assert!(matches!(trims[..], [Trim::CutNewestArguments { .. }]), "{trims:?}");
     assert!(cuts_the_turn(&trims), "the current turn was cut");
     assert_eq!(
@@ -166,7 +194,7 @@ fn the_newest_replys_arguments_are_cut_when_they_are_the_largest_thing_left() {
 fn a_request_over_the_limit_on_its_own_is_still_over() {
     let mut system = SystemPrompt { sections: vec![] };
     let mut messages = vec![Message::user("q".repeat(30_000)), write("b", 20_000), written("b")];
-    let trims = fit(&mut system, &mut messages, 0, 0, 1_000);
+    let trims = fit(&mut system, &mut messages, 0, 0, 1_000, true);
     assert!(matches!(trims.last(), Some(Trim::StillOver { limit: 1_000, .. })), "{trims:?}");
     assert_eq!(messages[0], Message::user("q".repeat(30_000)), "the request is never cut");
     assert!(arguments(&messages[1])["content"].as_str().unwrap().contains("cut"), "the rest was");

@@ -380,6 +380,10 @@ impl TurnEnv for SkillsEnv<'_> {
         saved
     }
 
+    fn cache_scope(&self) -> Option<String> {
+        Some(self.shared.skills.user.to_string())
+    }
+
     fn prompt_state(&self) -> Option<PromptState> {
         Some(match &self.current_skill {
             Some(doc) => PromptState::Skill {

@@ -58,7 +58,12 @@ impl Collect {
 
 /// The request's tokens as `budget::estimate_request` counts them, from what the model received.
 fn estimate(request: &ChatRequest) -> usize {
-    let system = prompt::SystemPrompt { sections: vec![Section::new(SectionKind::Base, request.system.clone())] };
+    let system = prompt::SystemPrompt {
+        sections: vec![
+            Section::new(SectionKind::Base, request.system.clone()),
+            Section::new(SectionKind::Tail, request.system_tail.clone()),
+        ],
+    };
     budget::estimate_request(&system, &request.messages, budget::estimate_tools(&request.tools))
 }
 

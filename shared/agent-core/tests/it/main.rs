@@ -6,6 +6,7 @@ mod catalog_agents;
 mod catalog_index;
 mod deepagents_parity;
 mod memories;
+mod prompt_cache;
 mod shown_files;
 mod skill_evals;
 mod skill_versions;
