@@ -306,6 +306,10 @@ pub struct ChatRequest {
     /// Groups requests that share a prefix for a provider that routes by key (OpenAI's
     /// `prompt_cache_key`): the tenant and the prompt state, hashed. `None`: no key is sent.
     pub cache_key: Option<String>,
+    /// How many of the last messages belong to this request only (a forced skill's reminder): a
+    /// provider's moving cache breakpoint goes on the message before them, which the next call
+    /// will start with too.
+    pub transient_messages: usize,
     pub messages: Vec<Message>,
     /// Shared with the agent that offers them: a turn's model calls send the same list.
     pub tools: Arc<[ToolSpec]>,

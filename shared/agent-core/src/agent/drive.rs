@@ -129,6 +129,7 @@ pub(super) async fn drive(
             system: system.render(),
             system_tail: system.render_tail(),
             cache_key: env.cache_scope().map(|scope| cache_key(&scope, env.prompt_state().as_ref())),
+            transient_messages: usize::from(env.reminder(steps).is_some()),
             messages,
             tools,
             files,
