@@ -1,7 +1,9 @@
-//! Per-tenant usage and daily token budgets through the compiled functions against moto and the
-//! scripted model (which reports 100 input and 10 output tokens for every answered call): a turn
-//! counts once however often its request comes, a failed turn counts what it spent, `GET /usage`
-//! answers only the caller's own, and a tenant at its budget is refused before any model call.
+//! Per-tenant usage, cost and daily budgets through the compiled functions against moto and the
+//! scripted model (which reports 100 input and 10 output tokens for every answered call, the input
+//! split by its emulated prompt cache): a turn counts once however often its request comes, a
+//! failed turn counts what it spent, `GET /usage` answers only the caller's own with the cost at
+//! the price table's prices, and a tenant at its budget of tokens or money is refused before any
+//! model call.
 
 use std::collections::HashMap;
 
@@ -80,7 +82,7 @@ async fn a_turn_counts_once_across_a_retried_post_a_redelivered_record_and_a_rep
     stack.model.push([Reply::tool("todoread", json!({})), Reply::text("Hecho.")]);
     let (status, body, _) = post(&http, ALICE, "s1", "Hola", Some("key-1")).await;
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body["usage"], json!({"input_tokens": 200, "output_tokens": 20}));
+    assert_eq!((&body["usage"]["input_tokens"], &body["usage"]["output_tokens"]), (&json!(200), &json!(20)), "{body}");
     let (status, replayed, headers) = post(&http, ALICE, "s1", "Hola", Some("key-1")).await;
     assert_eq!((status, &headers["idempotent-replayed"]), (200, &json!("true")), "{replayed}");
     assert_eq!(stack.model.requests().len(), 4, "the replay called no model");
@@ -104,7 +106,13 @@ async fn a_turn_counts_once_across_a_retried_post_a_redelivered_record_and_a_rep
         "{body}"
     );
     assert_eq!(day["failed_turns"], 0, "{body}");
-    assert_eq!(model, json!({"model": MODEL, "input_tokens": 300, "output_tokens": 30, "model_calls": 3}));
+    assert_eq!(
+        (&model["input_tokens"], &model["output_tokens"], &model["model_calls"]),
+        (&json!(300), &json!(30), &json!(3)),
+        "{model}"
+    );
+    // The scripted model has no price: its tokens count, its cost is unknown.
+    assert_eq!((&model["cost_usd"], &model["unpriced_calls"]), (&Value::Null, &json!(3)), "{model}");
     assert_eq!(body["totals"]["tokens"], 330, "{body}");
 
     // A turn that fails after a paid call (a tool call answered, then the model fails) spent those
@@ -307,4 +315,88 @@ async fn a_streamed_turn_over_budget_is_a_429_before_its_stream_opens() {
     assert_eq!(stream.status().await, 200);
     let events = crate::streaming::all_events(&mut stream).await;
     assert_eq!(events.last().unwrap().name, "turn.completed");
+}
+
+/// The scripted model's prices for these tests: whole billionths of a dollar per token
+/// ($3 / $15 / $3.75 / $0.30 per million), so a turn's cost does not depend on how its tokens
+/// split between its calls.
+const PRICES: &str =
+    r#"{"models": {"scripted-model": {"input": 3, "output": 15, "cache_write": 3.75, "cache_read": 0.3}}}"#;
+
+/// The cost in billionths of a dollar of `usage` (a body's `usage` or a `GET /usage` count) at [`PRICES`].
+fn priced(usage: &Value) -> u64 {
+    let count = |name: &str| usage[name].as_u64().unwrap_or_else(|| panic!("{name} in {usage}"));
+    let uncached = count("input_tokens") - count("cache_read_tokens") - count("cache_write_tokens");
+    assert_eq!(usage["uncached_input_tokens"], uncached, "{usage}");
+    uncached * 3_000
+        + count("cache_write_tokens") * 3_750
+        + count("cache_read_tokens") * 300
+        + count("output_tokens") * 15_000
+}
+
+fn usd(nanos: u64) -> Value {
+    json!(nanos as f64 / 1e9)
+}
+
+#[tokio::test]
+async fn a_turns_cost_and_cache_split_come_through_the_body_and_get_usage_and_daily_usd_stops_a_tenant() {
+    let stack = Stack::new().await;
+    // A money budget of $100 by default: far above these turns, so only an operator's item stops one.
+    let http = stack.http(&[("MODEL_PRICES", PRICES), ("DAILY_BUDGET_USD", "100")]).await;
+    stack.model.push([Reply::tool("todoread", json!({})), Reply::text("Hecho."), Reply::text("Otra vez.")]);
+    let (status, first, _) = post(&http, ALICE, "s1", "Hola", None).await;
+    assert_eq!(status, 200, "{first}");
+    let (status, second, _) = post(&http, ALICE, "s1", "Otra", None).await;
+    assert_eq!(status, 200, "{second}");
+    let (first_cost, second_cost) = (priced(&first["usage"]), priced(&second["usage"]));
+    assert_eq!(first["cost"], json!({"usd": usd(first_cost)}), "{first}");
+    assert_eq!(second["cost"], json!({"usd": usd(second_cost)}), "{second}");
+    assert!(
+        second["usage"]["cache_read_tokens"].as_u64().unwrap() > 0,
+        "the second turn reads the first's prefix from the cache: {second}"
+    );
+
+    let body = usage(&http, ALICE).await;
+    let (day, model) = today(&body);
+    for counts in [&day, &model, &body["totals"]] {
+        assert_eq!(priced(counts), first_cost + second_cost, "{counts}");
+        assert_eq!((&counts["cost_usd"], &counts["unpriced_calls"]), (&usd(first_cost + second_cost), &json!(0)));
+        let cached = ["cache_read_tokens", "cache_write_tokens"]
+            .map(|name| first["usage"][name].as_u64().unwrap() + second["usage"][name].as_u64().unwrap());
+        assert_eq!([&counts["cache_read_tokens"], &counts["cache_write_tokens"]], cached.map(|n| json!(n)).each_ref());
+    }
+    assert_eq!(body["prices"]["date"], "2026-11-29", "{body}");
+    assert_eq!(body["prices"]["currency"], "USD");
+    assert_eq!(body["prices"]["source"][0], "MODEL_PRICES", "the deployment's prices come first: {body}");
+
+    // Without the deployment's prices the scripted model has none: tokens only, and it says so.
+    let unpriced = stack.http(&[]).await;
+    stack.model.push([Reply::text("Bob")]);
+    let (status, body, _) = post(&unpriced, BOB, "b1", "Hola", None).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["cost"], json!({"usd": null, "unpriced_models": [MODEL]}), "{body}");
+    let (day, model) = today(&usage(&unpriced, BOB).await);
+    assert_eq!((&day["cost_usd"], &day["unpriced_calls"], &day["tokens"]), (&Value::Null, &json!(1), &json!(110)));
+    assert_eq!(model["cost_usd"], Value::Null);
+
+    // An operator gives Alice a millionth of a dollar a day: she has spent more, so her next turn
+    // is refused before any model call, with a 429 that names the money budget in dollars.
+    let mut item = HashMap::from([
+        ("pk".to_owned(), AttributeValue::S(format!("{ALICE}#@usage"))),
+        ("sk".to_owned(), AttributeValue::S("TOKEN_BUDGET".to_owned())),
+        ("daily_usd".to_owned(), AttributeValue::N("0.000001".to_owned())),
+    ]);
+    stack.dynamodb.put_item().table_name(&stack.table).set_item(Some(item.clone())).send().await.expect("put");
+    let calls = stack.model.requests().len();
+    let (status, body, headers) = post(&http, ALICE, "s1", "Una más", None).await;
+    assert_quota_exceeded(status, &body, &headers);
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("money budget is spent ($0.") && message.contains(" of $0.000001)"), "{message}");
+    assert_eq!(stack.model.requests().len(), calls, "the model was not called");
+    // The operator raises it to $5 (beside a token figure, which this deployment has no budget of).
+    item.insert("daily_usd".to_owned(), AttributeValue::N("5".to_owned()));
+    item.insert("daily_tokens".to_owned(), AttributeValue::N("10".to_owned()));
+    stack.dynamodb.put_item().table_name(&stack.table).set_item(Some(item)).send().await.expect("put");
+    stack.model.push([Reply::text("Sí.")]);
+    assert_eq!(post(&http, ALICE, "s1", "Una más", None).await.0, 200);
 }

@@ -95,17 +95,20 @@ impl From<TurnError> for ApiError {
                     format!("the turn with this Idempotency-Key failed earlier ({earlier}); send it with a new key"),
                 )
             }
-            TurnError::QuotaExceeded { used, budget, retry_after_secs } => ApiError {
-                retry_after: Some(retry_after_secs),
-                ..ApiError::new(
-                    429,
-                    "quota_exceeded",
-                    format!(
-                        "today's token budget is spent ({used} of {budget} tokens); nothing was sent to the \
-                         model. It renews at 00:00 UTC"
-                    ),
-                )
-            },
+            quota @ TurnError::QuotaExceeded { retry_after_secs, .. } => {
+                let (budget, figures) = quota.quota().unwrap_or(("daily", String::new()));
+                ApiError {
+                    retry_after: Some(retry_after_secs),
+                    ..ApiError::new(
+                        429,
+                        "quota_exceeded",
+                        format!(
+                            "today's {budget} budget is spent ({figures}); nothing was sent to the model. It \
+                             renews at 00:00 UTC"
+                        ),
+                    )
+                }
+            }
             TurnError::OutOfTime => ApiError::new(
                 503,
                 "out_of_time",

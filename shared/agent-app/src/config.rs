@@ -29,7 +29,7 @@ pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConf
                 return Err(ConfigError::Invalid {
                     name: "MAX_STEPS",
                     reason: format!("expected a whole number from 1 to 200, got `{value}`"),
-                })
+                });
             }
         };
     }
@@ -94,6 +94,14 @@ pub fn agent_config(lookup: impl Fn(&str) -> Option<String>) -> Result<AgentConf
     // The label the configured model's calls are counted under in each tenant's usage.
     config.model_id = model.trim().to_owned();
     config.daily_token_budget = daily_token_budget(&lookup)?;
+    config.daily_cost_budget = daily_cost_budget(&lookup)?;
+    config.prices = model_prices(&lookup)?;
+    if config.daily_cost_budget.is_some() && config.prices.price(&config.model_id).is_none() {
+        tracing::warn!(
+            model = %config.model_id,
+            "LLM_MODEL has no price (MODEL_PRICES): DAILY_BUDGET_USD cannot see its calls, which count in tokens only"
+        );
+    }
 
     if let Some(value) = lookup("AGENT_STRATEGY") {
         config.strategy = value.parse().map_err(|reason| ConfigError::Invalid { name: "AGENT_STRATEGY", reason })?;
@@ -142,6 +150,37 @@ fn daily_token_budget(lookup: &impl Fn(&str) -> Option<String>) -> Result<Option
                 reason: format!("expected a whole number of tokens (0 for no budget), got `{value}`"),
             }),
         },
+    }
+}
+
+/// `DAILY_BUDGET_USD`: the money (US dollars, at the price table's prices) a tenant may spend a UTC
+/// day unless an operator set its own; unset, empty or 0 for no money budget.
+fn daily_cost_budget(lookup: &impl Fn(&str) -> Option<String>) -> Result<Option<u64>, ConfigError> {
+    match lookup("DAILY_BUDGET_USD").map(|value| value.trim().to_owned()).filter(|value| !value.is_empty()) {
+        None => Ok(None),
+        Some(value) => match agent_core::store::parse_usd_nanos(value.trim_start_matches('$')) {
+            Some(0) => Ok(None),
+            Some(nanos) => Ok(Some(nanos)),
+            None => Err(ConfigError::Invalid {
+                name: "DAILY_BUDGET_USD",
+                reason: format!("expected dollars such as `25` or `2.50` (0 for no budget), got `{value}`"),
+            }),
+        },
+    }
+}
+
+/// `MODEL_PRICES`: the deployment's prices (JSON, dollars per million tokens by model-id prefix)
+/// over the shipped table; unset or empty for the shipped table alone.
+fn model_prices(
+    lookup: &impl Fn(&str) -> Option<String>,
+) -> Result<std::sync::Arc<agent_core::pricing::PriceTable>, ConfigError> {
+    let shipped = agent_core::pricing::PriceTable::shipped();
+    match lookup("MODEL_PRICES").filter(|value| !value.trim().is_empty()) {
+        None => Ok(shipped),
+        Some(json) => shipped
+            .with_overrides(&json)
+            .map(std::sync::Arc::new)
+            .map_err(|reason| ConfigError::Invalid { name: "MODEL_PRICES", reason }),
     }
 }
 
@@ -204,6 +243,31 @@ mod tests {
         assert!(err.to_string().contains("DAILY_TOKEN_BUDGET"), "{err}");
         let config = agent_config(|name| (name == "LLM_MODEL").then(|| " gpt-4o ".into())).unwrap();
         assert_eq!(config.model_id, "gpt-4o");
+    }
+
+    #[test]
+    fn a_money_budget_is_dollars_and_prices_may_be_overridden() {
+        let config =
+            |name: &'static str, value: &'static str| agent_config(move |asked| (asked == name).then(|| value.into()));
+        assert_eq!(config("DAILY_BUDGET_USD", "2.50").unwrap().daily_cost_budget, Some(2_500_000_000));
+        assert_eq!(config("DAILY_BUDGET_USD", "$10").unwrap().daily_cost_budget, Some(10_000_000_000));
+        for none in ["0", "0.00", ""] {
+            assert_eq!(config("DAILY_BUDGET_USD", none).unwrap().daily_cost_budget, None, "{none:?}");
+        }
+        for bad in ["-1", "ten", "1e3"] {
+            let err = config("DAILY_BUDGET_USD", bad).unwrap_err().to_string();
+            assert!(err.contains("DAILY_BUDGET_USD") && err.contains(bad), "{err}");
+        }
+        let shipped = agent_config(|_| None).unwrap().prices;
+        assert_eq!(shipped.price("gpt-4o").unwrap().input, 2_500_000);
+        let prices = config("MODEL_PRICES", r#"{"models": {"my-llm": {"input": 1, "output": 2}}}"#).unwrap().prices;
+        assert_eq!(prices.price("my-llm-v2").unwrap().output, 2_000_000);
+        assert_eq!(prices.price("gpt-4o").unwrap().input, 2_500_000, "the shipped prices stay");
+        let err =
+            config("MODEL_PRICES", r#"{"models": {"my-llm": {"input": -1, "output": 2}}}"#).unwrap_err().to_string();
+        assert!(err.contains("MODEL_PRICES") && err.contains("my-llm"), "{err}");
+        let err = config("MODEL_PRICES", "{models").unwrap_err().to_string();
+        assert!(err.contains("MODEL_PRICES"), "{err}");
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod events;
 pub mod files;
 pub mod permissions;
 pub mod planner;
+pub mod pricing;
 pub mod prompt;
 pub mod skills;
 pub mod telemetry;

@@ -254,3 +254,102 @@ async fn concurrent_reservations_grant_exactly_the_budget_and_each_is_counted() 
     let item = world.raw_item("alice", "@usage", &format!("DAY#{day}")).await.expect("the day item");
     assert_eq!(counts(&item), ["160", "300", "140"].map(|n| Some(n.to_owned())), "{item:?}");
 }
+
+/// Money has counters of its own on the same day item: reservations of billionths of a dollar
+/// against a money budget grant exactly the budget under concurrency, leave the token counters
+/// alone, and a spend adds its cost and cache split and releases what it reserved; the operator's
+/// `daily_usd` is read as the money budget, beside (or without) `daily_tokens`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn money_reservations_and_spends_have_their_own_counters_and_daily_usd_is_read() {
+    use agent_core::store::{BudgetOverride, BudgetUnit};
+    const BUDGET: u64 = 2_500_000; // $0.0025
+    let world = world().await;
+    let (user, _) = ids("carol", "s1");
+    let day = "2026-11-29";
+    let tasks = (0..8).map(|_| {
+        let (sessions, user) = (world.stores.sessions.clone(), user.clone());
+        tokio::spawn(async move {
+            let mut granted = 0;
+            for _ in 0..10 {
+                match sessions.reserve(&user, day, BudgetUnit::Cost, 40_000, BUDGET, 0).await.expect("reserve") {
+                    Reservation::Granted { tokens, claimed } => {
+                        assert!(claimed <= BUDGET, "granted past the budget: {claimed}");
+                        granted += tokens;
+                    }
+                    Reservation::Refused { claimed } => assert_eq!(claimed, BUDGET),
+                }
+            }
+            granted
+        })
+    });
+    let mut granted = 0;
+    for task in tasks {
+        granted += task.await.unwrap();
+    }
+    assert_eq!(granted, BUDGET);
+    let number = |item: &Item, name: &str| item.get(name).map(|n| n.as_n().unwrap().clone());
+    let item = world.raw_item("carol", "@usage", &format!("DAY#{day}")).await.expect("the day item");
+    assert_eq!(
+        ["claimed_cost", "reserved_cost", "claimed", "reserved"].map(|name| number(&item, name)),
+        [Some("2500000".to_owned()), Some("2500000".to_owned()), None, None],
+        "{item:?}"
+    );
+
+    // A committed turn that reserved it all and spent $0.0021 with a cache split.
+    let spent = ModelUsage {
+        input_tokens: 13_000,
+        output_tokens: 500,
+        cache_read_tokens: 10_000,
+        cache_write_tokens: 2_000,
+        model_calls: 1,
+        cost_nanos: 2_100_000,
+        unpriced_calls: 0,
+    };
+    let mine =
+        ModelUsage { input_tokens: 7, output_tokens: 3, model_calls: 1, unpriced_calls: 1, ..ModelUsage::default() };
+    let usage = TurnUsage {
+        day: day.to_owned(),
+        models: BTreeMap::from([("claude-sonnet-4".to_owned(), spent), ("mine".to_owned(), mine)]),
+        reserved_cost: BUDGET,
+        ..TurnUsage::default()
+    };
+    world.stores.sessions.record_usage(&user, &usage, "money-spend-1").await.expect("record the spend");
+    let item = world.raw_item("carol", "@usage", &format!("DAY#{day}")).await.expect("the day item");
+    assert_eq!(
+        ["cost_nanos", "claimed_cost", "reserved_cost", "cache_read_tokens", "cache_write_tokens", "unpriced_calls"]
+            .map(|name| number(&item, name)),
+        ["2100000", "2100000", "0", "10000", "2000", "1"].map(|n| Some(n.to_owned())),
+        "{item:?}"
+    );
+    let days = world.stores.sessions.usage(&user, day, day).await.unwrap();
+    assert_eq!((days[0].totals.cost_nanos, days[0].totals.unpriced_calls), (2_100_000, 1));
+    assert_eq!(days[0].models["claude-sonnet-4"], spent);
+    assert_eq!(days[0].models["mine"], mine);
+    let state = world.stores.sessions.budget_state(&user, day).await.unwrap();
+    assert_eq!((state.used_cost, state.claimed_cost, state.used_tokens), (2_100_000, 2_100_000, 13_510));
+
+    // The operator's item: dollars alone, then with tokens, then unusable.
+    let budget_item = |attrs: Vec<(&str, AttributeValue)>| -> Item {
+        let mut item: Item = attrs.into_iter().map(|(name, value)| (name.to_owned(), value)).collect();
+        item.insert("pk".to_owned(), s("carol#@usage"));
+        item.insert("sk".to_owned(), s("TOKEN_BUDGET"));
+        item
+    };
+    world.put_raw(budget_item(vec![("daily_usd", AttributeValue::N("2.50".to_owned()))])).await;
+    let state = world.stores.sessions.budget_state(&user, day).await.unwrap();
+    assert_eq!(
+        (state.cost_budget, state.budget, state.misconfigured.clone()),
+        (Some(BudgetOverride::Limit(2_500_000_000)), None, None)
+    );
+    world
+        .put_raw(budget_item(vec![("daily_usd", AttributeValue::N("0.01".to_owned())), ("daily_tokens", n(900))]))
+        .await;
+    let state = world.stores.sessions.budget_state(&user, day).await.unwrap();
+    assert_eq!(
+        (state.cost_budget, state.budget),
+        (Some(BudgetOverride::Limit(10_000_000)), Some(BudgetOverride::Limit(900)))
+    );
+    world.put_raw(budget_item(vec![("daily_usd", AttributeValue::S("lots".to_owned()))])).await;
+    let state = world.stores.sessions.budget_state(&user, day).await.unwrap();
+    assert!(state.misconfigured.as_deref().is_some_and(|problem| problem.contains("daily_usd")), "{state:?}");
+}

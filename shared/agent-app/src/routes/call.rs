@@ -166,7 +166,7 @@ impl<'q> Call<'q> {
             }
             Call::Usage { user, days } => {
                 let usage = service.usage(&user, &days.from, &days.to).await?;
-                Outcome::Usage { days, usage }
+                Outcome::Usage { days, usage, prices: std::sync::Arc::clone(&service.config().prices) }
             }
             Call::Memories { user } => Outcome::Memories(service.memories(&user).await?),
             Call::DeleteMemories { user, path } => {

@@ -49,6 +49,7 @@ pub(super) enum Outcome {
     Usage {
         days: UsageDays,
         usage: Vec<UsageDay>,
+        prices: Arc<agent_core::pricing::PriceTable>,
     },
     Memories(Vec<MemoryFile>),
     Deleted {
@@ -90,7 +91,7 @@ impl Outcome {
             Outcome::Skills { page, catalog, view, has_sandbox } => {
                 skills_answer(&catalog, &view, &page, has_sandbox).into()
             }
-            Outcome::Usage { days, usage } => usage_view(&days, &usage).into(),
+            Outcome::Usage { days, usage, prices } => usage_view(&days, &usage, &prices).into(),
             Outcome::Memories(files) => memories_view(&files).into(),
             Outcome::Deleted { path, deleted } => deleted_view(path.as_ref(), &deleted)?.into(),
             Outcome::File { session, file, download } => file_answer(&session, &file, download)?,

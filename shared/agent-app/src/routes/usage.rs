@@ -1,6 +1,7 @@
 //! `GET /usage?from=YYYY-MM-DD&to=YYYY-MM-DD`: the caller's own usage by UTC day and model.
 
-use agent_core::store::UsageDay;
+use agent_core::pricing::PriceTable;
+use agent_core::store::{nanos_to_usd, UsageCounts, UsageDay};
 use agent_core::turn::utc_day;
 use serde_json::{json, Value};
 use time::{Date, Duration, Month, OffsetDateTime};
@@ -67,9 +68,10 @@ impl UsageDays {
     }
 }
 
-/// The caller's usage: each day with usage, its totals and each model's share, and the range's totals.
-pub(super) fn usage_view(range: &UsageDays, days: &[UsageDay]) -> Value {
-    let mut totals = agent_core::store::UsageCounts::default();
+/// The caller's usage: each day with usage, its totals and each model's share, and the range's
+/// totals, with the cost at `prices` and where those come from.
+pub(super) fn usage_view(range: &UsageDays, days: &[UsageDay], prices: &PriceTable) -> Value {
+    let mut totals = UsageCounts::default();
     let days: Vec<Value> = days
         .iter()
         .map(|day| {
@@ -81,8 +83,13 @@ pub(super) fn usage_view(range: &UsageDays, days: &[UsageDay]) -> Value {
                     json!({
                         "model": model,
                         "input_tokens": spent.input_tokens,
+                        "uncached_input_tokens": spent.uncached_input_tokens(),
+                        "cache_read_tokens": spent.cache_read_tokens,
+                        "cache_write_tokens": spent.cache_write_tokens,
                         "output_tokens": spent.output_tokens,
                         "model_calls": spent.model_calls,
+                        "cost_usd": cost_usd(spent.cost_nanos, spent.model_calls, spent.unpriced_calls),
+                        "unpriced_calls": spent.unpriced_calls,
                     })
                 })
                 .collect();
@@ -92,15 +99,35 @@ pub(super) fn usage_view(range: &UsageDays, days: &[UsageDay]) -> Value {
             body
         })
         .collect();
-    json!({"from": range.from, "to": range.to, "days": days, "totals": counts(&totals)})
+    json!({
+        "from": range.from,
+        "to": range.to,
+        "days": days,
+        "totals": counts(&totals),
+        "prices": {"date": prices.date(), "currency": prices.currency(), "source": prices.source()},
+    })
 }
 
-fn counts(counts: &agent_core::store::UsageCounts) -> Value {
+/// Dollars, or null when none of the calls had a price.
+fn cost_usd(nanos: u64, calls: u64, unpriced: u64) -> Value {
+    if calls > unpriced || nanos > 0 {
+        json!(nanos_to_usd(nanos))
+    } else {
+        Value::Null
+    }
+}
+
+fn counts(counts: &UsageCounts) -> Value {
     json!({
         "input_tokens": counts.input_tokens,
+        "uncached_input_tokens": counts.input_tokens.saturating_sub(counts.cache_read_tokens).saturating_sub(counts.cache_write_tokens),
+        "cache_read_tokens": counts.cache_read_tokens,
+        "cache_write_tokens": counts.cache_write_tokens,
         "output_tokens": counts.output_tokens,
         "tokens": counts.tokens(),
         "model_calls": counts.model_calls,
+        "cost_usd": cost_usd(counts.cost_nanos, counts.model_calls, counts.unpriced_calls),
+        "unpriced_calls": counts.unpriced_calls,
         "executions": counts.executions,
         "sandbox_seconds": counts.sandbox_ms as f64 / 1000.0,
         "turns": counts.turns,
@@ -126,5 +153,57 @@ mod tests {
         assert!(usage_range(Some("2025-01-01"), Some("2025-12-31"), today).is_ok(), "365 days");
         assert!(usage_range(Some("2024-01-01"), Some("2024-12-31"), today).is_ok(), "366 days");
         assert_eq!(usage_range(Some("2024-01-01"), Some("2025-01-01"), today).unwrap_err().status, 400);
+    }
+
+    #[test]
+    fn the_view_splits_input_prices_the_days_and_says_where_prices_come_from() {
+        use agent_core::store::ModelUsage;
+        let priced = ModelUsage {
+            input_tokens: 1_000,
+            output_tokens: 10,
+            cache_read_tokens: 600,
+            cache_write_tokens: 300,
+            model_calls: 2,
+            cost_nanos: 1_500_000,
+            unpriced_calls: 0,
+        };
+        let unpriced = ModelUsage {
+            input_tokens: 50,
+            output_tokens: 5,
+            model_calls: 1,
+            unpriced_calls: 1,
+            ..ModelUsage::default()
+        };
+        let mut totals = UsageCounts::default();
+        for usage in [priced, unpriced] {
+            totals.add(&UsageCounts {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                cache_read_tokens: usage.cache_read_tokens,
+                cache_write_tokens: usage.cache_write_tokens,
+                model_calls: usage.model_calls,
+                cost_nanos: usage.cost_nanos,
+                unpriced_calls: usage.unpriced_calls,
+                ..UsageCounts::default()
+            });
+        }
+        let day = UsageDay {
+            day: "2026-11-29".into(),
+            totals,
+            models: [("gpt-4o".to_owned(), priced), ("mine".to_owned(), unpriced)].into(),
+        };
+        let range = UsageDays { from: "2026-11-29".into(), to: "2026-11-29".into() };
+        let view = usage_view(&range, &[day], &PriceTable::shipped());
+        let models = &view["days"][0]["models"];
+        assert_eq!(models[0]["uncached_input_tokens"], 100);
+        assert_eq!(models[0]["cost_usd"], 0.0015);
+        assert_eq!((models[1]["cost_usd"].is_null(), models[1]["unpriced_calls"].as_u64()), (true, Some(1)));
+        assert_eq!(view["totals"]["uncached_input_tokens"], 150);
+        assert_eq!(
+            (view["totals"]["cost_usd"].as_f64(), view["totals"]["unpriced_calls"].as_u64()),
+            (Some(0.0015), Some(1))
+        );
+        assert_eq!(view["prices"]["date"], "2026-11-29");
+        assert!(view["prices"]["source"].as_array().is_some_and(|sources| sources.len() >= 3));
     }
 }

@@ -1,11 +1,13 @@
 //! What a turn service is configured with: the agent's settings that do not change between turns,
 //! and which strategy answers a turn.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::budget;
 use crate::files::MediaLimits;
 use crate::planner::PlannerConfig;
+use crate::pricing::PriceTable;
 use crate::prompt::SkillPromptMode;
 use crate::tools::{ApprovalPolicy, SubagentConfig};
 
@@ -40,6 +42,11 @@ pub struct AgentConfig {
     /// Tokens (input and output) a tenant may use a UTC day unless an operator set its own
     /// (`DAILY_TOKEN_BUDGET`); `None`: no budget, and no read of the usage before a turn.
     pub daily_token_budget: Option<u64>,
+    /// Money (billionths of a US dollar, at [`AgentConfig::prices`]) a tenant may spend a UTC day
+    /// unless an operator set its own (`DAILY_BUDGET_USD`); `None`: no money budget.
+    pub daily_cost_budget: Option<u64>,
+    /// What each model's tokens cost: the shipped table with the deployment's `MODEL_PRICES` over it.
+    pub prices: Arc<PriceTable>,
     /// The provider's name (`LLM_PROVIDER`: `openai`, `anthropic`, `bedrock`...), recorded on each
     /// model call's span; empty when unknown.
     pub model_provider: String,
@@ -88,6 +95,8 @@ impl Default for AgentConfig {
             planner: PlannerConfig::default(),
             model_id: String::new(),
             daily_token_budget: None,
+            daily_cost_budget: None,
+            prices: PriceTable::shipped(),
             model_provider: String::new(),
             subagents: SubagentConfig::default(),
             approvals: ApprovalPolicy::default(),

@@ -260,7 +260,7 @@ impl TurnService {
         };
         let claims = Claims { key: claim, pause: OnceLock::new() };
         let (user, session, started) = (request.user.clone(), request.session.clone(), request.now);
-        let meter = Arc::new(usage::Meter::new(&self.config.model_id));
+        let meter = Arc::new(usage::Meter::priced(&self.config.model_id, Arc::clone(&self.config.prices)));
         let attempt = meter
             .clone()
             .scope(std::panic::AssertUnwindSafe(self.run_claimed(request, &claims, events)).catch_unwind())

@@ -70,7 +70,7 @@ impl TurnService {
             refused_tool_calls: 0,
             steps: outcome.steps,
             usage: outcome.usage,
-            cost: super::TurnCost::default(),
+            cost: super::usage::Meter::current().map(|meter| meter.cost()).unwrap_or_default(),
             ending: outcome.ending,
             version: session.version + 1,
             files: Vec::new(),

@@ -14,7 +14,7 @@ use crate::ids::{SessionId, SkillPath, TicketId, UserId};
 use crate::message::Usage;
 use crate::model::ModelError;
 use crate::prompt::TemplateError;
-use crate::store::{IdempotencyKey, StoreError};
+use crate::store::{BudgetUnit, IdempotencyKey, StoreError};
 
 /// Who is asking, as far as the prompt cares; taken from the authenticated identity.
 #[derive(Debug, Clone, Default)]
@@ -129,10 +129,11 @@ pub enum TurnError {
     /// The idempotency key was used before with a different request.
     #[error("this idempotency key was used with a different request")]
     IdempotencyMismatch,
-    /// The tenant has used its daily token budget (`used` of `budget` tokens); nothing was sent to
-    /// the model. The budget renews at the next UTC midnight, `retry_after_secs` from now.
-    #[error("the daily token budget is spent ({used} of {budget} tokens); it renews at 00:00 UTC")]
-    QuotaExceeded { used: u64, budget: u64, retry_after_secs: u64 },
+    /// The tenant has used its daily budget of `unit` (`used` of `budget` tokens, or billionths of
+    /// a dollar for money); nothing was sent to the model. The budget renews at the next UTC
+    /// midnight, `retry_after_secs` from now.
+    #[error("the daily {} budget is spent ({}); it renews at 00:00 UTC", quota_name(*unit), quota_figures(*unit, *used, *budget))]
+    QuotaExceeded { unit: BudgetUnit, used: u64, budget: u64, retry_after_secs: u64 },
     /// The background turn with this idempotency key failed for good; `error` is what it answered.
     #[error("the turn with this idempotency key failed: {error}")]
     AlreadyFailed { error: serde_json::Value },
@@ -151,11 +152,50 @@ pub enum TurnError {
     Config(#[from] TemplateError),
 }
 
+/// `token` or `money`: which daily budget a refusal is about.
+fn quota_name(unit: BudgetUnit) -> &'static str {
+    match unit {
+        BudgetUnit::Tokens => "token",
+        BudgetUnit::Cost => "money",
+    }
+}
+
+/// `used` of `budget` as a person reads it: tokens, or dollars to the cent (to the billionth below one).
+fn quota_figures(unit: BudgetUnit, used: u64, budget: u64) -> String {
+    match unit {
+        BudgetUnit::Tokens => format!("{used} of {budget} tokens"),
+        BudgetUnit::Cost => format!("{} of {}", dollars(used), dollars(budget)),
+    }
+}
+
+/// Billionths of a dollar as `$2.50`, or with every digit needed below a cent.
+fn dollars(nanos: u64) -> String {
+    if nanos.is_multiple_of(10_000_000) || nanos >= crate::store::NANOS_PER_USD {
+        format!("${:.2}", crate::store::nanos_to_usd(nanos))
+    } else {
+        let text = format!("{:.9}", crate::store::nanos_to_usd(nanos));
+        format!("${}", text.trim_end_matches('0'))
+    }
+}
+
 fn unknown_skill_message(command: &str, suggestions: &[String]) -> String {
     if suggestions.is_empty() {
         format!("unknown skill command `{command}`: no skill has that name")
     } else {
         format!("unknown skill command `{command}`; did you mean {}?", suggestions.join(", "))
+    }
+}
+
+impl TurnError {
+    /// For a refusal by a daily budget: which budget (`token` or `money`), and its figures as a
+    /// person reads them (`330 of 300 tokens`, `$1.02 of $1.00`).
+    pub fn quota(&self) -> Option<(&'static str, String)> {
+        match self {
+            TurnError::QuotaExceeded { unit, used, budget, .. } => {
+                Some((quota_name(*unit), quota_figures(*unit, *used, *budget)))
+            }
+            _ => None,
+        }
     }
 }
 

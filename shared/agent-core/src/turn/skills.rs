@@ -285,7 +285,7 @@ impl TurnService {
             refused_tool_calls,
             steps: outcome.steps,
             usage,
-            cost: super::TurnCost::default(),
+            cost: super::usage::Meter::current().map(|meter| meter.cost()).unwrap_or_default(),
             ending: outcome.ending,
             version: session.version + 1,
             files,

@@ -79,7 +79,7 @@ impl TurnService {
             response_format: Some(JsonSchemaFormat { name: "grading".to_owned(), schema }),
             ..ChatRequest::default()
         };
-        let meter = Arc::new(Meter::new(&self.config.model_id));
+        let meter = Arc::new(Meter::priced(&self.config.model_id, Arc::clone(&self.config.prices)));
         let response = meter.clone().scope(self.model.complete(&request)).await;
         // What the grader spent is the tenant's: each grading is a new spend, counted once (the
         // token makes a retried write of it count nothing more).

@@ -1,18 +1,23 @@
-//! Per-tenant usage and the daily token budget, in a partition of the tenant's own.
+//! Per-tenant usage and the daily budgets (of tokens and of money), in a partition of the tenant's own.
 //!
 //! Items (`pk = "{user_id}#@usage"`: a session id cannot hold `@`, so no session's partition has it):
-//! - `sk = "DAY#{YYYY-MM-DD}"`: the day's totals over every model: `input_tokens`, `output_tokens`,
-//!   `tokens` (their sum, what a budget counts), `model_calls`, `executions`, `sandbox_ms`, `turns`
-//!   (committed), `failed_turns` (turns that failed after paid model calls); plus `day` and
-//!   `expires_at` ([`USAGE_RETENTION_DAYS`] after the day).
+//! - `sk = "DAY#{YYYY-MM-DD}"`: the day's totals over every model: `input_tokens` (every input
+//!   token, cached or not), `cache_read_tokens`, `cache_write_tokens`, `output_tokens`, `tokens`
+//!   (input and output, what a token budget counts), `model_calls`, `cost_nanos` (billionths of a
+//!   dollar at the price table's prices), `unpriced_calls` (calls of models without a price),
+//!   `executions`, `sandbox_ms`, `turns` (committed), `failed_turns` (turns that failed after paid
+//!   model calls); plus `day` and `expires_at` ([`USAGE_RETENTION_DAYS`] after the day).
 //! - `sk = "DAY#{YYYY-MM-DD}#{model}"`: one model's share of the day: `model`, `input_tokens`,
-//!   `output_tokens`, `model_calls`.
-//!   Under a budget the day item also holds `reserved` (tokens held by running model calls) and
-//!   `claimed` (`tokens` + `reserved`, the one number a conditional write can compare, since
-//!   DynamoDB conditions have no arithmetic).
-//! - `sk = "TOKEN_BUDGET"`: the tenant's own daily budget, written by an operator: `daily_tokens`
-//!   (N, a whole number from 0), or `unlimited` (BOOL; `false` means `daily_tokens` if present, else
-//!   the default). Any other shape is reported and the deployment's default applies.
+//!   `cache_read_tokens`, `cache_write_tokens`, `output_tokens`, `model_calls`, `cost_nanos`,
+//!   `unpriced_calls`.
+//!   Under a token budget the day item also holds `reserved` (tokens held by running model calls)
+//!   and `claimed` (`tokens` + `reserved`, the one number a conditional write can compare, since
+//!   DynamoDB conditions have no arithmetic); under a money budget, `reserved_cost` and
+//!   `claimed_cost` the same way (`claimed_cost` is written once money has moved).
+//! - `sk = "TOKEN_BUDGET"`: the tenant's own daily budgets, written by an operator: `daily_tokens`
+//!   (N, a whole number from 0), `daily_usd` (N, dollars from 0 with at most 9 decimals), or
+//!   `unlimited` (BOOL, lifts both; `false` means the numbers present, else the defaults). Any
+//!   other shape is reported and the deployment's defaults apply.
 //!
 //! A reservation is one `UpdateItem` (`ADD reserved :n, claimed :n` on condition that `claimed`
 //! stays within the budget); the commit or a failed turn's spend gives it back (`ADD reserved -r,
@@ -24,7 +29,7 @@
 //! tokens and the budget.
 //!
 //! A file per part: `spend` (the writes of what a turn spent), `days` (the usage read back by day
-//! and model), `budget` (the day's tokens against the budget, and model calls' reservations); this
+//! and model), `budget` (the day's tokens and money against the budgets, and model calls' reservations); this
 //! file holds the keys and what they share.
 
 mod budget;
