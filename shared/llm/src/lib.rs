@@ -18,7 +18,10 @@ use agent_ports::{ChatModel, ChatRequest, ModelError};
 
 pub use anthropic::AnthropicModel;
 pub use bedrock::BedrockModel;
-pub use config::{FileInputSetting, LlmConfig, ProviderKind, ANTHROPIC_DEFAULT_BASE_URL, OPENAI_DEFAULT_BASE_URL};
+pub use config::{
+    CacheTtl, FileInputSetting, LlmConfig, PromptCache, ProviderKind, ANTHROPIC_DEFAULT_BASE_URL,
+    OPENAI_DEFAULT_BASE_URL,
+};
 pub use openai::OpenAiModel;
 pub use replay::{RecordingModel, ReplayModel};
 pub use retry::RetryPolicy;
@@ -59,6 +62,8 @@ pub(crate) fn log_call_done(provider: &str, model: &str, response: &agent_ports:
         provider,
         model,
         input_tokens = response.usage.input_tokens,
+        cache_read_tokens = response.usage.cache_read_tokens,
+        cache_write_tokens = response.usage.cache_write_tokens,
         output_tokens = response.usage.output_tokens,
         stop_reason = ?response.stop_reason,
         tool_calls = response.tool_calls.len(),

@@ -5,6 +5,7 @@
 //! tool), `response` (its reply back in core types), `streamed` (a streamed reply assembled from its
 //! events); this file is the model.
 
+mod cache;
 mod request;
 mod response;
 mod streamed;
@@ -13,10 +14,10 @@ use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, Mo
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::config::{FileInputSetting, LlmConfig, ProviderKind};
+use crate::config::{FileInputSetting, LlmConfig, PromptCache, ProviderKind};
 use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
 use crate::stream::stream_with_retry;
-use request::to_wire;
+use request::encode;
 use response::{from_wire, MessagesResponse, PROVIDER};
 use streamed::StreamedMessage;
 
@@ -31,6 +32,7 @@ pub struct AnthropicModel {
     api_key: String,
     max_tokens: u32,
     files: FileInputSetting,
+    cache: PromptCache,
     retry: RetryPolicy,
 }
 
@@ -50,6 +52,7 @@ impl AnthropicModel {
             api_key,
             max_tokens: config.max_tokens,
             files: config.file_input,
+            cache: config.prompt_cache.clone(),
             retry: RetryPolicy::from_config(config),
         })
     }
@@ -73,7 +76,7 @@ impl ChatModel for AnthropicModel {
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let model = crate::effective_model(request, &self.model);
-        let body = to_wire(model, self.max_tokens, request, self.file_input_of(model))?;
+        let body = encode(model, self.max_tokens, request, self.file_input_of(model), &self.cache)?;
         let structured = request.response_format.as_ref().map(|format| format.name.as_str());
         tracing::debug!(provider = PROVIDER, model, response_format = structured, "model call");
         let bytes = send_with_retry(&self.retry, PROVIDER, Some(&self.api_key), || {
@@ -101,8 +104,7 @@ impl ChatModel for AnthropicModel {
             return agent_ports::complete_as_one_delta(self, request, sink).await;
         }
         let model = crate::effective_model(request, &self.model);
-        let mut body = serde_json::to_value(to_wire(model, self.max_tokens, request, self.file_input_of(model))?)
-            .map_err(|e| ModelError::Config(format!("{PROVIDER}: could not encode the request: {e}")))?;
+        let mut body = encode(model, self.max_tokens, request, self.file_input_of(model), &self.cache)?;
         body["stream"] = Value::Bool(true);
         tracing::debug!(provider = PROVIDER, model, "streamed model call");
         let make_request = || {

@@ -8,6 +8,7 @@ use agent_ports::{ChatRequest, FileInput, JsonSchemaFormat, Message, ModelError}
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::config::PromptCache;
 use crate::files::{split, Shown};
 
 /// Description of the tool that carries a structured reply (see [`JsonSchemaFormat`]).
@@ -17,13 +18,18 @@ const STRUCTURED_TOOL_DESCRIPTION: &str = "Respond with the structured result.";
 pub(super) struct MessagesRequest<'a> {
     model: &'a str,
     max_tokens: u32,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    system: &'a str,
+    /// The stable part marked for the cache, then the tail (see [`super::cache::system`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    system: Option<Value>,
     messages: Vec<WireMessage<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
     tool_choice: Option<WireToolChoice<'a>>,
+    /// Where the moving breakpoint goes: the last block of the messages the next call will repeat,
+    /// as (message, block).
+    #[serde(skip)]
+    pub(super) breakpoint: Option<(usize, usize)>,
 }
 
 #[derive(Serialize)]
@@ -37,6 +43,9 @@ enum WireToolChoice<'a> {
 struct WireMessage<'a> {
     role: Role,
     content: Vec<Block<'a>>,
+    /// For each block, whether it comes from a message the next call repeats (not a transient one).
+    #[serde(skip)]
+    lasting: Vec<bool>,
 }
 
 #[derive(Serialize, Clone, Copy, PartialEq, Eq)]
@@ -97,9 +106,11 @@ pub(super) fn to_wire<'a>(
     max_tokens: u32,
     request: &'a ChatRequest,
     input: FileInput,
+    cache: &PromptCache,
 ) -> Result<MessagesRequest<'a>, ModelError> {
     let mut messages: Vec<WireMessage<'a>> = Vec::with_capacity(request.messages.len());
-    for message in &request.messages {
+    let lasting_count = request.messages.len().saturating_sub(request.transient_messages);
+    for (index, message) in request.messages.iter().enumerate() {
         let (role, blocks) = match message {
             Message::User { content, files } => {
                 let split = split(content, files, &request.files, input);
@@ -132,16 +143,26 @@ pub(super) fn to_wire<'a>(
         if blocks.is_empty() {
             continue;
         }
+        let lasting = vec![index < lasting_count; blocks.len()];
         // Roles must alternate, so consecutive messages of one role (tool results above all) are merged.
         match messages.last_mut() {
-            Some(last) if last.role == role => last.content.extend(blocks),
-            _ => messages.push(WireMessage { role, content: blocks }),
+            Some(last) if last.role == role => {
+                last.content.extend(blocks);
+                last.lasting.extend(lasting);
+            }
+            _ => messages.push(WireMessage { role, content: blocks, lasting }),
         }
     }
     // Within a user message the API wants tool results before any text; the sort is stable.
     for message in messages.iter_mut().filter(|m| m.role == Role::User) {
-        message.content.sort_by_key(|block| !matches!(block, Block::ToolResult { .. }));
+        let mut blocks: Vec<(Block<'a>, bool)> = message.content.drain(..).zip(message.lasting.drain(..)).collect();
+        blocks.sort_by_key(|(block, _)| !matches!(block, Block::ToolResult { .. }));
+        (message.content, message.lasting) = blocks.into_iter().unzip();
     }
+    let breakpoint =
+        messages.iter().enumerate().rev().find_map(|(index, message)| {
+            message.lasting.iter().rposition(|lasting| *lasting).map(|block| (index, block))
+        });
     let mut tools: Vec<WireTool<'a>> = request
         .tools
         .iter()
@@ -158,7 +179,24 @@ pub(super) fn to_wire<'a>(
         tools.push(WireTool { name, description: STRUCTURED_TOOL_DESCRIPTION, input_schema: schema });
         tool_choice = Some(WireToolChoice::Tool { name });
     }
-    Ok(MessagesRequest { model, max_tokens, system: &request.system, messages, tools, tool_choice })
+    let system = super::cache::system(&request.system, &request.system_tail, cache);
+    Ok(MessagesRequest { model, max_tokens, system, messages, tools, tool_choice, breakpoint })
+}
+
+/// The request's JSON body, its cache breakpoints set.
+pub(super) fn encode(
+    model: &str,
+    max_tokens: u32,
+    request: &ChatRequest,
+    input: FileInput,
+    cache: &PromptCache,
+) -> Result<Value, ModelError> {
+    let wire = to_wire(model, max_tokens, request, input, cache)?;
+    let breakpoint = wire.breakpoint;
+    let mut body = serde_json::to_value(wire)
+        .map_err(|e| ModelError::Config(format!("anthropic: could not encode the request: {e}")))?;
+    super::cache::mark(&mut body, breakpoint, cache);
+    Ok(body)
 }
 
 /// The API rejects empty text blocks.
@@ -208,7 +246,9 @@ mod tests {
             tools: Default::default(),
             ..Default::default()
         };
-        let body = serde_json::to_value(to_wire("m", 100, &request, FileInput::TEXT_ONLY).unwrap()).unwrap();
+        let body =
+            serde_json::to_value(to_wire("m", 100, &request, FileInput::TEXT_ONLY, &PromptCache::default()).unwrap())
+                .unwrap();
         assert_eq!(
             body,
             json!({

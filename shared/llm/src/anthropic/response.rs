@@ -37,12 +37,29 @@ pub(super) enum ResponseBlock {
     Other,
 }
 
-#[derive(Deserialize)]
+/// Anthropic's `input_tokens` counts only the input neither read from nor written to the cache.
+#[derive(Deserialize, Default)]
 pub(super) struct WireUsage {
     #[serde(default)]
     pub(super) input_tokens: u64,
     #[serde(default)]
     pub(super) output_tokens: u64,
+    #[serde(default)]
+    pub(super) cache_creation_input_tokens: u64,
+    #[serde(default)]
+    pub(super) cache_read_input_tokens: u64,
+}
+
+impl WireUsage {
+    /// As the core counts it: the input is every input token, the cache's included.
+    pub(super) fn usage(&self) -> Usage {
+        Usage {
+            input_tokens: self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens,
+            output_tokens: self.output_tokens,
+            cache_read_tokens: self.cache_read_input_tokens,
+            cache_write_tokens: self.cache_creation_input_tokens,
+        }
+    }
 }
 
 /// Converts a reply. With `structured` (the name of the forced structured-output tool), that tool's
@@ -80,7 +97,7 @@ pub(super) fn from_wire(response: MessagesResponse, structured: Option<&str>) ->
             &mut stop_reason,
         )?;
     }
-    let usage = response.usage.map(|u| Usage::new(u.input_tokens, u.output_tokens)).unwrap_or_default();
+    let usage = response.usage.as_ref().map(WireUsage::usage).unwrap_or_default();
     Ok(ChatResponse { content, tool_calls, usage, stop_reason })
 }
 
@@ -106,5 +123,21 @@ mod tests {
         assert_eq!(response.content, "Hello, world");
         assert_eq!(response.stop_reason, StopReason::EndTurn);
         assert_eq!(response.usage, Usage::default());
+    }
+
+    #[test]
+    fn cache_reads_and_writes_are_parts_of_the_input() {
+        let wire: MessagesResponse = serde_json::from_value(json!({
+            "content": [{"type": "text", "text": "ok"}],
+            "usage": {"input_tokens": 5, "cache_creation_input_tokens": 20, "cache_read_input_tokens": 100,
+                      "output_tokens": 3}
+        }))
+        .unwrap();
+        let usage = from_wire(wire, None).unwrap().usage;
+        assert_eq!(
+            usage,
+            Usage { input_tokens: 125, output_tokens: 3, cache_read_tokens: 100, cache_write_tokens: 20 }
+        );
+        assert_eq!(usage.uncached_input_tokens(), 5);
     }
 }

@@ -30,8 +30,7 @@ enum PartialBlock {
 #[derive(Default)]
 pub(super) struct StreamedMessage {
     blocks: Vec<PartialBlock>,
-    input_tokens: u64,
-    output_tokens: u64,
+    usage: WireUsage,
     stop_reason: Option<String>,
 }
 
@@ -54,6 +53,23 @@ fn parse_input(json: &str) -> Result<Value, ModelError> {
 }
 
 impl StreamedMessage {
+    /// Takes the counts of `message_start` or `message_delta`. They are cumulative, and the input and
+    /// cache counts are only sometimes repeated in `message_delta`, so each keeps its largest value.
+    fn count(&mut self, usage: Option<&Value>) {
+        let Some(usage) = usage else { return };
+        let fields = [
+            ("input_tokens", &mut self.usage.input_tokens),
+            ("output_tokens", &mut self.usage.output_tokens),
+            ("cache_creation_input_tokens", &mut self.usage.cache_creation_input_tokens),
+            ("cache_read_input_tokens", &mut self.usage.cache_read_input_tokens),
+        ];
+        for (field, count) in fields {
+            if let Some(tokens) = usage.get(field).and_then(Value::as_u64) {
+                *count = (*count).max(tokens);
+            }
+        }
+    }
+
     /// The block an event's `index` names; indices may arrive out of order, within a fixed bound.
     fn block(&mut self, event: &Value) -> Result<(usize, &mut PartialBlock), StreamFault> {
         let index =
@@ -138,12 +154,7 @@ impl Assembler for StreamedMessage {
             serde_json::from_str(data).map_err(|e| invalid(format!("a streamed event is not valid JSON: {e}")))?;
         let kind = event.get("type").and_then(Value::as_str).unwrap_or(name);
         match kind {
-            "message_start" => {
-                let usage = event.pointer("/message/usage");
-                let tokens = |field: &str| usage.and_then(|u| u.get(field)).and_then(Value::as_u64).unwrap_or(0);
-                self.input_tokens = tokens("input_tokens");
-                self.output_tokens = tokens("output_tokens");
-            }
+            "message_start" => self.count(event.pointer("/message/usage")),
             "content_block_start" => self.start_block(&event, sink)?,
             "content_block_delta" => self.block_delta(&event, sink)?,
             "content_block_stop" => self.stop_block(&event)?,
@@ -151,13 +162,7 @@ impl Assembler for StreamedMessage {
                 if let Some(reason) = event.pointer("/delta/stop_reason").and_then(Value::as_str) {
                     self.stop_reason = Some(reason.to_owned());
                 }
-                // These counts are cumulative; the input count is only sometimes repeated here.
-                if let Some(tokens) = event.pointer("/usage/output_tokens").and_then(Value::as_u64) {
-                    self.output_tokens = tokens;
-                }
-                if let Some(tokens) = event.pointer("/usage/input_tokens").and_then(Value::as_u64) {
-                    self.input_tokens = tokens;
-                }
+                self.count(event.pointer("/usage"));
             }
             "message_stop" => return Ok(true),
             "error" => {
@@ -190,7 +195,6 @@ impl Assembler for StreamedMessage {
                 PartialBlock::Missing | PartialBlock::Other => ResponseBlock::Other,
             });
         }
-        let usage = Some(WireUsage { input_tokens: self.input_tokens, output_tokens: self.output_tokens });
-        from_wire(MessagesResponse { content, usage, stop_reason: self.stop_reason }, None)
+        from_wire(MessagesResponse { content, usage: Some(self.usage), stop_reason: self.stop_reason }, None)
     }
 }

@@ -27,7 +27,7 @@ use aws_smithy_types::event_stream::RawMessage;
 use aws_smithy_types::{Document, Number};
 use serde_json::{Map, Value};
 
-use crate::config::{FileInputSetting, LlmConfig, ProviderKind};
+use crate::config::{FileInputSetting, LlmConfig, PromptCache, ProviderKind};
 use crate::retry::{retry, retry_streamed, truncate, Attempt, RetryPolicy, Watched, MAX_MESSAGE_CHARS};
 use crate::stream::MAX_STREAM_BYTES;
 use crate::structured::{self, object_or_empty};
@@ -69,6 +69,7 @@ pub struct BedrockModel {
     /// For a streamed call, the longest silence allowed between two events.
     timeout: Duration,
     files: FileInputSetting,
+    cache: PromptCache,
     retry: RetryPolicy,
 }
 
@@ -109,6 +110,7 @@ impl BedrockModel {
             max_tokens: config.max_tokens,
             timeout: config.timeout,
             files: config.file_input,
+            cache: config.prompt_cache.clone(),
             retry: RetryPolicy::from_config(config),
         })
     }
@@ -182,7 +184,7 @@ impl ChatModel for BedrockModel {
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let model = crate::effective_model(request, &self.model);
-        let wire = to_wire(self.max_tokens, request, self.file_input_of(model))?;
+        let wire = to_wire(self.max_tokens, request, self.file_input_of(model), Marks::of(model, &self.cache))?;
         let structured = request.response_format.as_ref().map(|format| format.name.as_str());
         tracing::debug!(provider = PROVIDER, model, response_format = structured, "model call");
         let reply = retry(&self.retry, PROVIDER, || self.converse_once(model, &wire)).await?;
@@ -201,7 +203,7 @@ impl ChatModel for BedrockModel {
             return agent_ports::complete_as_one_delta(self, request, sink).await;
         }
         let model = crate::effective_model(request, &self.model);
-        let wire = to_wire(self.max_tokens, request, self.file_input_of(model))?;
+        let wire = to_wire(self.max_tokens, request, self.file_input_of(model), Marks::of(model, &self.cache))?;
         tracing::debug!(provider = PROVIDER, model, "streamed model call");
         let watched = Watched::new(sink);
         let reply =
@@ -252,7 +254,7 @@ mod tests {
             .into(),
             ..Default::default()
         };
-        let wire = to_wire(100, &request, FileInput::TEXT_ONLY).unwrap();
+        let wire = to_wire(100, &request, FileInput::TEXT_ONLY, Marks::default()).unwrap();
         assert_eq!(roles(&wire), ["user", "assistant", "user", "assistant"]);
         let third = &wire.messages[2].content;
         assert!(matches!(&third[0], ContentBlock::ToolResult(r) if r.tool_use_id == "a"));
@@ -276,7 +278,7 @@ mod tests {
             ],
             ..Default::default()
         };
-        let wire = to_wire(10, &request, FileInput::TEXT_ONLY).unwrap();
+        let wire = to_wire(10, &request, FileInput::TEXT_ONLY, Marks::default()).unwrap();
         assert!(wire.system.is_none());
         let tools = wire.tool_config.unwrap().tools;
         assert_eq!(tools.len(), 1);
@@ -286,7 +288,7 @@ mod tests {
         assert_eq!(result.content, [ToolResultContentBlock::Text(EMPTY_TOOL_RESULT.into())]);
 
         let plain = ChatRequest { messages: vec![Message::user("q")], ..Default::default() };
-        let plain = to_wire(10, &plain, FileInput::TEXT_ONLY).unwrap();
+        let plain = to_wire(10, &plain, FileInput::TEXT_ONLY, Marks::default()).unwrap();
         assert!(plain.tool_config.is_none());
     }
 

@@ -15,9 +15,20 @@ pub(super) struct Reply {
     pub(super) usage: Usage,
 }
 
+/// Bedrock's `inputTokens` leaves out the cache's reads and writes; the core's input counts them.
 pub(super) fn usage(tokens: Option<wire::TokenUsage>) -> Usage {
-    let count = |n: i32| u64::try_from(n).unwrap_or(0);
-    tokens.map(|t| Usage::new(count(t.input_tokens), count(t.output_tokens))).unwrap_or_default()
+    let count = |n: Option<i32>| n.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
+    tokens
+        .map(|t| {
+            let (read, write) = (count(t.cache_read_input_tokens), count(t.cache_write_input_tokens));
+            Usage {
+                input_tokens: count(Some(t.input_tokens)) + read + write,
+                output_tokens: count(Some(t.output_tokens)),
+                cache_read_tokens: read,
+                cache_write_tokens: write,
+            }
+        })
+        .unwrap_or_default()
 }
 
 impl Reply {

@@ -5,11 +5,13 @@ use std::collections::HashSet;
 
 use agent_ports::FileInput;
 use aws_sdk_bedrockruntime::types::{
-    DocumentBlock, DocumentFormat, DocumentSource, ImageBlock, ImageFormat, ImageSource,
+    CachePointBlock, CachePointType, CacheTtl as WireTtl, DocumentBlock, DocumentFormat, DocumentSource, ImageBlock,
+    ImageFormat, ImageSource,
 };
 use aws_smithy_types::Blob;
 
 use super::*;
+use crate::config::{bedrock_cache_points, CachePoints, CacheTtl, PromptCache};
 use crate::files::{file_name, split, Shown};
 
 /// The longest document name sent, before a suffix that makes it unique: the name is shown to the
@@ -57,11 +59,21 @@ pub(super) fn build_error(error: impl std::fmt::Display) -> ModelError {
 /// a tool forced with `toolChoice`, whose input is the structured reply. Bedrock refuses `toolUse` and
 /// `toolResult` blocks in a request without `toolConfig`, so when no tool is offered but the history
 /// has tool calls, the tools it names are declared (with an open schema) to keep the history valid.
-pub(super) fn to_wire(max_tokens: u32, request: &ChatRequest, input: FileInput) -> Result<WireRequest, ModelError> {
-    let mut turns: Vec<(ConversationRole, Vec<ContentBlock>)> = Vec::with_capacity(request.messages.len());
+///
+/// `cache` says where `cachePoint` blocks go (see [`Marks::of`]): after the last tool, after the
+/// stable system text (the tail follows it), and at the end of the last message.
+pub(super) fn to_wire(
+    max_tokens: u32,
+    request: &ChatRequest,
+    input: FileInput,
+    cache: Marks,
+) -> Result<WireRequest, ModelError> {
+    // Each block with whether the next call repeats it (it is not from a transient message).
+    let mut turns: Vec<(ConversationRole, Vec<(ContentBlock, bool)>)> = Vec::with_capacity(request.messages.len());
+    let lasting_count = request.messages.len().saturating_sub(request.transient_messages);
     let mut history_tools: Vec<&str> = Vec::new();
     let mut names = DocumentNames::default();
-    for message in &request.messages {
+    for (index, message) in request.messages.iter().enumerate() {
         let (role, blocks) = match message {
             Message::User { content, files } => {
                 let split = split(content, files, &request.files, input);
@@ -119,16 +131,27 @@ pub(super) fn to_wire(max_tokens: u32, request: &ChatRequest, input: FileInput) 
         if blocks.is_empty() {
             continue;
         }
+        let blocks = blocks.into_iter().map(|block| (block, index < lasting_count));
         match turns.last_mut() {
             Some((last, content)) if *last == role => content.extend(blocks),
-            _ => turns.push((role, blocks)),
+            _ => turns.push((role, blocks.collect())),
         }
     }
-    let mut messages = Vec::with_capacity(turns.len());
-    for (role, mut content) in turns {
-        if role == ConversationRole::User {
+    for (role, content) in &mut turns {
+        if *role == ConversationRole::User {
             // The sort is stable, so the results keep their order, and so does the text.
-            content.sort_by_key(|block| !matches!(block, ContentBlock::ToolResult(_)));
+            content.sort_by_key(|(block, _)| !matches!(block, ContentBlock::ToolResult(_)));
+        }
+    }
+    // The moving cache point: after the last block the next call will repeat.
+    let breakpoint = turns.iter().enumerate().rev().find_map(|(index, (_, content))| {
+        content.iter().rposition(|(_, lasting)| *lasting).map(|block| (index, block))
+    });
+    let mut messages = Vec::with_capacity(turns.len());
+    for (index, (role, content)) in turns.into_iter().enumerate() {
+        let mut content: Vec<ContentBlock> = content.into_iter().map(|(block, _)| block).collect();
+        if let Some((_, block)) = breakpoint.filter(|(at, _)| *at == index && cache.points.messages) {
+            content.insert(block + 1, ContentBlock::CachePoint(cache.block()?));
         }
         messages.push(wire::Message::builder().role(role).set_content(Some(content)).build().map_err(build_error)?);
     }
@@ -155,6 +178,9 @@ pub(super) fn to_wire(max_tokens: u32, request: &ChatRequest, input: FileInput) 
             tools.push(tool_spec(name, HISTORY_TOOL_DESCRIPTION, &open)?);
         }
     }
+    if !tools.is_empty() && cache.points.tools {
+        tools.push(Tool::CachePoint(cache.block()?));
+    }
     let tool_config = if tools.is_empty() {
         None
     } else {
@@ -167,9 +193,42 @@ pub(super) fn to_wire(max_tokens: u32, request: &ChatRequest, input: FileInput) 
         )
     };
 
-    let system = (!request.system.trim().is_empty()).then(|| vec![SystemContentBlock::Text(request.system.clone())]);
+    let mut system = Vec::with_capacity(3);
+    if !request.system.trim().is_empty() {
+        system.push(SystemContentBlock::Text(request.system.clone()));
+        if cache.points.system {
+            system.push(SystemContentBlock::CachePoint(cache.block()?));
+        }
+    }
+    if !request.system_tail.trim().is_empty() {
+        system.push(SystemContentBlock::Text(request.system_tail.clone()));
+    }
+    let system = (!system.is_empty()).then_some(system);
     let inference = InferenceConfiguration::builder().max_tokens(i32::try_from(max_tokens).unwrap_or(i32::MAX)).build();
     Ok(WireRequest { system, messages, tool_config, inference })
+}
+
+/// The cache points one request carries: where the model takes them, and for how long.
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct Marks {
+    pub(super) points: CachePoints,
+    pub(super) one_hour: bool,
+}
+
+impl Marks {
+    /// For `model` under `cache`: none when caching is off or the model is not known to take them.
+    pub(super) fn of(model: &str, cache: &PromptCache) -> Marks {
+        if !cache.enabled() {
+            return Marks::default();
+        }
+        let points = bedrock_cache_points(model);
+        Marks { points, one_hour: points.one_hour && cache.ttl == CacheTtl::OneHour }
+    }
+
+    fn block(&self) -> Result<CachePointBlock, ModelError> {
+        let ttl = self.one_hour.then_some(WireTtl::OneHour);
+        CachePointBlock::builder().r#type(CachePointType::Default).set_ttl(ttl).build().map_err(build_error)
+    }
 }
 
 /// A file as Converse takes it, in a message or in a tool result.

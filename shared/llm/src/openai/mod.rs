@@ -12,7 +12,7 @@ use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, Mo
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::config::{FileInputSetting, LlmConfig, ProviderKind};
+use crate::config::{FileInputSetting, LlmConfig, PromptCache, ProviderKind};
 use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
 use crate::stream::stream_with_retry;
 use request::to_wire;
@@ -31,6 +31,7 @@ pub struct OpenAiModel {
     /// while compatible servers generally only know `max_tokens`.
     official_api: bool,
     files: FileInputSetting,
+    cache: PromptCache,
     retry: RetryPolicy,
 }
 
@@ -46,6 +47,7 @@ impl OpenAiModel {
             max_tokens: config.max_tokens,
             official_api: base_url.starts_with("https://api.openai.com"),
             files: config.file_input,
+            cache: config.prompt_cache.clone(),
             retry: RetryPolicy::from_config(config),
         })
     }
@@ -53,6 +55,15 @@ impl OpenAiModel {
     /// The model identifier sent with each request.
     pub fn model_name(&self) -> &str {
         &self.model
+    }
+
+    /// The token limit under the name the server knows.
+    fn limits(&self) -> request::Limits {
+        if self.official_api {
+            (None, Some(self.max_tokens))
+        } else {
+            (Some(self.max_tokens), None)
+        }
     }
 
     /// What `model` may be shown: the configured model's, or a request's own model's.
@@ -68,10 +79,8 @@ impl ChatModel for OpenAiModel {
     }
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
-        let (max_tokens, max_completion_tokens) =
-            if self.official_api { (None, Some(self.max_tokens)) } else { (Some(self.max_tokens), None) };
         let model = crate::effective_model(request, &self.model);
-        let body = to_wire(model, request, self.file_input_of(model), max_tokens, max_completion_tokens);
+        let body = to_wire(model, request, self.file_input_of(model), self.limits(), &self.cache);
         tracing::debug!(
             provider = PROVIDER,
             model,
@@ -98,11 +107,9 @@ impl ChatModel for OpenAiModel {
         request: &ChatRequest,
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ModelError> {
-        let (max_tokens, max_completion_tokens) =
-            if self.official_api { (None, Some(self.max_tokens)) } else { (Some(self.max_tokens), None) };
         let model = crate::effective_model(request, &self.model);
         let mut body =
-            serde_json::to_value(to_wire(model, request, self.file_input_of(model), max_tokens, max_completion_tokens))
+            serde_json::to_value(to_wire(model, request, self.file_input_of(model), self.limits(), &self.cache))
                 .map_err(|e| ModelError::Config(format!("{PROVIDER}: could not encode the request: {e}")))?;
         body["stream"] = Value::Bool(true);
         body["stream_options"] = serde_json::json!({"include_usage": true});

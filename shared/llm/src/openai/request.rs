@@ -8,6 +8,7 @@ use agent_ports::{ChatRequest, FileInput, JsonSchemaFormat, Message};
 use serde::Serialize;
 use serde_json::Value;
 
+use crate::config::PromptCache;
 use crate::files::{split, Shown};
 
 /// The text that opens the user message carrying the files of a run of tool results.
@@ -25,6 +26,12 @@ pub(super) struct CompletionRequest<'a> {
     max_completion_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     response_format: Option<WireResponseFormat<'a>>,
+    /// Routes requests that share a prefix to the same cache: the tenant and the prompt state.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_key: Option<&'a str>,
+    /// `in_memory` or `24h`, only when configured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    prompt_cache_retention: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -54,7 +61,7 @@ fn response_format(format: &JsonSchemaFormat) -> WireResponseFormat<'_> {
 #[serde(tag = "role", rename_all = "snake_case")]
 enum WireMessage<'a> {
     System {
-        content: &'a str,
+        content: Cow<'a, str>,
     },
     User {
         content: UserContent<'a>,
@@ -161,16 +168,21 @@ struct WireFunction<'a> {
     parameters: &'a Value,
 }
 
+/// The token limit: `(max_tokens, max_completion_tokens)`, one of them set.
+pub(super) type Limits = (Option<u32>, Option<u32>);
+
+/// OpenAI caches every long enough prefix by itself; the request only says how to route it
+/// (`prompt_cache_key`) and, when configured, how long to keep it.
 pub(super) fn to_wire<'a>(
     model: &'a str,
     request: &'a ChatRequest,
     input: FileInput,
-    max_tokens: Option<u32>,
-    max_completion_tokens: Option<u32>,
+    (max_tokens, max_completion_tokens): Limits,
+    cache: &'a PromptCache,
 ) -> CompletionRequest<'a> {
     let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if !request.system.is_empty() {
-        messages.push(WireMessage::System { content: &request.system });
+    if let Some(content) = system_text(&request.system, &request.system_tail) {
+        messages.push(WireMessage::System { content });
     }
     // The files of the current run of tool results, with the call each came from.
     let mut tool_files: Vec<(&'a str, Shown<'a>)> = Vec::new();
@@ -214,7 +226,29 @@ pub(super) fn to_wire<'a>(
         })
         .collect();
     let response_format = request.response_format.as_ref().map(response_format);
-    CompletionRequest { model, messages, tools, max_tokens, max_completion_tokens, response_format }
+    let prompt_cache_key = request.cache_key.as_deref().filter(|_| cache.enabled());
+    let prompt_cache_retention = cache.openai_retention.as_deref().filter(|_| cache.enabled());
+    CompletionRequest {
+        model,
+        messages,
+        tools,
+        max_tokens,
+        max_completion_tokens,
+        response_format,
+        prompt_cache_key,
+        prompt_cache_retention,
+    }
+}
+
+/// One system message: the stable part first, so the cached prefix reaches into it, then the tail,
+/// which brings its own separator.
+fn system_text<'a>(stable: &'a str, tail: &'a str) -> Option<Cow<'a, str>> {
+    match (stable.is_empty(), tail.is_empty()) {
+        (true, true) => None,
+        (false, true) => Some(Cow::Borrowed(stable)),
+        (true, false) => Some(Cow::Borrowed(tail)),
+        (false, false) => Some(Cow::Owned(format!("{stable}{tail}"))),
+    }
 }
 
 /// Arguments that arrived as an unparseable string are sent back verbatim, so the model
@@ -247,7 +281,14 @@ mod tests {
             tools: Default::default(),
             ..Default::default()
         };
-        let body = serde_json::to_value(to_wire("m", &request, FileInput::TEXT_ONLY, None, Some(10))).unwrap();
+        let body = serde_json::to_value(to_wire(
+            "m",
+            &request,
+            FileInput::TEXT_ONLY,
+            (None, Some(10)),
+            &PromptCache::default(),
+        ))
+        .unwrap();
         assert_eq!(
             body,
             json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 10})

@@ -46,12 +46,31 @@ struct ResponseFunction {
     arguments: Option<Value>,
 }
 
+/// `prompt_tokens` is every input token; the cached ones are counted apart, and OpenAI reports no writes.
 #[derive(Deserialize)]
 pub(super) struct WireUsage {
     #[serde(default)]
     pub(super) prompt_tokens: Option<u64>,
     #[serde(default)]
     pub(super) completion_tokens: Option<u64>,
+    #[serde(default)]
+    pub(super) prompt_tokens_details: Option<PromptDetails>,
+}
+
+#[derive(Deserialize)]
+pub(super) struct PromptDetails {
+    #[serde(default)]
+    cached_tokens: Option<u64>,
+}
+
+impl WireUsage {
+    fn usage(&self) -> Usage {
+        let cached = self.prompt_tokens_details.as_ref().and_then(|details| details.cached_tokens).unwrap_or(0);
+        let mut usage = Usage::new(self.prompt_tokens.unwrap_or(0), self.completion_tokens.unwrap_or(0));
+        // A server that counts more cached tokens than it was sent is not believed past the total.
+        usage.cache_read_tokens = cached.min(usage.input_tokens);
+        usage
+    }
 }
 
 pub(super) fn from_wire(response: CompletionResponse) -> Result<ChatResponse, ModelError> {
@@ -77,10 +96,7 @@ pub(super) fn from_wire(response: CompletionResponse) -> Result<ChatResponse, Mo
         Some("length") => StopReason::MaxTokens,
         _ => StopReason::Other,
     };
-    let usage = response
-        .usage
-        .map(|u| Usage::new(u.prompt_tokens.unwrap_or(0), u.completion_tokens.unwrap_or(0)))
-        .unwrap_or_default();
+    let usage = response.usage.as_ref().map(WireUsage::usage).unwrap_or_default();
     Ok(ChatResponse { content: choice.message.content.unwrap_or_default(), tool_calls, usage, stop_reason })
 }
 
@@ -129,6 +145,21 @@ mod tests {
         assert_ne!(response.tool_calls[0].id, response.tool_calls[1].id);
         assert_eq!(response.usage, Usage::default());
         assert_eq!(response.content, "");
+    }
+
+    #[test]
+    fn cached_tokens_are_a_part_of_the_prompt() {
+        let wire: CompletionResponse = serde_json::from_value(json!({
+            "choices": [{"message": {"content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 2006, "completion_tokens": 300, "total_tokens": 2306,
+                      "prompt_tokens_details": {"cached_tokens": 1920, "audio_tokens": 0}}
+        }))
+        .unwrap();
+        let usage = from_wire(wire).unwrap().usage;
+        assert_eq!(
+            usage,
+            Usage { input_tokens: 2006, output_tokens: 300, cache_read_tokens: 1920, cache_write_tokens: 0 }
+        );
     }
 
     #[test]

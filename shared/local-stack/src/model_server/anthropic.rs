@@ -5,19 +5,28 @@
 
 use serde_json::{json, Value};
 
-use super::{Piece, Reply};
+use super::{CacheUsage, Piece, Reply};
 
-const INPUT_TOKENS: u64 = 100;
-const OUTPUT_TOKENS: u64 = 10;
+/// Usage as Anthropic counts it: `input_tokens` is only the input neither read nor written.
+fn usage(usage: CacheUsage, output_tokens: u64) -> Value {
+    json!({
+        "input_tokens": usage.uncached_input_tokens(),
+        "cache_creation_input_tokens": usage.cache_write_tokens,
+        "cache_read_input_tokens": usage.cache_read_tokens,
+        "output_tokens": output_tokens,
+    })
+}
 
 /// The reply as Anthropic sends it; raw replies pass unchanged.
-pub(super) fn render(reply: Reply, call: u64, streamed: bool) -> Reply {
+pub(super) fn render(reply: Reply, call: u64, streamed: bool, tokens: CacheUsage) -> Reply {
     match reply {
         Reply::Status(status) => error(status, &format!("scripted status {status}")),
-        Reply::Text(_) | Reply::Chunks(_) | Reply::BrokenAfter(_) | Reply::Tools(_) if streamed => stream(reply, call),
-        Reply::Text(text) => message(call, json!([{"type": "text", "text": text}]), "end_turn"),
+        Reply::Text(_) | Reply::Chunks(_) | Reply::BrokenAfter(_) | Reply::Tools(_) if streamed => {
+            stream(reply, call, tokens)
+        }
+        Reply::Text(text) => message(call, json!([{"type": "text", "text": text}]), "end_turn", tokens),
         Reply::Chunks(pieces) | Reply::BrokenAfter(pieces) => {
-            message(call, json!([{"type": "text", "text": pieces.concat()}]), "end_turn")
+            message(call, json!([{"type": "text", "text": pieces.concat()}]), "end_turn", tokens)
         }
         Reply::Tools(calls) => {
             let blocks: Vec<Value> = calls
@@ -27,7 +36,7 @@ pub(super) fn render(reply: Reply, call: u64, streamed: bool) -> Reply {
                     json!({"type": "tool_use", "id": format!("toolu_{call}_{i}"), "name": name, "input": input})
                 })
                 .collect();
-            message(call, Value::Array(blocks), "tool_use")
+            message(call, Value::Array(blocks), "tool_use", tokens)
         }
         other => other,
     }
@@ -47,7 +56,7 @@ pub(super) fn error(status: u16, message: &str) -> Reply {
     super::status(status, json!({"type": "error", "error": {"type": kind, "message": message}}))
 }
 
-fn message(call: u64, content: Value, stop_reason: &str) -> Reply {
+fn message(call: u64, content: Value, stop_reason: &str, tokens: CacheUsage) -> Reply {
     super::ok(json!({
         "id": format!("msg_{call}"),
         "type": "message",
@@ -55,7 +64,7 @@ fn message(call: u64, content: Value, stop_reason: &str) -> Reply {
         "model": "scripted",
         "content": content,
         "stop_reason": stop_reason,
-        "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": OUTPUT_TOKENS},
+        "usage": usage(tokens, tokens.output_tokens),
     }))
 }
 
@@ -65,7 +74,7 @@ fn event(data: Value) -> Vec<u8> {
 }
 
 /// The reply as Server-Sent Events: text pieces as tokens of one text block, each tool call a block.
-fn stream(reply: Reply, call: u64) -> Reply {
+fn stream(reply: Reply, call: u64, tokens: CacheUsage) -> Reply {
     let now = |data: Value| Piece::Bytes(event(data));
     let token = |text: &str| {
         let delta = json!({"type": "text_delta", "text": text});
@@ -73,7 +82,7 @@ fn stream(reply: Reply, call: u64) -> Reply {
     };
     let start = json!({"id": format!("msg_{call}"), "type": "message", "role": "assistant", "model": "scripted",
                        "content": [], "stop_reason": null,
-                       "usage": {"input_tokens": INPUT_TOKENS, "output_tokens": 0}});
+                       "usage": usage(tokens, 0)});
     let mut pieces = vec![now(json!({"type": "message_start", "message": start}))];
     let text_start = json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}});
     let text_stop = json!({"type": "content_block_stop", "index": 0});
@@ -109,7 +118,9 @@ fn stream(reply: Reply, call: u64) -> Reply {
         other => unreachable!("only messages stream: {other:?}"),
     };
     let delta = json!({"stop_reason": stop_reason, "stop_sequence": null});
-    pieces.push(now(json!({"type": "message_delta", "delta": delta, "usage": {"output_tokens": OUTPUT_TOKENS}})));
+    // The final counts, the input's repeated as the API does today.
+    let usage = usage(tokens, tokens.output_tokens);
+    pieces.push(now(json!({"type": "message_delta", "delta": delta, "usage": usage})));
     pieces.push(now(json!({"type": "message_stop"})));
     Reply::stream("text/event-stream", pieces)
 }

@@ -5,17 +5,19 @@
 
 use serde_json::{json, Value};
 
-use super::{Piece, Reply};
+use super::{CacheUsage, Piece, Reply};
 use crate::eventstream::event_frame;
 
 /// The reply as Bedrock sends it on the path's operation; raw replies pass unchanged.
-pub(super) fn render(reply: Reply, call: u64, streamed: bool) -> Reply {
+pub(super) fn render(reply: Reply, call: u64, streamed: bool, tokens: CacheUsage) -> Reply {
     match reply {
         Reply::Status(status) => error(status, &format!("scripted status {status}")),
-        Reply::Text(_) | Reply::Chunks(_) | Reply::BrokenAfter(_) | Reply::Tools(_) if streamed => stream(reply, call),
-        Reply::Text(text) => converse(json!([{ "text": text }]), "end_turn"),
+        Reply::Text(_) | Reply::Chunks(_) | Reply::BrokenAfter(_) | Reply::Tools(_) if streamed => {
+            stream(reply, call, tokens)
+        }
+        Reply::Text(text) => converse(json!([{ "text": text }]), "end_turn", tokens),
         Reply::Chunks(pieces) | Reply::BrokenAfter(pieces) => {
-            converse(json!([{ "text": pieces.concat() }]), "end_turn")
+            converse(json!([{ "text": pieces.concat() }]), "end_turn", tokens)
         }
         Reply::Tools(calls) => {
             let blocks: Vec<Value> = calls
@@ -25,7 +27,7 @@ pub(super) fn render(reply: Reply, call: u64, streamed: bool) -> Reply {
                     json!({"toolUse": {"toolUseId": format!("tooluse_{call}_{i}"), "name": name, "input": input}})
                 })
                 .collect();
-            converse(Value::Array(blocks), "tool_use")
+            converse(Value::Array(blocks), "tool_use", tokens)
         }
         other => other,
     }
@@ -45,17 +47,28 @@ pub(super) fn error(status: u16, message: &str) -> Reply {
     super::status(status, json!({ "message": message })).header("x-amzn-errortype", &kind)
 }
 
-fn converse(content: Value, stop_reason: &str) -> Reply {
+/// Usage as Bedrock counts it: `inputTokens` leaves out the cache's reads and writes.
+fn usage(tokens: CacheUsage) -> Value {
+    json!({
+        "inputTokens": tokens.uncached_input_tokens(),
+        "outputTokens": tokens.output_tokens,
+        "totalTokens": tokens.input_tokens + tokens.output_tokens,
+        "cacheReadInputTokens": tokens.cache_read_tokens,
+        "cacheWriteInputTokens": tokens.cache_write_tokens,
+    })
+}
+
+fn converse(content: Value, stop_reason: &str, tokens: CacheUsage) -> Reply {
     super::ok(json!({
         "output": {"message": {"role": "assistant", "content": content}},
         "stopReason": stop_reason,
-        "usage": {"inputTokens": 100, "outputTokens": 10, "totalTokens": 110},
+        "usage": usage(tokens),
         "metrics": {"latencyMs": 1},
     }))
 }
 
 /// The reply as event-stream frames: text pieces as tokens, each tool call a content block.
-fn stream(reply: Reply, call: u64) -> Reply {
+fn stream(reply: Reply, call: u64, tokens: CacheUsage) -> Reply {
     let now = |kind: &str, payload: Value| Piece::Bytes(event_frame(kind, &payload));
     let token = |text: &str| {
         Piece::Token(event_frame("contentBlockDelta", &json!({"contentBlockIndex": 0, "delta": {"text": text}})))
@@ -88,7 +101,6 @@ fn stream(reply: Reply, call: u64) -> Reply {
         other => unreachable!("only completions stream: {other:?}"),
     };
     pieces.push(now("messageStop", json!({ "stopReason": stop_reason })));
-    let usage = json!({"inputTokens": 100, "outputTokens": 10, "totalTokens": 110});
-    pieces.push(now("metadata", json!({"usage": usage, "metrics": {"latencyMs": 1}})));
+    pieces.push(now("metadata", json!({"usage": usage(tokens), "metrics": {"latencyMs": 1}})));
     Reply::stream("application/vnd.amazon.eventstream", pieces)
 }

@@ -5,9 +5,12 @@
 //! the provider the request's path names, or raw (a whole body, or bytes sent piece by piece with
 //! pauses, drops and stalls) for tests of the providers' own parsing. A test queues the replies, or
 //! gives a decider that picks each from its request, and reads back every request it received.
+//! Each reply's usage reports the prompt cache as its provider would (see [`cache`]): reads and
+//! writes out of a fixed total by default, or real estimates with [`ModelServer::count_tokens`].
 
 mod anthropic;
 mod bedrock;
+mod cache;
 mod openai;
 mod raw;
 
@@ -22,6 +25,7 @@ use axum::response::Response;
 use serde_json::Value;
 use tokio::sync::Notify;
 
+pub use cache::CacheUsage;
 pub use raw::{ok, status, Piece};
 
 /// One scripted answer.
@@ -52,6 +56,19 @@ impl Reply {
 
     pub fn tool(name: &str, arguments: Value) -> Reply {
         Reply::Tools(vec![(name.to_owned(), arguments)])
+    }
+
+    /// The reply once its delays are waited out.
+    fn answer(&self) -> &Reply {
+        match self {
+            Reply::Delayed(_, inner) => inner.answer(),
+            other => other,
+        }
+    }
+
+    /// Whether it is a model's message, written in the provider's format with its usage.
+    fn is_message(&self) -> bool {
+        matches!(self, Reply::Text(_) | Reply::Tools(_) | Reply::Chunks(_) | Reply::BrokenAfter(_))
     }
 }
 
@@ -105,12 +122,12 @@ impl Provider {
     }
 
     /// The reply in this provider's wire format: always a raw one.
-    fn render(self, reply: Reply, call: u64, body: &Value) -> Reply {
+    fn render(self, reply: Reply, call: u64, body: &Value, usage: CacheUsage) -> Reply {
         let streamed = body.get("stream").and_then(Value::as_bool).unwrap_or(false);
         match self {
-            Provider::OpenAi => openai::render(reply, call, streamed),
-            Provider::Anthropic => anthropic::render(reply, call, streamed),
-            Provider::Bedrock { stream } => bedrock::render(reply, call, stream),
+            Provider::OpenAi => openai::render(reply, call, streamed, usage),
+            Provider::Anthropic => anthropic::render(reply, call, streamed, usage),
+            Provider::Bedrock { stream } => bedrock::render(reply, call, stream, usage),
             Provider::Unknown => match reply {
                 Reply::Whole { .. } | Reply::Stream { .. } => reply,
                 _ => Reply::json_text(404, r#"{"error":{"message":"no provider answers this path"}}"#),
@@ -167,6 +184,12 @@ struct Script {
     chunk_delay: Duration,
     /// When each streamed text chunk was sent, in order.
     sent_chunks: Vec<Instant>,
+    /// The prefixes the provider would have cached so far.
+    cache: cache::PromptCache,
+    /// Report estimated totals rather than the fixed ones.
+    count_tokens: bool,
+    /// The usage each request's reply reported, `None` for a raw reply or an error.
+    usages: Vec<Option<CacheUsage>>,
 }
 
 impl Script {
@@ -303,6 +326,18 @@ impl ModelServer {
         self.script.lock().unwrap().sent_chunks.clone()
     }
 
+    /// Reports as input tokens the prompt's size (its parts' JSON bytes / 4) and as output tokens the
+    /// reply's, instead of the fixed 100 and 10, for measures of real cache shares and costs.
+    pub fn count_tokens(&self, on: bool) {
+        self.script.lock().unwrap().count_tokens = on;
+    }
+
+    /// The usage each request's reply reported, in order: the emulated cache's reads and writes;
+    /// `None` for a raw reply, an error, or a request past the script.
+    pub fn usages(&self) -> Vec<Option<CacheUsage>> {
+        self.script.lock().unwrap().usages.clone()
+    }
+
     /// Replies not yet served, keyed ones included.
     pub fn remaining(&self) -> usize {
         let script = self.script.lock().unwrap();
@@ -319,11 +354,17 @@ async fn answer(State(server): State<ModelServer>, uri: Uri, headers: HeaderMap,
         body: serde_json::from_slice(&body).unwrap_or(Value::Null),
         at: Instant::now(),
     };
-    let (reply, call) = {
+    let (reply, call, usage) = {
         let mut script = server.script.lock().unwrap();
         script.received.push(request.clone());
         let reply = script.next_reply(provider, &request);
-        (reply, script.received.len() as u64)
+        // The cache is updated as the request arrives, so that concurrent requests see it in order.
+        let usage = reply.as_ref().map(Reply::answer).filter(|answer| answer.is_message()).map(|answer| {
+            let count = script.count_tokens;
+            script.cache.usage(provider, &request.path, &request.body, answer, count)
+        });
+        script.usages.push(usage);
+        (reply, script.received.len() as u64, usage.unwrap_or_default())
     };
     let Some(mut reply) = reply else {
         return raw::respond(provider.exhausted(), &server);
@@ -332,5 +373,5 @@ async fn answer(State(server): State<ModelServer>, uri: Uri, headers: HeaderMap,
         tokio::time::sleep(wait).await;
         reply = *inner;
     }
-    raw::respond(provider.render(reply, call, &request.body), &server)
+    raw::respond(provider.render(reply, call, &request.body, usage), &server)
 }

@@ -4,18 +4,18 @@
 
 use serde_json::{json, Value};
 
-use super::{Piece, Reply};
-
-const USAGE_TOKENS: (u64, u64) = (100, 10);
+use super::{CacheUsage, Piece, Reply};
 
 /// The reply as OpenAI sends it; raw replies pass unchanged.
-pub(super) fn render(reply: Reply, call: u64, streamed: bool) -> Reply {
+pub(super) fn render(reply: Reply, call: u64, streamed: bool, tokens: CacheUsage) -> Reply {
     match reply {
         Reply::Status(status) => error(status, &format!("scripted status {status}")),
-        Reply::Text(_) | Reply::Chunks(_) | Reply::BrokenAfter(_) | Reply::Tools(_) if streamed => stream(reply, call),
-        Reply::Text(text) => completion(call, json!({"role": "assistant", "content": text}), "stop"),
+        Reply::Text(_) | Reply::Chunks(_) | Reply::BrokenAfter(_) | Reply::Tools(_) if streamed => {
+            stream(reply, call, tokens)
+        }
+        Reply::Text(text) => completion(call, json!({"role": "assistant", "content": text}), "stop", tokens),
         Reply::Chunks(pieces) | Reply::BrokenAfter(pieces) => {
-            completion(call, json!({"role": "assistant", "content": pieces.concat()}), "stop")
+            completion(call, json!({"role": "assistant", "content": pieces.concat()}), "stop", tokens)
         }
         Reply::Tools(calls) => {
             let tool_calls: Vec<Value> = calls
@@ -27,7 +27,7 @@ pub(super) fn render(reply: Reply, call: u64, streamed: bool) -> Reply {
                 })
                 .collect();
             let message = json!({"role": "assistant", "content": null, "tool_calls": tool_calls});
-            completion(call, message, "tool_calls")
+            completion(call, message, "tool_calls", tokens)
         }
         other => other,
     }
@@ -38,18 +38,20 @@ pub(super) fn error(status: u16, message: &str) -> Reply {
     super::status(status, json!({"error": {"message": message, "type": "server_error"}}))
 }
 
-fn usage() -> Value {
-    let (prompt, completion) = USAGE_TOKENS;
-    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion})
+/// Usage as OpenAI counts it: `prompt_tokens` is every input token, the cached ones among them.
+fn usage(tokens: CacheUsage) -> Value {
+    let (prompt, completion) = (tokens.input_tokens, tokens.output_tokens);
+    json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+           "prompt_tokens_details": {"cached_tokens": tokens.cache_read_tokens}})
 }
 
-fn completion(call: u64, message: Value, finish_reason: &str) -> Reply {
+fn completion(call: u64, message: Value, finish_reason: &str, tokens: CacheUsage) -> Reply {
     super::ok(json!({
         "id": format!("chatcmpl-{call}"),
         "object": "chat.completion",
         "model": "scripted",
         "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-        "usage": usage(),
+        "usage": usage(tokens),
     }))
 }
 
@@ -65,7 +67,7 @@ fn chunk_event(call: u64, delta: Value, finish_reason: Option<&str>) -> Vec<u8> 
 }
 
 /// The reply as Server-Sent Events: text pieces as tokens, tool calls in fragments.
-fn stream(reply: Reply, call: u64) -> Reply {
+fn stream(reply: Reply, call: u64, tokens: CacheUsage) -> Reply {
     let now = |delta: Value| Piece::Bytes(chunk_event(call, delta, None));
     let token = |text: &str| Piece::Token(chunk_event(call, json!({"content": text}), None));
     let mut pieces = vec![now(json!({"role": "assistant", "content": ""}))];
@@ -97,7 +99,7 @@ fn stream(reply: Reply, call: u64) -> Reply {
     };
     pieces.push(Piece::Bytes(chunk_event(call, json!({}), Some(finish))));
     let usage = json!({"id": format!("chatcmpl-{call}"), "object": "chat.completion.chunk", "choices": [],
-                       "usage": usage()});
+                       "usage": usage(tokens)});
     pieces.push(Piece::text(format!("data: {usage}\n\n")));
     pieces.push(Piece::text("data: [DONE]\n\n"));
     Reply::stream("text/event-stream", pieces)

@@ -122,6 +122,8 @@ async fn sent_body(
     let mut config = crate::fixtures::config(provider, base, model);
     config.api_key = Some("sk-files-test".into());
     config.file_input = setting;
+    // The cache's markers are the cache tests' subject (`cache::`), not these.
+    config.prompt_cache.disabled = true;
     let model: Box<dyn ChatModel> = match provider {
         ProviderKind::OpenAi => Box::new(OpenAiModel::new(&config).unwrap()),
         ProviderKind::Anthropic => Box::new(AnthropicModel::new(&config).unwrap()),

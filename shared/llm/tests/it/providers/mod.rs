@@ -21,6 +21,8 @@ fn config(provider: ProviderKind, base_url: String) -> LlmConfig {
     let mut config = crate::fixtures::config(provider, base_url, "test-model");
     config.api_key = Some(KEY.to_string());
     config.max_tokens = 256;
+    // These wire shapes are without the cache's markers, which the cache tests (`cache::`) check.
+    config.prompt_cache.disabled = true;
     config
 }
 

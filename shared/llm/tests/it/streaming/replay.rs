@@ -50,7 +50,9 @@ async fn recording_a_live_stream_keeps_its_pieces() {
     assert_eq!(deltas, ["En ", "vivo."]);
     let line: Value = serde_json::from_str(std::fs::read_to_string(&path).unwrap().trim()).unwrap();
     assert_eq!(line["deltas"], json!(["En ", "vivo."]));
-    assert_eq!(line["usage"], json!({"input_tokens": 11, "output_tokens": 7}));
+    let usage = json!({"input_tokens": 11, "output_tokens": 7, "uncached_input_tokens": 11, "cache_read_tokens": 0,
+                       "cache_write_tokens": 0});
+    assert_eq!(line["usage"], usage);
     let _ = std::fs::remove_file(&path);
 }
 
