@@ -156,6 +156,8 @@ test("a turn that delegates shows each subagent nested in its timeline, with its
     expect(shown.indexOf(title), shown).toBeGreaterThan(started);
     await expect(row.getByText(/^answered · 2 steps$/)).toBeVisible();
     await expect(row).toContainText(`→ ${task.answer}`);
+    // Its two model calls' tokens, attributed to it, the input split as the provider counted it.
+    await expect(row.getByLabel("Subagent tokens")).toContainText(/^200 input \([\d,]+ uncached · [\d,]+ cache write · [\d,]+ cache read\) \/ 20 output tokens/);
     // Its own rows: two model calls and the file it wrote, whose call opens to its arguments.
     const rows = row.getByRole("list", { name: /Timeline of subagent sa-\d+/ });
     await expect(rows.getByRole("listitem")).toContainText(["Model call 1", "Tool write_file:", `Wrote ${task.file}`, "Model call 2"]);

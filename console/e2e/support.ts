@@ -119,8 +119,10 @@ export async function openSessionId(page: Page): Promise<string> {
   return (await current.innerText()).trim();
 }
 
-export async function accessibilityViolations(page: Page): Promise<string[]> {
-  const results = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]).analyze();
+/** Axe's WCAG 2.1 AA violations of the page, or of the part `within` selects. */
+export async function accessibilityViolations(page: Page, within?: string): Promise<string[]> {
+  const builder = new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]);
+  const results = await (within ? builder.include(within) : builder).analyze();
   return results.violations.map(
     (violation) => `${violation.id} (${violation.impact}): ${violation.nodes.map((node) => node.target.join(" ")).join(", ")}`,
   );

@@ -17,9 +17,19 @@ export interface ConsoleConfig {
 }
 
 export interface TokenUsage {
+  /** Every input token, cached or not; the cache reads and writes are parts of it. */
   input_tokens: number;
   output_tokens: number;
+  uncached_input_tokens?: number;
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
   [other: string]: unknown;
+}
+
+/** What a turn's model calls cost: `usd` is null when no model it called has a price. */
+export interface TurnCost {
+  usd: number | null;
+  unpriced_models?: string[];
 }
 
 export interface ReplyFile {
@@ -105,6 +115,8 @@ export interface TurnReply {
   refused_tool_calls: number;
   steps: number;
   usage: TokenUsage;
+  /** Absent from servers that do not price turns. */
+  cost?: TurnCost;
   ending: Ending;
   version: number;
   files?: ReplyFile[];
@@ -196,11 +208,24 @@ export interface SkillsPage {
   query?: string;
 }
 
-export interface UsageCounts {
+/**
+ * Tokens and their cost. The cache split and the cost are absent from servers that predate them;
+ * `cost_usd` is null when none of the calls counted had a price, and `unpriced_calls` counts the
+ * calls left out of it.
+ */
+export interface ModelCounts {
   input_tokens: number;
   output_tokens: number;
-  tokens: number;
   model_calls: number;
+  uncached_input_tokens?: number;
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
+  cost_usd?: number | null;
+  unpriced_calls?: number;
+}
+
+export interface UsageCounts extends ModelCounts {
+  tokens: number;
   executions: number;
   sandbox_seconds: number;
   turns: number;
@@ -209,7 +234,7 @@ export interface UsageCounts {
 
 export interface UsageDay extends UsageCounts {
   date: string;
-  models: { model: string; input_tokens: number; output_tokens: number; model_calls: number }[];
+  models: (ModelCounts & { model: string })[];
 }
 
 /** `GET /usage`: the caller's usage by UTC day (the last 30 days by default). */
@@ -218,6 +243,8 @@ export interface UsageReport {
   to: string;
   days: UsageDay[];
   totals: UsageCounts;
+  /** The price table the costs were computed with. */
+  prices?: { date?: string; currency?: string; source?: string | string[] };
 }
 
 /** A refused request: the API's `{"error": {"code", "message"}}` body with its status. */

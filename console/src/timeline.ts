@@ -1,6 +1,7 @@
 // The timeline of a turn as the conversation shows it: the types `turns.ts` and `shown.ts` share.
 
 import type { ShownFile } from "./api";
+import type { Tokens } from "./usage";
 
 export interface Listing {
   total: number;
@@ -72,6 +73,8 @@ export interface SubagentEntry {
   ok: boolean | null;
   /** The first line of its answer, once completed. */
   summary: string;
+  /** The tokens of its model calls (its own subagents' included), once completed; the turn's include them. */
+  usage?: Tokens | null;
   /** Events of an id whose `subagent.started` the page has not seen: a row of their own. */
   orphan: boolean;
   timeline: TimelineEntry[];

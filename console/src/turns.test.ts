@@ -99,6 +99,17 @@ const completed = (subagent: string, steps: number, summary: string, ending = "a
   event("subagent.completed", { subagent, ending, steps, ok, summary });
 
 describe("a streamed turn with subagents", () => {
+  it("keeps the tokens a subagent spent, as subagent.completed gives them, and none from an older server", () => {
+    const usage = { input_tokens: 200, output_tokens: 20, uncached_input_tokens: 120, cache_read_tokens: 80, cache_write_tokens: 0 };
+    const spent = event("subagent.completed", { subagent: "sa-1", ending: "answered", steps: 2, ok: true, summary: "s", usage });
+    const turn = play([task("c1", "A"), started("sa-1", "c1", "A"), spent]);
+    const sub = turn.timeline.find((entry) => entry.kind === "subagent");
+    expect(sub?.kind === "subagent" && sub.usage).toEqual(usage);
+    const old = play([task("c1", "A"), started("sa-1", "c1", "A"), completed("sa-1", 2, "s")]);
+    const oldSub = old.timeline.find((entry) => entry.kind === "subagent");
+    expect(oldSub?.kind === "subagent" && oldSub.usage).toBeNull();
+  });
+
   it("nests interleaved siblings' events under each, after the task call that started it", () => {
     const turn = play([
       event("model.call", { step: 1, state: 1, tools: ["task", "write_file"] }),

@@ -7,6 +7,7 @@ import type { SentFile } from "./attachments";
 import { addShown, shownFileOf, withShownFile } from "./shown";
 import type { SseEvent } from "./sse";
 import type { Listing, SubagentEntry, TimelineEntry, ToolResult } from "./timeline";
+import type { Tokens } from "./usage";
 
 export type { Listing, SubagentEntry, SubagentStatus, TimelineEntry, ToolResult } from "./timeline";
 
@@ -294,9 +295,27 @@ function applySubagentEvent(timeline: TimelineEntry[], name: string, id: string,
           steps: count(data?.steps),
           ok: typeof data?.ok === "boolean" ? data.ok : null,
           summary: text(data?.summary),
+          usage: tokensOf(data?.usage),
         }
       : { ...entry, timeline: applyToTimeline(entry.timeline, name, data) };
   return updateSubagent(timeline, id, update) ?? [...timeline, update(newSubagent(id, null, true))];
+}
+
+/** A subagent's `usage` as `subagent.completed` gives it; `null` from a server that gives none. */
+function tokensOf(value: unknown): Tokens | null {
+  if (typeof value !== "object" || value === null) return null;
+  const usage = value as Record<string, unknown>;
+  const number = (key: string) => (typeof usage[key] === "number" ? (usage[key] as number) : undefined);
+  const input = number("input_tokens");
+  const output = number("output_tokens");
+  if (input === undefined || output === undefined) return null;
+  return {
+    input_tokens: input,
+    output_tokens: output,
+    uncached_input_tokens: number("uncached_input_tokens"),
+    cache_read_tokens: number("cache_read_tokens"),
+    cache_write_tokens: number("cache_write_tokens"),
+  };
 }
 
 /** The turn after one of its events; `now` (ms) measures the duration in the page. */

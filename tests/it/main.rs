@@ -8,6 +8,7 @@ mod bounds;
 mod budgets;
 mod bundle_provenance;
 mod bundle_walls;
+mod cache_usage;
 mod catalog;
 mod context_budget;
 mod exactly_once;

@@ -32,6 +32,9 @@ pub(crate) const METRICS: &[(&str, &str)] = &[
     ("TimeToFirstToken", "Milliseconds"),
     ("InputTokens", "Count"),
     ("OutputTokens", "Count"),
+    ("CacheReadInputTokens", "Count"),
+    ("CacheWriteInputTokens", "Count"),
+    ("TurnCostUSD", "None"),
     ("ToolCalls", "Count"),
     ("ToolDuration", "Milliseconds"),
     ("RefusedToolCalls", "Count"),
@@ -49,7 +52,7 @@ pub(crate) const METRICS: &[(&str, &str)] = &[
 
 /// One metric value as CloudWatch would file it: a metric of a directive under one dimension set.
 #[derive(Debug, Clone)]
-struct Datum {
+pub(crate) struct Datum {
     name: String,
     unit: String,
     dimensions: BTreeMap<String, String>,
@@ -58,7 +61,7 @@ struct Datum {
 }
 
 /// Every datum of the EMF lines among `lines`, checked for the EMF shape on the way.
-fn emf_data(lines: &[Value]) -> Vec<Datum> {
+pub(crate) fn emf_data(lines: &[Value]) -> Vec<Datum> {
     let mut data = Vec::new();
     for line in lines.iter().filter(|line| line.get("_aws").is_some()) {
         let aws = &line["_aws"];
@@ -101,13 +104,13 @@ fn emf_data(lines: &[Value]) -> Vec<Datum> {
 }
 
 /// The data of `name` whose dimensions are exactly `dimensions`.
-fn find<'a>(data: &'a [Datum], name: &str, dimensions: &[(&str, &str)]) -> Vec<&'a Datum> {
+pub(crate) fn find<'a>(data: &'a [Datum], name: &str, dimensions: &[(&str, &str)]) -> Vec<&'a Datum> {
     let wanted: BTreeMap<String, String> = dimensions.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     data.iter().filter(|datum| datum.name == name && datum.dimensions == wanted).collect()
 }
 
 /// The sum of `name`'s values under exactly `dimensions`, checking its unit.
-fn total(data: &[Datum], name: &str, unit: &str, dimensions: &[(&str, &str)]) -> f64 {
+pub(crate) fn total(data: &[Datum], name: &str, unit: &str, dimensions: &[(&str, &str)]) -> f64 {
     let found = find(data, name, dimensions);
     for datum in &found {
         assert_eq!(datum.unit, unit, "{name}'s unit");
@@ -117,7 +120,7 @@ fn total(data: &[Datum], name: &str, unit: &str, dimensions: &[(&str, &str)]) ->
 
 /// The JSON lines after `mark`, once `summaries` `turn summary` lines (and the EMF lines written
 /// with them) are in, or after 5 s.
-async fn lines_after(function: &Function, mark: usize, summaries: usize) -> Vec<Value> {
+pub(crate) async fn lines_after(function: &Function, mark: usize, summaries: usize) -> Vec<Value> {
     let waited = std::time::Instant::now();
     loop {
         let lines: Vec<Value> =
@@ -131,7 +134,7 @@ async fn lines_after(function: &Function, mark: usize, summaries: usize) -> Vec<
     }
 }
 
-fn summaries_of(lines: &[Value]) -> Vec<&Value> {
+pub(crate) fn summaries_of(lines: &[Value]) -> Vec<&Value> {
     lines.iter().filter(|line| line["fields"]["message"] == "turn summary").map(|line| &line["fields"]).collect()
 }
 

@@ -218,9 +218,15 @@ async fn a_subagents_events_reach_the_parents_stream_tagged_and_in_order() {
     let completed = &events[9].data;
     assert_eq!((completed["ending"].as_str(), completed["steps"].as_u64()), (Some("answered"), Some(2)));
     assert_eq!(completed["ok"], true);
+    // Its own two model calls, attributed to it with the input split; the turn's totals include them.
+    let usage = &completed["usage"];
+    assert_eq!((usage["input_tokens"].as_u64(), usage["output_tokens"].as_u64()), (Some(200), Some(20)), "{completed}");
+    let split = ["uncached_input_tokens", "cache_write_tokens", "cache_read_tokens"].map(|key| usage[key].as_u64());
+    assert_eq!(split.iter().flatten().sum::<u64>(), 200, "the input's parts add up: {usage}");
     assert_eq!(events[10].data["content"], "The summary is in /workspace/summary.md.");
     let done = &events.last().unwrap().data;
     assert_eq!(done["reply"], "Here it is.");
+    assert_eq!(done["usage"]["input_tokens"], 400, "the parent's two calls and the subagent's: {done}");
     assert!(done["files"].to_string().contains("/workspace/summary.md"), "{done}");
 }
 

@@ -3,7 +3,8 @@
 //! its tree (turn → session.load, catalog, chat, execute_tool, commit) in the caller's trace
 //! (`traceparent`), with the GenAI attributes the scripted model reported and never the user's
 //! text, before the response is posted; streamed turns too; a queued turn joins the X-Ray trace its
-//! record carries; and with traces off nothing is sent.
+//! record carries; a subagent's `invoke_agent` span carries its usage and a priced turn its cost;
+//! and with traces off nothing is sent.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -85,7 +86,18 @@ fn check_turn_tree(spans: &[ReceivedSpan], service: &str, session: &str) {
         // What the scripted model reports for every call.
         assert_eq!(chat.attribute("gen_ai.usage.input_tokens"), Some(&json!(100)), "{chat:#?}");
         assert_eq!(chat.attribute("gen_ai.usage.output_tokens"), Some(&json!(10)), "{chat:#?}");
+        let cached = ["gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_creation.input_tokens"]
+            .map(|key| chat.attribute(key).and_then(Value::as_u64).unwrap_or_else(|| panic!("{key}: {chat:#?}")));
+        assert!(cached[0] + cached[1] <= 100, "the cached parts are parts of the input: {chat:#?}");
     }
+    // The turn's own tokens: every call's, with the same split.
+    assert_eq!(turn.attribute("gen_ai.usage.input_tokens"), Some(&json!(300)), "{turn:#?}");
+    assert_eq!(turn.attribute("gen_ai.usage.output_tokens"), Some(&json!(30)), "{turn:#?}");
+    for key in ["gen_ai.usage.cache_read.input_tokens", "gen_ai.usage.cache_creation.input_tokens"] {
+        let of_chats: u64 = chats.iter().filter_map(|chat| chat.attribute(key).and_then(Value::as_u64)).sum();
+        assert_eq!(turn.attribute(key).and_then(Value::as_u64), Some(of_chats), "{key}: {turn:#?}");
+    }
+    assert_eq!(turn.attribute("agent.turn.cost_usd"), None, "the scripted model has no price: {turn:#?}");
     let finish = |chat: &ReceivedSpan| chat.attribute("gen_ai.response.finish_reasons").map(Value::to_string);
     let finishes: Vec<String> = chats.iter().filter_map(|chat| finish(chat)).collect();
     assert_eq!(finishes.iter().filter(|f| f.contains("tool_calls")).count(), 2, "{finishes:?}");
@@ -137,6 +149,43 @@ async fn an_http_turns_spans_reach_the_collector_in_the_callers_trace_before_it_
     assert!(turn.parent_span_id.is_empty(), "a root span: {turn:#?}");
     assert_ne!(turn.trace_id, TRACE_ID);
     assert!(spans.iter().all(|span| span.trace_id == turn.trace_id));
+}
+
+#[tokio::test]
+async fn a_subagents_span_carries_its_usage_and_a_priced_turn_its_cost() {
+    let stack = Stack::new().await;
+    let collector = Collector::start().await;
+    let prices = json!({"models": {"scripted-model": {"input": 3.0, "output": 15.0}}}).to_string();
+    let http = stack.http(&[("OTEL_EXPORTER_OTLP_ENDPOINT", &collector.endpoint), ("MODEL_PRICES", &prices)]).await;
+    stack
+        .model
+        .push([Reply::tool("task", json!({"description": "Resume las notas.", "subagent_type": "general-purpose"}))]);
+    stack
+        .model
+        .push_for("Resume las notas", [Reply::tool("ls", json!({"path": "/workspace"})), Reply::text("No hay notas.")]);
+    stack.model.push([Reply::text(REPLY)]);
+    let (status, body) = status_and_body(&http.call(turn_event(Some(USER), "sa", json!({"message": SECRET}))).await);
+    assert_eq!(status, 200, "{body}");
+    let spans = collector.spans();
+    let turn = span(&spans, "turn");
+    let agent = span(&spans, "invoke_agent general-purpose");
+    // The reply's task calls run together, so the subagent's span is the turn's, beside its call's.
+    assert!(descends_from(&spans, agent, turn), "{spans:#?}");
+    assert_eq!(span(&spans, "execute_tool task").attribute("outcome"), Some(&json!("ok")));
+    assert_eq!(agent.attribute("gen_ai.operation.name"), Some(&json!("invoke_agent")));
+    assert_eq!(agent.attribute("gen_ai.agent.id"), Some(&json!("sa-1")));
+    // Its two calls, under it; the turn's four include them.
+    let under: Vec<&ReceivedSpan> =
+        spans.iter().filter(|chat| chat.name == "chat scripted-model" && descends_from(&spans, chat, agent)).collect();
+    assert_eq!(under.len(), 2, "{spans:#?}");
+    assert_eq!(agent.attribute("gen_ai.usage.input_tokens"), Some(&json!(200)), "{agent:#?}");
+    assert_eq!(agent.attribute("gen_ai.usage.output_tokens"), Some(&json!(20)), "{agent:#?}");
+    assert!(agent.attribute("gen_ai.usage.cache_read.input_tokens").is_some(), "{agent:#?}");
+    assert_eq!(turn.attribute("gen_ai.usage.input_tokens"), Some(&json!(400)), "{turn:#?}");
+    // 400 input tokens at $3 and 40 output at $15 per million: $0.0018.
+    let cost = turn.attribute("agent.turn.cost_usd").and_then(Value::as_f64);
+    assert!(cost.is_some_and(|usd| (usd - 0.0018).abs() < 1e-9), "{cost:?} {turn:#?}");
+    assert_eq!(body["cost"]["usd"].as_f64(), cost, "{body}");
 }
 
 #[tokio::test]

@@ -1,10 +1,11 @@
 // A subagent in the timeline of the agent whose `task` call started it: its type, its task, how it
-// stands (running, or its ending and steps) and its own rows, open at first and closed like a tool
+// stands (running, or its ending and steps), the tokens it spent, and its own rows, open at first and closed like a tool
 // call's row. A subagent it started is a row of its own timeline, and so on down.
 
 import { useState } from "preact/hooks";
 
-import { subagentState, subagentTitle, type OpenWork } from "../format";
+import { formatCount, subagentState, subagentTitle, type OpenWork } from "../format";
+import { formatInputSplit } from "../usage";
 import { entryKeys, type SubagentEntry } from "../turns";
 import { TimelineRow } from "./TimelineRow";
 
@@ -46,6 +47,11 @@ export function SubagentRow({
       {entry.description && (
         <p id={taskId} class="subagent-task">
           {entry.description}
+        </p>
+      )}
+      {entry.status === "completed" && entry.usage && (
+        <p class="row-detail muted subagent-usage" aria-label="Subagent tokens">
+          {`${formatCount(entry.usage.input_tokens)} input (${formatInputSplit(entry.usage)}) / ${formatCount(entry.usage.output_tokens)} output tokens (in the turn's totals)`}
         </p>
       )}
       {entry.status === "completed" && entry.summary && (

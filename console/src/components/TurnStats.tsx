@@ -1,15 +1,19 @@
-// A finished turn's one-line summary: tokens, steps, ending, skill and duration.
+// A finished turn's one-line summary: tokens (the input split as the provider counted it), cost,
+// steps, ending, skill and duration.
 
 import { formatCount, formatDuration } from "../format";
 import type { Turn } from "../turns";
+import { formatInputSplit, formatUsd } from "../usage";
 
 export function TurnStats({ turn }: { turn: Turn }) {
   const reply = turn.reply;
   const parts: string[] = [];
   if (reply) {
+    const usage = reply.usage ?? { input_tokens: 0, output_tokens: 0 };
     parts.push(
-      `${formatCount(reply.usage?.input_tokens ?? 0)} input / ${formatCount(reply.usage?.output_tokens ?? 0)} output tokens (as the model reported them, all calls)`,
+      `${formatCount(usage.input_tokens)} input (${formatInputSplit(usage)}) / ${formatCount(usage.output_tokens)} output tokens (as the model reported them, all calls)`,
     );
+    if (reply.cost) parts.push(reply.cost.usd === null ? "no price" : formatUsd(reply.cost.usd));
     parts.push(`${reply.steps} ${reply.steps === 1 ? "step" : "steps"}`);
     parts.push(`ending ${reply.ending}`);
     if (reply.current_skill) parts.push(`skill ${reply.current_skill}`);

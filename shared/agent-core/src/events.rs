@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::message::Usage;
 use crate::model::DeltaSink;
 
 /// Longest argument or result summary carried by a tool event, in bytes.
@@ -83,8 +84,9 @@ pub enum TurnEvent {
     },
     /// A subagent finished: how its loop ended (`answered`, `step_limit`, `deadline`, `aborted`,
     /// `context_full`, or `failed` when its model failed), its model calls, and the first line of the
-    /// answer returned as the `task` call's result, cut.
-    SubagentCompleted { subagent: String, ending: String, steps: u32, ok: bool, summary: String },
+    /// answer returned as the `task` call's result, cut, and the tokens of its model calls and its
+    /// own subagents' (split as the provider counted them; the turn's `usage` includes them too).
+    SubagentCompleted { subagent: String, ending: String, steps: u32, ok: bool, summary: String, usage: Usage },
     /// The turn stopped before running tool calls that need a person's approval: each call's id,
     /// tool, whole arguments and their one-line summary. The turn ends `awaiting_approval`; the
     /// next turn request answers them.

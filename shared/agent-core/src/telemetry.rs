@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use tracing::field::Empty;
 use tracing::{Instrument, Span};
 
-use crate::message::{ChatRequest, ChatResponse, StopReason};
+use crate::message::{ChatRequest, ChatResponse, StopReason, Usage};
 use crate::model::{ChatModel, DeltaSink, ModelError};
 
 /// A turn's session read (`SessionStore::load`).
@@ -27,6 +27,8 @@ pub const CHAT: &str = "chat";
 pub const EXECUTE_TOOL: &str = "execute_tool";
 /// A summary of older history (its `chat` span is a child).
 pub const SUMMARIZE: &str = "summarize";
+/// A subagent's loop (its `chat` and `execute_tool` spans are children), in the `task` call's span.
+pub const INVOKE_AGENT: &str = "invoke_agent";
 
 /// Span fields, as the GenAI conventions name them.
 pub mod field {
@@ -35,6 +37,15 @@ pub mod field {
     pub const REQUEST_MODEL: &str = "gen_ai.request.model";
     pub const INPUT_TOKENS: &str = "gen_ai.usage.input_tokens";
     pub const OUTPUT_TOKENS: &str = "gen_ai.usage.output_tokens";
+    /// Input tokens read from the provider's prompt cache (included in [`INPUT_TOKENS`]).
+    pub const CACHE_READ_TOKENS: &str = "gen_ai.usage.cache_read.input_tokens";
+    /// Input tokens written to the provider's prompt cache (included in [`INPUT_TOKENS`]).
+    pub const CACHE_WRITE_TOKENS: &str = "gen_ai.usage.cache_creation.input_tokens";
+    /// A turn's cost in US dollars at the price table's prices; not the conventions', and only
+    /// recorded when some call of the turn had a price.
+    pub const TURN_COST_USD: &str = "agent.turn.cost_usd";
+    pub const AGENT_NAME: &str = "gen_ai.agent.name";
+    pub const AGENT_ID: &str = "gen_ai.agent.id";
     pub const FINISH_REASONS: &str = "gen_ai.response.finish_reasons";
     pub const TIME_TO_FIRST_TOKEN_MS: &str = "time_to_first_token_ms";
     /// Images and PDF documents a model request carries with their bytes.
@@ -69,6 +80,29 @@ pub fn tool_span(name: &str, call_id: &str) -> Span {
         skill.path = Empty,
         skill.version = Empty,
     )
+}
+
+/// The `invoke_agent` span of subagent `id` of type `agent_type`, its usage to be recorded
+/// ([`record_usage`]) when its loop ends.
+pub fn subagent_span(id: &str, agent_type: &str) -> Span {
+    tracing::info_span!(
+        "invoke_agent",
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = agent_type,
+        gen_ai.agent.id = id,
+        gen_ai.usage.input_tokens = Empty,
+        gen_ai.usage.output_tokens = Empty,
+        gen_ai.usage.cache_read.input_tokens = Empty,
+        gen_ai.usage.cache_creation.input_tokens = Empty,
+    )
+}
+
+/// Records `usage` on a span that declares the GenAI usage fields (`chat`, `invoke_agent`).
+pub fn record_usage(span: &Span, usage: &Usage) {
+    span.record(field::INPUT_TOKENS, usage.input_tokens);
+    span.record(field::OUTPUT_TOKENS, usage.output_tokens);
+    span.record(field::CACHE_READ_TOKENS, usage.cache_read_tokens);
+    span.record(field::CACHE_WRITE_TOKENS, usage.cache_write_tokens);
 }
 
 /// The `summarize` span of a history summary, its outcome to be recorded.
@@ -145,6 +179,8 @@ impl InstrumentedModel {
             gen_ai.request.model = model,
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
+            gen_ai.usage.cache_read.input_tokens = Empty,
+            gen_ai.usage.cache_creation.input_tokens = Empty,
             gen_ai.response.finish_reasons = Empty,
             time_to_first_token_ms = Empty,
             "error.type" = Empty,
@@ -176,8 +212,7 @@ impl InstrumentedModel {
 fn record_result(span: &Span, result: &Result<ChatResponse, ModelError>) {
     match result {
         Ok(response) => {
-            span.record(field::INPUT_TOKENS, response.usage.input_tokens);
-            span.record(field::OUTPUT_TOKENS, response.usage.output_tokens);
+            record_usage(span, &response.usage);
             span.record(field::FINISH_REASONS, finish_reason(response.stop_reason));
         }
         Err(err) => record_error(span, model_error_type(err)),
@@ -234,7 +269,6 @@ mod tests {
     use agent_ports::testing::FnModel;
 
     use super::*;
-    use crate::message::Usage;
 
     struct Collect(std::sync::Mutex<String>);
 

@@ -139,6 +139,9 @@ pub(super) fn summary_line(turn: &Turn, duration: f64, storage: Option<&BTreeMap
         .int("model_errors", sum(|m| m.errors))
         .int("input_tokens", sum(|m| m.input_tokens))
         .int("output_tokens", sum(|m| m.output_tokens))
+        .int("cache_read_tokens", sum(|m| m.cache_read_tokens))
+        .int("cache_write_tokens", sum(|m| m.cache_write_tokens))
+        .opt_num("cost_usd", turn.cost_usd)
         .int("tool_calls", turn.tools.values().map(|t| t.calls).sum())
         .int("refused_tool_calls", turn.refused)
         .int("summaries", turn.summaries)
@@ -162,7 +165,12 @@ pub(super) fn summary_line(turn: &Turn, duration: f64, storage: Option<&BTreeMap
     let mut models = Object::open(fields.key("models"));
     for (model, m) in &turn.models {
         let mut one = Object::open(models.key(model));
-        one.int("calls", m.calls).int("input_tokens", m.input_tokens).int("output_tokens", m.output_tokens).close();
+        one.int("calls", m.calls)
+            .int("input_tokens", m.input_tokens)
+            .int("output_tokens", m.output_tokens)
+            .int("cache_read_tokens", m.cache_read_tokens)
+            .int("cache_write_tokens", m.cache_write_tokens)
+            .close();
     }
     models.close();
     let mut tools = Object::open(fields.key("tools"));
@@ -284,7 +292,12 @@ fn model_metrics(stats: &ModelStats) -> Vec<(&'static str, &'static str)> {
     if !stats.first_token_ms.is_empty() {
         metrics.push(("TimeToFirstToken", "Milliseconds"));
     }
-    metrics.extend([("InputTokens", "Count"), ("OutputTokens", "Count")]);
+    metrics.extend([
+        ("InputTokens", "Count"),
+        ("OutputTokens", "Count"),
+        ("CacheReadInputTokens", "Count"),
+        ("CacheWriteInputTokens", "Count"),
+    ]);
     if stats.errors > 0 {
         metrics.push(("ModelErrors", "Count"));
     }
@@ -296,7 +309,10 @@ fn model_members(line: &mut Object, model: &str, stats: &ModelStats) {
     if !stats.first_token_ms.is_empty() {
         line.samples("TimeToFirstToken", &stats.first_token_ms);
     }
-    line.int("InputTokens", stats.input_tokens).int("OutputTokens", stats.output_tokens);
+    line.int("InputTokens", stats.input_tokens)
+        .int("OutputTokens", stats.output_tokens)
+        .int("CacheReadInputTokens", stats.cache_read_tokens)
+        .int("CacheWriteInputTokens", stats.cache_write_tokens);
     if stats.errors > 0 {
         line.int("ModelErrors", stats.errors);
     }
@@ -336,6 +352,10 @@ pub(super) fn emf_lines(function: &str, turn: &Turn, duration: f64) -> Vec<Strin
     if turn.images_sent + turn.documents_sent > 0 {
         counts.extend([("ImagesSent", "Count"), ("DocumentsSent", "Count")]);
     }
+    // Dollars have no CloudWatch unit; the name says the currency. Unpriced turns write none.
+    if turn.cost_usd.is_some() {
+        counts.push(("TurnCostUSD", "None"));
+    }
     let mut directives: Vec<Directive> =
         vec![(TURNS, vec![("Turns", "Count")]), (DURATION, vec![("TurnDuration", "Milliseconds")]), (COUNTS, counts)];
     let mut models = turn.models.iter();
@@ -364,6 +384,9 @@ pub(super) fn emf_lines(function: &str, turn: &Turn, duration: f64) -> Vec<Strin
         }
         if turn.images_sent + turn.documents_sent > 0 {
             line.int("ImagesSent", turn.images_sent).int("DocumentsSent", turn.documents_sent);
+        }
+        if let Some(usd) = turn.cost_usd {
+            line.num("TurnCostUSD", usd);
         }
         if let Some((model, stats)) = first {
             model_members(line, model, stats);

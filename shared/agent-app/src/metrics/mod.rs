@@ -17,15 +17,16 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use agent_core::telemetry::{self, field, outcome};
 use agent_core::turn::TurnReply;
 use aws_store::CallCounter;
-use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Span, Subscriber};
 use tracing_subscriber::layer::Context;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
+mod fields;
 mod lines;
 
+use fields::{RequestIdVisitor, StepFields, TurnFields};
 use lines::{count_document, emf_lines, summary_line};
 
 /// The CloudWatch namespace of every metric.
@@ -101,7 +102,24 @@ pub fn record_turn(span: &Span, status: impl std::fmt::Display, error_code: Opti
         span.record("ending", ending_name(reply.ending));
         span.record("steps", reply.steps);
         span.record("replayed", reply.replayed);
+        if let Some(usd) = reply.cost.usd {
+            keep_cost(span, usd);
+        }
+        crate::traces::record_turn_usage(span, &reply.usage, reply.cost.usd);
     }
+}
+
+/// Keeps a turn's cost with the turn being measured. The turn span declares no field for it, so
+/// it goes straight to the span's extensions in the registry (the functions' subscriber is one).
+fn keep_cost(span: &Span, usd: f64) {
+    span.with_subscriber(|(id, dispatch)| {
+        let Some(registry) = dispatch.downcast_ref::<tracing_subscriber::Registry>() else { return };
+        if let Some(data) = registry.span(id) {
+            if let Some(turn) = data.extensions_mut().get_mut::<Turn>() {
+                turn.cost_usd = Some(usd);
+            }
+        }
+    });
 }
 
 fn ending_name(ending: agent_core::agent::Ending) -> &'static str {
@@ -156,55 +174,6 @@ struct Step {
     fields: StepFields,
 }
 
-#[derive(Default)]
-struct StepFields {
-    model: Option<String>,
-    input_tokens: u64,
-    output_tokens: u64,
-    first_token_ms: Option<f64>,
-    error: Option<String>,
-    tool: Option<String>,
-    outcome: Option<String>,
-    images: u64,
-    documents: u64,
-}
-
-impl Visit for StepFields {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        match field.name() {
-            field::REQUEST_MODEL => self.model = Some(value.to_owned()),
-            field::ERROR_TYPE => self.error = Some(value.to_owned()),
-            field::TOOL_NAME => self.tool = Some(value.to_owned()),
-            field::OUTCOME => self.outcome = Some(value.to_owned()),
-            _ => {}
-        }
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        match field.name() {
-            field::INPUT_TOKENS => self.input_tokens = value,
-            field::OUTPUT_TOKENS => self.output_tokens = value,
-            field::REQUEST_IMAGES => self.images = value,
-            field::REQUEST_DOCUMENTS => self.documents = value,
-            _ => {}
-        }
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.record_u64(field, u64::try_from(value).unwrap_or(0));
-    }
-
-    fn record_f64(&mut self, field: &Field, value: f64) {
-        if field.name() == field::TIME_TO_FIRST_TOKEN_MS {
-            self.first_token_ms = Some(value);
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.record_str(field, &format!("{value:?}"));
-    }
-}
-
 /// One model's calls in a turn.
 #[derive(Default)]
 struct ModelStats {
@@ -212,6 +181,8 @@ struct ModelStats {
     errors: u64,
     input_tokens: u64,
     output_tokens: u64,
+    cache_read_tokens: u64,
+    cache_write_tokens: u64,
     latency_ms: Vec<f64>,
     first_token_ms: Vec<f64>,
 }
@@ -242,72 +213,8 @@ struct Turn {
     /// From the turn's start to the first delta of a streamed reply.
     first_token_ms: Option<f64>,
     storage_ms: BTreeMap<&'static str, f64>,
-}
-
-#[derive(Default)]
-struct TurnFields {
-    turn_id: Option<String>,
-    session_id: Option<String>,
-    strategy: Option<String>,
-    tenant: Option<String>,
-    status: Option<String>,
-    error_code: Option<String>,
-    ending: Option<String>,
-    steps: Option<u64>,
-    replayed: bool,
-}
-
-impl Visit for TurnFields {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        let slot = match field.name() {
-            "turnId" => &mut self.turn_id,
-            "sessionId" => &mut self.session_id,
-            "strategy" => &mut self.strategy,
-            "tenant" => &mut self.tenant,
-            "status" => &mut self.status,
-            "errorCode" => &mut self.error_code,
-            "ending" => &mut self.ending,
-            _ => return,
-        };
-        *slot = Some(value.to_owned());
-    }
-
-    fn record_u64(&mut self, field: &Field, value: u64) {
-        match field.name() {
-            "steps" => self.steps = Some(value),
-            _ => self.record_str(field, &value.to_string()),
-        }
-    }
-
-    fn record_i64(&mut self, field: &Field, value: i64) {
-        self.record_u64(field, u64::try_from(value).unwrap_or(0));
-    }
-
-    fn record_bool(&mut self, field: &Field, value: bool) {
-        if field.name() == "replayed" {
-            self.replayed = value;
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        self.record_str(field, &format!("{value:?}"));
-    }
-}
-
-struct RequestIdVisitor(Option<String>);
-
-impl Visit for RequestIdVisitor {
-    fn record_str(&mut self, field: &Field, value: &str) {
-        if field.name() == REQUEST_ID {
-            self.0 = Some(value.to_owned());
-        }
-    }
-
-    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
-        if field.name() == REQUEST_ID {
-            self.0 = Some(format!("{value:?}").trim_matches('"').to_owned());
-        }
-    }
+    /// The reply's cost in US dollars, when some call had a price ([`record_turn`] keeps it).
+    cost_usd: Option<f64>,
 }
 
 fn is_step(name: &str) -> bool {
@@ -411,6 +318,8 @@ where
                 stats.errors += u64::from(fields.error.is_some());
                 stats.input_tokens += fields.input_tokens;
                 stats.output_tokens += fields.output_tokens;
+                stats.cache_read_tokens += fields.cache_read_tokens;
+                stats.cache_write_tokens += fields.cache_write_tokens;
                 stats.latency_ms.push(duration);
                 turn.images_sent += fields.images;
                 turn.documents_sent += fields.documents;

@@ -208,3 +208,60 @@ fn a_count_is_one_emf_document() {
     assert_eq!(document["_aws"]["CloudWatchMetrics"][0]["Namespace"], NAMESPACE);
     assert_eq!(document["_aws"]["CloudWatchMetrics"][0]["Dimensions"], json!([["Function"]]));
 }
+
+#[test]
+fn a_turn_counts_its_cached_input_and_its_cost_when_priced() {
+    let cached = |model: &str, read: u64, write: u64| {
+        let span = tracing::info_span!(
+            "chat",
+            gen_ai.request.model = model,
+            gen_ai.usage.input_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_read.input_tokens = tracing::field::Empty,
+            gen_ai.usage.cache_creation.input_tokens = tracing::field::Empty,
+        );
+        span.record(field::INPUT_TOKENS, 100u64);
+        span.record(field::CACHE_READ_TOKENS, read);
+        span.record(field::CACHE_WRITE_TOKENS, write);
+    };
+    let reply = |cost: Value| -> TurnReply {
+        serde_json::from_value(json!({
+            "session_id": "s", "reply": "hola", "current_skill": null, "forced_skill": null,
+            "refused_tool_calls": 0, "steps": 2, "ending": "answered", "version": 1,
+            "usage": {"input_tokens": 200, "output_tokens": 0, "cache_read_tokens": 80, "cache_write_tokens": 20},
+            "cost": cost,
+        }))
+        .unwrap()
+    };
+    let priced = reply(json!({"usd": 0.0125}));
+    let lines = lines_of(|| {
+        let span = turn_span();
+        span.in_scope(|| {
+            cached("m1", 0, 20);
+            cached("m1", 80, 0);
+        });
+        record_turn(&span, 200, None, Some(&priced));
+    });
+    let summary = &lines[0]["fields"];
+    assert_eq!((summary["cache_read_tokens"].as_u64(), summary["cache_write_tokens"].as_u64()), (Some(80), Some(20)));
+    assert_eq!(summary["models"]["m1"]["cache_read_tokens"], 80);
+    assert_eq!(summary["cost_usd"], 0.0125);
+    let turn = &lines[1];
+    assert_eq!((turn["CacheReadInputTokens"].as_u64(), turn["CacheWriteInputTokens"].as_u64()), (Some(80), Some(20)));
+    assert_eq!(turn["TurnCostUSD"], 0.0125);
+    let units: Vec<(&str, &str)> = turn["_aws"]["CloudWatchMetrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["Metrics"].as_array().unwrap().iter())
+        .map(|m| (m["Name"].as_str().unwrap(), m["Unit"].as_str().unwrap()))
+        .collect();
+    assert!(units.contains(&("TurnCostUSD", "None")) && units.contains(&("CacheReadInputTokens", "Count")));
+    // A turn of unpriced models writes no cost: its tokens are counted, its cost is not known.
+    let unpriced = reply(json!({"usd": null, "unpriced_models": ["m1"]}));
+    let lines = lines_of(|| {
+        let span = turn_span();
+        span.in_scope(|| cached("m1", 0, 0));
+        record_turn(&span, 200, None, Some(&unpriced));
+    });
+    assert!(lines[0]["fields"]["cost_usd"].is_null() && lines[1].get("TurnCostUSD").is_none());
+}

@@ -17,6 +17,8 @@ mod spans;
 
 use std::time::Duration;
 
+use agent_core::message::Usage;
+use agent_core::telemetry::field;
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry::KeyValue;
 use opentelemetry_otlp::{WithExportConfig, WithHttpConfig};
@@ -94,6 +96,25 @@ impl TraceSettings {
             .or_else(|| value("AWS_LAMBDA_FUNCTION_NAME"))
             .unwrap_or_else(|| "agent-runtime".to_owned());
         Ok(Some(TraceSettings { service_name, timeout }))
+    }
+}
+
+/// Adds a finished turn's tokens (every model call's, subagents' and summaries' included, with the
+/// cache split) and, when some call had a price, its cost to the turn's span. The turn span cannot
+/// declare them as fields of its own (the usage is the reply's), so they go to the exported span
+/// as attributes; with traces off this does nothing.
+pub fn record_turn_usage(span: &tracing::Span, usage: &Usage, cost_usd: Option<f64>) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if !enabled() {
+        return;
+    }
+    let count = |tokens: u64| i64::try_from(tokens).unwrap_or(i64::MAX);
+    span.set_attribute(field::INPUT_TOKENS, count(usage.input_tokens));
+    span.set_attribute(field::OUTPUT_TOKENS, count(usage.output_tokens));
+    span.set_attribute(field::CACHE_READ_TOKENS, count(usage.cache_read_tokens));
+    span.set_attribute(field::CACHE_WRITE_TOKENS, count(usage.cache_write_tokens));
+    if let Some(usd) = cost_usd {
+        span.set_attribute(field::TURN_COST_USD, usd);
     }
 }
 

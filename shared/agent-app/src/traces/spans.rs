@@ -41,7 +41,7 @@ pub(super) fn is_ours(target: &str) -> bool {
 }
 
 /// Gives a span the GenAI semantic conventions' name, kind and status (`chat {model}`, a client
-/// span; `execute_tool {tool}`), marks a failure (`error.type`, a turn's `errorCode`) as an error,
+/// span; `execute_tool {tool}`; a subagent's `invoke_agent {agent type}`), marks a failure (`error.type`, a turn's `errorCode`) as an error,
 /// and drops any attribute that would carry a conversation's text.
 pub(super) fn shape(span: &mut SpanData) {
     span.attributes.retain(|attribute| !CONTENT_ATTRIBUTES.contains(&attribute.key.as_str()));
@@ -83,6 +83,11 @@ pub(super) fn shape(span: &mut SpanData) {
         "execute_tool" => {
             if let Some(tool) = text(span, "gen_ai.tool.name") {
                 span.name = format!("execute_tool {tool}").into();
+            }
+        }
+        "invoke_agent" => {
+            if let Some(agent) = text(span, "gen_ai.agent.name") {
+                span.name = format!("invoke_agent {agent}").into();
             }
         }
         _ => {}

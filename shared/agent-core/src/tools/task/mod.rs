@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use serde_json::{json, Value};
+use tracing::Instrument;
 
 use super::{CommandRules, SkillsEnv};
 use crate::agent::{self, Decisions, Ending, Limits, ToolOutput};
@@ -24,6 +25,7 @@ use crate::message::{Message, ToolCall, ToolSpec};
 use crate::model::ChatModel;
 use crate::skills::{AgentDoc, AgentEntry};
 use crate::store::PausedSubagent;
+use crate::telemetry;
 use crate::tool_names::TASK;
 
 /// Longest task description accepted, in bytes.
@@ -326,6 +328,7 @@ async fn run_child(delegation: &Delegation<'_>, mut child: Child<'_>, events: &d
     let observer = SubagentEvents { parent: events, id: &child.id };
     let limits = Limits { max_steps: delegation.config.max_steps, ..delegation.limits.clone() };
     let resumed = child.resumed.take();
+    let span = telemetry::subagent_span(&child.id, &child.agent_type);
     let outcome = match &resumed {
         Some(paused) => {
             let decisions = delegation.resume.decisions_of(&child.id);
@@ -335,13 +338,20 @@ async fn run_child(delegation: &Delegation<'_>, mut child: Child<'_>, events: &d
                 steps: paused.steps,
                 decisions: &decisions,
             };
-            Box::pin(agent::resume(delegation.model, &mut child.env, paused, &limits, &observer)).await
+            Box::pin(agent::resume(delegation.model, &mut child.env, paused, &limits, &observer))
+                .instrument(span.clone())
+                .await
         }
         None => {
             let user = Message::user(std::mem::take(&mut child.description));
-            Box::pin(agent::run(delegation.model, &mut child.env, &[], user, &limits, &observer)).await
+            Box::pin(agent::run(delegation.model, &mut child.env, &[], user, &limits, &observer))
+                .instrument(span.clone())
+                .await
         }
     };
+    // A failed loop's calls are in the turn's totals (the meter counted them) but not here.
+    let usage = outcome.as_ref().map(|outcome| outcome.usage).unwrap_or_default();
+    telemetry::record_usage(&span, &usage);
     let (output, ending, steps) = match outcome {
         Ok(outcome) if outcome.ending == Ending::AwaitingApproval => {
             let steps = outcome.steps;
@@ -374,6 +384,7 @@ async fn run_child(delegation: &Delegation<'_>, mut child: Child<'_>, events: &d
         steps,
         ok: !events::is_error_result(&output.content),
         summary,
+        usage,
     });
     (output, child.env.refused_tool_calls())
 }
