@@ -68,13 +68,14 @@ async fn a_bedrock_turn_with_a_tool_call_completes_and_is_committed() {
     let requests = stack.model.requests();
     let system = requests[0]["system"][0]["text"].as_str().unwrap();
     assert!(system.contains("load_skill(\"escrituras/hipoteca\")"), "the listing: {system}");
-    let tools: Vec<&str> = requests[0]["toolConfig"]["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|tool| tool["toolSpec"]["name"].as_str().unwrap())
-        .collect();
+    let tool_blocks = requests[0]["toolConfig"]["tools"].as_array().unwrap();
+    let tools: Vec<&str> = tool_blocks.iter().filter_map(|tool| tool["toolSpec"]["name"].as_str()).collect();
     assert!(tools.contains(&"load_skill"), "{tools:?}");
+    // A Claude model on Bedrock accepts cache points: after the tools and the stable system text,
+    // with the tail (the date) after it.
+    assert!(tool_blocks.last().unwrap().get("cachePoint").is_some(), "{tool_blocks:?}");
+    assert!(requests[0]["system"][1].get("cachePoint").is_some(), "{}", requests[0]["system"]);
+    assert!(requests[0]["system"][2]["text"].as_str().unwrap().contains("Today is "), "{}", requests[0]["system"]);
     assert_eq!(requests[0]["inferenceConfig"]["maxTokens"], 4096);
     // The second call carries the tool call and its result as Converse blocks.
     let assistant = &requests[1]["messages"][1];

@@ -125,8 +125,9 @@ async fn a_find_skills_result_cut_to_fit_keeps_the_top_matches_load_skill_argume
 async fn a_request_that_cannot_be_cut_to_fit_is_refused_before_the_model_is_called() {
     let stack = Stack::new().await;
     stack.model.push([Reply::text("Nunca.")]);
-    // 4,096 tokens of input (8,192 minus the 4,096 kept for the answer); the request alone is ~6,700.
-    let http = stack.http(&[("LLM_CONTEXT_TOKENS", "8192")]).await;
+    // 6,144 tokens of input (8,192 minus the 2,048 kept for the answer); the request alone is ~6,700,
+    // and the base prompt, which is never cut, comes on top.
+    let http = stack.http(&[("LLM_CONTEXT_TOKENS", "8192"), ("LLM_MAX_TOKENS", "2048")]).await;
     let message = format!("Revisa este contrato: {}", "cláusula de prueba; ".repeat(1000));
     let (status, body) = turn(&http, "huge", &message).await;
     assert_eq!((status, body["error"]["code"].as_str()), (413, Some("context_too_large")), "{body}");

@@ -49,7 +49,10 @@ async fn a_forced_skill_gets_its_tools_a_mandatory_block_and_reminders_from_the_
         let system = system_of(request);
         assert!(system.contains(&mandatory_block("escrituras/compraventa")), "the full SKILL.md in the block");
         assert!(!system.contains("load_skill(\"escrituras/hipoteca\")"), "no listing of other skills");
-        assert!(system.trim_end().ends_with("</skill-reminder>"), "the reminder closes the prompt");
+        // The reminder closes the prompt's stable part; only the tail (the context, the date) follows.
+        let (_, tail) = system.rsplit_once("</skill-reminder>").expect("the reminder");
+        assert!(tail.trim_start().starts_with("## Context of this conversation"), "{tail}");
+        assert!(tail.trim_end().ends_with(".") && tail.contains("Today is "), "{tail}");
         assert!(system.contains("- read_file:") && !system.contains("- load_skill:"), "only offered tools described");
     }
     // The first call carries the request; later calls end with the reminder.
@@ -213,11 +216,13 @@ async fn over_the_context_budget_old_turns_go_first_and_the_skill_and_request_st
         Reply::tool("read_file", json!({"file_path": "/ticket/informe.txt", "limit": 2000})),
         Reply::text("Resumen del informe."),
     ]);
-    // 6000 tokens of context, 1000 for the answer: the SKILL.md and the request fit, the history does not.
-    let env = [("LLM_CONTEXT_TOKENS", "9000"), ("LLM_MAX_TOKENS", "1000"), ("HISTORY_SUMMARY_TOKENS", "10000000")];
+    // 9,000 tokens of input (10,000 less 1,000 for the answer): the base prompt, the SKILL.md and the
+    // request fit (the base prompt is never cut), the history does not.
+    let env = [("LLM_CONTEXT_TOKENS", "10000"), ("LLM_MAX_TOKENS", "1000"), ("HISTORY_SUMMARY_TOKENS", "10000000")];
     let http = stack.http(&env).await;
     for i in 0..3 {
-        assert_eq!(turn(&http, "s1", &format!("pregunta {i} {filler}")).await.0, 200);
+        let (status, body) = turn(&http, "s1", &format!("pregunta {i} {filler}")).await;
+        assert_eq!(status, 200, "{body}");
     }
     let event =
         turn_event(Some(USER), "s1", json!({"message": "/compraventa Lee el informe del ticket", "ticket_id": "T-9"}));
