@@ -284,6 +284,7 @@ fn bench() -> Result<(), String> {
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "media-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "vision-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "versions-bench"])?;
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "cache-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "sandbox-bench"])
 }
 
