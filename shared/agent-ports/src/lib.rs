@@ -19,7 +19,7 @@ pub use message::{
     ChatRequest, ChatResponse, FileBytes, FileRef, JsonSchemaFormat, MediaType, Message, StopReason, ToolCall,
     ToolSpec, Usage,
 };
-pub use model::{complete_as_one_delta, ChatModel, DeltaSink, FileInput, ImageTokens, ModelError};
+pub use model::{complete_as_one_delta, model_name, ChatModel, DeltaSink, FileInput, ImageTokens, ModelError};
 pub use store::{
     Accepted, Claim, CommitKey, HistoryPage, HistorySummary, IdempotencyKey, Object, ObjectMeta, ObjectStore,
     PausedSubagent, PendingApproval, PendingCall, Session, SessionState, SessionStore, StoreError, TodoItem,

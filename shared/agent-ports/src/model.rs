@@ -170,3 +170,43 @@ mod tests {
         assert!(!FileInput::TEXT_ONLY.accepts(MediaType::Png));
     }
 }
+
+/// Leading parts of a model id that do not name the model: a Bedrock inference profile's geography
+/// (`us.`, `eu.`...), then the vendor (`anthropic.`, `amazon.`...).
+const MODEL_ID_PREFIXES: [&str; 20] = [
+    "us",
+    "us-gov",
+    "eu",
+    "apac",
+    "jp",
+    "au",
+    "ca",
+    "global",
+    "anthropic",
+    "meta",
+    "mistral",
+    "amazon",
+    "cohere",
+    "ai21",
+    "deepseek",
+    "openai",
+    "qwen",
+    "writer",
+    "moonshot",
+    "twelvelabs",
+];
+
+/// The model's own name in a model id, for the tables keyed by it (context windows, prices, cache
+/// support): without a path (`anthropic/claude-sonnet-4`, an inference profile's ARN) and without
+/// Bedrock's geography and vendor (`us.anthropic.claude-…-v1:0`). Case is kept.
+pub fn model_name(model: &str) -> &str {
+    let model = model.trim();
+    let mut name = model.rsplit('/').next().unwrap_or(model);
+    while let Some((head, rest)) = name.split_once('.') {
+        if rest.is_empty() || !MODEL_ID_PREFIXES.iter().any(|prefix| prefix.eq_ignore_ascii_case(head)) {
+            break;
+        }
+        name = rest;
+    }
+    name
+}

@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_store::META_SORT_KEY;
 use serde_json::json;
 
-use super::{ids, n, now, s, skill, turn, world, Item, TTL_DAYS};
+use super::{ids, n, now, s, skill, turn, world, Item, World, TTL_DAYS};
 
 #[tokio::test]
 async fn a_new_session_loads_as_none() {
@@ -189,31 +189,28 @@ async fn concurrent_commits_from_one_version_have_exactly_one_winner() {
     }
 }
 
-/// Reservations are `ADD`s under a condition on the day's `claimed`, spends are transactions of
-/// `ADD`s on the same item. Made 16 at a time, 400 reservations against a budget of 300 grant
-/// exactly 300, none past the budget, and the day's item counts each grant and each spend.
-#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
-async fn concurrent_reservations_grant_exactly_the_budget_and_each_is_counted() {
-    const BUDGET: u64 = 300;
-    let world = world().await;
-    let (user, _) = ids("alice", "s1");
-    let day = "2026-11-28";
-    let tasks = (0..16).map(|_| {
+/// What `tasks` concurrent tasks were granted in all, each asking `tries` times for `want` of
+/// `unit` against `budget`; no grant may pass the budget, and a refusal sees it whole.
+async fn concurrent_grants(
+    world: &World,
+    user: &agent_core::UserId,
+    day: &'static str,
+    unit: agent_core::store::BudgetUnit,
+    (tasks, tries, want): (usize, usize, u64),
+    budget: u64,
+) -> u64 {
+    let tasks = (0..tasks).map(|_| {
         let (sessions, user) = (world.stores.sessions.clone(), user.clone());
         tokio::spawn(async move {
             let mut granted = 0;
-            for _ in 0..25 {
+            for _ in 0..tries {
                 // A stale `seen` of 0 makes every call try the write, as concurrent turns do.
-                match sessions
-                    .reserve(&user, day, agent_core::store::BudgetUnit::Tokens, 1, BUDGET, 0)
-                    .await
-                    .expect("reserve")
-                {
+                match sessions.reserve(&user, day, unit, want, budget, 0).await.expect("reserve") {
                     Reservation::Granted { tokens, claimed } => {
-                        assert!(claimed <= BUDGET, "granted past the budget: {claimed}");
+                        assert!(claimed <= budget, "granted past the budget: {claimed}");
                         granted += tokens;
                     }
-                    Reservation::Refused { claimed } => assert_eq!(claimed, BUDGET),
+                    Reservation::Refused { claimed } => assert_eq!(claimed, budget),
                 }
             }
             granted
@@ -223,6 +220,20 @@ async fn concurrent_reservations_grant_exactly_the_budget_and_each_is_counted() 
     for task in tasks {
         granted += task.await.unwrap();
     }
+    granted
+}
+
+/// Reservations are `ADD`s under a condition on the day's `claimed`, spends are transactions of
+/// `ADD`s on the same item. Made 16 at a time, 400 reservations against a budget of 300 grant
+/// exactly 300, none past the budget, and the day's item counts each grant and each spend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+async fn concurrent_reservations_grant_exactly_the_budget_and_each_is_counted() {
+    const BUDGET: u64 = 300;
+    let world = world().await;
+    let (user, _) = ids("alice", "s1");
+    let day = "2026-11-28";
+    let granted =
+        concurrent_grants(&world, &user, day, agent_core::store::BudgetUnit::Tokens, (16, 25, 1), BUDGET).await;
     assert_eq!(granted, BUDGET);
     let counts =
         |item: &Item| ["tokens", "claimed", "reserved"].map(|name| item.get(name).map(|n| n.as_n().unwrap().clone()));
@@ -266,26 +277,7 @@ async fn money_reservations_and_spends_have_their_own_counters_and_daily_usd_is_
     let world = world().await;
     let (user, _) = ids("carol", "s1");
     let day = "2026-11-29";
-    let tasks = (0..8).map(|_| {
-        let (sessions, user) = (world.stores.sessions.clone(), user.clone());
-        tokio::spawn(async move {
-            let mut granted = 0;
-            for _ in 0..10 {
-                match sessions.reserve(&user, day, BudgetUnit::Cost, 40_000, BUDGET, 0).await.expect("reserve") {
-                    Reservation::Granted { tokens, claimed } => {
-                        assert!(claimed <= BUDGET, "granted past the budget: {claimed}");
-                        granted += tokens;
-                    }
-                    Reservation::Refused { claimed } => assert_eq!(claimed, BUDGET),
-                }
-            }
-            granted
-        })
-    });
-    let mut granted = 0;
-    for task in tasks {
-        granted += task.await.unwrap();
-    }
+    let granted = concurrent_grants(&world, &user, day, BudgetUnit::Cost, (8, 10, 40_000), BUDGET).await;
     assert_eq!(granted, BUDGET);
     let number = |item: &Item, name: &str| item.get(name).map(|n| n.as_n().unwrap().clone());
     let item = world.raw_item("carol", "@usage", &format!("DAY#{day}")).await.expect("the day item");

@@ -39,43 +39,11 @@ const KNOWN_LIMITS: [(&str, usize); 22] = [
 /// The limit assumed for a model we do not know.
 pub const DEFAULT_CONTEXT_TOKENS: usize = 32_768;
 
-/// Leading parts of a Bedrock model id that do not name the model: the geography of a cross-region
-/// inference profile (`us.`, `eu.`, ...), then the vendor (`anthropic.`, `meta.`, ...).
-const BEDROCK_PREFIXES: [&str; 20] = [
-    "us",
-    "us-gov",
-    "eu",
-    "apac",
-    "jp",
-    "au",
-    "ca",
-    "global",
-    "anthropic",
-    "meta",
-    "mistral",
-    "amazon",
-    "cohere",
-    "ai21",
-    "deepseek",
-    "openai",
-    "qwen",
-    "writer",
-    "moonshot",
-    "twelvelabs",
-];
-
 /// The input limit for `model` when `LLM_CONTEXT_TOKENS` does not say. `model` may be a plain name
 /// (`gpt-4o-mini`), a path-like one (`anthropic/claude-sonnet-4`), a Bedrock model or inference
 /// profile id (`us.anthropic.claude-sonnet-4-20250514-v1:0`) or an ARN ending in one.
 pub fn default_context_tokens(model: &str) -> usize {
-    let model = model.to_ascii_lowercase();
-    let mut name = model.rsplit('/').next().unwrap_or(&model);
-    while let Some((head, rest)) = name.split_once('.') {
-        if !BEDROCK_PREFIXES.contains(&head) || rest.is_empty() {
-            break;
-        }
-        name = rest;
-    }
+    let name = crate::model::model_name(model).to_ascii_lowercase();
     KNOWN_LIMITS.iter().find(|(prefix, _)| name.starts_with(prefix)).map_or(DEFAULT_CONTEXT_TOKENS, |(_, limit)| *limit)
 }
 

@@ -19,31 +19,6 @@ const SHIPPED: &str = include_str!("prices.json");
 /// few orders of magnitude is caught, and small enough that no sum overflows.
 const MAX_PRICE_USD: f64 = 1_000_000.0;
 
-/// Leading parts of a model id that do not name the model: a Bedrock inference profile's
-/// geography (`us.`, `eu.`...), then the vendor (`anthropic.`, `amazon.`...).
-const PREFIXES: [&str; 20] = [
-    "us",
-    "us-gov",
-    "eu",
-    "apac",
-    "jp",
-    "au",
-    "ca",
-    "global",
-    "anthropic",
-    "meta",
-    "mistral",
-    "amazon",
-    "cohere",
-    "ai21",
-    "deepseek",
-    "openai",
-    "qwen",
-    "writer",
-    "moonshot",
-    "twelvelabs",
-];
-
 /// One model's prices, in millionths of a dollar per million tokens (picodollars per token).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Price {
@@ -244,19 +219,7 @@ fn prices(models: BTreeMap<String, PriceFile>) -> Result<BTreeMap<String, Price>
         .collect()
 }
 
-/// The model's own name in a model id: without a path (`anthropic/claude-sonnet-4`, an inference
-/// profile's ARN) and without Bedrock's geography and vendor (`us.anthropic.claude-…-v1:0`).
-pub fn model_name(model: &str) -> &str {
-    let model = model.trim();
-    let mut name = model.rsplit('/').next().unwrap_or(model);
-    while let Some((head, rest)) = name.split_once('.') {
-        if rest.is_empty() || !PREFIXES.iter().any(|prefix| prefix.eq_ignore_ascii_case(head)) {
-            break;
-        }
-        name = rest;
-    }
-    name
-}
+pub use crate::model::model_name;
 
 #[cfg(test)]
 mod tests;

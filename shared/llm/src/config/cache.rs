@@ -101,41 +101,9 @@ const BEDROCK_CACHE_POINTS: [(&str, CachePoints); 11] = [
     ("nova-premier", NOVA),
 ];
 
-/// Leading parts of a Bedrock model id that do not name the model: the geography of a cross-region
-/// inference profile (`us.`, `eu.`, ...), then the vendor (`anthropic.`, `amazon.`, ...).
-const BEDROCK_PREFIXES: [&str; 20] = [
-    "us",
-    "us-gov",
-    "eu",
-    "apac",
-    "jp",
-    "au",
-    "ca",
-    "global",
-    "anthropic",
-    "meta",
-    "mistral",
-    "amazon",
-    "cohere",
-    "ai21",
-    "deepseek",
-    "openai",
-    "qwen",
-    "writer",
-    "moonshot",
-    "twelvelabs",
-];
-
 /// Where `model` (a model id, an inference profile id, or an ARN ending in one) takes cache points.
 pub fn bedrock_cache_points(model: &str) -> CachePoints {
-    let model = model.to_ascii_lowercase();
-    let mut name = model.rsplit('/').next().unwrap_or(&model);
-    while let Some((head, rest)) = name.split_once('.') {
-        if !BEDROCK_PREFIXES.contains(&head) || rest.is_empty() {
-            break;
-        }
-        name = rest;
-    }
+    let name = agent_ports::model_name(model).to_ascii_lowercase();
     BEDROCK_CACHE_POINTS.iter().find(|(prefix, _)| name.starts_with(prefix)).map_or_else(CachePoints::default, |e| e.1)
 }
 
