@@ -140,37 +140,6 @@ pub async fn complete_as_one_delta<M: ChatModel + ?Sized>(
     Ok(response)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn image(width: u32, height: u32) -> FileRef {
-        FileRef {
-            path: "/workspace/a.png".into(),
-            sha256: "0".repeat(64),
-            media_type: MediaType::Png,
-            size: 1,
-            width: Some(width),
-            height: Some(height),
-            pages: None,
-        }
-    }
-
-    #[test]
-    fn images_are_counted_by_each_providers_rule() {
-        let anthropic = FileInput::all(ImageTokens::PixelsOver750);
-        // Anthropic's own example: 1092 × 1092 is about 1,590 tokens.
-        assert_eq!(anthropic.tokens(&image(1092, 1092)), 1590);
-        let openai = FileInput::all(ImageTokens::Tiles512);
-        // OpenAI's own examples: 1024 × 1024 is 765 tokens, 2048 × 4096 is 1,105.
-        assert_eq!(openai.tokens(&image(1024, 1024)), 765);
-        assert_eq!(openai.tokens(&image(2048, 4096)), 1105);
-        let pdf = FileRef { media_type: MediaType::Pdf, pages: Some(3), width: None, height: None, ..image(1, 1) };
-        assert_eq!(anthropic.tokens(&pdf), 7_500);
-        assert!(!FileInput::TEXT_ONLY.accepts(MediaType::Png));
-    }
-}
-
 /// Leading parts of a model id that do not name the model: a Bedrock inference profile's geography
 /// (`us.`, `eu.`...), then the vendor (`anthropic.`, `amazon.`...).
 const MODEL_ID_PREFIXES: [&str; 20] = [
@@ -209,4 +178,35 @@ pub fn model_name(model: &str) -> &str {
         name = rest;
     }
     name
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(width: u32, height: u32) -> FileRef {
+        FileRef {
+            path: "/workspace/a.png".into(),
+            sha256: "0".repeat(64),
+            media_type: MediaType::Png,
+            size: 1,
+            width: Some(width),
+            height: Some(height),
+            pages: None,
+        }
+    }
+
+    #[test]
+    fn images_are_counted_by_each_providers_rule() {
+        let anthropic = FileInput::all(ImageTokens::PixelsOver750);
+        // Anthropic's own example: 1092 × 1092 is about 1,590 tokens.
+        assert_eq!(anthropic.tokens(&image(1092, 1092)), 1590);
+        let openai = FileInput::all(ImageTokens::Tiles512);
+        // OpenAI's own examples: 1024 × 1024 is 765 tokens, 2048 × 4096 is 1,105.
+        assert_eq!(openai.tokens(&image(1024, 1024)), 765);
+        assert_eq!(openai.tokens(&image(2048, 4096)), 1105);
+        let pdf = FileRef { media_type: MediaType::Pdf, pages: Some(3), width: None, height: None, ..image(1, 1) };
+        assert_eq!(anthropic.tokens(&pdf), 7_500);
+        assert!(!FileInput::TEXT_ONLY.accepts(MediaType::Png));
+    }
 }
