@@ -16,6 +16,15 @@ export interface ConsoleConfig {
   sandbox: boolean;
 }
 
+/** Tokens as `GET /usage`, a turn's reply or `turn.completed` give them; the split may be absent. */
+export interface Tokens {
+  input_tokens: number;
+  output_tokens: number;
+  uncached_input_tokens?: number;
+  cache_read_tokens?: number;
+  cache_write_tokens?: number;
+}
+
 export interface TokenUsage {
   /** Every input token, cached or not; the cache reads and writes are parts of it. */
   input_tokens: number;

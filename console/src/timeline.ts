@@ -1,7 +1,6 @@
 // The timeline of a turn as the conversation shows it: the types `turns.ts` and `shown.ts` share.
 
-import type { ShownFile } from "./api";
-import type { Tokens } from "./usage";
+import type { ShownFile, Tokens } from "./api";
 
 export interface Listing {
   total: number;

@@ -2,12 +2,11 @@
 // (`applyEvent`); `history.ts` builds the same from a stored session page. Pure functions, so the
 // page and the tests share them.
 
-import type { PendingCall, ReplyFile, ShownFile, TurnReply } from "./api";
+import type { PendingCall, ReplyFile, ShownFile, Tokens, TurnReply } from "./api";
 import type { SentFile } from "./attachments";
 import { addShown, shownFileOf, withShownFile } from "./shown";
 import type { SseEvent } from "./sse";
 import type { Listing, SubagentEntry, TimelineEntry, ToolResult } from "./timeline";
-import type { Tokens } from "./usage";
 
 export type { Listing, SubagentEntry, SubagentStatus, TimelineEntry, ToolResult } from "./timeline";
 

@@ -1,16 +1,9 @@
 // What the usage panel and a turn's summary say of tokens and money: the input split into uncached,
 // cache write and cache read (as the provider counted it), and a cost in dollars or "no price".
 
+import type { Tokens } from "./api";
 import { formatCount } from "./format";
 
-/** Tokens as `GET /usage`, a turn's reply or `turn.completed` give them; the split may be absent. */
-export interface Tokens {
-  input_tokens: number;
-  output_tokens: number;
-  uncached_input_tokens?: number;
-  cache_read_tokens?: number;
-  cache_write_tokens?: number;
-}
 
 /** The input's three parts. A server without the split counts every input token as uncached. */
 export function inputSplit(tokens: Tokens): { uncached: number; cacheWrite: number; cacheRead: number } {

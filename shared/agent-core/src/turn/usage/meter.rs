@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use sha2::Digest;
 use time::OffsetDateTime;
 
-use super::budget::{Gate, Stop};
+use super::gate::{Gate, Stop};
 use super::utc_day;
 use crate::message::{ChatRequest, ChatResponse};
 use crate::model::{ChatModel, DeltaSink, FileInput, ModelError};

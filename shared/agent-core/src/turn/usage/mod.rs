@@ -5,8 +5,9 @@
 //! its budget of tokens (`DAILY_TOKEN_BUDGET`) or of money (`DAILY_BUDGET_USD`) is refused before
 //! any call; under a budget each call reserves first (see `budget`).
 
-mod budget;
+mod gate;
 mod meter;
+mod reserve;
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use time::OffsetDateTime;
 
 use super::{TurnError, TurnRequest, TurnService};
 use crate::store::{BudgetState, BudgetUnit, Session};
-use budget::{within_budget, Gate, Limit};
+use gate::{within_budget, Gate, Limit};
 pub use meter::DEFAULT_MODEL_LABEL;
 pub(in crate::turn) use meter::{Meter, MeteredModel, MeteredSandbox};
 

@@ -2,7 +2,7 @@
 
 use time::OffsetDateTime;
 
-use super::budget::{call_reservation, within_budget, Limit};
+use super::gate::{call_reservation, within_budget, Limit};
 use super::*;
 use crate::message::ChatRequest;
 use crate::store::{BudgetOverride, BudgetState, BudgetUnit};
