@@ -40,7 +40,8 @@ fn version_files(description: &str) -> Vec<SkillFileBytes> {
 /// the first expectation passed and the second failed.
 fn model() -> FnModel {
     FnModel::new(|request| {
-        let usage = Usage::new(100, 10);
+        // Each call reads 60 of its 100 input tokens from the cache and writes 20.
+        let usage = Usage { cache_read_tokens: 60, cache_write_tokens: 20, ..Usage::new(100, 10) };
         if request.response_format.is_some() {
             let grading = json!({"expectations": [
                 {"passed": true, "evidence": "The reply says: Here is your PDF."},
@@ -74,7 +75,8 @@ async fn evals_run_real_turns_with_the_version_pinned_and_grade_them() {
         .record;
     assert_eq!(candidate.version, 2);
     let model = Arc::new(model());
-    let service = TurnService::new(sessions.clone(), objects.clone(), model.clone(), AgentConfig::default());
+    let config = AgentConfig { model_id: "claude-sonnet-4-5".to_owned(), ..AgentConfig::default() };
+    let service = TurnService::new(sessions.clone(), objects.clone(), model.clone(), config);
 
     // A user's own session, which the evals must leave alone.
     let mine = SessionId::parse("mine").unwrap();
@@ -111,8 +113,13 @@ async fn evals_run_real_turns_with_the_version_pinned_and_grade_them() {
     assert!(run.expectations[0].passed && !run.expectations[1].passed);
     assert!(run.expectations[1].evidence.contains("No table"));
     assert_eq!(report.summary.pass_rate, Some(0.5));
-    // Turn tokens (two calls of 110) and the grader's (110).
+    // Turn tokens (two calls of 110) and the grader's (110), with the cache split, priced at
+    // claude-sonnet-4-5's $3 input, $3.75 cache write, $0.30 cache read and $15 output a million.
     assert_eq!(run.input_tokens + run.output_tokens, 330);
+    assert_eq!((run.cache_read_tokens, run.cache_write_tokens), (180, 60));
+    let per_call = (20.0 * 3.0 + 20.0 * 3.75 + 60.0 * 0.30 + 10.0 * 15.0) / 1e6;
+    assert!((run.cost_usd.unwrap() - 3.0 * per_call).abs() < 1e-9, "{:?}", run.cost_usd);
+    assert!(report.summary.cost_usd.unwrap() > run.cost_usd.unwrap(), "every run is in the summary");
 
     // The same run again (a delivery after part of it ran): every turn replays, and a replayed
     // turn still counts its skill load, from the versions its reply recorded. Only the grading

@@ -36,7 +36,7 @@ struct Graded {
 
 impl TurnService {
     /// Grades `plan`'s expectations for `run`, whose reply was `reply`: each with its evidence,
-    /// and what the grading spent.
+    /// and what the grading spent, in tokens and money.
     pub(super) async fn grade(
         &self,
         user: &UserId,
@@ -44,7 +44,7 @@ impl TurnService {
         plan: &Planned<'_>,
         run: &CaseRun,
         reply: &str,
-    ) -> Result<(Vec<GradedExpectation>, Usage), TurnError> {
+    ) -> Result<(Vec<GradedExpectation>, Usage, crate::turn::TurnCost), TurnError> {
         let mut content = format!("## The user's request\n{}\n", plan.prompt);
         if let Some(expected) = plan.expected_output {
             content.push_str(&format!("\n## What a good result looks like\n{expected}\n"));
@@ -114,7 +114,7 @@ impl TurnService {
                 evidence: graded.evidence.chars().take(2000).collect(),
             })
             .collect();
-        Ok((graded, response.usage))
+        Ok((graded, response.usage, meter.cost()))
     }
 }
 

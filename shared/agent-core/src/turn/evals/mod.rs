@@ -363,15 +363,13 @@ impl TurnService {
         }
         run.steps = reply.steps;
         run.files = reply.files.iter().map(|file| file.path.clone()).collect();
-        run.input_tokens = reply.usage.input_tokens;
-        run.output_tokens = reply.usage.output_tokens;
+        run.add_usage(&reply.usage, &reply.cost);
         run.reply = reply.reply.chars().take(REPLY_CHARS).collect();
         if !plan.expectations.is_empty() {
             match self.grade(user, options, plan, &run, &reply.reply).await {
-                Ok((graded, usage)) => {
+                Ok((graded, usage, cost)) => {
                     run.expectations = graded;
-                    run.input_tokens += usage.input_tokens;
-                    run.output_tokens += usage.output_tokens;
+                    run.add_usage(&usage, &cost);
                 }
                 Err(err) => run.error = Some(format!("grading: {err}")),
             }

@@ -1,5 +1,5 @@
-//! What an eval run found: each case's runs (loaded or not, steps, tools, commands, files, tokens,
-//! each expectation as graded), the rates a release is judged by, and the requirement a promote
+//! What an eval run found: each case's runs (loaded or not, steps, tools, commands, files, tokens
+//! and cost, each expectation as graded), the rates a release is judged by, and the requirement a promote
 //! may set on them.
 
 use std::collections::BTreeMap;
@@ -23,8 +23,16 @@ pub struct CaseRun {
     pub commands: Vec<String>,
     /// Files the turn wrote (their `/workspace` paths).
     pub files: Vec<String>,
+    /// Tokens of the turn and its grading; the cache reads and writes are parts of the input.
     pub input_tokens: u64,
     pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// What the turn and its grading cost, in US dollars; `None` when the model has no price.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
     /// The reply, cut to a few kilobytes.
     pub reply: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -32,6 +40,19 @@ pub struct CaseRun {
     /// Why the turn or its grading failed; a failed run counts as not loaded and not passed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl CaseRun {
+    /// Adds what a call (the turn, or its grading) spent.
+    pub fn add_usage(&mut self, usage: &crate::message::Usage, cost: &crate::turn::TurnCost) {
+        self.input_tokens += usage.input_tokens;
+        self.output_tokens += usage.output_tokens;
+        self.cache_read_tokens += usage.cache_read_tokens;
+        self.cache_write_tokens += usage.cache_write_tokens;
+        if let Some(usd) = cost.usd {
+            self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + usd);
+        }
+    }
 }
 
 /// One expectation as the grader saw it.
@@ -78,6 +99,13 @@ pub struct Summary {
     pub failed_runs: u32,
     pub input_tokens: u64,
     pub output_tokens: u64,
+    #[serde(default)]
+    pub cache_read_tokens: u64,
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// US dollars over the priced runs; `None` when none was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
 }
 
 /// A whole eval run of one version, as stored with it and shown.
@@ -125,6 +153,11 @@ impl EvalReport {
             for run in &case.runs {
                 summary.input_tokens += run.input_tokens;
                 summary.output_tokens += run.output_tokens;
+                summary.cache_read_tokens += run.cache_read_tokens;
+                summary.cache_write_tokens += run.cache_write_tokens;
+                if let Some(usd) = run.cost_usd {
+                    summary.cost_usd = Some(summary.cost_usd.unwrap_or(0.0) + usd);
+                }
                 summary.failed_runs += u32::from(run.error.is_some());
                 match case.should_trigger {
                     Some(true) => {
@@ -182,12 +215,14 @@ impl EvalReport {
             ));
         }
         let rate = |rate: Option<f64>| rate.map_or_else(|| "-".to_owned(), |rate| format!("{:.0}%", rate * 100.0));
+        let cost = self.summary.cost_usd.map_or_else(String::new, |usd| format!(" · ${usd:.4}"));
         out.push_str(&format!(
-            "trigger rate {} · pass rate {} · {} failed run(s) · {} tokens\n",
+            "trigger rate {} · pass rate {} · {} failed run(s) · {} tokens ({} read from cache){cost}\n",
             rate(self.summary.trigger_rate),
             rate(self.summary.pass_rate),
             self.summary.failed_runs,
-            self.summary.input_tokens + self.summary.output_tokens
+            self.summary.input_tokens + self.summary.output_tokens,
+            self.summary.cache_read_tokens,
         ));
         out
     }
