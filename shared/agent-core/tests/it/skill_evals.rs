@@ -115,11 +115,11 @@ async fn evals_run_real_turns_with_the_version_pinned_and_grade_them() {
     assert_eq!(report.summary.pass_rate, Some(0.5));
     // Turn tokens (two calls of 110) and the grader's (110), with the cache split, priced at
     // claude-sonnet-4-5's $3 input, $3.75 cache write, $0.30 cache read and $15 output a million.
-    assert_eq!(run.input_tokens + run.output_tokens, 330);
-    assert_eq!((run.cache_read_tokens, run.cache_write_tokens), (180, 60));
+    assert_eq!(run.spent.tokens(), 330);
+    assert_eq!((run.spent.usage.cache_read_tokens, run.spent.usage.cache_write_tokens), (180, 60));
     let per_call = (20.0 * 3.0 + 20.0 * 3.75 + 60.0 * 0.30 + 10.0 * 15.0) / 1e6;
-    assert!((run.cost_usd.unwrap() - 3.0 * per_call).abs() < 1e-9, "{:?}", run.cost_usd);
-    assert!(report.summary.cost_usd.unwrap() > run.cost_usd.unwrap(), "every run is in the summary");
+    assert!((run.spent.cost_usd.unwrap() - 3.0 * per_call).abs() < 1e-9, "{:?}", run.spent.cost_usd);
+    assert!(report.summary.spent.cost_usd.unwrap() > run.spent.cost_usd.unwrap(), "every run is in the summary");
 
     // The same run again (a delivery after part of it ran): every turn replays, and a replayed
     // turn still counts its skill load, from the versions its reply recorded. Only the grading

@@ -20,7 +20,7 @@ use time::OffsetDateTime;
 use tokio::time::Instant;
 
 pub use cases::{parse_evals, parse_triggers, EvalCase, EvalSuite, TriggerCase, EVALS_FILE, TRIGGER_FILES};
-pub use report::{CaseReport, CaseRun, EvalReport, GradedExpectation, Requirement, Summary};
+pub use report::{CaseReport, CaseRun, EvalReport, GradedExpectation, Requirement, Spend, Summary};
 
 use super::{TurnError, TurnRequest, TurnService, UserProfile};
 use crate::events::{TurnEvent, TurnObserver};
@@ -363,13 +363,13 @@ impl TurnService {
         }
         run.steps = reply.steps;
         run.files = reply.files.iter().map(|file| file.path.clone()).collect();
-        run.add_usage(&reply.usage, &reply.cost);
+        run.spent.add(&reply.usage, reply.cost.usd);
         run.reply = reply.reply.chars().take(REPLY_CHARS).collect();
         if !plan.expectations.is_empty() {
             match self.grade(user, options, plan, &run, &reply.reply).await {
                 Ok((graded, usage, cost)) => {
                     run.expectations = graded;
-                    run.add_usage(&usage, &cost);
+                    run.spent.add(&usage, cost.usd);
                 }
                 Err(err) => run.error = Some(format!("grading: {err}")),
             }

@@ -23,16 +23,9 @@ pub struct CaseRun {
     pub commands: Vec<String>,
     /// Files the turn wrote (their `/workspace` paths).
     pub files: Vec<String>,
-    /// Tokens of the turn and its grading; the cache reads and writes are parts of the input.
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    #[serde(default)]
-    pub cache_read_tokens: u64,
-    #[serde(default)]
-    pub cache_write_tokens: u64,
-    /// What the turn and its grading cost, in US dollars; `None` when the model has no price.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
+    /// What the turn and its grading spent.
+    #[serde(flatten)]
+    pub spent: Spend,
     /// The reply, cut to a few kilobytes.
     pub reply: String,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -42,16 +35,30 @@ pub struct CaseRun {
     pub error: Option<String>,
 }
 
-impl CaseRun {
-    /// Adds what a call (the turn, or its grading) spent.
-    pub fn add_usage(&mut self, usage: &crate::message::Usage, cost: &crate::turn::TurnCost) {
-        self.input_tokens += usage.input_tokens;
-        self.output_tokens += usage.output_tokens;
-        self.cache_read_tokens += usage.cache_read_tokens;
-        self.cache_write_tokens += usage.cache_write_tokens;
-        if let Some(usd) = cost.usd {
+/// Tokens and money an eval spent: a run's turn and grading, or a whole run's. Flattened into its
+/// holder's JSON (`input_tokens`, `uncached_input_tokens`, `cache_read_tokens`, ..., `cost_usd`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Spend {
+    /// The cache reads and writes are parts of the input.
+    #[serde(flatten)]
+    pub usage: crate::message::Usage,
+    /// US dollars over the priced calls; `None` when none was priced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cost_usd: Option<f64>,
+}
+
+impl Spend {
+    /// Adds what a call (a turn, its grading) or another spend cost.
+    pub fn add(&mut self, usage: &crate::message::Usage, cost_usd: Option<f64>) {
+        self.usage.add(*usage);
+        if let Some(usd) = cost_usd {
             self.cost_usd = Some(self.cost_usd.unwrap_or(0.0) + usd);
         }
+    }
+
+    /// Input and output tokens together.
+    pub fn tokens(&self) -> u64 {
+        self.usage.input_tokens + self.usage.output_tokens
     }
 }
 
@@ -97,15 +104,9 @@ pub struct Summary {
     pub eval_runs_loaded: u32,
     pub eval_runs: u32,
     pub failed_runs: u32,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    #[serde(default)]
-    pub cache_read_tokens: u64,
-    #[serde(default)]
-    pub cache_write_tokens: u64,
-    /// US dollars over the priced runs; `None` when none was priced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cost_usd: Option<f64>,
+    /// Every run's, added up.
+    #[serde(flatten)]
+    pub spent: Spend,
 }
 
 /// A whole eval run of one version, as stored with it and shown.
@@ -151,13 +152,7 @@ impl EvalReport {
         let mut summary = Summary::default();
         for case in &self.cases {
             for run in &case.runs {
-                summary.input_tokens += run.input_tokens;
-                summary.output_tokens += run.output_tokens;
-                summary.cache_read_tokens += run.cache_read_tokens;
-                summary.cache_write_tokens += run.cache_write_tokens;
-                if let Some(usd) = run.cost_usd {
-                    summary.cost_usd = Some(summary.cost_usd.unwrap_or(0.0) + usd);
-                }
+                summary.spent.add(&run.spent.usage, run.spent.cost_usd);
                 summary.failed_runs += u32::from(run.error.is_some());
                 match case.should_trigger {
                     Some(true) => {
@@ -199,7 +194,7 @@ impl EvalReport {
             let loaded = case.runs.iter().filter(|run| run.loaded).count();
             let graded: usize = case.runs.iter().map(|run| run.expectations.len()).sum();
             let passed: usize = case.runs.iter().map(|run| run.expectations.iter().filter(|e| e.passed).count()).sum();
-            let tokens: u64 = case.runs.iter().map(|run| run.input_tokens + run.output_tokens).sum();
+            let tokens: u64 = case.runs.iter().map(|run| run.spent.tokens()).sum();
             let prompt: String =
                 case.prompt.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(42).collect();
             let kind = match case.should_trigger {
@@ -215,14 +210,14 @@ impl EvalReport {
             ));
         }
         let rate = |rate: Option<f64>| rate.map_or_else(|| "-".to_owned(), |rate| format!("{:.0}%", rate * 100.0));
-        let cost = self.summary.cost_usd.map_or_else(String::new, |usd| format!(" · ${usd:.4}"));
+        let cost = self.summary.spent.cost_usd.map_or_else(String::new, |usd| format!(" · ${usd:.4}"));
         out.push_str(&format!(
             "trigger rate {} · pass rate {} · {} failed run(s) · {} tokens ({} read from cache){cost}\n",
             rate(self.summary.trigger_rate),
             rate(self.summary.pass_rate),
             self.summary.failed_runs,
-            self.summary.input_tokens + self.summary.output_tokens,
-            self.summary.cache_read_tokens,
+            self.summary.spent.tokens(),
+            self.summary.spent.usage.cache_read_tokens,
         ));
         out
     }
@@ -331,5 +326,20 @@ mod tests {
         assert!(Requirement::parse("pass=0.7").unwrap().check(Some(&report)).is_ok());
         assert!(strict.check(None).unwrap_err().contains("no completed eval run"));
         assert!(Requirement::parse("speed=1").is_err() && Requirement::parse("pass=2").is_err());
+    }
+
+    #[test]
+    fn a_runs_spend_is_flat_in_its_json_and_a_report_without_the_split_still_reads() {
+        let mut run = CaseRun::default();
+        let usage = crate::message::Usage { cache_read_tokens: 60, ..crate::message::Usage::new(100, 10) };
+        run.spent.add(&usage, Some(0.5));
+        run.spent.add(&usage, None);
+        let json = serde_json::to_value(&run).unwrap();
+        assert_eq!((json["input_tokens"].as_u64(), json["cache_read_tokens"].as_u64()), (Some(200), Some(120)));
+        assert_eq!((json["uncached_input_tokens"].as_u64(), json["cost_usd"].as_f64()), (Some(80), Some(0.5)));
+        let older = serde_json::json!({"run": 1, "loaded": true, "forced": false, "steps": 2, "tools": {}, "commands": [],
+            "files": [], "input_tokens": 7, "output_tokens": 3, "reply": "ok"});
+        let read: CaseRun = serde_json::from_value(older).unwrap();
+        assert_eq!((read.spent.tokens(), read.spent.cost_usd), (10, None));
     }
 }
