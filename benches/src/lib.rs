@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agent_core::turn::{OffsetDateTime, TurnRequest, UserProfile};
+use agent_core::turn::{OffsetDateTime, TurnRequest};
 use agent_core::{SessionId, UserId};
 
 /// The CPU time this process has used so far, user and system together.
@@ -17,19 +17,7 @@ pub fn cpu_time() -> Duration {
 
 /// A turn of `user` in `session` that says `message`, with no ticket, deadline or idempotency key.
 pub fn request(user: &UserId, session: &str, message: impl Into<String>) -> TurnRequest {
-    TurnRequest {
-        user: user.clone(),
-        session: SessionId::parse(session).unwrap(),
-        message: message.into(),
-        ticket: None,
-        profile: UserProfile::default(),
-        deadline: None,
-        now: OffsetDateTime::now_utc(),
-        idempotency: None,
-        decisions: None,
-        attachments: Vec::new(),
-        pins: Default::default(),
-    }
+    TurnRequest::new(user.clone(), SessionId::parse(session).unwrap(), message, OffsetDateTime::now_utc())
 }
 
 /// `12345` → `12,345`.

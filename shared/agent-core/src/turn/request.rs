@@ -47,6 +47,26 @@ pub struct TurnRequest {
     pub pins: BTreeMap<SkillPath, u32>,
 }
 
+impl TurnRequest {
+    /// A plain turn: `user` says `message` in `session` at `now`, with no ticket, profile, deadline,
+    /// idempotency key, decisions, attachments or pins (set those with struct update syntax).
+    pub fn new(user: UserId, session: SessionId, message: impl Into<String>, now: OffsetDateTime) -> Self {
+        Self {
+            user,
+            session,
+            message: message.into(),
+            ticket: None,
+            profile: UserProfile::default(),
+            deadline: None,
+            now,
+            idempotency: None,
+            decisions: None,
+            attachments: Vec::new(),
+            pins: BTreeMap::new(),
+        }
+    }
+}
+
 /// The result of a committed turn; its JSON is the HTTP API's 200 body and the stored replay.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TurnReply {

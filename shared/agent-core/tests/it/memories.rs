@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use agent_core::turn::{AgentConfig, OffsetDateTime, TurnError, TurnRequest, TurnService, UserProfile};
+use agent_core::turn::{AgentConfig, OffsetDateTime, TurnError, TurnRequest, TurnService};
 use agent_core::{ChatResponse, MemoryPath, Message, ModelError, SessionId, SessionStore, ToolCall, UserId};
 use agent_ports::testing::ScriptedModel;
 use local_store::{MemoryObjectStore, MemorySessionStore};
@@ -15,19 +15,12 @@ fn call(name: &str, arguments: serde_json::Value) -> ChatResponse {
 }
 
 fn request(user: &str, session: &str, message: &str) -> TurnRequest {
-    TurnRequest {
-        user: UserId::parse(user).unwrap(),
-        session: SessionId::parse(session).unwrap(),
-        message: message.into(),
-        ticket: None,
-        profile: UserProfile::default(),
-        deadline: None,
-        now: OffsetDateTime::now_utc(),
-        idempotency: None,
-        decisions: None,
-        attachments: Vec::new(),
-        pins: Default::default(),
-    }
+    TurnRequest::new(
+        UserId::parse(user).unwrap(),
+        SessionId::parse(session).unwrap(),
+        message,
+        OffsetDateTime::now_utc(),
+    )
 }
 
 struct World {

@@ -5,7 +5,7 @@
 
 use std::sync::Arc;
 
-use agent_core::turn::{AgentConfig, OffsetDateTime, TurnRequest, TurnService, UserProfile};
+use agent_core::turn::{AgentConfig, OffsetDateTime, TurnRequest, TurnService};
 use agent_core::{ChatRequest, ChatResponse, Message, ObjectStore, SessionId, ToolCall, UserId};
 use agent_ports::testing::{FnModel, ScriptedModel};
 use local_store::{MemoryObjectStore, MemorySessionStore};
@@ -15,19 +15,8 @@ const DAY_ONE: i64 = 1_795_564_800; // 2026-11-25 00:00 UTC
 const DAY: i64 = 86_400;
 
 fn request(user: &str, message: &str, now: i64) -> TurnRequest {
-    TurnRequest {
-        user: UserId::parse(user).unwrap(),
-        session: SessionId::parse("s1").unwrap(),
-        message: message.into(),
-        ticket: None,
-        profile: UserProfile::default(),
-        deadline: None,
-        now: OffsetDateTime::from_unix_timestamp(now).unwrap(),
-        idempotency: None,
-        decisions: None,
-        attachments: Vec::new(),
-        pins: Default::default(),
-    }
+    let now = OffsetDateTime::from_unix_timestamp(now).unwrap();
+    TurnRequest::new(UserId::parse(user).unwrap(), SessionId::parse("s1").unwrap(), message, now)
 }
 
 /// Whether `earlier`'s messages are the first messages of `later`.

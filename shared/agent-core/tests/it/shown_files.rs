@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use agent_core::message::MediaType;
 use agent_core::model::{FileInput, ImageTokens};
-use agent_core::turn::{AgentConfig, Attachment, OffsetDateTime, TurnError, TurnRequest, TurnService, UserProfile};
+use agent_core::turn::{AgentConfig, Attachment, OffsetDateTime, TurnError, TurnRequest, TurnService};
 use agent_core::{ChatRequest, Message, SessionId, SessionStore, UserId};
 use agent_ports::testing::ScriptedModel;
 use local_store::{MemoryObjectStore, MemorySessionStore};
@@ -26,19 +26,7 @@ fn ids() -> (UserId, SessionId) {
 
 fn request(message: &str, attachments: Vec<Attachment>) -> TurnRequest {
     let (user, session) = ids();
-    TurnRequest {
-        user,
-        session,
-        message: message.into(),
-        ticket: None,
-        profile: UserProfile::default(),
-        deadline: None,
-        now: OffsetDateTime::now_utc(),
-        idempotency: None,
-        decisions: None,
-        attachments,
-        pins: Default::default(),
-    }
+    TurnRequest { attachments, ..TurnRequest::new(user, session, message, OffsetDateTime::now_utc()) }
 }
 
 fn seeing() -> FileInput {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use agent_core::skills::versions::{publish, SkillFileBytes};
 use agent_core::turn::evals::{self, EvalOptions, Requirement, EVAL_SESSION_PREFIX};
-use agent_core::turn::{AgentConfig, OffsetDateTime, TurnRequest, TurnService, UserProfile};
+use agent_core::turn::{AgentConfig, OffsetDateTime, TurnRequest, TurnService};
 use agent_core::{ChatResponse, Message, SessionId, SessionStore, SkillPath, ToolCall, Usage, UserId};
 use agent_ports::testing::FnModel;
 use local_store::{MemoryObjectStore, MemorySessionStore};
@@ -80,19 +80,7 @@ async fn evals_run_real_turns_with_the_version_pinned_and_grade_them() {
 
     // A user's own session, which the evals must leave alone.
     let mine = SessionId::parse("mine").unwrap();
-    let request = TurnRequest {
-        user: user.clone(),
-        session: mine.clone(),
-        message: "hello".into(),
-        ticket: None,
-        profile: UserProfile::default(),
-        deadline: None,
-        now: OffsetDateTime::now_utc(),
-        idempotency: None,
-        decisions: None,
-        attachments: Vec::new(),
-        pins: Default::default(),
-    };
+    let request = TurnRequest::new(user.clone(), mine.clone(), "hello", OffsetDateTime::now_utc());
     service.run_turn(request).await.unwrap();
 
     let now = OffsetDateTime::now_utc();

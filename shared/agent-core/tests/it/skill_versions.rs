@@ -258,7 +258,7 @@ async fn a_bundle_written_after_a_version_joins_its_files() {
 async fn a_promote_racing_a_turn_never_mixes_two_versions_files() {
     use std::sync::Arc;
 
-    use agent_core::turn::{AgentConfig, OffsetDateTime, TurnRequest, TurnService, UserProfile};
+    use agent_core::turn::{AgentConfig, OffsetDateTime, TurnRequest, TurnService};
     use agent_core::{ChatResponse, Message, SessionId, ToolCall};
     use agent_ports::testing::FnModel;
     use local_store::MemorySessionStore;
@@ -290,18 +290,8 @@ async fn a_promote_racing_a_turn_never_mixes_two_versions_files() {
     );
     let sessions = Arc::new(MemorySessionStore::new());
     let service = Arc::new(TurnService::new(sessions, objects.clone(), model.clone(), AgentConfig::default()));
-    let request = |session: &str| TurnRequest {
-        user: user.clone(),
-        session: SessionId::parse(session).unwrap(),
-        message: "review this".into(),
-        ticket: None,
-        profile: UserProfile::default(),
-        deadline: None,
-        now: OffsetDateTime::now_utc(),
-        idempotency: None,
-        decisions: None,
-        attachments: Vec::new(),
-        pins: Default::default(),
+    let request = |session: &str| {
+        TurnRequest::new(user.clone(), SessionId::parse(session).unwrap(), "review this", OffsetDateTime::now_utc())
     };
     let racing = tokio::spawn({
         let (service, request) = (service.clone(), request("racing"));

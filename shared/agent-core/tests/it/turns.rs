@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use agent_core::turn::{AgentConfig, OffsetDateTime, TurnError, TurnRequest, TurnService, UserProfile};
+use agent_core::turn::{AgentConfig, OffsetDateTime, TurnError, TurnRequest, TurnService};
 use agent_core::{ChatResponse, IdempotencyKey, SessionId, SessionStore, UserId};
 use agent_ports::testing::FnModel;
 use local_store::{MemoryObjectStore, MemorySessionStore};
@@ -23,18 +23,10 @@ fn model(panics: u32) -> FnModel {
 }
 
 fn request(message: &str, key: Option<&str>) -> TurnRequest {
+    let (user, session) = (UserId::parse("u1").unwrap(), SessionId::parse("s1").unwrap());
     TurnRequest {
-        user: UserId::parse("u1").unwrap(),
-        session: SessionId::parse("s1").unwrap(),
-        message: message.into(),
-        ticket: None,
-        profile: UserProfile::default(),
-        deadline: None,
-        now: OffsetDateTime::now_utc(),
         idempotency: key.map(|key| IdempotencyKey::new(key, &[message]).unwrap()),
-        decisions: None,
-        attachments: Vec::new(),
-        pins: Default::default(),
+        ..TurnRequest::new(user, session, message, OffsetDateTime::now_utc())
     }
 }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use agent_core::pricing::PriceTable;
 use agent_core::store::{BudgetOverride, BudgetUnit, ModelUsage, TurnCommit, TurnUsage};
-use agent_core::turn::{AgentConfig, OffsetDateTime, TurnError, TurnRequest, TurnService, UserProfile};
+use agent_core::turn::{AgentConfig, OffsetDateTime, TurnError, TurnRequest, TurnService};
 use agent_core::{ChatResponse, Message, ModelError, SessionId, SessionState, SessionStore, ToolCall, Usage, UserId};
 use agent_ports::testing::FnModel;
 use local_store::{MemoryObjectStore, MemorySessionStore};
@@ -103,19 +103,7 @@ fn two_step_model_using(fail_second: bool, usage: Usage) -> Arc<FnModel> {
 }
 
 fn request(user_id: &str, message: &str) -> TurnRequest {
-    TurnRequest {
-        user: user(user_id),
-        session: SessionId::parse("s1").unwrap(),
-        message: message.into(),
-        ticket: None,
-        profile: UserProfile::default(),
-        deadline: None,
-        now: OffsetDateTime::now_utc(),
-        idempotency: None,
-        decisions: None,
-        attachments: Vec::new(),
-        pins: Default::default(),
-    }
+    TurnRequest::new(user(user_id), SessionId::parse("s1").unwrap(), message, OffsetDateTime::now_utc())
 }
 
 fn build(model: Arc<FnModel>, budget: Option<u64>) -> (TurnService, Arc<MemorySessionStore>) {
