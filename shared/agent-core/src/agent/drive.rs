@@ -70,7 +70,7 @@ pub(super) async fn drive(
         let how = |trim_system| Prepare { step: steps, tools_tokens, limit: limits.input_tokens, trim_system };
         // The system prompt is the prefix a provider caches: it is left whole while the turn's own
         // steps can make room.
-        let (mut system, mut messages, mut trims) =
+        let (mut system, mut messages, mut trims, mut transient) =
             prepare(&*env, model.file_input(), &conversation, first_new, compacted.as_ref(), how(false));
         // The turn itself would be cut: condense its older steps first, as long as there are some
         // and what is never cut (the prompt, the request, the tools) leaves room for them.
@@ -93,13 +93,13 @@ pub(super) async fn drive(
                     .await;
             if condensed.is_some() {
                 compacted = condensed;
-                (system, messages, trims) =
+                (system, messages, trims, transient) =
                     prepare(&*env, model.file_input(), &conversation, first_new, compacted.as_ref(), how(false));
             }
         }
         // Still too large: the optional parts of the system prompt go before the turn is cut.
         if budget::cuts_the_turn(&trims) {
-            (system, messages, trims) =
+            (system, messages, trims, transient) =
                 prepare(&*env, model.file_input(), &conversation, first_new, compacted.as_ref(), how(true));
         }
         let mut shrunk = 0;
@@ -119,7 +119,9 @@ pub(super) async fn drive(
             Some(_) => break Ending::ContextFull,
             None => {}
         }
-        if let Some(state) = env.prompt_state() {
+        let state = env.prompt_state();
+        let cache_key = env.cache_scope().map(|scope| cache_key(&scope, state.as_ref()));
+        if let Some(state) = state {
             let tokens = budget::estimate_request(&system, &messages, tools_tokens);
             events.event(state.event(steps + 1, shrunk, &tools, tokens));
         }
@@ -128,8 +130,8 @@ pub(super) async fn drive(
         let request = ChatRequest {
             system: system.render(),
             system_tail: system.render_tail(),
-            cache_key: env.cache_scope().map(|scope| cache_key(&scope, env.prompt_state().as_ref())),
-            transient_messages: usize::from(env.reminder(steps).is_some()),
+            cache_key,
+            transient_messages: transient,
             messages,
             tools,
             files,
@@ -311,7 +313,8 @@ struct Prepare {
 }
 
 /// The system prompt, the messages and the trims of the request for one model call: the
-/// conversation as [`compact::view`] gives it, the reminder, and [`budget::fit`].
+/// conversation as [`compact::view`] gives it, the reminder, and [`budget::fit`]; and how many of
+/// the last messages are for this request only (the reminder).
 fn prepare(
     env: &dyn TurnEnv,
     input: FileInput,
@@ -319,7 +322,7 @@ fn prepare(
     first_new: usize,
     compacted: Option<&compact::Compacted>,
     how: Prepare,
-) -> (SystemPrompt, Vec<Message>, Vec<Trim>) {
+) -> (SystemPrompt, Vec<Message>, Vec<Trim>, usize) {
     let Prepare { step, tools_tokens, limit, trim_system } = how;
     let mut system = env.system_prompt();
     let mut messages = compact::view(conversation, first_new, compacted);
@@ -331,11 +334,13 @@ fn prepare(
             tracing::info!(step, ?fitted, "files: older or unseeable files sent as notes");
         }
     }
-    if let Some(reminder) = env.reminder(step) {
+    let reminder = env.reminder(step);
+    let transient = usize::from(reminder.is_some());
+    if let Some(reminder) = reminder {
         messages.push(Message::user(reminder));
     }
     let trims = budget::fit(&mut system, &mut messages, first_new, tools_tokens, limit, trim_system);
-    (system, messages, trims)
+    (system, messages, trims, transient)
 }
 
 /// The prompt-cache key of a request: its tenant's scope and its prompt state, hashed, so requests

@@ -159,6 +159,15 @@ async fn a_forced_skill_is_state_2_from_the_first_call() {
     };
     assert_eq!(skill.as_deref(), Some("escrituras/hipoteca"));
     assert!(!tools.contains(&LOAD_SKILL.to_owned()), "{tools:?}");
+
+    // From the second call on, the reminder closes the request and is marked as its own, so a
+    // provider's moving cache breakpoint goes on the message before it.
+    let model = ScriptedModel::default().tool("ls", serde_json::json!({"path": "/workspace"})).text("Listo.");
+    turn(&store, &model, &template, Some("escrituras/hipoteca"), 100_000).await;
+    let requests = model.requests();
+    assert_eq!(requests.iter().map(|request| request.transient_messages).collect::<Vec<_>>(), [0, 1]);
+    let Some(Message::User { content, .. }) = requests[1].messages.last() else { panic!("{:?}", requests[1]) };
+    assert!(content.contains("skill"), "the reminder is the last message: {content}");
 }
 
 #[tokio::test]
