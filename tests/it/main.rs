@@ -1,5 +1,7 @@
 //! The one integration-test binary.
 
+mod a2a;
+mod agui;
 mod approvals;
 mod aws_store;
 mod background;
@@ -18,6 +20,7 @@ mod forced;
 mod http;
 mod http_files;
 mod long_sessions;
+mod mcp_revisions;
 mod memory;
 mod metrics;
 mod planner;
@@ -41,3 +44,4 @@ mod turn_logs;
 mod uploads;
 mod usage;
 mod vision;
+mod webhooks;

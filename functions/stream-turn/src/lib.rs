@@ -1,8 +1,11 @@
 //! The streaming endpoint's contract: `POST /sessions/{session_id}/turns` behind a Lambda Function
 //! URL in `RESPONSE_STREAM` mode. With `Accept: text/event-stream` the turn is streamed as
 //! Server-Sent Events while it runs; without it the answer is today's JSON. The caller's JWT is
-//! verified here (there is no authorizer in front of a Function URL).
+//! verified here (there is no authorizer in front of a Function URL). The same URL speaks AG-UI
+//! (`POST /ag-ui`, [`agui`]) and A2A (`GET /.well-known/agent-card.json`, `POST /a2a`, [`a2a`]).
 
+pub mod a2a;
+pub mod agui;
 pub mod nodelay;
 
 use std::convert::Infallible;
@@ -45,6 +48,11 @@ pub async fn handle(
     event: LambdaFunctionUrlRequest,
     deadline: Option<Instant>,
 ) -> StreamResponse<BodyStream> {
+    match event.raw_path.as_deref().unwrap_or("") {
+        agui::PATH => return agui::handle(app, verifier, event, deadline).await,
+        a2a::PATH | a2a::CARD_PATH => return a2a::handle(app, verifier, event, deadline).await,
+        _ => {}
+    }
     let request_id = event.request_context.request_id.clone().unwrap_or_default();
     // A defect must cost one request a 500, never the runtime.
     let accepted = std::panic::AssertUnwindSafe(accept(verifier, &event, deadline)).catch_unwind().await;
@@ -125,7 +133,7 @@ async fn accept(
 }
 
 /// The verified claims of the `Authorization: Bearer` token.
-async fn authenticate(verifier: &JwtVerifier, headers: &HeaderMap) -> Result<VerifiedClaims, ApiError> {
+pub(crate) async fn authenticate(verifier: &JwtVerifier, headers: &HeaderMap) -> Result<VerifiedClaims, ApiError> {
     let header = headers
         .get("authorization")
         .and_then(|value| value.to_str().ok())
@@ -227,13 +235,13 @@ impl TurnObserver for SseObserver {
     }
 }
 
-fn json_headers() -> HeaderMap {
+pub(crate) fn json_headers() -> HeaderMap {
     let mut headers = HeaderMap::new();
     headers.insert("content-type", HeaderValue::from_static("application/json"));
     headers
 }
 
-fn error_response(err: &ApiError) -> StreamResponse<BodyStream> {
+pub(crate) fn error_response(err: &ApiError) -> StreamResponse<BodyStream> {
     let mut headers = json_headers();
     if err.status == 401 {
         headers.insert("www-authenticate", HeaderValue::from_static("Bearer"));
@@ -246,7 +254,7 @@ fn error_response(err: &ApiError) -> StreamResponse<BodyStream> {
 }
 
 /// A response whose body is known at once, sent as one chunk.
-fn whole_body(status: StatusCode, headers: HeaderMap, body: String) -> StreamResponse<BodyStream> {
+pub(crate) fn whole_body(status: StatusCode, headers: HeaderMap, body: String) -> StreamResponse<BodyStream> {
     StreamResponse {
         metadata_prelude: MetadataPrelude { status_code: status, headers, cookies: Vec::new() },
         stream: Box::pin(futures::stream::once(async move { Ok(Bytes::from(body)) })),

@@ -2,6 +2,8 @@
 //! service built once per process ([`app`]), the logs ([`logs`], [`metrics`], [`traces`]), a turn's
 //! span and its one traced run ([`turn`]), and the HTTP API ([`api`], [`routes`]).
 
+pub mod a2a;
+pub mod agui;
 pub mod api;
 pub mod app;
 pub mod bundle_key;
@@ -15,6 +17,7 @@ pub mod queue;
 pub mod routes;
 pub mod traces;
 pub mod turn;
+pub mod webhooks;
 
 pub use app::{app_from_env, sandbox_from_env, App};
 pub use aws_store::CallCounter;

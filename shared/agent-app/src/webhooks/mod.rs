@@ -1,0 +1,1 @@
+//! Webhooks: a background turn's result POSTed, signed, to a callback URL the deployment allows.

@@ -1,0 +1,1 @@
+//! Webhooks of background turns, received on loopback.
