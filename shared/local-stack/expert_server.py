@@ -1,7 +1,8 @@
 """An MCP "expert" for the tests: the official Python SDK's server over Streamable HTTP on loopback.
 
 Usage: expert_server.py PORT [--json] [--stateless] [--page-size N] [--require-header NAME=VALUE]
-                         [--allow-host NAME]... [--deed-prompts]
+                         [--allow-host NAME]... [--deed-prompts] [--revision 2025-06-18] [--record FILE]
+                         [--cache-ttl-ms N] [--cache-scope public|private] [--modern-tools]
 
 * `--json` answers with `application/json` instead of SSE streams (the SDK's `json_response`).
 * `--stateless` serves without sessions (no `Mcp-Session-Id`).
@@ -15,6 +16,19 @@ Usage: expert_server.py PORT [--json] [--stateless] [--page-size N] [--require-h
 * `--deed-prompts` adds the prompts the planner's prompt-argument tests need: `draft_deed` (a required
   argument), `notarize` (refuses a deed not on record with invalid params) and `deed_register` (fails).
   They are left out of the default listing, which other tests count.
+* The SDK serves both eras by default: 2026-07-28 (stateless single POSTs, `server/discover`) and the
+  `initialize` revisions. `--revision 2025-06-18` makes it a server of that revision only, as one
+  written before 2026 answers: a request naming a newer `MCP-Protocol-Version` gets 400, and an
+  `initialize` asking for a newer version is answered with 2025-06-18.
+* `--record FILE` appends one JSON line per request: its method, its routing and session headers and
+  whether its params carried the 2026 `_meta` envelope, so a test can see what reached the server.
+* `--cache-ttl-ms N` and `--cache-scope` put the 2026 cache hints (`ttlMs`, `cacheScope`) on
+  `tools/list` and `prompts/list` (the SDK's default is 0 ms, private: never reused).
+* `--modern-tools` adds `book_trip`, which asks the user for a seat the 2026 way (an input-required
+  result with an elicitation, answered by the client's retry with `inputResponses` and the echoed
+  `requestState`), and `long_report`, which runs as a task (the `io.modelcontextprotocol/tasks`
+  extension, SEP-2663) for a client that declared the extension: `tasks/get` polls it and
+  `tasks/cancel` stops it.
 
 Needs `pip install mcp` (written against mcp 2.x, whose `MCPServer` replaced `FastMCP`).
 """
@@ -23,17 +37,131 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
+import json
+import uuid
 from typing import Annotated, Any
 
 import uvicorn
-from mcp.server.mcpserver import MCPServer
+from mcp.server.caching import CacheHint
+from mcp.server.extension import Extension, MethodBinding
+from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 from mcp.shared.exceptions import MCPError
-from mcp_types import ImageContent, TextContent
+from mcp_types import (
+    ElicitRequest,
+    ElicitRequestFormParams,
+    ImageContent,
+    InputRequiredResult,
+    RequestParams,
+    TextContent,
+)
 from pydantic import BaseModel, Field
 
-server = MCPServer("expert-fixture", instructions="A test expert for contracts and arithmetic.")
+TASKS_EXTENSION = "io.modelcontextprotocol/tasks"
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--stateless", action="store_true")
+    parser.add_argument("--page-size", type=int, default=0)
+    parser.add_argument("--require-header", default=None)
+    parser.add_argument("--allow-host", action="append", default=[])
+    parser.add_argument("--deed-prompts", action="store_true")
+    parser.add_argument("--revision", choices=["2025-06-18"], default=None)
+    parser.add_argument("--record", default=None)
+    parser.add_argument("--cache-ttl-ms", type=int, default=None)
+    parser.add_argument("--cache-scope", choices=["public", "private"], default="private")
+    parser.add_argument("--modern-tools", action="store_true")
+    return parser.parse_args()
+
+
+def now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat()
+
+
+class Tasks(Extension):
+    """The tasks extension (SEP-2663) for `long_report`: a client that declared the extension in its
+    request's capabilities gets a task handle at once; `tasks/get` answers the task's state, with the
+    tool's result inlined once it completed; `tasks/cancel` stops it."""
+
+    identifier = TASKS_EXTENSION
+    TASK_TOOLS = {"long_report"}
+
+    def __init__(self) -> None:
+        self.tasks: dict[str, dict[str, Any]] = {}
+
+    def methods(self) -> list[MethodBinding]:
+        return [
+            MethodBinding("tasks/get", TaskParams, self.get),
+            MethodBinding("tasks/cancel", TaskParams, self.cancel),
+        ]
+
+    async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
+        capabilities = ctx.session.client_capabilities
+        declared = (capabilities.extensions or {}) if capabilities else {}
+        if params.name not in self.TASK_TOOLS or TASKS_EXTENSION not in declared:
+            return await call_next(ctx)
+        task_id = str(uuid.uuid4())
+        state: dict[str, Any] = {"status": "working", "createdAt": now(), "lastUpdatedAt": now()}
+        self.tasks[task_id] = state
+
+        async def run() -> None:
+            try:
+                result = await call_next(ctx)
+                data = result.model_dump(by_alias=True, exclude_none=True) if isinstance(result, BaseModel) else result
+                data.pop("_meta", None)
+                data.pop("resultType", None)
+                state.update(status="completed", result=data, lastUpdatedAt=now())
+            except asyncio.CancelledError:
+                state.update(status="cancelled", lastUpdatedAt=now())
+            except Exception as error:  # the task fails with the error, as the call would have
+                state.update(status="failed", error={"code": -32603, "message": str(error)}, lastUpdatedAt=now())
+
+        state["runner"] = asyncio.get_running_loop().create_task(run())
+        return {"resultType": "task", "taskId": task_id, **self.shape(state, with_payload=False)}
+
+    def shape(self, state: dict[str, Any], with_payload: bool = True) -> dict[str, Any]:
+        shaped = {key: state[key] for key in ("status", "createdAt", "lastUpdatedAt")}
+        shaped.update(ttlMs=60_000, pollIntervalMs=100)
+        if with_payload:
+            shaped.update({key: state[key] for key in ("result", "error") if key in state})
+        return shaped
+
+    async def get(self, ctx: Any, params: Any) -> dict[str, Any]:
+        state = self.tasks.get(params.task_id)
+        if state is None:
+            raise MCPError(code=-32602, message=f"no task {params.task_id!r}")
+        return {"resultType": "complete", "taskId": params.task_id, **self.shape(state)}
+
+    async def cancel(self, ctx: Any, params: Any) -> dict[str, Any]:
+        state = self.tasks.get(params.task_id)
+        if state is None:
+            raise MCPError(code=-32602, message=f"no task {params.task_id!r}")
+        if state["status"] == "working":
+            state["runner"].cancel()
+            state.update(status="cancelled", lastUpdatedAt=now())
+        return {"resultType": "complete"}
+
+
+class TaskParams(RequestParams):
+    task_id: str = Field(alias="taskId")
+
+
+ARGS = parse_args()
+hints = None
+if ARGS.cache_ttl_ms is not None:
+    hint = CacheHint(ttl_ms=ARGS.cache_ttl_ms, scope=ARGS.cache_scope)
+    hints = {"tools/list": hint, "prompts/list": hint}
+server = MCPServer(
+    "expert-fixture",
+    instructions="A test expert for contracts and arithmetic.",
+    cache_hints=hints,
+    extensions=[Tasks()] if ARGS.modern_tools else None,
+)
 
 
 @server.prompt(description="Draft a contract between two parties.")
@@ -109,6 +237,131 @@ def picture() -> list[Any]:
     ]
 
 
+def add_modern_tools() -> None:
+    """Registers the tools of `--modern-tools`."""
+
+    @server.tool(description="Books a trip; asks the traveller for a seat.")
+    def book_trip(destination: str, ctx: Context) -> InputRequiredResult | str:
+        answer = (ctx.input_responses or {}).get("seat")
+        if answer is None:
+            schema = {
+                "type": "object",
+                "properties": {
+                    "seat": {"type": "string", "enum": ["window", "aisle"], "description": "Where to sit."}
+                },
+                "required": ["seat"],
+            }
+            ask = ElicitRequest(
+                method="elicitation/create",
+                params=ElicitRequestFormParams(message=f"Which seat for the trip to {destination}?", requested_schema=schema),
+            )
+            return InputRequiredResult(input_requests={"seat": ask}, request_state=f"trip:{destination}")
+        answer = answer.model_dump(by_alias=True, exclude_none=True) if isinstance(answer, BaseModel) else answer
+        if ctx.request_state != f"trip:{destination}":
+            raise ToolError(f"the request state {ctx.request_state!r} does not belong to this trip")
+        if answer.get("action") != "accept":
+            return f"The trip to {destination} was not booked: the traveller chose {answer.get('action')}."
+        return f"Booked the trip to {destination} with a {answer['content']['seat']} seat."
+
+    @server.tool(description="Writes a long report; runs as a task.")
+    async def long_report(topic: str, seconds: float = 2.0) -> str:
+        await asyncio.sleep(seconds)
+        return f"The report on {topic} is ready."
+
+
+class Record:
+    """ASGI wrapper that appends each request's method, headers and `_meta` envelope to a file."""
+
+    def __init__(self, app: Any, path: str) -> None:
+        self.app, self.path = app, path
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        body, receive = await buffered(receive)
+        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        try:
+            message = json.loads(body) if body else {}
+        except ValueError:
+            message = {}
+        params = message.get("params") if isinstance(message, dict) else None
+        line = {
+            "http": scope["method"],
+            "method": message.get("method") if isinstance(message, dict) else None,
+            "version": headers.get("mcp-protocol-version"),
+            "session": headers.get("mcp-session-id"),
+            "mcp_method": headers.get("mcp-method"),
+            "mcp_name": headers.get("mcp-name"),
+            "meta": isinstance(params, dict) and "io.modelcontextprotocol/protocolVersion" in (params.get("_meta") or {}),
+        }
+        with open(self.path, "a") as out:
+            out.write(json.dumps(line) + "\n")
+        await self.app(scope, receive, send)
+
+
+class HandshakeOnly:
+    """ASGI wrapper that makes the server one of `--revision` only, as a server written before 2026."""
+
+    NEWER = {"2025-11-25", "2026-07-28"}
+
+    def __init__(self, app: Any, revision: str) -> None:
+        self.app, self.revision = app, revision
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        version = dict(scope["headers"]).get(b"mcp-protocol-version", b"").decode()
+        if version and version != self.revision and version != "2025-03-26":
+            await send({"type": "http.response.start", "status": 400, "headers": [(b"content-type", b"application/json")]})
+            error = {"jsonrpc": "2.0", "id": None, "error": {"code": -32600, "message": "Unsupported protocol version"}}
+            await send({"type": "http.response.body", "body": json.dumps(error).encode()})
+            return
+        body, receive = await buffered(receive)
+        try:
+            message = json.loads(body) if body else None
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and message.get("method") == "initialize":
+            params = message.get("params") or {}
+            if params.get("protocolVersion") in self.NEWER:
+                params["protocolVersion"] = self.revision
+                body = json.dumps(message).encode()
+                receive = replay(body)
+                scope = {**scope, "headers": [(k, v) for k, v in scope["headers"] if k != b"content-length"]}
+        await self.app(scope, receive, send)
+
+
+async def buffered(receive: Any) -> tuple[bytes, Any]:
+    """The whole request body, and a `receive` that hands it out again."""
+    chunks = []
+    while True:
+        event = await receive()
+        if event["type"] != "http.request":
+            break
+        chunks.append(event.get("body", b""))
+        if not event.get("more_body"):
+            break
+    body = b"".join(chunks)
+    return body, replay(body, receive)
+
+
+def replay(body: bytes, rest: Any = None) -> Any:
+    sent = False
+
+    async def receive() -> Any:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        if rest is not None:
+            return await rest()
+        await asyncio.Event().wait()
+
+    return receive
+
+
 class Paginate:
     """Middleware that pages `prompts/list` and `tools/list`; the cursor is the next start index."""
 
@@ -151,18 +404,11 @@ class RequireHeader:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("port", type=int)
-    parser.add_argument("--json", action="store_true")
-    parser.add_argument("--stateless", action="store_true")
-    parser.add_argument("--page-size", type=int, default=0)
-    parser.add_argument("--require-header", default=None)
-    parser.add_argument("--allow-host", action="append", default=[])
-    parser.add_argument("--deed-prompts", action="store_true")
-    args = parser.parse_args()
-
+    args = ARGS
     if args.deed_prompts:
         add_deed_prompts()
+    if args.modern_tools:
+        add_modern_tools()
 
     if args.page_size > 0:
         server.middleware.append(Paginate(args.page_size))
@@ -179,6 +425,10 @@ def main() -> None:
     if args.require_header:
         name, _, value = args.require_header.partition("=")
         app = RequireHeader(app, name, value)
+    if args.revision:
+        app = HandshakeOnly(app, args.revision)
+    if args.record:
+        app = Record(app, args.record)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 

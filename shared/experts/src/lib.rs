@@ -5,11 +5,16 @@
 //! A bad or unreachable expert is logged and left out; it never fails a turn.
 //!
 //! [`McpExperts`] puts these together as `agent-core`'s experts port, and [`AwsSecretResolver`]
-//! resolves secret references on Secrets Manager and SSM.
+//! resolves secret references on Secrets Manager and SSM. An expert may serve MCP 2026-07-28
+//! (stateless) or a 2025 revision (with the `initialize` handshake): the client negotiates which.
+//! [`ExpertLists`] keeps experts' tool and prompt lists across turns as their servers allow, tenants
+//! apart; [`input`] makes an expert's request for the user's input into questions, and back.
 
 pub mod aws;
+pub mod cache;
 pub mod client;
 pub mod config;
+pub mod input;
 pub mod names;
 pub mod secrets;
 pub mod session;
@@ -18,9 +23,10 @@ pub use aws::{
     check_scope, in_tenant_namespace, AwsSecretResolver, SECRET_CACHE_TTL, TENANT_PARAMETER_PREFIX,
     TENANT_SECRET_PREFIX,
 };
+pub use cache::{Asker, ExpertLists, ListCache, LIST_CACHE_CAPACITY, MAX_TTL};
 pub use client::{
-    McpClient, McpError, McpPrompt, McpPromptArgument, McpTool, PromptMessage, PromptRole, ToolOutcome,
-    SUPPORTED_PROTOCOL_VERSIONS,
+    CacheHint, Called, InputRequired, Listed, McpClient, McpError, McpPrompt, McpPromptArgument, McpTool,
+    PromptMessage, PromptRole, Scope, ToolCall, ToolOutcome, STATELESS_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
 };
 pub use config::{
     experts_key, load_experts, ConfigError, Expert, ExpertsConfig, HeaderSource, Origin, ServerConfig,

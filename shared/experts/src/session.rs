@@ -1,13 +1,16 @@
 //! The experts port of `agent-core` over MCP: [`McpExperts`] opens a turn's experts, and
-//! [`McpExpertSession`] holds their connections, a per-session cache of their tool lists and the
-//! tool names handed to the model.
+//! [`McpExpertSession`] holds their connections, their tool lists (per session, and across turns in
+//! the process-wide [`ExpertLists`] as far as the servers allow), and the tool names handed to the
+//! model. A tool call may come back needing the user's input (the questions of an input-required
+//! result), and may run as an expert-side task up to the call's deadline.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_ports::expert::{
-    ExpertError, ExpertInfo, ExpertSession, ExpertToolResult, Experts, PromptArgument, PromptInfo, PromptText,
+    ExpertCallOutcome, ExpertError, ExpertInfo, ExpertSession, ExpertToolCall, ExpertToolResult, Experts,
+    PromptArgument, PromptInfo, PromptText,
 };
 use agent_ports::{ObjectStore, ToolSpec, UserId};
 use async_trait::async_trait;
@@ -15,8 +18,10 @@ use futures::future::join_all;
 use tokio::sync::{OnceCell, RwLock, RwLockReadGuard};
 
 use crate::aws::AwsSecretResolver;
-use crate::client::{McpClient, McpError, McpTool, PromptRole};
+use crate::cache::{Asker, ExpertLists};
+use crate::client::{Called, McpClient, McpError, McpPrompt, McpTool, PromptRole, ToolCall};
 use crate::config::{load_experts, Expert, EXPERTS_CONFIG_ENV};
+use crate::input;
 use crate::names::ToolNamespace;
 use crate::secrets::SecretResolver;
 
@@ -58,6 +63,7 @@ pub struct McpExperts {
     resolver: Arc<dyn SecretResolver>,
     timeout: Duration,
     reserved_tools: Vec<String>,
+    lists: Arc<ExpertLists>,
 }
 
 impl McpExperts {
@@ -69,7 +75,7 @@ impl McpExperts {
         resolver: Arc<dyn SecretResolver>,
         timeout: Duration,
     ) -> Self {
-        Self { deployment_config, objects, resolver, timeout, reserved_tools: Vec::new() }
+        Self { deployment_config, objects, resolver, timeout, reserved_tools: Vec::new(), lists: Arc::default() }
     }
 
     /// Reads `EXPERTS_CONFIG` and `EXPERT_TIMEOUT_SECS` (default 20 s) and resolves secrets with an
@@ -99,11 +105,17 @@ impl McpExperts {
         self.timeout
     }
 
+    /// The lists kept across turns, which this value's sessions share.
+    pub fn lists(&self) -> &Arc<ExpertLists> {
+        &self.lists
+    }
+
     /// [`Experts::open`] with the concrete session type.
     pub async fn open_session(&self, user: &UserId) -> McpExpertSession {
         let experts =
             load_experts(self.deployment_config.as_deref(), self.objects.as_ref(), user, self.resolver.as_ref()).await;
-        McpExpertSession::connect_with_reserved(experts, self.timeout, self.reserved_tools.iter().cloned()).await
+        let lists = Some((self.lists.clone(), user.to_string()));
+        McpExpertSession::connect_with(experts, self.timeout, self.reserved_tools.iter().cloned(), lists).await
     }
 }
 
@@ -129,7 +141,9 @@ struct Connection {
     info: ExpertInfo,
     expert: Expert,
     client: RwLock<Option<McpClient>>,
-    tools: OnceCell<Vec<McpTool>>,
+    tools: OnceCell<Arc<Vec<McpTool>>>,
+    /// Who asks, for the lists kept across turns.
+    asker: Option<Asker>,
 }
 
 /// The experts of one turn. Tool lists are fetched once per session and expert; tool names are
@@ -137,20 +151,23 @@ struct Connection {
 pub struct McpExpertSession {
     connections: Vec<Connection>,
     namespace: Mutex<ToolNamespace>,
+    lists: Option<Arc<ExpertLists>>,
 }
 
 impl McpExpertSession {
     /// Connects to every expert concurrently, within the smaller of `timeout` and 10 s each; those
     /// that fail are logged and left out. `timeout` then bounds every request.
     pub async fn connect(experts: Vec<Expert>, timeout: Duration) -> McpExpertSession {
-        Self::connect_with_reserved(experts, timeout, std::iter::empty::<String>()).await
+        Self::connect_with(experts, timeout, std::iter::empty::<String>(), None).await
     }
 
-    async fn connect_with_reserved<S: Into<String>>(
+    async fn connect_with<S: Into<String>>(
         experts: Vec<Expert>,
         timeout: Duration,
         reserved: impl IntoIterator<Item = S>,
+        lists: Option<(Arc<ExpertLists>, String)>,
     ) -> McpExpertSession {
+        let tenant = lists.as_ref().map(|(_, tenant)| tenant.clone());
         let connect_timeout = timeout.min(MAX_CONNECT_TIMEOUT);
         let attempts = join_all(experts.into_iter().map(|expert| async move {
             let result = match tokio::time::timeout(connect_timeout, McpClient::connect(&expert, timeout)).await {
@@ -168,6 +185,7 @@ impl McpExpertSession {
                         name: expert.name.clone(),
                         description: expert.description.clone().unwrap_or_default(),
                     },
+                    asker: tenant.as_deref().map(|tenant| Asker::new(&expert, tenant)),
                     expert,
                     client: RwLock::new(Some(client)),
                     tools: OnceCell::new(),
@@ -178,7 +196,11 @@ impl McpExpertSession {
                 }
             })
             .collect();
-        McpExpertSession { connections, namespace: Mutex::new(ToolNamespace::with_reserved(reserved)) }
+        McpExpertSession {
+            connections,
+            namespace: Mutex::new(ToolNamespace::with_reserved(reserved)),
+            lists: lists.map(|(lists, _)| lists),
+        }
     }
 
     fn connection(&self, expert: &str) -> Result<&Connection, ExpertError> {
@@ -239,16 +261,30 @@ impl ExpertSession for McpExpertSession {
 
     async fn list_prompts(&self, expert: &str) -> Result<Vec<PromptInfo>, ExpertError> {
         let connection = self.connection(expert)?;
-        let client = connection.client().await?;
-        let prompts = client.list_prompts().await.map_err(|error| model_error(expert, "prompts/list", error))?;
+        let cache = self.lists.as_ref().zip(connection.asker.as_ref());
+        let prompts = match cache.and_then(|(lists, asker)| lists.prompts.get(asker)) {
+            Some(prompts) => prompts,
+            None => {
+                let client = connection.client().await?;
+                let listed = client
+                    .list_prompts_cacheable()
+                    .await
+                    .map_err(|error| model_error(expert, "prompts/list", error))?;
+                match cache {
+                    Some((lists, asker)) => lists.prompts.put(asker, listed),
+                    None => Arc::new(listed.items),
+                }
+            }
+        };
         Ok(prompts
-            .into_iter()
-            .map(|prompt| PromptInfo {
-                name: prompt.name,
-                description: prompt.description.unwrap_or_default(),
+            .iter()
+            .map(|prompt: &McpPrompt| PromptInfo {
+                name: prompt.name.clone(),
+                description: prompt.description.clone().unwrap_or_default(),
                 arguments: prompt
                     .arguments
-                    .into_iter()
+                    .iter()
+                    .cloned()
                     .map(|argument| PromptArgument {
                         name: argument.name,
                         description: argument.description.unwrap_or_default(),
@@ -284,18 +320,28 @@ impl ExpertSession for McpExpertSession {
     async fn tools(&self, expert: &str) -> Result<Vec<ToolSpec>, ExpertError> {
         let connection = self.connection(expert)?;
         // Not cached on failure, so a later call may try again.
+        let cache = self.lists.as_ref().zip(connection.asker.as_ref());
         let tools = connection
             .tools
             .get_or_try_init(|| async {
+                if let Some(tools) = cache.and_then(|(lists, asker)| lists.tools.get(asker)) {
+                    return Ok(tools);
+                }
                 let client = connection.client().await?;
-                client.list_tools().await.map_err(|error| model_error(expert, "tools/list", error))
+                let listed =
+                    client.list_tools_cacheable().await.map_err(|error| model_error(expert, "tools/list", error))?;
+                Ok::<_, ExpertError>(match cache {
+                    Some((lists, asker)) => lists.tools.put(asker, listed),
+                    None => Arc::new(listed.items),
+                })
             })
             .await?;
         let mut namespace = self.namespace.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         Ok(tools.iter().map(|tool| namespace.offer(&connection.expert, tool)).collect())
     }
 
-    async fn call_tool(&self, tool: &str, arguments: serde_json::Value) -> Result<ExpertToolResult, ExpertError> {
+    async fn call_tool(&self, call: ExpertToolCall) -> Result<ExpertCallOutcome, ExpertError> {
+        let tool = call.tool.as_str();
         let target = {
             let namespace = self.namespace.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
             namespace.resolve(tool).cloned()
@@ -303,11 +349,28 @@ impl ExpertSession for McpExpertSession {
         let target = target.ok_or_else(|| ExpertError::UnknownTool(tool.to_owned()))?;
         let connection = self.connection(&target.expert)?;
         let client = connection.client().await?;
-        let outcome = client
-            .call_tool(&target.tool, arguments)
-            .await
-            .map_err(|error| model_error(&target.expert, &format!("tools/call {tool}"), error))?;
-        Ok(ExpertToolResult { is_error: outcome.is_error, text: outcome.text })
+        let mut request = ToolCall::new(target.tool.clone(), call.arguments);
+        request.deadline = call.deadline;
+        if let Some(resume) = &call.resume {
+            request.input_responses = Some(input::responses(&resume.answers));
+            request.request_state = resume.request_state.clone();
+        }
+        let what = format!("tools/call {tool}");
+        match client.call(request).await.map_err(|error| model_error(&target.expert, &what, error))? {
+            Called::Done(outcome) => {
+                Ok(ExpertCallOutcome::Done(ExpertToolResult { is_error: outcome.is_error, text: outcome.text }))
+            }
+            Called::InputRequired(asked) => match input::questions(asked) {
+                Ok(request) => {
+                    tracing::info!(expert = %target.expert, %tool, questions = request.questions.len(), "the expert needs the user's input");
+                    Ok(ExpertCallOutcome::NeedsInput(request))
+                }
+                Err(reason) => {
+                    tracing::warn!(expert = %target.expert, %tool, %reason, "the expert asked for input that cannot be given");
+                    Err(ExpertError::Failed(format!("{what}: {reason}")))
+                }
+            },
+        }
     }
 
     async fn close(&self) {

@@ -26,6 +26,15 @@ pub struct ExpertOptions {
     pub allow_hosts: Vec<String>,
     /// `--deed-prompts`: the prompts of the planner's prompt-argument tests.
     pub deed_prompts: bool,
+    /// `--revision 2025-06-18`: a server of that revision only (refuses 2026-07-28 as a pre-2026
+    /// server does, answers `initialize` with 2025-06-18); none: both eras, as the SDK serves.
+    pub revision: Option<String>,
+    /// `--record`: every request's method, routing and session headers, read by [`ExpertServer::requests`].
+    pub record: bool,
+    /// `--cache-ttl-ms N --cache-scope S`: the 2026 cache hints of `tools/list` and `prompts/list`.
+    pub cache: Option<(u64, &'static str)>,
+    /// `--modern-tools`: `book_trip` (asks for a seat, input-required) and `long_report` (a task).
+    pub modern_tools: bool,
 }
 
 impl ExpertOptions {
@@ -65,6 +74,28 @@ impl ExpertOptions {
         self
     }
 
+    /// A server of MCP 2025-06-18 only.
+    pub fn revision_2025_06_18(mut self) -> Self {
+        self.revision = Some("2025-06-18".to_owned());
+        self
+    }
+
+    pub fn record(mut self) -> Self {
+        self.record = true;
+        self
+    }
+
+    /// `scope` is `public` or `private`.
+    pub fn cache(mut self, ttl_ms: u64, scope: &'static str) -> Self {
+        self.cache = Some((ttl_ms, scope));
+        self
+    }
+
+    pub fn modern_tools(mut self) -> Self {
+        self.modern_tools = true;
+        self
+    }
+
     /// The script's arguments after the port.
     fn flags(&self) -> Vec<String> {
         let mut flags = Vec::new();
@@ -86,6 +117,15 @@ impl ExpertOptions {
         if self.deed_prompts {
             flags.push("--deed-prompts".to_owned());
         }
+        if let Some(revision) = &self.revision {
+            flags.extend(["--revision".to_owned(), revision.clone()]);
+        }
+        if let Some((ttl_ms, scope)) = self.cache {
+            flags.extend(["--cache-ttl-ms".to_owned(), ttl_ms.to_string(), "--cache-scope".to_owned(), scope.into()]);
+        }
+        if self.modern_tools {
+            flags.push("--modern-tools".to_owned());
+        }
         flags
     }
 }
@@ -98,6 +138,8 @@ pub struct ExpertServer {
     child: Child,
     /// Its stderr: a file, since a pipe nobody reads could fill up and stall the server.
     log: PathBuf,
+    /// The `--record` file, when recording.
+    record: Option<PathBuf>,
 }
 
 fn free_port() -> u16 {
@@ -120,16 +162,24 @@ impl ExpertServer {
         let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("expert_server.py");
         let log = std::env::temp_dir().join(format!("expert-server-{port}-{}.log", std::process::id()));
         let stderr = std::fs::File::create(&log).unwrap_or_else(|err| panic!("create {}: {err}", log.display()));
+        let record = options
+            .record
+            .then(|| std::env::temp_dir().join(format!("expert-server-{port}-{}.jsonl", std::process::id())));
+        let mut flags = options.flags();
+        if let Some(record) = &record {
+            let _ = std::fs::remove_file(record);
+            flags.extend(["--record".to_owned(), record.display().to_string()]);
+        }
         let child = Command::new("python3")
             .arg(&script)
             .arg(port.to_string())
-            .args(options.flags())
+            .args(flags)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)
             .spawn()
             .expect("start python3 shared/local-stack/expert_server.py");
-        let mut server = ExpertServer { url: format!("http://127.0.0.1:{port}/mcp"), port, child, log };
+        let mut server = ExpertServer { url: format!("http://127.0.0.1:{port}/mcp"), port, child, log, record };
         server.wait_until_listening();
         server
     }
@@ -153,6 +203,24 @@ impl ExpertServer {
         panic!("the expert server did not listen on {address} within {STARTUP_TIMEOUT:?}");
     }
 
+    /// The requests recorded so far (`ExpertOptions::record`), in order: each a JSON object with
+    /// `http` (the HTTP method), `method` (the JSON-RPC method), `version` (`MCP-Protocol-Version`),
+    /// `session` (`Mcp-Session-Id`), `mcp_method` and `mcp_name` (the routing headers) and `meta`
+    /// (whether the params carried the 2026 `_meta` envelope).
+    pub fn requests(&self) -> Vec<serde_json::Value> {
+        let record = self.record.as_ref().expect("the server was started with ExpertOptions::record");
+        std::fs::read_to_string(record)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|line| serde_json::from_str(line).ok())
+            .collect()
+    }
+
+    /// How many recorded requests were of the JSON-RPC `method`.
+    pub fn count(&self, method: &str) -> usize {
+        self.requests().iter().filter(|request| request["method"] == method).count()
+    }
+
     /// Stops the server now, as an expert that goes down mid-session.
     pub fn stop(&mut self) {
         let _ = self.child.kill();
@@ -164,5 +232,8 @@ impl Drop for ExpertServer {
     fn drop(&mut self) {
         self.stop();
         let _ = std::fs::remove_file(&self.log);
+        if let Some(record) = &self.record {
+            let _ = std::fs::remove_file(record);
+        }
     }
 }

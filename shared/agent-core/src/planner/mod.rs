@@ -1,12 +1,13 @@
 //! The planner strategy (seed 003, with its known defects fixed): plan a request as tasks for expert
 //! MCP servers, discover and score each expert's prompts, fetch the selected prompt's content, run
 //! the expert's tools, assess completion, and answer from the whole plan. The plan and a pending
-//! question (a prompt choice, or a prompt's missing arguments) live in the session, so a plan
-//! survives across turns.
+//! question (a prompt choice, a prompt's missing arguments, or an expert tool's request for the
+//! user's input) live in the session, so a plan survives across turns.
 
 mod arguments;
 mod assess;
 mod discover;
+mod input;
 mod orchestrate;
 mod plan;
 mod respond;
@@ -26,6 +27,8 @@ use crate::message::{ChatRequest, JsonSchemaFormat, Message, Usage};
 use crate::model::{ChatModel, ModelError};
 use arguments::{arguments_question, read_arguments, ArgumentAnswer, MAX_ARGUMENT_CHARS};
 use discover::read_choice;
+pub use input::PendingInput;
+use input::{input_question, read_input_answer, InputAnswer, Resumed};
 use orchestrate::TaskStep;
 use plan::Planned;
 
@@ -78,6 +81,12 @@ pub struct PlanState {
     /// Arguments of the selected prompt asked of the user, waiting for their answer.
     #[serde(default)]
     pub pending_arguments: Option<PendingArguments>,
+    /// An expert's tool call waiting for the user's input, with the expert's questions and state.
+    #[serde(default)]
+    pub pending_input: Option<PendingInput>,
+    /// What that call returned once answered, for the current task's next round.
+    #[serde(default)]
+    pub resumed: Option<String>,
 }
 
 /// A question to the user for arguments the selected prompt needs: required ones discovery could
@@ -175,6 +184,11 @@ struct Bounds {
 }
 
 impl Bounds {
+    /// How long an expert's call may run as a task: the turn's deadline less its reserve.
+    fn task_deadline(&self) -> Option<std::time::Instant> {
+        self.deadline.map(|deadline| deadline.checked_sub(self.reserve).unwrap_or(deadline).into_std())
+    }
+
     fn exhausted(&self) -> bool {
         self.steps_left == 0
             || self
@@ -299,6 +313,26 @@ impl Planner<'_> {
                     }
                     ArgumentAnswer::NotAnAnswer => {}
                 }
+            } else if let Some(pending) = state.pending_input.take() {
+                match read_input_answer(message, &pending.request) {
+                    InputAnswer::Again(why) => {
+                        if let Some(task) = state.tasks.get(state.position) {
+                            ask_again = Some(format!("{why}\n{}", input_question(task, &pending)));
+                            state.pending_input = Some(pending);
+                        }
+                    }
+                    InputAnswer::Answers(answers) => {
+                        // Boxed: the turn's future is deep already, and this path is taken once a turn.
+                        let resumed = Box::pin(self.resume_input(state, pending, answers, bounds.task_deadline()));
+                        match resumed.await {
+                            Resumed::Note(note) => {
+                                state.resumed = Some(note);
+                                answered = true;
+                            }
+                            Resumed::AskAgain(question) => ask_again = Some(question),
+                        }
+                    }
+                }
             }
         }
         if let Some(question) = ask_again {
@@ -318,7 +352,7 @@ impl Planner<'_> {
             match self.work_on_task(&mut state, history, bounds, usage).await {
                 Ok(TaskStep::Advanced) => continue,
                 Ok(TaskStep::AskUser(question)) => return Ok((question, Some(state), Ending::AwaitingChoice)),
-                Ok(TaskStep::AskArguments(question)) => {
+                Ok(TaskStep::AskArguments(question)) | Ok(TaskStep::AskInput(question)) => {
                     return Ok((question, Some(state), Ending::AwaitingClarification))
                 }
                 Err(stop) => return Err((stop, Some(state))),

@@ -7,10 +7,11 @@ use async_trait::async_trait;
 
 use super::arguments::Fetched;
 use super::discover::choice_question;
+use super::input::{input_question, PendingInput};
 use super::{Bounds, PlanState, PlanTask, Planner, PromptCandidate, Selection, Stop, TaskStatus};
 use crate::agent::{self, Ending, Limits, ToolOutput, TurnEnv};
 use crate::events::WithoutDeltas;
-use crate::expert::ExpertSession;
+use crate::expert::{ExpertCallOutcome, ExpertSession, ExpertToolCall};
 use crate::message::{Message, ToolCall, ToolSpec, Usage};
 use crate::prompt::{Section, SectionKind, SystemPrompt};
 
@@ -90,7 +91,8 @@ impl Planner<'_> {
             }
         };
 
-        let mut feedback: Option<String> = None;
+        // A call answered with the user's input since the last round: its result leads the next one.
+        let mut feedback: Option<String> = state.resumed.take();
         loop {
             if bounds.exhausted() {
                 return Err(Stop::OutOfBudget);
@@ -103,6 +105,8 @@ impl Planner<'_> {
                 prompt_name: selected.as_ref().map(|p| p.name.as_str()),
                 feedback: feedback.as_deref(),
                 tools: tools.clone(),
+                deadline: bounds.task_deadline(),
+                needs_input: None,
             };
             let limits = Limits {
                 max_steps: bounds.steps_left,
@@ -115,6 +119,12 @@ impl Planner<'_> {
             bounds.steps_left -= outcome.steps.min(bounds.steps_left);
             bounds.calls_made += outcome.steps;
             usage.add(outcome.usage);
+            if let Some(pending) = env.needs_input.take() {
+                // The round stops at the call; the answer resumes that call, and a new round the task.
+                let question = input_question(&task, &pending);
+                state.pending_input = Some(pending);
+                return Ok(TaskStep::AskInput(question));
+            }
             if matches!(outcome.ending, Ending::StepLimit | Ending::Deadline | Ending::ContextFull) {
                 return Err(Stop::OutOfBudget);
             }
@@ -155,6 +165,8 @@ impl Planner<'_> {
         state.selection = None;
         state.pending_choice = None;
         state.pending_arguments = None;
+        state.pending_input = None;
+        state.resumed = None;
     }
 }
 
@@ -164,6 +176,8 @@ pub(super) enum TaskStep {
     AskUser(String),
     /// Ask the user for arguments the selected prompt needs.
     AskArguments(String),
+    /// Ask the user what an expert's tool needs to go on.
+    AskInput(String),
 }
 
 /// The loop environment of one orchestration round: the task, the fetched prompt as protected
@@ -176,6 +190,10 @@ struct ExpertEnv<'a> {
     prompt_name: Option<&'a str>,
     feedback: Option<&'a str>,
     tools: Arc<[ToolSpec]>,
+    /// How long a call the expert runs as a task may take.
+    deadline: Option<std::time::Instant>,
+    /// Set when a call needs the user's input: the round ends there.
+    needs_input: Option<PendingInput>,
 }
 
 #[async_trait]
@@ -210,9 +228,26 @@ impl TurnEnv for ExpertEnv<'_> {
             let content = format!("Error: there is no tool named `{}`", call.name);
             return ToolOutput { content, refused: true, ..ToolOutput::default() };
         }
-        let content = match self.experts.call_tool(&call.name, call.arguments.clone()).await {
-            Ok(result) if result.is_error => format!("Error (the tool reported a failure): {}", result.text),
-            Ok(result) => result.text,
+        let mut request = ExpertToolCall::new(call.name.clone(), call.arguments.clone());
+        request.deadline = self.deadline;
+        let content = match self.experts.call_tool(request).await {
+            Ok(ExpertCallOutcome::Done(result)) if result.is_error => {
+                format!("Error (the tool reported a failure): {}", result.text)
+            }
+            Ok(ExpertCallOutcome::Done(result)) => result.text,
+            Ok(ExpertCallOutcome::NeedsInput(request)) => {
+                let pending =
+                    PendingInput { tool: call.name.clone(), arguments: call.arguments.clone(), request, rounds: 0 };
+                let question = input_question(self.task, &pending);
+                self.needs_input = Some(pending);
+                // Ends the round here: the turn asks the user, and the answer resumes this call.
+                return ToolOutput {
+                    content: "The expert needs the user's answer before this call can finish; the user is asked."
+                        .to_owned(),
+                    abort: Some(question),
+                    ..ToolOutput::default()
+                };
+            }
             Err(err) => format!("Error: {err}"),
         };
         ToolOutput::from(content)

@@ -120,6 +120,8 @@ impl Planner<'_> {
             pending_choice: None,
             selection: None,
             pending_arguments: None,
+            pending_input: None,
+            resumed: None,
         };
         for task in &mut plan.tasks[..position] {
             task.status = TaskStatus::Done;

@@ -12,7 +12,7 @@ use super::discover::discovery_schema;
 use super::plan::plan_schema;
 use super::*;
 use crate::events::{NoObserver, TurnEvent};
-use crate::expert::{ExpertError, ExpertInfo, ExpertToolResult, PromptInfo, PromptText};
+use crate::expert::{ExpertCallOutcome, ExpertError, ExpertInfo, ExpertToolCall, PromptInfo, PromptText};
 use crate::message::ToolSpec;
 
 /// A prompt candidate with only a name, for tests that choose among prompts.
@@ -36,6 +36,8 @@ fn a_plan_round_trips_through_json_with_its_selection() {
             pending_choice: Some(vec![option("y")]),
             selection,
             pending_arguments: None,
+            pending_input: None,
+            resumed: None,
         };
         let json = serde_json::to_value(&plan).unwrap();
         assert_eq!(serde_json::from_value::<PlanState>(json).unwrap(), plan);
@@ -113,8 +115,8 @@ impl ExpertSession for FakeExperts {
         Ok(Vec::new())
     }
 
-    async fn call_tool(&self, tool: &str, _arguments: Value) -> Result<ExpertToolResult, ExpertError> {
-        Err(ExpertError::UnknownTool(tool.to_owned()))
+    async fn call_tool(&self, call: ExpertToolCall) -> Result<ExpertCallOutcome, ExpertError> {
+        Err(ExpertError::UnknownTool(call.tool))
     }
 
     async fn close(&self) {}

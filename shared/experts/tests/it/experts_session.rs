@@ -6,7 +6,9 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr, ToSocketAddrs};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use agent_ports::expert::{ExpertError, ExpertInfo, ExpertSession, Experts};
+use agent_ports::expert::{
+    ExpertCallOutcome, ExpertError, ExpertInfo, ExpertSession, ExpertToolCall, ExpertToolResult, Experts,
+};
 use agent_ports::UserId;
 use experts::{experts_key, EnvSecretResolver, McpExperts, SecretResolver};
 use local_stack::experts::{dead_url, ExpertOptions, ExpertServer};
@@ -14,6 +16,18 @@ use local_store::MemoryObjectStore;
 use serde_json::json;
 
 const TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A tool call that must finish without asking the user anything.
+async fn call(
+    session: &dyn ExpertSession,
+    tool: &str,
+    arguments: serde_json::Value,
+) -> Result<ExpertToolResult, ExpertError> {
+    match session.call_tool(ExpertToolCall::new(tool, arguments)).await? {
+        ExpertCallOutcome::Done(result) => Ok(result),
+        ExpertCallOutcome::NeedsInput(request) => panic!("the call asked for input: {request:?}"),
+    }
+}
 
 // ---------------------------------------------------------------------------------------------
 // Fixtures
@@ -107,18 +121,18 @@ async fn opens_live_experts_leaves_a_dead_one_out_and_serves_prompts_and_tools()
     assert!(matches!(session.tools("dead").await, Err(ExpertError::UnknownExpert(_))));
 
     // Calls, routed by the namespaced name.
-    let sum = session.call_tool("alpha__add", json!({"a": 2, "b": 3})).await.unwrap();
+    let sum = call(&*session, "alpha__add", json!({"a": 2, "b": 3})).await.unwrap();
     assert!(!sum.is_error);
     assert_eq!(sum.text, "5");
-    let sum = session.call_tool("beta__add", json!({"a": 40, "b": 2})).await.unwrap();
+    let sum = call(&*session, "beta__add", json!({"a": 40, "b": 2})).await.unwrap();
     assert_eq!((sum.is_error, sum.text.as_str()), (false, "42"));
-    let failed = session.call_tool("alpha__fail", json!({})).await.unwrap();
+    let failed = call(&*session, "alpha__fail", json!({})).await.unwrap();
     assert!(failed.is_error);
     assert!(failed.text.contains("this tool always fails"), "{}", failed.text);
-    let bad_arguments = session.call_tool("beta__add", json!([1, 2])).await.unwrap();
+    let bad_arguments = call(&*session, "beta__add", json!([1, 2])).await.unwrap();
     assert!(bad_arguments.is_error, "{bad_arguments:?}");
     for unknown in ["gamma__add", "dead__add", "add", "alpha__nope"] {
-        let error = session.call_tool(unknown, json!({})).await.unwrap_err();
+        let error = call(&*session, unknown, json!({})).await.unwrap_err();
         assert!(matches!(&error, ExpertError::UnknownTool(name) if name == unknown), "{unknown}: {error:?}");
     }
 
@@ -127,7 +141,7 @@ async fn opens_live_experts_leaves_a_dead_one_out_and_serves_prompts_and_tools()
     alpha.stop();
     let cached = session.tools("alpha").await.unwrap();
     assert_eq!(cached, alpha_tools);
-    let error = session.call_tool("alpha__add", json!({"a": 1, "b": 1})).await.unwrap_err();
+    let error = call(&*session, "alpha__add", json!({"a": 1, "b": 1})).await.unwrap_err();
     match &error {
         ExpertError::Failed(message) => {
             assert!(!message.contains(&alpha.port.to_string()) && !message.contains("127.0.0.1"), "{message}")
@@ -135,13 +149,10 @@ async fn opens_live_experts_leaves_a_dead_one_out_and_serves_prompts_and_tools()
         other => panic!("expected Failed, got {other:?}"),
     }
     // beta is unaffected.
-    assert_eq!(session.call_tool("beta__add", json!({"a": 1, "b": 1})).await.unwrap().text, "2");
+    assert_eq!(call(&*session, "beta__add", json!({"a": 1, "b": 1})).await.unwrap().text, "2");
 
     session.close().await;
-    assert!(matches!(
-        session.call_tool("beta__add", json!({"a": 1, "b": 1})).await,
-        Err(ExpertError::UnknownExpert(_))
-    ));
+    assert!(matches!(call(&*session, "beta__add", json!({"a": 1, "b": 1})).await, Err(ExpertError::UnknownExpert(_))));
     // Closing twice is harmless.
     session.close().await;
 }
@@ -156,11 +167,11 @@ async fn a_slow_tool_times_out_with_the_request_deadline() {
     assert_eq!(names(session.as_ref()), ["alpha"]);
     session.tools("alpha").await.unwrap();
     let started = Instant::now();
-    let error = session.call_tool("alpha__slow", json!({"seconds": 5})).await.unwrap_err();
+    let error = call(&*session, "alpha__slow", json!({"seconds": 5})).await.unwrap_err();
     assert!(matches!(error, ExpertError::Timeout), "{error:?}");
     assert!(started.elapsed() < Duration::from_secs(4), "{:?}", started.elapsed());
     // The session survives the timeout.
-    assert_eq!(session.call_tool("alpha__add", json!({"a": 1, "b": 2})).await.unwrap().text, "3");
+    assert_eq!(call(&*session, "alpha__add", json!({"a": 1, "b": 2})).await.unwrap().text, "3");
     session.close().await;
 }
 
@@ -206,7 +217,7 @@ async fn a_tenant_file_adds_and_removes_experts() {
         );
         let tools: Vec<_> = session.tools("gamma").await.unwrap().into_iter().map(|t| t.name).collect();
         assert!(tools.contains(&"gamma__add".to_owned()), "{tools:?}");
-        assert_eq!(session.call_tool("gamma__add", json!({"a": 20, "b": 1})).await.unwrap().text, "21");
+        assert_eq!(call(&*session, "gamma__add", json!({"a": 20, "b": 1})).await.unwrap().text, "21");
         let texts = session.get_prompt("gamma", "filler_1", &BTreeMap::new()).await.unwrap();
         assert_eq!(texts[0].text, "Filler prompt number 1.");
     } else {
@@ -226,6 +237,37 @@ async fn no_configuration_means_no_experts() {
     let session = experts.open(&user("u1")).await;
     assert!(session.experts().is_empty());
     assert!(matches!(session.tools("alpha").await, Err(ExpertError::UnknownExpert(_))));
-    assert!(matches!(session.call_tool("alpha__add", json!({})).await, Err(ExpertError::UnknownTool(_))));
+    assert!(matches!(call(&*session, "alpha__add", json!({})).await, Err(ExpertError::UnknownTool(_))));
     session.close().await;
+}
+
+/// Lists kept across sessions: a tenant's own expert serves only that tenant its lists, even when the
+/// server calls them public; a deployment expert's public lists are shared.
+#[tokio::test(flavor = "multi_thread")]
+async fn kept_lists_stay_with_their_tenant_unless_public_and_the_deployments() {
+    let Some(host) = loopback_host_name() else {
+        eprintln!("the host name does not resolve to 127.0.0.1 only: not testing a tenant's expert");
+        return;
+    };
+    let shared = ExpertServer::start_with(&ExpertOptions::default().record().cache(60_000, "public"));
+    let own = ExpertServer::start_with(&ExpertOptions::default().record().cache(60_000, "public").allow_host(&host));
+    let deployment = json!({"mcpServers": {"shared": {"url": shared.url}}});
+    let tenant = json!({"mcpServers": {"own": {"url": format!("http://{host}:{}/mcp", own.port)}}}).to_string();
+    let objects = Arc::new(MemoryObjectStore::new());
+    for id in ["u1", "u2"] {
+        objects.insert(&experts_key(&user(id)), tenant.clone().into_bytes());
+    }
+    let experts = McpExperts::new(Some(deployment.to_string()), objects, resolver(), TIMEOUT);
+    for id in ["u1", "u1", "u2"] {
+        let session = experts.open(&user(id)).await;
+        assert_eq!(names(session.as_ref()), ["own", "shared"]);
+        for expert in ["own", "shared"] {
+            assert!(!session.tools(expert).await.unwrap().is_empty());
+            assert!(!session.list_prompts(expert).await.unwrap().is_empty());
+        }
+        session.close().await;
+    }
+    assert_eq!((own.count("tools/list"), own.count("prompts/list")), (2, 2), "once per tenant");
+    assert_eq!((shared.count("tools/list"), shared.count("prompts/list")), (1, 1), "once for everyone");
+    assert_eq!(experts.lists().tools.len(), 3, "u1's own, u2's own, the shared one");
 }

@@ -3,6 +3,7 @@
 
 mod experts_session;
 mod mcp_client;
+mod revisions;
 
 use experts::Expert;
 use local_stack::experts::ExpertServer;

@@ -33,7 +33,9 @@ const TIMEOUT: Duration = Duration::from_secs(10);
 async fn prompts_and_tools_over_sse_with_pagination() {
     let server = ExpertServer::start_with(&ExpertOptions::default().page_size(2));
     let client = McpClient::connect(&expert(&server, "contracts"), TIMEOUT).await.unwrap();
-    assert_eq!(client.protocol_version(), "2025-11-25");
+    // The SDK's server serves 2026-07-28 as well as the handshake revisions: the client prefers it.
+    assert_eq!(client.protocol_version(), "2026-07-28");
+    assert!(client.is_stateless());
     assert_eq!(client.instructions(), Some("A test expert for contracts and arithmetic."));
 
     // Seven prompts in pages of two: four requests following nextCursor.
@@ -86,6 +88,8 @@ async fn json_and_stateless_modes() {
         ExpertOptions::default().json(),
         ExpertOptions::default().stateless(),
         ExpertOptions::default().json().stateless(),
+        ExpertOptions::default().revision_2025_06_18(),
+        ExpertOptions::default().revision_2025_06_18().json().stateless(),
     ];
     for mode in modes {
         let server = ExpertServer::start_with(&mode);
@@ -399,10 +403,14 @@ async fn sends_session_and_version_headers_ignores_chatter_and_deletes_on_close(
 
     let seen = seen(&fake);
     let posts: Vec<_> = seen.iter().filter(|s| s.http == Method::POST).collect();
-    assert_eq!(posts[0].rpc.as_deref(), Some("initialize"));
-    assert_eq!(posts[0].session, None);
-    assert_eq!(posts[1].rpc.as_deref(), Some("notifications/initialized"));
-    for later in &seen[1..] {
+    // The 2026 probe first, which a pre-2026 server refuses (this one with 404, as for a request
+    // without its session), then the handshake as before.
+    assert_eq!(posts[0].rpc.as_deref(), Some("server/discover"));
+    assert_eq!((posts[0].version.as_deref(), posts[0].session.as_deref()), (Some("2026-07-28"), None));
+    assert_eq!(posts[1].rpc.as_deref(), Some("initialize"));
+    assert_eq!(posts[1].session, None);
+    assert_eq!(posts[2].rpc.as_deref(), Some("notifications/initialized"));
+    for later in &seen[2..] {
         assert_eq!(later.session.as_deref(), Some("s-1"), "{later:?}");
         assert_eq!(later.version.as_deref(), Some("2025-06-18"), "{later:?}");
     }

@@ -1,42 +1,63 @@
 //! A client for one expert: the official MCP SDK (`rmcp`) over Streamable HTTP, behind a small API.
 //!
-//! `rmcp` does the protocol work: `initialize` and `notifications/initialized`, the `Mcp-Session-Id`
-//! and `MCP-Protocol-Version` headers, JSON and SSE replies (stray notifications and requests in a
-//! stream are handled apart from the awaited response), one transparent re-initialisation when the
-//! server answers 404 for an expired session, and `DELETE` on close. This module adds what a turn
-//! needs on top: a deadline on every request, version checking, bounded pagination, errors in three
-//! kinds, and results flattened to text for the model.
+//! Two eras of the protocol, negotiated as the 2026-07-28 specification says (its backward
+//! compatibility with initialization-based versions): the client first sends `server/discover` at
+//! 2026-07-28. A server that answers it with that version is spoken to statelessly: every request is
+//! one self-contained POST with its `_meta` envelope (protocol version, client info and
+//! capabilities) and the routing headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`), with no
+//! `initialize` and no `Mcp-Session-Id`. A server that refuses the probe as a pre-2026 server does
+//! (an HTTP 4xx or a JSON-RPC error that is not a 2026 rejection) gets the `initialize` handshake at
+//! 2025-11-25 and may pick 2025-06-18 or 2025-03-26, exactly as before: session id, one transparent
+//! re-initialisation when the server answers 404 for an expired session, `DELETE` on close.
+//!
+//! `rmcp` 3.11 does this protocol work (the probe and the fallback, the envelope and the headers, JSON
+//! and SSE replies, the result kinds of 2026: complete, input-required and task). This module adds
+//! what a turn needs on top: a deadline on every request, version checking, bounded pagination with
+//! the lists' cache hints (`ttlMs`, `cacheScope`) merged over the pages, tool calls that may run as
+//! tasks (`call`), errors in three kinds, and results flattened to text for the model.
 //!
 //! Why the SDK rather than a hand-written client: it covers every requirement above, builds on rustls
-//! without OpenSSL, and already tracks the spec's next revision (2026-07-28, stateless) that a
-//! hand-written client would have to chase. The cost: it brings reqwest 0.13 beside the workspace's
-//! 0.12 (a second HTTP client in the binary) and it runs a background task per session.
+//! without OpenSSL, and tracks the revisions as they come. The cost: it brings reqwest 0.13 beside
+//! the workspace's 0.12 (a second HTTP client in the binary) and it runs a background task per
+//! session.
+
+mod call;
+mod content;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig, ContentBlock, GetPromptRequestParams, Implementation,
-    PaginatedRequestParams, ProtocolVersion, Role,
+    CacheScope, ClientCapabilities, ClientConfig, GetPromptRequestParams, Implementation, PaginatedRequestParams,
+    ProtocolVersion, Role,
 };
-use rmcp::service::{ClientInitializeError, RunningService};
+use rmcp::service::{ClientInitializeError, ClientLifecycleMode, ClientServiceExt, RunningService};
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::StreamableHttpClientTransport;
-use rmcp::{RoleClient, ServiceError, ServiceExt};
+use rmcp::{RoleClient, ServiceError};
 use serde_json::Value;
 use thiserror::Error;
 
 use crate::config::Expert;
+pub use call::{Called, InputRequired, ToolCall};
+use content::content_text;
 
-/// Protocol versions with the `initialize` handshake over Streamable HTTP, newest first; the first is
-/// what we ask for. 2026-07-28 (stateless, no handshake) is not offered yet.
-pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] = &["2025-11-25", "2025-06-18", "2025-03-26"];
+/// The stateless revision, which the client asks for first.
+pub const STATELESS_PROTOCOL_VERSION: &str = "2026-07-28";
+
+/// Protocol versions we speak, newest first: 2026-07-28 without a handshake, then the versions with
+/// the `initialize` handshake (the first of them is what the fallback asks for).
+pub const SUPPORTED_PROTOCOL_VERSIONS: &[&str] =
+    &[STATELESS_PROTOCOL_VERSION, "2025-11-25", "2025-06-18", "2025-03-26"];
 
 /// A guard against a server whose cursors never end.
 const MAX_PAGES: usize = 100;
 
 const CLIENT_NAME: &str = "agent-experts";
+
+/// The extension (SEP-2663) under which a 2026 server may answer a `tools/call` with a task.
+const TASKS_EXTENSION: &str = "io.modelcontextprotocol/tasks";
 
 /// Why a call to an expert failed. The turn goes on without the expert either way; the kind says
 /// whether retrying could help.
@@ -84,6 +105,8 @@ impl From<ClientInitializeError> for McpError {
             ClientInitializeError::ConnectionClosed(_) | ClientInitializeError::Cancelled => {
                 McpError::Transport(error.to_string())
             }
+            // Neither era answered: what the handshake said is the telling part.
+            ClientInitializeError::LegacyFallbackFailed { fallback, .. } => McpError::from(*fallback),
             other => McpError::Protocol(other.to_string()),
         }
     }
@@ -149,7 +172,57 @@ pub struct ToolOutcome {
     pub text: String,
 }
 
-/// A live session with one expert. Close it with [`McpClient::close`]; dropping it stops the
+/// Who may reuse a listed result (2026-07-28's `cacheScope`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Anyone with the same request: it does not depend on who asks.
+    Public,
+    /// Only the same authorization context.
+    Private,
+}
+
+/// How long a list may be reused, as the server said; `ttl: None` is "not at all" (a 2025 server,
+/// or a 2026 one that gave no hint). Merged over a list's pages: the shortest time, and private if
+/// any page was (or any page left the scope out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CacheHint {
+    pub ttl: Option<Duration>,
+    pub scope: Scope,
+}
+
+impl CacheHint {
+    const NONE: CacheHint = CacheHint { ttl: None, scope: Scope::Private };
+
+    fn of_page(ttl_ms: Option<u64>, scope: Option<CacheScope>) -> CacheHint {
+        CacheHint {
+            ttl: ttl_ms.map(Duration::from_millis),
+            scope: match scope {
+                Some(CacheScope::Public) => Scope::Public,
+                _ => Scope::Private,
+            },
+        }
+    }
+
+    fn merge(self, page: CacheHint) -> CacheHint {
+        CacheHint {
+            ttl: self.ttl.zip(page.ttl).map(|(a, b)| a.min(b)),
+            scope: if self.scope == Scope::Public && page.scope == Scope::Public {
+                Scope::Public
+            } else {
+                Scope::Private
+            },
+        }
+    }
+}
+
+/// A whole list (every page) with its cache hint.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listed<T> {
+    pub items: Vec<T>,
+    pub cache: CacheHint,
+}
+
+/// A live connection to one expert. Close it with [`McpClient::close`]; dropping it stops the
 /// background task without telling the server.
 pub struct McpClient {
     expert: String,
@@ -160,7 +233,8 @@ pub struct McpClient {
 }
 
 impl McpClient {
-    /// Connects and completes the handshake, all within `timeout`, which then bounds every request.
+    /// Connects (the `server/discover` probe, and the handshake for a pre-2026 server), all within
+    /// `timeout`, which then bounds every request.
     pub async fn connect(expert: &Expert, timeout: Duration) -> Result<McpClient, McpError> {
         let headers: HashMap<_, _> = expert.headers().iter().cloned().collect();
         let config = StreamableHttpClientTransportConfig::with_uri(expert.url.as_str())
@@ -168,18 +242,24 @@ impl McpClient {
             .reinit_on_expired_session(true)
             .session_recovery_timeout(timeout);
         let transport = StreamableHttpClientTransport::from_config(config);
-        // Ask for the newest version that still has a handshake; rmcp's default is the stateless one.
-        let info = ClientConfig::new(
-            ClientCapabilities::default(),
-            Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")),
-        )
-        .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-        let service = match tokio::time::timeout(timeout, info.serve(transport)).await {
+        // Elicitation in form mode (answered across turns, 2026's input-required way) and tasks.
+        let capabilities: ClientCapabilities = serde_json::from_value(serde_json::json!({
+            "elicitation": {"form": {}},
+            "extensions": {TASKS_EXTENSION: {}},
+        }))
+        .map_err(|error| McpError::Protocol(format!("client capabilities: {error}")))?;
+        let info = ClientConfig::new(capabilities, Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+        let lifecycle = ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        };
+        let service = match tokio::time::timeout(timeout, info.serve_with_lifecycle(transport, lifecycle)).await {
             Err(_) => return Err(McpError::Timeout(timeout)),
             Ok(result) => result?,
         };
         let Some(peer) = service.peer_info() else {
-            return Err(McpError::Protocol("no initialize result".into()));
+            return Err(McpError::Protocol("no initialize or discover result".into()));
         };
         let protocol_version = peer.protocol_version.to_string();
         let instructions = peer.instructions.clone();
@@ -202,16 +282,27 @@ impl McpClient {
         &self.protocol_version
     }
 
-    /// The server's usage hints from `initialize`, if it gave any.
+    /// Whether the expert is spoken to statelessly (2026-07-28: no handshake, no session).
+    pub fn is_stateless(&self) -> bool {
+        self.protocol_version == STATELESS_PROTOCOL_VERSION
+    }
+
+    /// The server's usage hints from `initialize` or `server/discover`, if it gave any.
     pub fn instructions(&self) -> Option<&str> {
         self.instructions.as_deref()
     }
 
     /// Every prompt, following `nextCursor`.
     pub async fn list_prompts(&self) -> Result<Vec<McpPrompt>, McpError> {
+        Ok(self.list_prompts_cacheable().await?.items)
+    }
+
+    /// Every prompt, with how long the list may be reused.
+    pub async fn list_prompts_cacheable(&self) -> Result<Listed<McpPrompt>, McpError> {
         let (mut prompts, mut pager) = (Vec::new(), Pager::default());
         loop {
             let page = self.request(self.service.list_prompts(Some(pager.params()))).await?;
+            pager.hint(CacheHint::of_page(page.ttl_ms, page.cache_scope));
             prompts.extend(page.prompts.into_iter().map(|p| {
                 McpPrompt {
                     name: p.name,
@@ -230,7 +321,7 @@ impl McpClient {
                 }
             }));
             if !pager.advance(page.next_cursor)? {
-                return Ok(prompts);
+                return Ok(Listed { items: prompts, cache: pager.cache() });
             }
         }
     }
@@ -261,47 +352,39 @@ impl McpClient {
 
     /// Every tool, following `nextCursor`.
     pub async fn list_tools(&self) -> Result<Vec<McpTool>, McpError> {
+        Ok(self.list_tools_cacheable().await?.items)
+    }
+
+    /// Every tool, with how long the list may be reused.
+    pub async fn list_tools_cacheable(&self) -> Result<Listed<McpTool>, McpError> {
         let (mut tools, mut pager) = (Vec::new(), Pager::default());
         loop {
             let page = self.request(self.service.list_tools(Some(pager.params()))).await?;
+            pager.hint(CacheHint::of_page(page.ttl_ms, page.cache_scope));
             tools.extend(page.tools.into_iter().map(|t| McpTool {
                 name: t.name.into_owned(),
                 description: t.description.map(|d| d.into_owned()),
                 input_schema: Value::Object((*t.input_schema).clone()),
             }));
             if !pager.advance(page.next_cursor)? {
-                return Ok(tools);
+                return Ok(Listed { items: tools, cache: pager.cache() });
             }
         }
     }
 
-    /// Calls a tool. Arguments that are not a JSON object (a model's unparsable output) come back as
-    /// a tool error for the model to fix, without a round trip.
+    /// Calls a tool and waits for its result (no task, no input): [`McpClient::call`] with a call
+    /// whose every other outcome is an error.
     pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolOutcome, McpError> {
-        let arguments = match arguments {
-            Value::Null => None,
-            Value::Object(map) => Some(map),
-            other => {
-                return Ok(ToolOutcome {
-                    is_error: true,
-                    text: format!("the arguments must be a JSON object, not {other}"),
-                })
-            }
-        };
-        let mut params = CallToolRequestParams::new(name.to_owned());
-        params.arguments = arguments;
-        let result = self.request(self.service.call_tool(params)).await?;
-        let mut text = result.content.iter().map(content_text).collect::<Vec<_>>().join("\n");
-        // A server may put the whole answer in structured content only.
-        if text.is_empty() {
-            if let Some(structured) = &result.structured_content {
-                text = structured.to_string();
+        match self.call(ToolCall::new(name, arguments)).await? {
+            Called::Done(outcome) => Ok(outcome),
+            Called::InputRequired(_) => {
+                Err(McpError::Protocol("the tool asked for input the caller cannot give".into()))
             }
         }
-        Ok(ToolOutcome { is_error: result.is_error.unwrap_or(false), text })
     }
 
-    /// Ends the session (HTTP `DELETE` with the session id), best effort and within the timeout.
+    /// Ends the session (HTTP `DELETE` with the session id, none for a stateless expert), best effort
+    /// and within the timeout.
     pub async fn close(self) {
         let expert = self.expert;
         if tokio::time::timeout(self.timeout, self.service.cancel()).await.is_err() {
@@ -310,7 +393,7 @@ impl McpClient {
     }
 
     /// One request under the deadline; on timeout the request is dropped, which makes rmcp send
-    /// `notifications/cancelled`.
+    /// `notifications/cancelled` (or, stateless, close the request's stream).
     async fn request<T>(&self, call: impl Future<Output = Result<T, ServiceError>>) -> Result<T, McpError> {
         match tokio::time::timeout(self.timeout, call).await {
             Err(_) => Err(McpError::Timeout(self.timeout)),
@@ -319,16 +402,26 @@ impl McpClient {
     }
 }
 
-/// Follows `nextCursor` across pages (each request has its own deadline), refusing endless lists.
+/// Follows `nextCursor` across pages (each request has its own deadline), refusing endless lists,
+/// and merges the pages' cache hints.
 #[derive(Default)]
 struct Pager {
     cursor: Option<String>,
     pages: usize,
+    cache: Option<CacheHint>,
 }
 
 impl Pager {
     fn params(&self) -> PaginatedRequestParams {
         PaginatedRequestParams::default().with_cursor(self.cursor.clone())
+    }
+
+    fn hint(&mut self, page: CacheHint) {
+        self.cache = Some(self.cache.map_or(page, |merged| merged.merge(page)));
+    }
+
+    fn cache(&self) -> CacheHint {
+        self.cache.unwrap_or(CacheHint::NONE)
     }
 
     /// Takes the page's `nextCursor`; `Ok(true)` when there is another page to fetch.
@@ -350,55 +443,29 @@ impl Pager {
     }
 }
 
-/// Text of one content block. Other kinds are named rather than dropped, so the model knows
-/// something was there; embedded text resources are inlined.
-fn content_text(block: &ContentBlock) -> String {
-    // Read through JSON: the wire shape is the MCP spec's, steadier than the SDK's Rust types.
-    let value = serde_json::to_value(block).unwrap_or(Value::Null);
-    let field = |v: &Value, key: &str| v.get(key).and_then(Value::as_str).map(str::to_owned);
-    match value.get("type").and_then(Value::as_str) {
-        Some("text") => field(&value, "text").unwrap_or_default(),
-        Some("resource") => {
-            let resource = value.get("resource").cloned().unwrap_or(Value::Null);
-            match field(&resource, "text") {
-                Some(text) => text,
-                None => format!("[binary resource omitted: {}]", field(&resource, "uri").unwrap_or_default()),
-            }
-        }
-        Some("resource_link") => format!("[resource link: {}]", field(&value, "uri").unwrap_or_default()),
-        Some(kind) => {
-            format!("[{kind} content omitted: {}]", field(&value, "mimeType").unwrap_or_else(|| "unknown".into()))
-        }
-        None => "[unreadable content omitted]".into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn flattens_content_blocks() {
-        let block = |json: Value| serde_json::from_value::<ContentBlock>(json).unwrap();
-        assert_eq!(content_text(&block(serde_json::json!({"type": "text", "text": "hi"}))), "hi");
-        assert_eq!(
-            content_text(&block(serde_json::json!({"type": "image", "data": "AA==", "mimeType": "image/png"}))),
-            "[image content omitted: image/png]"
-        );
-        assert_eq!(
-            content_text(&block(serde_json::json!({"type": "resource",
-                "resource": {"uri": "file:///a", "text": "inline"}}))),
-            "inline"
-        );
-        assert_eq!(
-            content_text(&block(serde_json::json!({"type": "resource_link", "uri": "file:///b", "name": "b"}))),
-            "[resource link: file:///b]"
-        );
-    }
-
-    #[test]
     fn maps_rpc_errors() {
         let error = McpError::from(ServiceError::McpError(rmcp::ErrorData::invalid_params("bad", None)));
         assert!(matches!(error, McpError::Rpc { code: -32602, ref message } if message == "bad"));
+    }
+
+    #[test]
+    fn cache_hints_merge_to_the_shortest_and_the_narrowest() {
+        let page = |ttl: Option<u64>, scope| CacheHint::of_page(ttl, scope);
+        let mut pager = Pager::default();
+        assert_eq!(pager.cache(), CacheHint::NONE, "no page, no reuse");
+        pager.hint(page(Some(60_000), Some(CacheScope::Public)));
+        pager.hint(page(Some(5_000), Some(CacheScope::Public)));
+        assert_eq!(pager.cache(), CacheHint { ttl: Some(Duration::from_secs(5)), scope: Scope::Public });
+        pager.hint(page(Some(9_000), Some(CacheScope::Private)));
+        assert_eq!(pager.cache().scope, Scope::Private, "one private page makes the list private");
+        pager.hint(page(None, Some(CacheScope::Public)));
+        assert_eq!(pager.cache().ttl, None, "a page without a ttl makes the list not reusable");
+        // A scope left out is private: reuse is never wider than the server said.
+        assert_eq!(page(Some(1), None).scope, Scope::Private);
     }
 }
