@@ -14,6 +14,10 @@ async fn main() -> Result<(), Error> {
     if let Some(key) = agent_app::cursor_key::cursor_signing_key_from_env().await? {
         agent_app::routes::set_cursor_key(key);
     }
+    // Background turns' webhook settings, checked at cold start so that a bad allow-list or an
+    // unreadable signing key fails the first invocation, not one request later (the reason is logged).
+    agent_app::webhooks::policy().map_err(|_| "the webhook settings are invalid; the line above says why")?;
+    agent_app::webhooks::signing_key().await.map_err(|_| "the webhook signing key could not be read")?;
     // `Prefer: respond-async` turns go to the turn queue when there is one.
     let queue: Option<Arc<dyn TurnQueue>> =
         SqsTurnQueue::from_env().await.map(|queue| Arc::new(queue) as Arc<dyn TurnQueue>);

@@ -2,14 +2,17 @@
 //! failed or were malformed, so SQS retries them and finally moves them to the dead-letter queue.
 //! A background turn refused by the tenant's daily token budget is recorded as failed
 //! (`quota_exceeded`) and deleted, not retried: its poller sees the refusal at once. A record
-//! with a `kind` is an eval run of a skill version (`evals`).
+//! with a `kind` is an eval run of a skill version (`evals`) or a webhook's later attempt
+//! (`webhooks`), which also delivers a background turn's end to the webhook it named.
 
 mod evals;
+mod webhooks;
 
 use std::collections::HashSet;
 use std::time::Duration;
 
 use agent_app::api::{ApiError, AttachmentBody};
+use agent_app::webhooks::{TurnEvent, WebhookBody, WebhookError, Webhooks};
 use agent_core::agent::Ending;
 use agent_core::turn::{TurnError, TurnRequest, TurnService, UserProfile};
 use agent_core::{IdempotencyKey, SessionId, TicketId, UserId};
@@ -45,6 +48,9 @@ struct RecordBody {
     /// Published versions the turn uses instead of the defaults (`{"<skill path>": <version>}`).
     #[serde(default)]
     skill_versions: std::collections::BTreeMap<String, u32>,
+    /// Where the turn's end is POSTed (`{"url"}`), checked when it was queued and again at delivery.
+    #[serde(default)]
+    webhook: Option<WebhookBody>,
 }
 
 /// The message that asks a saved plan to go on.
@@ -65,6 +71,8 @@ enum RecordError {
     BlockedByEarlierFailure,
     #[error("too little time left in this invocation to run a turn")]
     OutOfTime,
+    #[error(transparent)]
+    Webhook(WebhookError),
 }
 
 impl RecordError {
@@ -75,6 +83,8 @@ impl RecordError {
             RecordError::Turn(error) => error.code,
             RecordError::BlockedByEarlierFailure => "blocked",
             RecordError::OutOfTime => "out_of_time",
+            RecordError::Webhook(WebhookError::Malformed(_)) => "malformed_record",
+            RecordError::Webhook(WebhookError::Handoff(_)) => "webhook_handoff_failed",
         }
     }
 }
@@ -113,6 +123,7 @@ pub async fn handle(
     deadline: Option<Instant>,
     continuations: Option<&dyn TurnQueue>,
     max_receives: u32,
+    webhooks: &Webhooks,
 ) -> SqsBatchResponse {
     let mut response = SqsBatchResponse::default();
     let mut failed_groups: HashSet<String> = HashSet::new();
@@ -127,7 +138,7 @@ pub async fn handle(
         } else if deadline.is_some_and(|at| at.saturating_duration_since(Instant::now()) < MIN_TIME_FOR_A_TURN) {
             Err(RecordError::OutOfTime)
         } else {
-            process(service, &record, deadline, continuations, max_receives).instrument(span.clone()).await
+            process(service, &record, deadline, continuations, max_receives, webhooks).instrument(span.clone()).await
         };
         if let Err(err) = outcome {
             agent_app::metrics::record_turn(&span, "retried", Some(err.code()), None);
@@ -147,11 +158,15 @@ async fn process(
     deadline: Option<Instant>,
     continuations: Option<&dyn TurnQueue>,
     max_receives: u32,
+    webhooks: &Webhooks,
 ) -> Result<(), RecordError> {
     let body = record.body.as_deref().ok_or_else(|| RecordError::Malformed("the record has no body".to_owned()))?;
     let body: serde_json::Value =
         serde_json::from_str(body).map_err(|err| RecordError::Malformed(format!("invalid body: {err}")))?;
-    // An eval run of a skill version, rather than a turn.
+    // A webhook's later attempt, or an eval run of a skill version, rather than a turn.
+    if body.get("kind").and_then(serde_json::Value::as_str) == Some(agent_app::webhooks::DELIVERY_KIND) {
+        return webhooks::run(webhooks, body).await;
+    }
     if body.get("kind").is_some() {
         let eval =
             serde_json::from_value(body).map_err(|err| RecordError::Malformed(format!("invalid body: {err}")))?;
@@ -209,14 +224,21 @@ async fn process(
         pins,
     };
     agent_app::turn::name_turn(&tracing::Span::current(), &request, record.message_id.as_deref().unwrap_or(""));
+    let (webhook, turn_id) = (body.webhook, idempotency.key_hash.clone());
     // A defect fails this record only; the rest of the batch and the warm process go on.
     let turn = std::panic::AssertUnwindSafe(service.run_turn(request)).catch_unwind().await;
     let reply = match turn.unwrap_or_else(|_| Err(TurnError::Internal("the turn panicked".to_owned()))) {
         Ok(reply) => reply,
-        // Recorded for the poller already: nothing more to do with this delivery.
-        Err(TurnError::AlreadyFailed { .. }) => {
-            agent_app::metrics::record_turn(&tracing::Span::current(), "skipped", Some("turn_failed"), None);
-            return Ok(());
+        // Recorded for the poller already: the turn is not run again.
+        Err(TurnError::AlreadyFailed { error }) => {
+            // A task canceled while it was queued (A2A `CancelTask`) is stored as failed this way
+            // too: it is skipped, never run.
+            let canceled = error["code"] == agent_app::a2a::task::CANCELED_CODE;
+            let code = if canceled { "canceled" } else { "turn_failed" };
+            agent_app::metrics::record_turn(&tracing::Span::current(), "skipped", Some(code), None);
+            // A redelivered record of a failed turn delivers its webhook again, under the same id.
+            let event = || TurnEvent::failed(&session, &turn_id, &error);
+            return webhooks::turn_ended(webhooks, &user, webhook.as_ref(), event, deadline).await;
         }
         Err(err) => {
             let for_good = is_permanent(&err) || receive_count(record) >= max_receives;
@@ -227,7 +249,8 @@ async fn process(
                     Ok(true) => {
                         agent_app::metrics::record_turn(&tracing::Span::current(), "failed", Some(error.code), None);
                         tracing::warn!(session = %session, code = error.code, "background turn failed for good");
-                        return Ok(());
+                        let event = || TurnEvent::failed(&session, &turn_id, &error.stored());
+                        return webhooks::turn_ended(webhooks, &user, webhook.as_ref(), event, deadline).await;
                     }
                     Ok(false) => {}
                     Err(store) => tracing::error!(session = %session, error = %store, "could not record the failure"),
@@ -250,17 +273,23 @@ async fn process(
         // The same id deduplicates the send (FIFO, five minutes) and keys the continuation's turn,
         // so a replayed record that enqueues it again never runs it twice.
         let dedup_id = format!("{}-continue-{}", reply.session_id, reply.version);
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "user_id": user,
             "session_id": reply.session_id,
             "message": CONTINUE_MESSAGE,
             "ticket_id": ticket,
             "idempotency_key": dedup_id,
         });
+        // The continuation is a turn of its own: it tells the same webhook when it ends.
+        if let Some(webhook) = &webhook {
+            body["webhook"] = serde_json::json!(webhook);
+        }
         match continuations.enqueue(body, reply.session_id.as_str(), &dedup_id).await {
             Ok(()) => tracing::info!(session = %reply.session_id, "enqueued the plan's continuation"),
             Err(error) => tracing::error!(session = %reply.session_id, %error, "could not enqueue the continuation"),
         }
     }
-    Ok(())
+    // Committed or replayed alike: a redelivered record delivers again, under the same id.
+    let event = || TurnEvent::completed(&reply.session_id, &turn_id, &reply);
+    webhooks::turn_ended(webhooks, &user, webhook.as_ref(), event, deadline).await
 }

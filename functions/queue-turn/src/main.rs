@@ -18,13 +18,21 @@ async fn main() -> Result<(), Error> {
         }
         Err(_) => 5,
     };
+    // Background turns' webhooks: the allow-list, the signing key and the webhook queue, once.
+    let webhooks = std::sync::Arc::new(agent_app::webhooks::Webhooks::from_env().await?);
     lambda_runtime::run(service_fn(|event: LambdaEvent<SqsEvent>| {
-        let (app, continuations) = (app.clone(), continuations.clone());
+        let (app, continuations, webhooks) = (app.clone(), continuations.clone(), webhooks.clone());
         async move {
             let deadline = agent_app::deadline_from_epoch_millis(event.context.deadline);
             // The storage requests are logged before the response is posted.
-            let handled =
-                queue_turn::handle(&app.service, event.payload, deadline, continuations.as_deref(), max_receives);
+            let handled = queue_turn::handle(
+                &app.service,
+                event.payload,
+                deadline,
+                continuations.as_deref(),
+                max_receives,
+                &webhooks,
+            );
             let response = agent_app::with_request_log(&app.storage_requests, handled).await;
             // The batch's spans leave before the response: Lambda freezes the process after it.
             agent_app::traces::flush().await;

@@ -19,7 +19,7 @@ pub mod vfs;
 
 // The ports, whole: the traits and plain types the adapters implement live in `agent-ports`, so
 // that adapters compile against them alone; `agent_core::store` and the rest still name them.
-pub use agent_ports::{expert, ids, keys, message, model, sandbox, store};
+pub use agent_ports::{expert, ids, keys, message, model, net, sandbox, store};
 
 pub use events::{NoObserver, TurnEvent, TurnObserver};
 pub use ids::{InvalidId, MemoryPath, SessionId, SkillPath, TicketId, UserId};

@@ -8,6 +8,7 @@ pub mod ids;
 pub mod keys;
 pub mod message;
 pub mod model;
+pub mod net;
 pub mod sandbox;
 pub mod store;
 // Its own tests build it too, with the dev-dependency on tokio.

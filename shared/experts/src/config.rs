@@ -8,9 +8,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
-use agent_ports::{ObjectStore, UserId};
+use agent_ports::{net, ObjectStore, UserId};
 use futures::future::join_all;
 use http::{HeaderName, HeaderValue};
 use serde::Deserialize;
@@ -226,33 +226,14 @@ fn check_url(url: &str, origin: Origin) -> Result<Url, ConfigError> {
     Ok(parsed)
 }
 
+/// Whether `host` names an internal address or host, by the rules every outbound call a tenant can
+/// aim shares ([`agent_ports::net`]).
 fn is_internal_host(host: &Host<&str>) -> bool {
     match host {
-        Host::Domain(domain) => {
-            let domain = domain.trim_end_matches('.').to_ascii_lowercase();
-            domain == "localhost" || domain.ends_with(".localhost") || domain.ends_with(".internal")
-        }
-        Host::Ipv4(ip) => is_internal_v4(ip),
-        Host::Ipv6(ip) => is_internal_v6(ip),
+        Host::Domain(domain) => net::is_internal_name(domain),
+        Host::Ipv4(ip) => net::internal(IpAddr::V4(*ip)).is_some(),
+        Host::Ipv6(ip) => net::internal(IpAddr::V6(*ip)).is_some(),
     }
-}
-
-fn is_internal_v4(ip: &Ipv4Addr) -> bool {
-    let [a, b, ..] = ip.octets();
-    ip.is_loopback()
-        || ip.is_private()
-        || ip.is_link_local()
-        || ip.is_unspecified()
-        || ip.is_broadcast()
-        || (a == 100 && (64..128).contains(&b)) // carrier-grade NAT, used inside AWS too
-}
-
-fn is_internal_v6(ip: &Ipv6Addr) -> bool {
-    if let Some(v4) = ip.to_ipv4_mapped() {
-        return is_internal_v4(&v4);
-    }
-    let first = ip.segments()[0];
-    ip.is_loopback() || ip.is_unspecified() || (first & 0xfe00) == 0xfc00 || (first & 0xffc0) == 0xfe80
 }
 
 fn check_header_name(name: &str) -> Result<HeaderName, ConfigError> {
