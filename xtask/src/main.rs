@@ -1,5 +1,6 @@
 //! `cargo xtask <task>`: the project's tasks in Rust instead of shell scripts.
 
+mod clients;
 mod console;
 mod demo;
 mod image;
@@ -215,6 +216,8 @@ fn test() -> Result<(), String> {
     };
     python::activate(&root())?;
     let phase = took("python environment", started);
+    clients::install(&root())?;
+    let phase = took("protocol clients", phase);
     // A first build of the sandbox image takes minutes of downloads and dpkg, little of it CPU, and
     // only the test run needs it: it is built on a thread while cargo compiles. Its path is known
     // before it is built, and set while xtask is still single-threaded.
