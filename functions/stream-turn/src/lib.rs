@@ -33,7 +33,7 @@ pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Sen
 
 /// How often a comment line is sent while the turn is quiet (a slow model call, a long tool), so
 /// that proxies and clients do not take the stream for dead.
-const HEARTBEAT: Duration = Duration::from_secs(15);
+pub(crate) const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// What the request asks for once it is validated.
 struct Accepted {

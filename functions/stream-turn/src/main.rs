@@ -1,9 +1,10 @@
-//! Lambda entry point of `stream-turn`: builds the clients and the JWT verifier once, then streams
-//! the turns of Function URL requests.
+//! Lambda entry point of `stream-turn`: builds the clients, the JWT verifier and the turn queue
+//! once, then streams the turns of Function URL requests.
 
 use std::sync::Arc;
 
 use agent_app::jwt::{JwtConfig, JwtVerifier};
+use agent_app::queue::SqsTurnQueue;
 use aws_lambda_events::lambda_function_urls::LambdaFunctionUrlRequest;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
@@ -13,6 +14,10 @@ async fn main() -> Result<(), Error> {
     let app = agent_app::app_from_env().await?;
     // The Function URL has no authorizer in front: the caller's identity is verified here.
     let verifier = Arc::new(JwtVerifier::new(JwtConfig::from_env()?, reqwest_client()?));
+    // A2A's non-blocking sends go to the turn queue when there is one.
+    if let Some(queue) = SqsTurnQueue::from_env().await {
+        stream_turn::a2a::set_turn_queue(Arc::new(queue));
+    }
     let runtime_api = stream_turn::nodelay::runtime_api_addresses();
     lambda_runtime::run(service_fn(|event: LambdaEvent<LambdaFunctionUrlRequest>| {
         let (app, verifier) = (app.clone(), verifier.clone());

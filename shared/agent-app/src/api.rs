@@ -17,9 +17,10 @@ use tokio::time::Instant;
 
 /// Bodies larger than this are refused before parsing: the message limit after the worst JSON
 /// escaping (`\u0000` is six bytes for one), plus room for the other fields and the attachments
-/// (an upload id and a name of up to 256 bytes each, escaped at worst). The message itself is
-/// measured after decoding.
-const MAX_BODY_BYTES: usize = 6 * MAX_MESSAGE_BYTES + 4096 + MAX_ATTACHMENTS * (6 * 256 + 128);
+/// (an upload id and a name of up to 256 bytes each, escaped at worst) and a webhook's URL. The
+/// message itself is measured after decoding.
+const MAX_BODY_BYTES: usize =
+    6 * MAX_MESSAGE_BYTES + 4096 + MAX_ATTACHMENTS * (6 * 256 + 128) + 6 * crate::webhooks::MAX_URL_BYTES;
 
 /// The request header that carries a client's idempotency key.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
@@ -158,7 +159,7 @@ impl From<TurnError> for ApiError {
 }
 
 /// The body of `POST /sessions/{session_id}/turns`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TurnBody {
     /// The user's message; empty (or absent) when `decisions` answer a paused turn.
@@ -175,6 +176,9 @@ pub struct TurnBody {
     /// Published versions this turn uses instead of the defaults: `{"<skill path>": <version>}`.
     #[serde(default)]
     pub skill_versions: BTreeMap<String, u32>,
+    /// Where to POST the turn's end (`{"url": ...}`); background turns (`Prefer: respond-async`) only.
+    #[serde(default)]
+    pub webhook: Option<crate::webhooks::WebhookBody>,
 }
 
 /// A turn's pinned versions (its body, or its queue record), validated: at most [`MAX_PINS`]
@@ -296,6 +300,9 @@ pub fn turn_request(
     deadline: Option<Instant>,
 ) -> Result<TurnRequest, ApiError> {
     writable_session(&session)?;
+    if body.webhook.is_some() {
+        return Err(ApiError::bad_request("`webhook` is for background turns: send it with `Prefer: respond-async`"));
+    }
     let decisions = body.decisions()?;
     let attachments = body.attachments()?;
     let pins = body.pins()?;

@@ -6,6 +6,7 @@ pub mod agentcore;
 mod eventstream;
 pub mod experts;
 pub mod faults;
+pub mod function_url;
 pub mod identity;
 pub mod image;
 pub mod lambda;

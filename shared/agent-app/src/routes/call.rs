@@ -3,10 +3,10 @@
 
 use agent_core::turn::MemoryFile;
 use agent_core::turn::{FileDownload, TurnReply, TurnRequest, Upload};
-use agent_core::{Accepted, SessionId, TurnStatus, UserId};
+use agent_core::{SessionId, TurnStatus, UserId};
 use http::Method;
 
-use super::background::{self, Queued};
+use super::background::{self, Queued, Refusal};
 use super::files::FileRequest;
 use super::memories::memory_path;
 use super::message::Request;
@@ -38,6 +38,7 @@ pub(super) enum Call<'q> {
     Presign { user: UserId, session: SessionId, presign: PresignRequest },
     Shown { user: UserId, session: SessionId, sha256: String },
     SkillVersions { user: UserId, call: VersionCall, queue: Option<&'q dyn TurnQueue> },
+    WebhookSecret { user: UserId },
 }
 
 impl<'q> Call<'q> {
@@ -64,6 +65,7 @@ impl<'q> Call<'q> {
             // A skill's versions: the route is read from the path's right end, with its own 405s.
             ["skills", rest @ ..] if !rest.is_empty() => Route::SkillVersions(SkillRoute::resolve(method, rest)?),
             ["usage"] if method == Method::GET => Route::Usage,
+            ["webhooks", "secret"] if method == Method::GET => Route::WebhookSecret,
             ["memories"] if method == Method::GET => Route::ListMemories,
             ["memories"] if method == Method::DELETE => Route::DeleteMemories(None),
             ["memories", path @ ..] if method == Method::DELETE => Route::DeleteMemories(Some(path)),
@@ -84,6 +86,7 @@ impl<'q> Call<'q> {
             | ["sessions", _, "shown", _]
             | ["skills"]
             | ["usage"]
+            | ["webhooks", "secret"]
             | ["memories", ..] => {
                 return Err(ApiError::new(405, "method_not_allowed", format!("{method} is not allowed on this path")))
             }
@@ -117,6 +120,7 @@ impl<'q> Call<'q> {
             }
             Route::ListSkills => Call::Skills { user, page: SkillsPage::from_query(query)? },
             Route::Usage => Call::Usage { user, days: UsageDays::from_query(query)? },
+            Route::WebhookSecret => Call::WebhookSecret { user },
             Route::ListMemories => Call::Memories { user },
             Route::DeleteMemories(path) => Call::DeleteMemories { user, path: memory_path(path)? },
             Route::GetFile(id, path) => {
@@ -169,6 +173,7 @@ impl<'q> Call<'q> {
                 Outcome::Usage { days, usage, prices: std::sync::Arc::clone(&service.config().prices) }
             }
             Call::Memories { user } => Outcome::Memories(service.memories(&user).await?),
+            Call::WebhookSecret { user } => Outcome::WebhookSecret(super::webhook_secret::tenant_secret(&user).await?),
             Call::DeleteMemories { user, path } => {
                 let deleted: Vec<MemoryFile> = service.delete_memories(&user, path.as_ref()).await?;
                 Outcome::Deleted { path, deleted }
@@ -205,34 +210,20 @@ impl<'q> Call<'q> {
                 Outcome::SkillVersions(Box::new(outcome))
             }
             Call::Background { queue, turn } => {
-                let now = time::OffsetDateTime::now_utc();
-                let waiting = match service.accept_background(&turn.user, &turn.session, &turn.idempotency, now).await?
-                {
-                    Accepted::Mismatch => {
-                        return Err(ApiError::new(
-                            422,
-                            "idempotency_key_reused",
-                            "this Idempotency-Key was already used with a different request",
-                        ))
-                    }
-                    Accepted::New | Accepted::Existing(TurnStatus::Queued) => true,
-                    Accepted::Existing(_) => false,
-                };
-                let Queued { session, turn_id, record, .. } = turn;
-                if waiting {
-                    queue.enqueue(record, session.as_str(), &turn_id).await.map_err(|error| {
-                        tracing::error!(session = %session, %error, "could not enqueue a background turn");
-                        ApiError::new(
-                            503,
-                            "queue_unavailable",
-                            "the turn could not be queued; send it again with the same Idempotency-Key",
-                        )
-                    })?;
-                }
-                tracing::info!(session = %session, turn_id, new = waiting, "background turn accepted");
-                if waiting {
-                    crate::metrics::put_count("BackgroundTurnsQueued", 1);
-                }
+                turn.accept(service, queue).await.map_err(|refusal| match refusal {
+                    Refusal::KeyReused => ApiError::new(
+                        422,
+                        "idempotency_key_reused",
+                        "this Idempotency-Key was already used with a different request",
+                    ),
+                    Refusal::Failed(error) => error,
+                    Refusal::QueueUnavailable => ApiError::new(
+                        503,
+                        "queue_unavailable",
+                        "the turn could not be queued; send it again with the same Idempotency-Key",
+                    ),
+                })?;
+                let Queued { session, turn_id, .. } = turn;
                 Outcome::Queued { session, turn_id }
             }
             Call::Turn(turn) => {
@@ -264,6 +255,7 @@ enum Route<'a> {
     ListSkills,
     ListSessions,
     Usage,
+    WebhookSecret,
     ListMemories,
     DeleteMemories(Option<&'a [&'a str]>),
 }

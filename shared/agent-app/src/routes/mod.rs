@@ -2,7 +2,7 @@
 //! its caller known, its parts validated), the call is made against the turn service, and what it
 //! got back becomes the answer. Only the call reads or writes; routing and views touch no store.
 
-mod background;
+pub mod background;
 mod call;
 mod files;
 mod memories;
@@ -14,6 +14,7 @@ mod skill_versions;
 mod skills_view;
 mod uploads;
 mod usage;
+mod webhook_secret;
 
 use std::panic::AssertUnwindSafe;
 
@@ -27,6 +28,9 @@ pub use skill_versions::MAX_STAGED_ZIP_BYTES;
 pub use skills_view::MAX_SKILLS_QUERY_CHARS;
 pub use uploads::DIRECT_UPLOAD_MAX_BYTES;
 pub use usage::MAX_USAGE_DAYS;
+
+/// A background turn's status as its poll shows it, which its webhook sends too.
+pub(crate) use background::status_view as turn_status_view;
 
 use crate::api::{internal_error, ApiError};
 use crate::app::App;

@@ -52,6 +52,8 @@ pub(super) enum Outcome {
         prices: Arc<agent_core::pricing::PriceTable>,
     },
     Memories(Vec<MemoryFile>),
+    /// The caller's webhook signing key (`whsec_...`).
+    WebhookSecret(String),
     Deleted {
         path: Option<MemoryPath>,
         deleted: Vec<MemoryFile>,
@@ -93,6 +95,7 @@ impl Outcome {
             }
             Outcome::Usage { days, usage, prices } => usage_view(&days, &usage, &prices).into(),
             Outcome::Memories(files) => memories_view(&files).into(),
+            Outcome::WebhookSecret(secret) => super::webhook_secret::secret_answer(secret),
             Outcome::Deleted { path, deleted } => deleted_view(path.as_ref(), &deleted)?.into(),
             Outcome::File { session, file, download } => file_answer(&session, &file, download)?,
             Outcome::Uploaded(upload) => uploaded_answer(&upload)?,
