@@ -12,7 +12,8 @@ use agent_app::api::{internal_error, ApiError};
 use agent_app::jwt::JwtVerifier;
 use agent_app::turn::{run_traced_turn, Invocation, RequestLog};
 use agent_app::App;
-use agent_core::turn::{Strategy, TurnRequest, TurnService, UserProfile};
+use agent_core::store::SessionState;
+use agent_core::turn::{TurnRequest, TurnService, UserProfile};
 use agent_core::{TurnEvent, TurnObserver, UserId};
 use aws_lambda_events::http::{HeaderMap, HeaderValue, Method, StatusCode};
 use aws_lambda_events::lambda_function_urls::LambdaFunctionUrlRequest;
@@ -27,11 +28,10 @@ use crate::{authenticate, error_response, BodyStream, HEARTBEAT};
 /// The route this module answers.
 pub const PATH: &str = "/ag-ui";
 
-/// A run accepted: its input, the turn it asks for, and the state it starts from.
+/// A run accepted: its input and the turn it asks for.
 struct Accepted {
     input: RunInput,
     request: TurnRequest,
-    state: AgentState,
 }
 
 /// Answers one request of this route. Never fails: every error becomes a response.
@@ -57,8 +57,8 @@ pub async fn handle(
     }
 }
 
-/// Checks the method, the caller's token, the input and the caller's budget, and reads the state
-/// the run starts from, all before a stream's 200 is sent.
+/// Checks the method, the caller's token, the input and the caller's budget, all before a stream's
+/// 200 is sent.
 async fn accept(
     app: &App,
     verifier: &JwtVerifier,
@@ -77,30 +77,21 @@ async fn accept(
     let request = input.turn_request(user, profile, deadline)?;
     // A tenant over its daily budget gets its 429 before the stream starts; the turn checks again.
     app.service.check_budget(&request.user, request.now).await.map_err(ApiError::from)?;
-    // The snapshot a front-end starts from is the caller's own session as stored (keys are under
-    // the verified user, so a thread id of another user's names an empty session of the caller's).
-    let session = app.service.session(&request.user, &request.session).await.map_err(ApiError::from)?;
-    let state = session.as_ref().map(AgentState::of_session).unwrap_or_default();
-    Ok(Accepted { input, request, state })
+    Ok(Accepted { input, request })
 }
 
 /// Streams the run while the turn runs in a task of its own, as `event_stream` does for our own
 /// events: the turn commits whether or not the client still reads.
 fn run_stream(app: &App, accepted: Accepted, request_id: &str, headers: &HeaderMap) -> StreamResponse<BodyStream> {
-    let Accepted { input, request, state } = accepted;
+    let Accepted { input, request } = accepted;
     let (sender, mut receiver) = mpsc::unbounded_channel::<Bytes>();
     spawn_heartbeat(&sender);
-    let mut translator = Translator::new(&input.thread_id, &input.run_id, state, input.known_calls);
+    let mut translator = Translator::new(&input.thread_id, &input.run_id, input.known_calls);
     let mut opening = Vec::new();
     translator.start(&mut opening);
     let _ = sender.send(Bytes::from(opening));
     let translator = Arc::new(Mutex::new(translator));
     let observer = AguiObserver { translator: translator.clone(), sender: sender.clone() };
-    // The planner keeps its plan to itself during a turn: the plan shown is the one it stored.
-    let plan_of = match app.service.config().strategy {
-        Strategy::Planner => Some((app.service.clone(), request.user.clone(), request.session.clone())),
-        Strategy::Skills => None,
-    };
     let invocation = Invocation { request_id, headers, request_log: RequestLog::Turn };
     let observed =
         move |service: Arc<TurnService>, request| async move { service.run_turn_observed(request, &observer).await };
@@ -113,21 +104,8 @@ fn run_stream(app: &App, accepted: Accepted, request_id: &str, headers: &HeaderM
     tokio::spawn(async move {
         let outcome = traced.await;
         agent_app::traces::flush().await;
-        let plan = match (&plan_of, &outcome) {
-            (Some((service, user, session)), Ok(_)) => match service.session(user, session).await {
-                Ok(stored) => Some(plan_view(stored.and_then(|stored| stored.state.plan).as_ref())),
-                Err(err) => {
-                    tracing::warn!(error = %err, "the plan could not be read after the turn");
-                    None
-                }
-            },
-            _ => None,
-        };
         let mut closing = Vec::new();
         let mut translator = translator.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(plan) = plan {
-            translator.plan(plan, &mut closing);
-        }
         translator.finish(outcome.as_ref(), &mut closing);
         let _ = sender.send(Bytes::from(closing));
     });
@@ -165,13 +143,34 @@ struct AguiObserver {
     sender: mpsc::UnboundedSender<Bytes>,
 }
 
-impl TurnObserver for AguiObserver {
-    fn event(&self, event: TurnEvent) {
+impl AguiObserver {
+    /// Runs `write` on the translator and sends what it wrote.
+    fn send(&self, write: impl FnOnce(&mut Translator, &mut Vec<u8>)) {
         let mut out = Vec::new();
-        self.translator.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).event(&event, &mut out);
+        write(&mut self.translator.lock().unwrap_or_else(|poisoned| poisoned.into_inner()), &mut out);
         if !out.is_empty() {
             // A client that went away leaves nobody to read; the turn carries on regardless.
             let _ = self.sender.send(Bytes::from(out));
         }
+    }
+}
+
+impl TurnObserver for AguiObserver {
+    fn event(&self, event: TurnEvent) {
+        self.send(|translator, out| translator.event(&event, out));
+    }
+
+    /// The snapshot a front-end starts from is the caller's own session as the turn loaded it (keys
+    /// are under the verified user, so another user's thread id names an empty session of the
+    /// caller's), with no read of its own.
+    fn session_loaded(&self, state: &SessionState) {
+        let state = AgentState::of_session(state);
+        self.send(|translator, out| translator.loaded(state, out));
+    }
+
+    /// The planner keeps its plan to itself during a turn: the plan shown is the one it committed.
+    fn plan_committed(&self, plan: Option<&serde_json::Value>) {
+        let plan = plan_view(plan);
+        self.send(|translator, out| translator.plan(plan, out));
     }
 }

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use crate::message::Usage;
 use crate::model::DeltaSink;
+use crate::store::SessionState;
 
 /// Longest argument or result summary carried by a tool event, in bytes.
 pub const MAX_SUMMARY_BYTES: usize = 200;
@@ -177,6 +178,14 @@ pub trait TurnObserver: Send + Sync {
     fn wants_deltas(&self) -> bool {
         true
     }
+
+    /// The session's state as the turn found it, once it is loaded and before any model call: what
+    /// a protocol that shows the agent's state (AG-UI) starts from, without a read of its own. Not
+    /// called for a replayed turn. Our own events say nothing of it.
+    fn session_loaded(&self, _state: &SessionState) {}
+
+    /// The planner's plan as the turn committed it (after the commit succeeded).
+    fn plan_committed(&self, _plan: Option<&Value>) {}
 }
 
 /// The observer of a turn nobody watches: buffered model calls, no events.

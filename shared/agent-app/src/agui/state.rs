@@ -2,7 +2,7 @@
 //! and the planner's plan. Sent whole as `STATE_SNAPSHOT` when a run starts, and as RFC 6902
 //! `replace` operations (`STATE_DELTA`) whenever one of the three changes.
 
-use agent_core::store::Session;
+use agent_core::store::SessionState;
 use serde_json::{json, Map, Value};
 
 /// The state's members, each a top-level JSON Pointer of the snapshot.
@@ -42,9 +42,9 @@ impl Default for AgentState {
 impl AgentState {
     /// The state a stored session is in before a turn: no skill is current between turns, the todo
     /// list is kept, and so is the planner's plan (shown by [`plan_view`]).
-    pub fn of_session(session: &Session) -> Self {
-        let todos = serde_json::to_value(&session.state.todos).unwrap_or_else(|_| Value::Array(Vec::new()));
-        Self { skill: Value::Null, todos, plan: plan_view(session.state.plan.as_ref()) }
+    pub fn of_session(state: &SessionState) -> Self {
+        let todos = serde_json::to_value(&state.todos).unwrap_or_else(|_| Value::Array(Vec::new()));
+        Self { skill: Value::Null, todos, plan: plan_view(state.plan.as_ref()) }
     }
 
     /// The whole state as one JSON object.
@@ -107,7 +107,7 @@ pub fn todos_of(arguments: &Value) -> Option<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use agent_core::store::{TodoItem, TodoStatus};
+    use agent_core::store::{Session, TodoItem, TodoStatus};
     use agent_core::{SessionId, UserId};
 
     #[test]
@@ -115,7 +115,7 @@ mod tests {
         let mut session = Session::new(UserId::parse("u").unwrap(), SessionId::parse("s").unwrap());
         session.state.todos = vec![TodoItem { content: "Leer".into(), status: TodoStatus::InProgress }];
         session.state.plan = Some(json!({"request": "r", "tasks": [{"goal": "g"}], "position": 0, "selection": {}}));
-        let state = AgentState::of_session(&session);
+        let state = AgentState::of_session(&session.state);
         assert_eq!(
             state.snapshot(),
             json!({"skill": null, "todos": [{"content": "Leer", "status": "in_progress"}],

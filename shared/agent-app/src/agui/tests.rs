@@ -220,9 +220,10 @@ fn a_subagents_paused_call_is_an_interrupt_and_the_subagent_is_suspended() {
 
 #[test]
 fn a_resumed_run_sends_only_the_result_of_the_call_it_answers() {
-    let mut translator = Translator::new("t-1", "r-2", AgentState::default(), vec!["call_1".to_owned()]);
+    let mut translator = Translator::new("t-1", "r-2", vec!["call_1".to_owned()]);
     let mut out = Vec::new();
     translator.start(&mut out);
+    translator.loaded(AgentState::default(), &mut out);
     for event in [
         call("call_1", "write_file", json!({"file_path": "/workspace/a.md", "content": "Hola"})),
         result("call_1", "write_file", "Created /workspace/a.md"),
@@ -301,9 +302,10 @@ fn a_failed_subagent_is_a_subagent_error_and_a_plan_change_a_delta() {
             usage: Usage::default(),
         },
     ];
-    let mut translator = Translator::new("t-1", "r-1", AgentState::default(), Vec::new());
+    let mut translator = Translator::new("t-1", "r-1", Vec::new());
     let mut out = Vec::new();
     translator.start(&mut out);
+    translator.loaded(AgentState::default(), &mut out);
     for event in &turn {
         translator.event(event, &mut out);
     }
@@ -316,4 +318,15 @@ fn a_failed_subagent_is_a_subagent_error_and_a_plan_change_a_delta() {
     assert_eq!(events[4]["type"], "STATE_DELTA");
     assert_eq!(events[4]["delta"][0]["path"], "/plan");
     assert_eq!(events[5]["type"], "TEXT_MESSAGE_START", "the second, unchanged plan sent nothing");
+}
+
+#[test]
+fn a_change_before_the_session_loaded_sends_the_assumed_snapshot_first() {
+    let mut translator = Translator::new("t-1", "r-1", Vec::new());
+    let mut out = Vec::new();
+    translator.start(&mut out);
+    translator.plan(json!({"request": "r", "tasks": [], "position": 0}), &mut out);
+    let events = parsed(&out);
+    assert_eq!(types(&events), ["RUN_STARTED", "STATE_SNAPSHOT", "STATE_DELTA"]);
+    assert_eq!(events[1]["snapshot"], json!({"skill": null, "todos": [], "plan": null}));
 }

@@ -29,6 +29,8 @@ pub struct Translator {
     thread_id: String,
     run_id: String,
     state: AgentState,
+    /// Whether the state's `STATE_SNAPSHOT` went out: no delta is sent before it.
+    snapshot_sent: bool,
     /// Tool calls the client holds already (the calls `resume` answers, those of the input's
     /// messages): the turn may run them now, but their starts are not sent again.
     known: HashSet<String>,
@@ -50,13 +52,13 @@ pub struct Translator {
 }
 
 impl Translator {
-    /// A run of `thread_id` with id `run_id`, from `state`, to a client that holds the tool calls
-    /// `known` already.
-    pub fn new(thread_id: &str, run_id: &str, state: AgentState, known: impl IntoIterator<Item = String>) -> Self {
+    /// A run of `thread_id` with id `run_id`, to a client that holds the tool calls `known` already.
+    pub fn new(thread_id: &str, run_id: &str, known: impl IntoIterator<Item = String>) -> Self {
         Self {
             thread_id: thread_id.to_owned(),
             run_id: run_id.to_owned(),
-            state,
+            state: AgentState::default(),
+            snapshot_sent: false,
             known: known.into_iter().collect(),
             text: None,
             text_streamed: false,
@@ -69,12 +71,18 @@ impl Translator {
         }
     }
 
-    /// `RUN_STARTED` and the state's `STATE_SNAPSHOT`.
+    /// `RUN_STARTED`.
     pub fn start(&mut self, out: &mut Vec<u8>) {
         write(
             out,
             &Event::RunStarted { thread_id: &self.thread_id, run_id: &self.run_id, protocol_version: PROTOCOL_VERSION },
         );
+    }
+
+    /// The state the turn starts from (the session as it loaded it), as `STATE_SNAPSHOT`.
+    pub fn loaded(&mut self, state: AgentState, out: &mut Vec<u8>) {
+        self.state = state;
+        self.snapshot_sent = true;
         write(out, &Event::StateSnapshot { snapshot: &self.state.snapshot() });
     }
 
@@ -338,6 +346,12 @@ impl Translator {
 
     /// Sets a member of the state and sends the change when there is one.
     fn change(&mut self, member: Member, value: Value, out: &mut Vec<u8>) {
+        // A delta patches a snapshot the client holds: a run whose session was never loaded sends
+        // the state it assumes first.
+        if !self.snapshot_sent {
+            let assumed = self.state.clone();
+            self.loaded(assumed, out);
+        }
         if self.state.set(member, value) {
             let operation = PatchOperation { op: "replace", path: member.path(), value: self.state.get(member) };
             write(out, &Event::StateDelta { delta: std::slice::from_ref(&operation) });
@@ -390,9 +404,10 @@ pub fn translate_turn(
     events: &[TurnEvent],
     end: Result<&TurnReply, &ApiError>,
 ) -> Vec<u8> {
-    let mut translator = Translator::new(thread_id, run_id, state, Vec::new());
+    let mut translator = Translator::new(thread_id, run_id, Vec::new());
     let mut out = Vec::with_capacity(256 * (events.len() + 4));
     translator.start(&mut out);
+    translator.loaded(state, &mut out);
     for event in events {
         translator.event(event, &mut out);
     }

@@ -22,6 +22,7 @@ impl TurnService {
             telemetry::measured(telemetry::storage_span(telemetry::SESSION_LOAD), self.load_within_budget(&request))
                 .await?;
         let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
+        events.session_loaded(&session.state);
         let plan: Option<PlanState> = match &session.state.plan {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => match serde_json::from_value(value.clone()) {
@@ -60,6 +61,8 @@ impl TurnService {
             .map(serde_json::to_value)
             .transpose()
             .map_err(|err| TurnError::Internal(format!("encoding the plan: {err}")))?;
+        // What the observer is told once the commit succeeded (a plan is small).
+        let committed_plan = plan.clone();
         let state = SessionState { current_skill: None, loaded_skills: Vec::new(), plan, ..session.state.clone() };
         let new_messages = vec![Message::user(request.message.clone()), Message::assistant(outcome.reply.clone())];
         let reply = TurnReply {
@@ -84,6 +87,7 @@ impl TurnService {
             self.commit(&request, &session, new_messages, state, &reply, claim),
         )
         .await?;
+        events.plan_committed(committed_plan.as_ref());
         tracing::info!(
             session = %request.session,
             steps = outcome.steps,

@@ -83,6 +83,7 @@ impl TurnService {
             }),
         )?;
         let session = session.unwrap_or_else(|| Session::new(request.user.clone(), request.session.clone()));
+        events.session_loaded(&session.state);
         let resumed = approval::paused_turn(&session, request.decisions.as_ref())?;
         if resumed.is_some() {
             // One request at a time answers a pause, whatever keys the requests carry.
