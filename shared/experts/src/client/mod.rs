@@ -23,6 +23,7 @@
 
 mod call;
 mod content;
+mod legacy_servers;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -250,13 +251,27 @@ impl McpClient {
         .map_err(|error| McpError::Protocol(format!("client capabilities: {error}")))?;
         let info = ClientConfig::new(capabilities, Implementation::new(CLIENT_NAME, env!("CARGO_PKG_VERSION")))
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
-        let lifecycle = ClientLifecycleMode::Auto {
-            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+        // A server this process found pre-2026 gets the handshake without the probe first: one
+        // round trip less per turn. Any failure forgets it, so the next connect probes again.
+        let known_legacy = legacy_servers::contains(expert.url.as_str());
+        let lifecycle = match known_legacy {
+            true => ClientLifecycleMode::Initialize,
+            false => ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: Some(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            },
         };
-        let service = match tokio::time::timeout(timeout, info.serve_with_lifecycle(transport, lifecycle)).await {
-            Err(_) => return Err(McpError::Timeout(timeout)),
-            Ok(result) => result?,
+        let served = tokio::time::timeout(timeout, info.serve_with_lifecycle(transport, lifecycle)).await;
+        let service = match served {
+            Ok(Ok(service)) => service,
+            Ok(Err(error)) => {
+                legacy_servers::forget(expert.url.as_str());
+                return Err(error.into());
+            }
+            Err(_) => {
+                legacy_servers::forget(expert.url.as_str());
+                return Err(McpError::Timeout(timeout));
+            }
         };
         let Some(peer) = service.peer_info() else {
             return Err(McpError::Protocol("no initialize or discover result".into()));
@@ -268,6 +283,9 @@ impl McpClient {
             let version = client.protocol_version.clone();
             client.close().await;
             return Err(McpError::UnsupportedVersion(version));
+        }
+        if !client.is_stateless() && !known_legacy {
+            legacy_servers::remember(expert.url.as_str());
         }
         tracing::debug!(expert = %client.expert, version = %client.protocol_version, "connected to expert");
         Ok(client)

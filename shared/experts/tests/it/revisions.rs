@@ -56,6 +56,16 @@ async fn a_2025_06_18_server_gets_the_handshake_after_the_probe() {
         assert_eq!(request["version"], "2025-06-18", "{request}");
         assert!(request["session"].is_string(), "a session: {request}");
     }
+
+    // The process remembers the server is pre-2026: the next connection skips the probe.
+    let before = server.requests().len();
+    let again = McpClient::connect(&expert(&server, "legacy"), TIMEOUT).await.unwrap();
+    assert_eq!(again.protocol_version(), "2025-06-18");
+    again.close().await;
+    let requests = server.requests();
+    let posts: Vec<_> = requests[before..].iter().filter(|r| r["http"] == "POST").collect();
+    assert_eq!(posts[0]["method"], "initialize", "no second probe: {posts:?}");
+    assert!(!posts.iter().any(|r| r["method"] == "server/discover"));
 }
 
 #[tokio::test(flavor = "multi_thread")]
