@@ -4,47 +4,38 @@
 //! turn functions check bundles with it before installing any; skills-index (`SKILLS_BUNDLES=pip`)
 //! and `cargo xtask skills sync` sign the bundles they build. Without a key no bundle is installed.
 
-use experts::secrets::{SecretRef, SecretResolver, SecretScope};
+use experts::secrets::SecretResolver;
 use sandbox::bundles::BundleKey;
 
 use crate::config::ConfigError;
+use crate::secret_key::{read_key, read_secret, KeySource};
 
 /// Names the secret (name or ARN) whose string is the bundle signing key.
 pub const BUNDLE_KEY_SECRET_ENV: &str = "BUNDLE_SIGNING_KEY_SECRET";
 /// The key itself, for local use and the tests.
 pub const BUNDLE_KEY_ENV: &str = "BUNDLE_SIGNING_KEY";
 
+/// Where the bundle key is read from.
+const SOURCE: KeySource = KeySource { secret_env: BUNDLE_KEY_SECRET_ENV, value_env: Some(BUNDLE_KEY_ENV) };
+
 /// The key from the secret `BUNDLE_SIGNING_KEY_SECRET` names, through `resolver`, else from
-/// `BUNDLE_SIGNING_KEY`; `None` when neither is set, and an error when both are (which one wins
-/// would be a guess). Errors name the secret, never its value.
+/// `BUNDLE_SIGNING_KEY`; `None` when neither is set, and an error when both are. Errors name the
+/// secret, never its value.
 pub async fn bundle_signing_key(
     lookup: impl Fn(&str) -> Option<String>,
     resolver: &dyn SecretResolver,
 ) -> Result<Option<BundleKey>, ConfigError> {
-    let get = |name: &str| lookup(name).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty());
-    match (get(BUNDLE_KEY_SECRET_ENV), get(BUNDLE_KEY_ENV)) {
-        (Some(_), Some(_)) => Err(ConfigError::Invalid {
-            name: BUNDLE_KEY_SECRET_ENV,
-            reason: format!("set either {BUNDLE_KEY_SECRET_ENV} or {BUNDLE_KEY_ENV}, not both"),
-        }),
-        (Some(secret_id), None) => bundle_key_from_secret(&secret_id, resolver).await.map(Some),
-        (None, Some(key)) => BundleKey::new(key.as_bytes())
-            .map(Some)
-            .map_err(|reason| ConfigError::Invalid { name: BUNDLE_KEY_ENV, reason }),
-        (None, None) => Ok(None),
-    }
+    let Some(key) = read_key(&SOURCE, lookup, resolver).await? else { return Ok(None) };
+    BundleKey::new(key.text.as_bytes()).map(Some).map_err(|reason| key.invalid(reason))
 }
 
 /// The key held by secret `secret_id` (a name or ARN outside the tenants' namespace).
 pub async fn bundle_key_from_secret(secret_id: &str, resolver: &dyn SecretResolver) -> Result<BundleKey, ConfigError> {
-    let invalid = |reason: String| ConfigError::Invalid { name: BUNDLE_KEY_SECRET_ENV, reason };
-    // The functions may read every secret under the tenants' namespace: a key there guards nothing.
-    if experts::in_tenant_namespace(secret_id) {
-        return Err(invalid(format!("secret {secret_id} is in the tenants' namespace; keep the key outside it")));
-    }
-    let reference = SecretRef::SecretsManager { secret_id: secret_id.to_owned(), json_key: None };
-    let secret = resolver.resolve(&reference, SecretScope::Deployment).await.map_err(|err| invalid(err.to_string()))?;
-    BundleKey::new(secret.trim().as_bytes()).map_err(|reason| invalid(format!("secret {secret_id}: {reason}")))
+    let secret = read_secret(secret_id, BUNDLE_KEY_SECRET_ENV, resolver).await?;
+    BundleKey::new(secret.as_bytes()).map_err(|reason| ConfigError::Invalid {
+        name: BUNDLE_KEY_SECRET_ENV,
+        reason: format!("secret {secret_id}: {reason}"),
+    })
 }
 
 /// The key held by secret `secret_id`, read from Secrets Manager with this process's AWS settings
@@ -80,7 +71,7 @@ mod tests {
     use std::collections::HashMap;
 
     use agent_core::UserId;
-    use experts::secrets::SecretError;
+    use experts::secrets::{SecretError, SecretRef, SecretScope};
 
     use super::*;
 

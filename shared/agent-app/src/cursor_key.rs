@@ -3,9 +3,10 @@
 //! model's key is. Without it the function falls back to `CURSOR_SIGNING_KEY` or a random key of
 //! its own (see http-turn's `sessions_list`).
 
-use experts::secrets::{SecretRef, SecretResolver, SecretScope};
+use experts::secrets::SecretResolver;
 
 use crate::config::ConfigError;
+use crate::secret_key::{read_key, KeySource};
 
 /// Names the secret (name or ARN) whose string is the cursor signing key.
 pub const CURSOR_KEY_SECRET_ENV: &str = "CURSOR_SIGNING_KEY_SECRET";
@@ -20,21 +21,12 @@ pub async fn cursor_signing_key(
     lookup: impl Fn(&str) -> Option<String>,
     resolver: &dyn SecretResolver,
 ) -> Result<Option<Vec<u8>>, ConfigError> {
-    let Some(secret_id) = lookup(CURSOR_KEY_SECRET_ENV).map(|value| value.trim().to_owned()).filter(|v| !v.is_empty())
-    else {
-        return Ok(None);
-    };
-    let invalid = |reason: String| ConfigError::Invalid { name: CURSOR_KEY_SECRET_ENV, reason };
-    if experts::in_tenant_namespace(&secret_id) {
-        return Err(invalid(format!("secret {secret_id} is in the tenants' namespace; keep the key outside it")));
+    let source = KeySource { secret_env: CURSOR_KEY_SECRET_ENV, value_env: None };
+    let Some(key) = read_key(&source, lookup, resolver).await? else { return Ok(None) };
+    if !(MIN_KEY_BYTES..=MAX_KEY_BYTES).contains(&key.text.len()) {
+        return Err(key.invalid(format!("must hold {MIN_KEY_BYTES} to {MAX_KEY_BYTES} bytes")));
     }
-    let reference = SecretRef::SecretsManager { secret_id: secret_id.clone(), json_key: None };
-    let secret = resolver.resolve(&reference, SecretScope::Deployment).await.map_err(|err| invalid(err.to_string()))?;
-    let key = secret.trim();
-    if !(MIN_KEY_BYTES..=MAX_KEY_BYTES).contains(&key.len()) {
-        return Err(invalid(format!("secret {secret_id} must hold {MIN_KEY_BYTES} to {MAX_KEY_BYTES} bytes")));
-    }
-    Ok(Some(key.as_bytes().to_vec()))
+    Ok(Some(key.text.into_bytes()))
 }
 
 /// [`cursor_signing_key`] from the process environment, with the deployment's secret resolver.

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod model_key;
 pub mod queue;
 pub mod routes;
+pub mod secret_key;
 pub mod traces;
 pub mod turn;
 pub mod webhooks;

@@ -7,10 +7,11 @@
 use agent_core::UserId;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use experts::secrets::{SecretRef, SecretResolver, SecretScope};
+use experts::secrets::SecretResolver;
 use hmac::{Hmac, KeyInit, Mac};
 
 use crate::config::ConfigError;
+use crate::secret_key::{read_key, KeySource};
 
 type HmacSha256 = Hmac<sha2_hmac::Sha256>;
 
@@ -92,39 +93,16 @@ pub async fn deployment_key(
     lookup: impl Fn(&str) -> Option<String>,
     resolver: &dyn SecretResolver,
 ) -> Result<Option<DeploymentKey>, ConfigError> {
-    let get = |name: &str| lookup(name).map(|value| value.trim().to_owned()).filter(|value| !value.is_empty());
-    match (get(SIGNING_KEY_SECRET_ENV), get(SIGNING_KEY_ENV)) {
-        (Some(_), Some(_)) => Err(ConfigError::Invalid {
-            name: SIGNING_KEY_SECRET_ENV,
-            reason: format!("set either {SIGNING_KEY_SECRET_ENV} or {SIGNING_KEY_ENV}, not both"),
-        }),
-        (Some(secret_id), None) => {
-            let invalid = |reason: String| ConfigError::Invalid { name: SIGNING_KEY_SECRET_ENV, reason };
-            // The functions may read every secret under the tenants' namespace: a key there guards nothing.
-            if experts::in_tenant_namespace(&secret_id) {
-                return Err(invalid(format!(
-                    "secret {secret_id} is in the tenants' namespace; keep the key outside it"
-                )));
-            }
-            let reference = SecretRef::SecretsManager { secret_id: secret_id.clone(), json_key: None };
-            let secret =
-                resolver.resolve(&reference, SecretScope::Deployment).await.map_err(|err| invalid(err.to_string()))?;
-            DeploymentKey::new(secret.trim().as_bytes())
-                .map(Some)
-                .map_err(|reason| invalid(format!("secret {secret_id}: {reason}")))
-        }
-        (None, Some(secret)) => DeploymentKey::new(secret.as_bytes())
-            .map(Some)
-            .map_err(|reason| ConfigError::Invalid { name: SIGNING_KEY_ENV, reason }),
-        (None, None) => Ok(None),
-    }
+    let source = KeySource { secret_env: SIGNING_KEY_SECRET_ENV, value_env: Some(SIGNING_KEY_ENV) };
+    let Some(key) = read_key(&source, lookup, resolver).await? else { return Ok(None) };
+    DeploymentKey::new(key.text.as_bytes()).map(Some).map_err(|reason| key.invalid(reason))
 }
 
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
 
-    use experts::secrets::SecretError;
+    use experts::secrets::{SecretError, SecretRef, SecretScope};
 
     use super::*;
 
