@@ -4,7 +4,6 @@
 //! caller, runs the turn (blocking, streamed as SSE, or queued) and makes the responses.
 
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Duration;
 
 use agent_app::a2a::params::{send_params, task_params};
 use agent_app::a2a::rpc::{self, check_version, parse_request, Method, Refusal, RpcError};
@@ -19,24 +18,23 @@ use agent_app::turn::{run_traced_turn, Invocation, RequestLog};
 use agent_app::App;
 use agent_core::turn::{TurnReply, TurnService, UserProfile};
 use agent_core::{TurnEvent, TurnObserver, UserId};
-use aws_lambda_events::http::{HeaderMap, HeaderValue, StatusCode};
+use aws_lambda_events::http::{HeaderValue, StatusCode};
 use aws_lambda_events::lambda_function_urls::LambdaFunctionUrlRequest;
 use bytes::Bytes;
 use futures::FutureExt;
-use lambda_runtime::{MetadataPrelude, StreamResponse};
+use lambda_runtime::StreamResponse;
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::{authenticate, error_response, json_headers, whole_body, BodyStream};
+use crate::{
+    authenticate, error_response, event_stream_response, json_headers, spawn_heartbeat, whole_body, BodyStream,
+};
 
 /// The route this module answers.
 pub const PATH: &str = "/a2a";
 /// The agent card's well-known path.
 pub const CARD_PATH: &str = "/.well-known/agent-card.json";
-
-/// How often a comment line is sent while a streamed turn is quiet (as the turn stream does).
-const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// The turn queue non-blocking sends go to, when the deployment has one (set once by `main`).
 static TURN_QUEUE: OnceLock<Arc<dyn TurnQueue>> = OnceLock::new();
@@ -224,8 +222,8 @@ impl Sent<'_> {
             Ok(request) => request,
             Err(error) => return answer(rpc::failure(self.id, &error)),
         };
-        let (sender, mut receiver) = mpsc::unbounded_channel::<Bytes>();
-        keep_alive(sender.downgrade());
+        let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
+        spawn_heartbeat(&sender);
         let request_id = self.event.request_context.request_id.clone().unwrap_or_default();
         let invocation =
             Invocation { request_id: &request_id, headers: &self.event.headers, request_log: RequestLog::Turn };
@@ -247,15 +245,7 @@ impl Sent<'_> {
             let last = observer.encoder.lock().map(|mut encoder| encoder.end(end)).unwrap_or_default();
             let _ = observer.sender.send(Bytes::from(last));
         });
-        let stream = futures::stream::poll_fn(move |context| receiver.poll_recv(context).map(|chunk| chunk.map(Ok)));
-        let mut headers = HeaderMap::new();
-        headers.insert("content-type", HeaderValue::from_static("text/event-stream; charset=utf-8"));
-        headers.insert("cache-control", HeaderValue::from_static("no-cache"));
-        headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-        StreamResponse {
-            metadata_prelude: MetadataPrelude { status_code: StatusCode::OK, headers, cookies: Vec::new() },
-            stream: Box::pin(stream),
-        }
+        event_stream_response(receiver)
     }
 }
 
@@ -265,22 +255,6 @@ async fn run(
     request: agent_core::turn::TurnRequest,
 ) -> Result<TurnReply, agent_core::turn::TurnError> {
     service.run_turn(request).await
-}
-
-/// Sends a comment line while the turn is quiet, until the stream's last sender is gone.
-fn keep_alive(sender: mpsc::WeakUnboundedSender<Bytes>) {
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
-        loop {
-            tick.tick().await;
-            match sender.upgrade() {
-                Some(sender) => {
-                    let _ = sender.send(Bytes::from_static(b": keep-alive\n\n"));
-                }
-                None => return,
-            }
-        }
-    });
 }
 
 /// Encodes each event of the turn as the A2A responses it makes, in order.

@@ -15,15 +15,15 @@ use agent_app::App;
 use agent_core::store::SessionState;
 use agent_core::turn::{TurnRequest, TurnService, UserProfile};
 use agent_core::{TurnEvent, TurnObserver, UserId};
-use aws_lambda_events::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use aws_lambda_events::http::{HeaderMap, Method};
 use aws_lambda_events::lambda_function_urls::LambdaFunctionUrlRequest;
 use bytes::Bytes;
 use futures::FutureExt;
-use lambda_runtime::{MetadataPrelude, StreamResponse};
+use lambda_runtime::StreamResponse;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::{authenticate, error_response, BodyStream, HEARTBEAT};
+use crate::{authenticate, error_response, event_stream_response, spawn_heartbeat, BodyStream};
 
 /// The route this module answers.
 pub const PATH: &str = "/ag-ui";
@@ -84,7 +84,7 @@ async fn accept(
 /// events: the turn commits whether or not the client still reads.
 fn run_stream(app: &App, accepted: Accepted, request_id: &str, headers: &HeaderMap) -> StreamResponse<BodyStream> {
     let Accepted { input, request } = accepted;
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Bytes>();
+    let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
     spawn_heartbeat(&sender);
     let mut translator = Translator::new(&input.thread_id, &input.run_id, input.known_calls);
     let mut opening = Vec::new();
@@ -109,32 +109,7 @@ fn run_stream(app: &App, accepted: Accepted, request_id: &str, headers: &HeaderM
         translator.finish(outcome.as_ref(), &mut closing);
         let _ = sender.send(Bytes::from(closing));
     });
-    let stream = futures::stream::poll_fn(move |context| receiver.poll_recv(context).map(|chunk| chunk.map(Ok)));
-    let mut headers = HeaderMap::new();
-    headers.insert("content-type", HeaderValue::from_static("text/event-stream; charset=utf-8"));
-    headers.insert("cache-control", HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    StreamResponse {
-        metadata_prelude: MetadataPrelude { status_code: StatusCode::OK, headers, cookies: Vec::new() },
-        stream: Box::pin(stream),
-    }
-}
-
-/// A comment line while the turn is quiet, until the stream's last sender is gone.
-fn spawn_heartbeat(sender: &mpsc::UnboundedSender<Bytes>) {
-    let heartbeat = sender.downgrade();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
-        loop {
-            tick.tick().await;
-            match heartbeat.upgrade() {
-                Some(sender) => {
-                    let _ = sender.send(Bytes::from_static(b": keep-alive\n\n"));
-                }
-                None => return,
-            }
-        }
-    });
+    event_stream_response(receiver)
 }
 
 /// Translates each of the turn's events as it comes and sends what it writes.

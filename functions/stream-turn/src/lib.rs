@@ -33,7 +33,7 @@ pub type BodyStream = Pin<Box<dyn Stream<Item = Result<Bytes, Infallible>> + Sen
 
 /// How often a comment line is sent while the turn is quiet (a slow model call, a long tool), so
 /// that proxies and clients do not take the stream for dead.
-pub(crate) const HEARTBEAT: Duration = Duration::from_secs(15);
+const HEARTBEAT: Duration = Duration::from_secs(15);
 
 /// What the request asks for once it is validated.
 struct Accepted {
@@ -166,20 +166,8 @@ fn wants_events(headers: &HeaderMap) -> bool {
 /// stream being read, so a client that goes away does not stop the turn from committing. The task
 /// runs in the turn's span, a child of the invocation's, so its lines carry both ids.
 fn event_stream(app: &App, request: TurnRequest, request_id: &str, headers: &HeaderMap) -> StreamResponse<BodyStream> {
-    let (sender, mut receiver) = mpsc::unbounded_channel::<Bytes>();
-    let heartbeat = sender.downgrade();
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
-        loop {
-            tick.tick().await;
-            match heartbeat.upgrade() {
-                Some(sender) => {
-                    let _ = sender.send(Bytes::from_static(b": keep-alive\n\n"));
-                }
-                None => return,
-            }
-        }
-    });
+    let (sender, receiver) = mpsc::unbounded_channel::<Bytes>();
+    spawn_heartbeat(&sender);
     // The turn runs in a task of its own, in its span opened here, in the invocation's span; it
     // writes the storage requests line itself, as the handler returns before it ends.
     let invocation = Invocation { request_id, headers, request_log: RequestLog::Turn };
@@ -204,6 +192,29 @@ fn event_stream(app: &App, request: TurnRequest, request_id: &str, headers: &Hea
         last.send(name, &body);
     };
     tokio::spawn(turn);
+    event_stream_response(receiver)
+}
+
+/// A comment line every [`HEARTBEAT`] while the turn is quiet, until the stream's last sender is gone.
+pub(crate) fn spawn_heartbeat(sender: &mpsc::UnboundedSender<Bytes>) {
+    let heartbeat = sender.downgrade();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(Instant::now() + HEARTBEAT, HEARTBEAT);
+        loop {
+            tick.tick().await;
+            match heartbeat.upgrade() {
+                Some(sender) => {
+                    let _ = sender.send(Bytes::from_static(b": keep-alive\n\n"));
+                }
+                None => return,
+            }
+        }
+    });
+}
+
+/// A `200` Server-Sent Events response whose body is every chunk `receiver` gets, until its senders
+/// are gone; no proxy may buffer or cache it.
+pub(crate) fn event_stream_response(mut receiver: mpsc::UnboundedReceiver<Bytes>) -> StreamResponse<BodyStream> {
     let stream = futures::stream::poll_fn(move |context| receiver.poll_recv(context).map(|chunk| chunk.map(Ok)));
     let mut headers = HeaderMap::new();
     headers.insert("content-type", HeaderValue::from_static("text/event-stream; charset=utf-8"));
