@@ -20,7 +20,7 @@ use tokio::time::Instant;
 /// (an upload id and a name of up to 256 bytes each, escaped at worst) and a webhook's URL. The
 /// message itself is measured after decoding.
 const MAX_BODY_BYTES: usize =
-    6 * MAX_MESSAGE_BYTES + 4096 + MAX_ATTACHMENTS * (6 * 256 + 128) + 6 * crate::webhooks::MAX_URL_BYTES;
+    6 * MAX_MESSAGE_BYTES + 4096 + MAX_ATTACHMENTS * (6 * 256 + 128) + 6 * crate::webhooks::body::MAX_URL_BYTES;
 
 /// The request header that carries a client's idempotency key.
 pub const IDEMPOTENCY_KEY_HEADER: &str = "idempotency-key";
@@ -178,7 +178,7 @@ pub struct TurnBody {
     pub skill_versions: BTreeMap<String, u32>,
     /// Where to POST the turn's end (`{"url": ...}`); background turns (`Prefer: respond-async`) only.
     #[serde(default)]
-    pub webhook: Option<crate::webhooks::WebhookBody>,
+    pub webhook: Option<crate::webhooks::body::WebhookBody>,
 }
 
 /// A turn's pinned versions (its body, or its queue record), validated: at most [`MAX_PINS`]

@@ -13,6 +13,7 @@ pub mod jwt;
 pub mod logs;
 pub mod metrics;
 pub mod model_key;
+pub mod poll;
 pub mod queue;
 pub mod routes;
 pub mod secret_key;

@@ -17,6 +17,7 @@ pub mod rpc;
 pub mod serve;
 pub mod stream;
 pub mod task;
+pub mod task_id;
 pub mod wire;
 
 pub use card::{agent_card, AgentInfo};

@@ -3,72 +3,17 @@
 //! metadata are read from how the turn ended — the reply or the error a turn answers with, just
 //! returned or as stored for a background turn's poller.
 
-use std::fmt;
-
-use agent_core::{IdempotencyKey, SessionId, TurnStatus};
+use agent_core::TurnStatus;
 use serde_json::{json, Map, Value};
 
-use super::rpc::RpcError;
+pub use super::task_id::TaskId;
 use super::wire::{self, TaskState};
 use super::Dialect;
 
-/// Between the session and the turn in a task id: a character no session id holds.
-const SEPARATOR: char = ':';
 /// The code a canceled background turn's stored error carries.
 pub const CANCELED_CODE: &str = "canceled";
 /// The artifact a completed task's reply is.
 pub const REPLY_ARTIFACT: &str = "reply";
-
-/// A task's id: `{session}:{turn}`, where the turn is the hash of its idempotency key. The session
-/// is the task's context id; the caller's own id (from the token) completes the storage key, so
-/// another caller's task id names nothing of theirs.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskId {
-    pub session: SessionId,
-    /// 64 lowercase hex digits.
-    pub turn: String,
-}
-
-impl TaskId {
-    /// The task of the turn whose key hashes to `turn`.
-    pub fn new(session: SessionId, turn: String) -> Self {
-        Self { session, turn }
-    }
-
-    /// The task of the turn under the idempotency key `key`.
-    pub fn of_key(session: SessionId, key: &IdempotencyKey) -> Self {
-        Self::new(session, key.key_hash.clone())
-    }
-
-    /// A task id as a caller sends it; anything malformed is a task that does not exist.
-    pub fn parse(text: &str) -> Result<Self, RpcError> {
-        let not_found = || RpcError::TaskNotFound(format!("no task `{}`", super::rpc::cut(text, 200)));
-        let (session, turn) = text.rsplit_once(SEPARATOR).ok_or_else(not_found)?;
-        if turn.len() != 64 || !turn.bytes().all(|byte| matches!(byte, b'0'..=b'9' | b'a'..=b'f')) {
-            return Err(not_found());
-        }
-        let session = SessionId::parse(session).map_err(|_| not_found())?;
-        Ok(Self::new(session, turn.to_owned()))
-    }
-
-    /// The key of the turn that answers this link's approval pause: derived from it, so a task's
-    /// chain of pauses and answers can be walked from its id alone.
-    pub fn resume_key(&self) -> String {
-        format!("a2a-resume.{}", self.turn)
-    }
-
-    /// The next link of the chain: the turn under [`TaskId::resume_key`].
-    pub fn resumed(&self) -> Self {
-        let key = IdempotencyKey::new(&self.resume_key(), &[]).expect("a derived key is valid");
-        Self::new(self.session.clone(), key.key_hash)
-    }
-}
-
-impl fmt::Display for TaskId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{SEPARATOR}{}", self.session, self.turn)
-    }
-}
 
 /// How a turn ended: the reply it answered (a `TurnReply`'s JSON), or the error it failed with
 /// (an `ApiError`'s stored form: `{"status", "code", "message"}`).
@@ -181,6 +126,7 @@ pub fn awaits_approval(status: &TurnStatus) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use agent_core::SessionId;
 
     fn task_id() -> TaskId {
         TaskId::new(SessionId::parse("ctx-1").unwrap(), "a".repeat(64))

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::task::TaskId;
+use super::task_id::TaskId;
 use super::Dialect;
 
 /// Where a task stands, as A2A names it.

@@ -30,8 +30,6 @@ pub use uploads::DIRECT_UPLOAD_MAX_BYTES;
 pub use usage::MAX_USAGE_DAYS;
 
 /// A background turn's status as its poll shows it, which its webhook sends too.
-pub(crate) use background::status_view as turn_status_view;
-
 use crate::api::{internal_error, ApiError};
 use crate::app::App;
 use crate::queue::TurnQueue;

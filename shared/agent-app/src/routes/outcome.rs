@@ -8,7 +8,7 @@ use agent_core::store::{SessionList, UsageDay};
 use agent_core::turn::{FileDownload, MemoryFile, PresignedUpload, TurnReply, Upload};
 use agent_core::{HistoryPage, MemoryPath, Session, SessionId, TurnStatus, UserId};
 
-use super::background::{queued_answer, status_view};
+use super::background::queued_answer;
 use super::files::{file_answer, FileRequest};
 use super::memories::{deleted_view, memories_view};
 use super::message::{Answer, Payload};
@@ -19,6 +19,7 @@ use super::skills_view::{skills_answer, SkillsPage};
 use super::uploads::{presigned_answer, shown_answer, uploaded_answer};
 use super::usage::{usage_view, UsageDays};
 use crate::api::{internal_error, ApiError, REPLAYED_HEADER};
+use crate::poll::status_view;
 
 /// What the service gave back, with what of the call its answer still needs.
 pub(super) enum Outcome {

@@ -10,6 +10,7 @@ use agent_core::net::{self, Cidr};
 use agent_core::UserId;
 use url::{Host, Url};
 
+use super::body::MAX_URL_BYTES;
 use crate::api::ApiError;
 use crate::config::ConfigError;
 
@@ -17,8 +18,6 @@ use crate::config::ConfigError;
 pub const ALLOWED_URLS_ENV: &str = "WEBHOOK_ALLOWED_URLS";
 /// Internal ranges opened to webhooks, comma-separated CIDRs (`127.0.0.1/32` for a local receiver).
 pub const PRIVATE_CIDRS_ENV: &str = "WEBHOOK_ALLOW_PRIVATE_CIDRS";
-/// The longest callback URL (and allow-list entry) taken.
-pub const MAX_URL_BYTES: usize = 2048;
 /// The most entries the allow-list may hold, all tenants together.
 const MAX_ENTRIES: usize = 1000;
 /// The most ranges an operator may open.

@@ -47,7 +47,7 @@ impl TurnEvent {
     }
 
     fn new(kind: &str, session: &SessionId, turn_id: &str, status: TurnStatus) -> TurnEvent {
-        let mut data = crate::routes::turn_status_view(turn_id, Some(status)).unwrap_or_else(|_| json!({}));
+        let mut data = crate::poll::status_view(turn_id, Some(status)).unwrap_or_else(|_| json!({}));
         data["turn_id"] = json!(turn_id);
         data["session_id"] = json!(session);
         let timestamp =

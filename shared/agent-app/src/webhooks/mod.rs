@@ -6,6 +6,7 @@
 //! queue-turn, then records of the webhook queue (standard SQS, delayed up to 900 s each), then given up.
 
 mod allow;
+pub mod body;
 mod deliver;
 mod event;
 mod sign;
@@ -13,11 +14,11 @@ mod sign;
 use std::sync::OnceLock;
 
 use agent_core::UserId;
-use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 use url::Url;
 
-pub use allow::{Policy, Refused, ALLOWED_URLS_ENV, MAX_URL_BYTES, PRIVATE_CIDRS_ENV};
+pub use allow::{Policy, Refused, ALLOWED_URLS_ENV, PRIVATE_CIDRS_ENV};
+pub use body::{WebhookBody, MAX_URL_BYTES};
 pub use deliver::{classify, inline_pause, queue_delay, Attempt, INLINE_ATTEMPTS, MAX_ATTEMPTS, MAX_QUEUE_DELAY_SECS};
 pub use event::{webhook_id, DeliveryRecord, TurnEvent, DELIVERY_KIND, MAX_PAYLOAD_BYTES};
 pub use sign::{deployment_key, DeploymentKey, TenantKey, SECRET_PREFIX, SIGNING_KEY_ENV, SIGNING_KEY_SECRET_ENV};
@@ -33,13 +34,6 @@ pub const RETRY_DELAY_ENV: &str = "WEBHOOK_RETRY_DELAY_SECONDS";
 const DEFAULT_RETRY_DELAY_SECS: u32 = 30;
 /// An inline attempt is made only with this much time left besides its own.
 const INLINE_RESERVE: std::time::Duration = std::time::Duration::from_secs(15);
-
-/// A turn's `webhook` as a request (and its queue record) names it.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct WebhookBody {
-    pub url: String,
-}
 
 /// Why a delivery could not be carried on; the turn itself is unaffected.
 #[derive(Debug, thiserror::Error)]
