@@ -37,3 +37,13 @@ pub enum Dialect {
     /// A2A 0.3: `message/send`, `completed`, `{"kind": "task", ...}`.
     V03,
 }
+
+impl Dialect {
+    /// An object's `kind` tag: 0.3 names every object's kind, 1.0 none.
+    pub fn kind(self, kind: &'static str) -> Option<&'static str> {
+        match self {
+            Dialect::V1 => None,
+            Dialect::V03 => Some(kind),
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //! its end, which is what the benchmark measures against the runtime's own SSE.
 
 use agent_core::TurnEvent;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 use super::rpc;
 use super::task::{TaskId, TurnEnd};
@@ -19,6 +19,8 @@ use super::Dialect;
 pub struct StreamEncoder {
     id: Value,
     task: TaskId,
+    /// The task's id as sent, written once rather than per event.
+    task_text: String,
     dialect: Dialect,
     started: bool,
     /// Status messages sent so far, which number their ids.
@@ -27,7 +29,8 @@ pub struct StreamEncoder {
 
 impl StreamEncoder {
     pub fn new(id: Value, task: TaskId, dialect: Dialect) -> Self {
-        Self { id, task, dialect, started: false, messages: 0 }
+        let task_text = task.to_string();
+        Self { id, task, task_text, dialect, started: false, messages: 0 }
     }
 
     /// The task being streamed.
@@ -44,22 +47,53 @@ impl StreamEncoder {
         self.sse(wire::task_result(task, self.dialect))
     }
 
-    /// The responses one event of the turn makes (the start first, if not yet sent).
+    /// The responses one event of the turn makes (the start first, if not yet sent): a working
+    /// status update whose message carries the event. Written straight from typed shapes, not
+    /// through `serde_json::Value` trees: this runs for every delta of every streamed turn.
     pub fn event(&mut self, event: &TurnEvent) -> String {
         let mut out = self.start();
         let part = match event {
             TurnEvent::Started { .. } => return out,
-            TurnEvent::MessageDelta { text } => wire::text_part(text, self.dialect),
-            other => {
-                let data = serde_json::to_value(other).unwrap_or(Value::Null);
-                wire::data_part(json!({"event": other.name(), "data": data}), self.dialect)
-            }
+            TurnEvent::MessageDelta { text } => fast::Part::Text { kind: self.dialect.kind("text"), text },
+            other => fast::Part::Data {
+                kind: self.dialect.kind("data"),
+                data: fast::EventData { event: other.name(), data: other },
+            },
         };
         self.messages += 1;
         let message_id = format!("{}-{}", &self.task.turn[..16], self.messages);
-        let message = wire::agent_message(message_id, &self.task, vec![part], self.dialect);
-        let status = wire::status(TaskState::Working, Some(message), self.dialect);
-        out.push_str(&self.sse(wire::status_update(&self.task, status, false, self.dialect)));
+        let update = fast::Update {
+            task_id: &self.task_text,
+            context_id: self.task.session.as_str(),
+            status: fast::Status {
+                state: TaskState::Working.wire(self.dialect),
+                message: fast::Message {
+                    message_id: &message_id,
+                    role: match self.dialect {
+                        Dialect::V1 => "ROLE_AGENT",
+                        Dialect::V03 => "agent",
+                    },
+                    parts: [part],
+                    task_id: &self.task_text,
+                    context_id: self.task.session.as_str(),
+                    kind: self.dialect.kind("message"),
+                },
+            },
+            kind: self.dialect.kind("status-update"),
+            last: (self.dialect == Dialect::V03).then_some(false),
+        };
+        let written = match self.dialect {
+            Dialect::V1 => {
+                serde_json::to_string(&fast::Response::new(&self.id, fast::V1Update { status_update: update }))
+            }
+            Dialect::V03 => serde_json::to_string(&fast::Response::new(&self.id, update)),
+        };
+        // Serialising borrowed strings and an event cannot fail; a failure would drop this event only.
+        if let Ok(written) = written {
+            out.push_str("data: ");
+            out.push_str(&written);
+            out.push_str("\n\n");
+        }
         out
     }
 
@@ -88,6 +122,86 @@ impl StreamEncoder {
     }
 }
 
+/// The typed shapes of a stream's per-event status update, in either version (0.3's `kind` tags
+/// and `final` are absent in 1.0). They serialise to the same objects as [`wire`]'s values.
+mod fast {
+    use agent_core::TurnEvent;
+    use serde::Serialize;
+    use serde_json::Value;
+
+    #[derive(Serialize)]
+    pub(super) struct Response<'a, R: Serialize> {
+        jsonrpc: &'static str,
+        id: &'a Value,
+        result: R,
+    }
+
+    impl<'a, R: Serialize> Response<'a, R> {
+        pub(super) fn new(id: &'a Value, result: R) -> Self {
+            Self { jsonrpc: "2.0", id, result }
+        }
+    }
+
+    /// 1.0's `StreamResponse` naming its payload.
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct V1Update<'a> {
+        pub(super) status_update: Update<'a>,
+    }
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct Update<'a> {
+        pub(super) task_id: &'a str,
+        pub(super) context_id: &'a str,
+        pub(super) status: Status<'a>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub(super) kind: Option<&'static str>,
+        #[serde(rename = "final", skip_serializing_if = "Option::is_none")]
+        pub(super) last: Option<bool>,
+    }
+
+    #[derive(Serialize)]
+    pub(super) struct Status<'a> {
+        pub(super) state: &'static str,
+        pub(super) message: Message<'a>,
+    }
+
+    #[derive(Serialize)]
+    #[serde(rename_all = "camelCase")]
+    pub(super) struct Message<'a> {
+        pub(super) message_id: &'a str,
+        pub(super) role: &'static str,
+        pub(super) parts: [Part<'a>; 1],
+        pub(super) task_id: &'a str,
+        pub(super) context_id: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub(super) kind: Option<&'static str>,
+    }
+
+    #[derive(Serialize)]
+    #[serde(untagged)]
+    pub(super) enum Part<'a> {
+        Text {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            kind: Option<&'static str>,
+            text: &'a str,
+        },
+        Data {
+            #[serde(skip_serializing_if = "Option::is_none")]
+            kind: Option<&'static str>,
+            data: EventData<'a>,
+        },
+    }
+
+    /// One of our events as a data part: its name and its fields.
+    #[derive(Serialize)]
+    pub(super) struct EventData<'a> {
+        pub(super) event: &'static str,
+        pub(super) data: &'a TurnEvent,
+    }
+}
+
 /// The whole stream of a turn: its events, then its end. For the benchmark and the tests.
 pub fn encode_turn<'a>(
     id: Value,
@@ -109,6 +223,7 @@ pub fn encode_turn<'a>(
 mod tests {
     use super::*;
     use agent_core::SessionId;
+    use serde_json::json;
 
     fn read(bytes: &[u8]) -> Vec<Value> {
         let text = std::str::from_utf8(bytes).unwrap();
@@ -149,6 +264,31 @@ mod tests {
         assert_eq!(results[4]["artifactUpdate"]["lastChunk"], true);
         assert_eq!(results[5]["statusUpdate"]["status"]["state"], "TASK_STATE_COMPLETED");
         assert_eq!(results[5]["statusUpdate"]["metadata"]["turn"]["steps"], 1);
+    }
+
+    #[test]
+    fn each_events_update_is_the_object_wire_builds_in_both_versions() {
+        let task = TaskId::new(SessionId::parse("s").unwrap(), "f".repeat(64));
+        let nested = TurnEvent::Nested { subagent: "sa-1".into(), event: Box::new(events()[1].clone()) };
+        for dialect in [Dialect::V1, Dialect::V03] {
+            let mut encoder = StreamEncoder::new(json!(7), task.clone(), dialect);
+            encoder.start();
+            for (n, event) in [events()[2].clone(), events()[1].clone(), nested.clone()].iter().enumerate() {
+                let written = read(encoder.event(event).as_bytes()).remove(0);
+                let part = match event {
+                    TurnEvent::MessageDelta { text } => wire::text_part(text, dialect),
+                    other => wire::data_part(
+                        json!({"event": other.name(), "data": serde_json::to_value(other).unwrap()}),
+                        dialect,
+                    ),
+                };
+                let message_id = format!("{}-{}", &task.turn[..16], n + 1);
+                let message = wire::agent_message(message_id, &task, vec![part], dialect);
+                let status = wire::status(TaskState::Working, Some(message), dialect);
+                let expected = rpc::result(&json!(7), wire::status_update(&task, status, false, dialect));
+                assert_eq!(written, expected, "{dialect:?} {event:?}");
+            }
+        }
     }
 
     #[test]
