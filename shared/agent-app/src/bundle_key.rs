@@ -68,37 +68,19 @@ pub async fn bundle_source(
 
 #[cfg(test)]
 mod tests {
-    use std::collections::HashMap;
-
+    use crate::secret_key::testing::world;
     use agent_core::UserId;
-    use experts::secrets::{SecretError, SecretRef, SecretScope};
 
     use super::*;
 
     const KEY: &str = "a bundle key of at least thirty-two bytes";
 
-    /// Secrets Manager as a map of secret ids to their strings.
-    struct Secrets(HashMap<&'static str, &'static str>);
-
-    #[async_trait::async_trait]
-    impl SecretResolver for Secrets {
-        async fn resolve(&self, reference: &SecretRef, scope: SecretScope<'_>) -> Result<String, SecretError> {
-            assert_eq!(scope, SecretScope::Deployment);
-            let SecretRef::SecretsManager { secret_id, .. } = reference else {
-                return Err(SecretError::Unsupported(reference.kind()));
-            };
-            let value = self.0.get(secret_id.as_str()).ok_or_else(|| SecretError::NotFound(reference.to_string()))?;
-            Ok(value.to_string())
-        }
-    }
-
     async fn read(
         vars: &[(&str, &str)],
         secrets: &[(&'static str, &'static str)],
     ) -> Result<Option<BundleKey>, String> {
-        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        let resolver = Secrets(secrets.iter().copied().collect());
-        bundle_signing_key(|name| vars.get(name).cloned(), &resolver).await.map_err(|err| err.to_string())
+        let (lookup, resolver) = world(vars, secrets);
+        bundle_signing_key(lookup, &resolver).await.map_err(|err| err.to_string())
     }
 
     #[tokio::test]

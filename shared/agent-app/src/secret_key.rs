@@ -74,3 +74,35 @@ pub async fn read_secret(
     let secret = resolver.resolve(&reference, SecretScope::Deployment).await.map_err(|err| invalid(err.to_string()))?;
     Ok(secret.trim().to_owned())
 }
+
+/// For the keys' tests: Secrets Manager as a map, and a key read through it from a set of variables.
+#[cfg(test)]
+pub(crate) mod testing {
+    use std::collections::HashMap;
+
+    use experts::secrets::{SecretError, SecretRef, SecretResolver, SecretScope};
+
+    /// Secrets Manager as a map of secret ids to their strings.
+    pub(crate) struct Secrets(pub(crate) HashMap<&'static str, &'static str>);
+
+    #[async_trait::async_trait]
+    impl SecretResolver for Secrets {
+        async fn resolve(&self, reference: &SecretRef, scope: SecretScope<'_>) -> Result<String, SecretError> {
+            assert_eq!(scope, SecretScope::Deployment);
+            let SecretRef::SecretsManager { secret_id, .. } = reference else {
+                return Err(SecretError::Unsupported(reference.kind()));
+            };
+            let value = self.0.get(secret_id.as_str()).ok_or_else(|| SecretError::NotFound(reference.to_string()))?;
+            Ok(value.to_string())
+        }
+    }
+
+    /// The variables `vars` as a lookup, and `secrets` as Secrets Manager.
+    pub(crate) fn world(
+        vars: &[(&str, &str)],
+        secrets: &[(&'static str, &'static str)],
+    ) -> (impl Fn(&str) -> Option<String>, Secrets) {
+        let vars: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        (move |name: &str| vars.get(name).cloned(), Secrets(secrets.iter().copied().collect()))
+    }
+}
