@@ -20,7 +20,7 @@ use agent_app::a2a::{encode_turn, Dialect, TaskId, TurnEnd};
 use agent_app::agui::{translate_turn, AgentState};
 use agent_core::turn::TurnReply;
 use agent_core::{SessionId, TurnEvent, Usage};
-use benches::cpu_time;
+use benches::{cpu_time, process_cpu};
 use local_stack::identity::IdentityProvider;
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
@@ -290,18 +290,6 @@ async fn function(turns: usize) {
             (wall[index] / turns as u32).as_secs_f64() * 1e3
         );
     }
-}
-
-/// The on-CPU time of every thread of process `pid` so far (the first field of each thread's
-/// `schedstat`, in nanoseconds).
-fn process_cpu(pid: u32) -> Duration {
-    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).expect("the function's threads");
-    let nanos: u64 = tasks
-        .filter_map(Result::ok)
-        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
-        .filter_map(|stat| stat.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
-        .sum();
-    Duration::from_nanos(nanos)
 }
 
 fn load_average() -> String {

@@ -24,7 +24,7 @@ mod report;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use benches::thousands;
+use benches::{tenant_skills, thousands};
 
 use agent_core::turn::AgentConfig;
 use agent_core::{ChatResponse, Message, ToolCall, UserId};
@@ -89,33 +89,6 @@ fn scripted_turn() -> [Reply; 3] {
         Reply::tool("read_file", json!({"file_path": SKILL_FILE, "limit": 20})),
         Reply::text("done"),
     ]
-}
-
-fn skill_md(index: usize) -> String {
-    format!(
-        "---\nname: skill-{index:04}\ndescription: Synthetic skill number {index} for the benchmark, with a \
-         description of ordinary length.\ncategory: cat{}\ntools: [ls, read_file]\n---\n\n# Skill {index}\n\n{}",
-        index % 10,
-        "Instructions line for the benchmark skill.\n".repeat(60)
-    )
-}
-
-/// Every object of a tenant with `count` skills, keyed relative to `{user}/`: three files a skill.
-fn tenant_skills(count: usize) -> Vec<(String, Vec<u8>)> {
-    (0..count)
-        .flat_map(|i| {
-            let dir = format!("skills/cat{}/skill-{i:04}", i % 10);
-            [
-                (format!("{dir}/SKILL.md"), skill_md(i).into_bytes()),
-                (format!("{dir}/reference.md"), b"Reference material.\n".repeat(20)),
-                (
-                    format!("{dir}/examples/example.md"),
-                    format!("# Example for skill {i}\n\n{}", "An example of the skill at work.\n".repeat(10))
-                        .into_bytes(),
-                ),
-            ]
-        })
-        .collect()
 }
 
 fn peak_rss_kib(pid: u32) -> Option<u64> {

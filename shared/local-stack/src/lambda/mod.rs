@@ -76,6 +76,18 @@ impl Function {
         Self::spawn(name, command, env).await
     }
 
+    /// Starts `binary` inside the cgroup at `cgroup` (a v1 `cpu` controller's folder) from its first
+    /// instruction: a shell puts itself in the group, then becomes the binary (same process).
+    pub async fn start_in_cgroup(name: &str, env: &[(String, String)], cgroup: &std::path::Path) -> Function {
+        let mut command = Command::new("sh");
+        command
+            .args(["-c", "echo $$ > \"$1/cgroup.procs\" && exec \"$2\"", "sh"])
+            .arg(cgroup)
+            .arg(binary(name))
+            .env("PATH", std::env::var("PATH").unwrap_or_default());
+        Self::spawn(name, command, env).await
+    }
+
     /// Starts `binary` as Lambda runs a container image's bootstrap: the sandbox image's root
     /// filesystem (`root`) as `/`, read-only, a 1 GiB `/tmp`, an unprivileged uid without an account
     /// (`sbx_user`'s 993), a PID namespace of its own, and the host's loopback for the Runtime API.

@@ -1,0 +1,216 @@
+//! The whole function's CPU: the release `http-turn` process behind the Lambda Runtime API emulator,
+//! on moto, with a zero-latency scripted model, at 10, 1,000 and 10,000 skills. The workload is one
+//! session of 20 warm turns of 7 model calls each (6 tool calls: `load_skill`, `read_file` of the
+//! skill's reference, `ls`, `write_file`, `edit_file` and `read_file` of the written file; then the
+//! answer), after the cold turn that started the process.
+//!
+//! It reports, per library size, the process's CPU (user and system, every thread's on-CPU time
+//! from `/proc/{pid}/task/*/schedstat`) up to the cold start's first reply, and per warm turn; with
+//! the wall time of each.
+//!
+//! With `PROCESS_BENCH_MEMORY_MB` (comma-separated, such as `128,256,512,1024`) it also runs the
+//! function under Lambda's CPU share for each memory size: a cgroup (v1 `cpu` controller, as root)
+//! whose quota is memory ÷ 1,769 MB of one CPU, and reports the wall times there with the price of
+//! a million warm turns at Lambda's published x86 price.
+//!
+//! Run with `cargo build --release -p http-turn && cargo run --release -p benches --bin
+//! process-bench` (moto_server on PATH). `PROCESS_BENCH_SIZES` (comma-separated) picks other sizes.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use agent_core::UserId;
+use benches::{process_cpu, tenant_skills, thousands};
+use local_stack::lambda::Function;
+use local_stack::model_server::Reply;
+use local_stack::stack::{status_and_body, tool_results, turn_event, Stack};
+use serde_json::json;
+
+/// Warm turns of the measured session, after the cold one.
+const WARM_TURNS: usize = 20;
+/// Memory at which Lambda gives a function one whole vCPU.
+const FULL_CPU_MB: u64 = 1_769;
+/// Lambda's published x86 prices (us-east-1): per GB-second of duration and per request.
+const PRICE_PER_GB_SECOND: f64 = 0.000_016_666_7;
+const PRICE_PER_REQUEST: f64 = 0.000_000_2;
+/// The skill every turn loads and the file it reads.
+const SKILL: &str = "cat2/skill-0002";
+const SKILL_FILE: &str = "/skills/skill-0002/reference.md";
+
+fn main() {
+    let sizes = list_env("PROCESS_BENCH_SIZES").unwrap_or_else(|| vec![10, 1_000, 10_000]);
+    let memories = list_env("PROCESS_BENCH_MEMORY_MB").unwrap_or_default();
+    println!("process-bench: load average before: {}", load_average());
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
+    runtime.block_on(async {
+        let stack = Stack::new().await;
+        let mut rows = Vec::new();
+        for size in sizes {
+            let user = UserId::parse(format!("proc-{size}")).expect("a user id");
+            prepare(&stack, &user, size as usize).await;
+            let figures = measure(&stack, &user, None).await;
+            eprintln!("  {size} skills: {}", figures.line());
+            rows.push((size, None, figures));
+            for &memory in &memories {
+                let group = CpuShare::create(memory);
+                let figures = measure(&stack, &user, Some(&group)).await;
+                eprintln!("  {size} skills at {memory} MB: {}", figures.line());
+                rows.push((size, Some(memory), figures));
+            }
+        }
+        report(&rows);
+    });
+    println!("process-bench: load average after: {}", load_average());
+}
+
+/// Uploads the tenant's skills and lets a throwaway process build its catalog index, so that the
+/// measured cold start is a new process's, not the tenant's first turn ever.
+async fn prepare(stack: &Stack, user: &UserId, size: usize) {
+    let objects: Vec<(String, Vec<u8>)> =
+        tenant_skills(size).into_iter().map(|(key, bytes)| (format!("{user}/{key}"), bytes)).collect();
+    for batch in objects.chunks(2_000) {
+        stack.put_many(batch.to_vec()).await;
+    }
+    let builder = stack.http(&[]).await;
+    turn(stack, &builder, user, "index-build", true).await;
+}
+
+/// What one process did: its cold start and its warm turns.
+struct Figures {
+    cold_cpu: Duration,
+    cold_wall: Duration,
+    warm_cpu: Duration,
+    warm_wall: Duration,
+}
+
+impl Figures {
+    fn line(&self) -> String {
+        format!(
+            "cold start {} CPU ({} wall), warm turn {} CPU ({} wall)",
+            ms(self.cold_cpu),
+            ms(self.cold_wall),
+            ms(self.warm_cpu),
+            ms(self.warm_wall)
+        )
+    }
+}
+
+/// A new process (in `share`'s cgroup when given): its first turn, then [`WARM_TURNS`] more of the
+/// same session.
+async fn measure(stack: &Stack, user: &UserId, share: Option<&CpuShare>) -> Figures {
+    // A cold start is a new process on a quiet machine: let the previous phase's work settle.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let session = format!("s{}", rand_suffix());
+    let started = Instant::now();
+    let function = match share {
+        Some(share) => Function::start_in_cgroup("http-turn", &stack.env(&[]), &share.path).await,
+        None => stack.http(&[]).await,
+    };
+    let pid = function.pid().expect("the function's pid");
+    turn(stack, &function, user, &session, false).await;
+    let (cold_cpu, cold_wall) = (process_cpu(pid), started.elapsed());
+    let (before, started) = (process_cpu(pid), Instant::now());
+    for n in 0..WARM_TURNS {
+        turn(stack, &function, user, &session, n + 1 == WARM_TURNS).await;
+    }
+    let turns = WARM_TURNS as u32;
+    Figures { cold_cpu, cold_wall, warm_cpu: (process_cpu(pid) - before) / turns, warm_wall: started.elapsed() / turns }
+}
+
+/// One turn of the workload; it must answer 200 having taken the 7 replies. With `check`, its
+/// requests are read back too (7 calls, no failed tool call): reading them copies every request the
+/// model server ever recorded, so only the first and last turn of a process do.
+async fn turn(stack: &Stack, function: &Function, user: &UserId, session: &str, check: bool) {
+    let first = if check { stack.model.requests().len() } else { 0 };
+    stack.model.push([
+        Reply::tool("load_skill", json!({"skill_path": SKILL})),
+        Reply::tool("read_file", json!({"file_path": SKILL_FILE, "limit": 20})),
+        Reply::tool("ls", json!({"path": "/workspace"})),
+        Reply::tool("write_file", json!({"file_path": "/workspace/notes.md", "content": "Notes of the turn.\n"})),
+        Reply::tool(
+            "edit_file",
+            json!({"file_path": "/workspace/notes.md", "old_string": "Notes", "new_string": "The notes"}),
+        ),
+        Reply::tool("read_file", json!({"file_path": "/workspace/notes.md"})),
+        Reply::text("done"),
+    ]);
+    let response = function.call(turn_event(Some(user.as_str()), session, json!({"message": "Use the skill."}))).await;
+    let (status, body) = status_and_body(&response);
+    assert_eq!(status, 200, "the benchmark turn failed: {body}");
+    assert_eq!(stack.model.remaining(), 0, "the turn should take its 7 replies: {body}");
+    if !check {
+        return;
+    }
+    let requests = stack.model.requests();
+    assert_eq!(requests.len() - first, 7, "the turn should call the model 7 times: {body}");
+    for result in tool_results(requests.last().expect("a request")) {
+        assert!(!result.starts_with("Error"), "a tool call of the benchmark failed: {result}");
+    }
+}
+
+/// A cgroup (v1 `cpu`) whose CPU quota is Lambda's share at `memory` MB.
+struct CpuShare {
+    path: PathBuf,
+}
+
+impl CpuShare {
+    fn create(memory: u64) -> CpuShare {
+        let path = Path::new("/sys/fs/cgroup/cpu").join(format!("process-bench-{memory}"));
+        std::fs::create_dir_all(&path).expect("a cpu cgroup (run as root, with cgroup v1's cpu controller)");
+        let period: u64 = 100_000;
+        let quota = (period * memory / FULL_CPU_MB).max(1_000);
+        std::fs::write(path.join("cpu.cfs_period_us"), period.to_string()).expect("the cgroup's period");
+        std::fs::write(path.join("cpu.cfs_quota_us"), quota.to_string()).expect("the cgroup's quota");
+        CpuShare { path }
+    }
+}
+
+fn report(rows: &[(u64, Option<u64>, Figures)]) {
+    println!("\nthe release http-turn, one session: a cold start, then {WARM_TURNS} warm turns of 7 model calls");
+    println!(
+        "{:>8} {:>12} {:>14} {:>14} {:>14} {:>14} {:>16}",
+        "skills", "CPU share", "cold CPU", "cold wall", "warm CPU", "warm wall", "$ per 1M warm"
+    );
+    for (size, memory, figures) in rows {
+        let (share, price) = match memory {
+            None => ("whole".to_owned(), String::new()),
+            Some(memory) => {
+                let seconds = figures.warm_wall.as_secs_f64();
+                let gb = *memory as f64 / 1024.0;
+                let price = 1e6 * (seconds * gb * PRICE_PER_GB_SECOND + PRICE_PER_REQUEST);
+                (format!("{memory} MB"), format!("${price:.2}"))
+            }
+        };
+        println!(
+            "{:>8} {:>12} {:>14} {:>14} {:>14} {:>14} {:>16}",
+            thousands(*size),
+            share,
+            ms(figures.cold_cpu),
+            ms(figures.cold_wall),
+            ms(figures.warm_cpu),
+            ms(figures.warm_wall),
+            price
+        );
+    }
+}
+
+fn ms(duration: Duration) -> String {
+    format!("{:.2} ms", duration.as_secs_f64() * 1e3)
+}
+
+fn list_env(name: &str) -> Option<Vec<u64>> {
+    let value = std::env::var(name).ok()?;
+    Some(value.split(',').filter_map(|part| part.trim().parse().ok()).collect())
+}
+
+fn rand_suffix() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|line| line.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
