@@ -6,7 +6,10 @@ use agent_app::queue::{SqsTurnQueue, TurnQueue};
 use aws_lambda_events::apigw::ApiGatewayV2httpRequest;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 
-#[tokio::main]
+// One thread: a Lambda execution environment serves one event at a time, and on a fraction of a vCPU
+// a multi-threaded runtime's wake-ups between its workers cost a quarter of a warm turn's CPU
+// (process-bench: 8.2–8.7 ms → 6.0–6.4 ms per warm turn, docs/performance-process.md).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     agent_app::init_logging();
     let app = agent_app::app_from_env().await?;
