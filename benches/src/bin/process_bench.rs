@@ -16,11 +16,13 @@
 //! Run with `cargo build --release -p http-turn && cargo run --release -p benches --bin
 //! process-bench` (moto_server on PATH). `PROCESS_BENCH_SIZES` (comma-separated) picks other sizes.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use agent_core::UserId;
 use benches::{process_cpu, tenant_skills, thousands};
+use local_stack::faults::{FaultProxy, Seen};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
 use local_stack::stack::{status_and_body, tool_results, turn_event, Stack};
@@ -81,16 +83,19 @@ struct Figures {
     cold_wall: Duration,
     warm_cpu: Duration,
     warm_wall: Duration,
+    /// A warm turn's storage requests, by operation.
+    storage: String,
 }
 
 impl Figures {
     fn line(&self) -> String {
         format!(
-            "cold start {} CPU ({} wall), warm turn {} CPU ({} wall)",
+            "cold start {} CPU ({} wall), warm turn {} CPU ({} wall), {} storage requests",
             ms(self.cold_cpu),
             ms(self.cold_wall),
             ms(self.warm_cpu),
-            ms(self.warm_wall)
+            ms(self.warm_wall),
+            self.storage
         )
     }
 }
@@ -101,20 +106,38 @@ async fn measure(stack: &Stack, user: &UserId, share: Option<&CpuShare>) -> Figu
     // A cold start is a new process on a quiet machine: let the previous phase's work settle.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let session = format!("s{}", rand_suffix());
+    // AWS keeps a client's connections open between requests and moto's server closes each one, so
+    // the function reaches moto through a proxy that keeps them open (and counts the requests).
+    let proxy = FaultProxy::start(&stack.endpoint).await;
+    let env = stack.env(&[("AWS_ENDPOINT_URL", proxy.endpoint.as_str())]);
     let started = Instant::now();
     let function = match share {
-        Some(share) => Function::start_in_cgroup("http-turn", &stack.env(&[]), &share.path).await,
-        None => stack.http(&[]).await,
+        Some(share) => Function::start_in_cgroup("http-turn", &env, &share.path).await,
+        None => Function::start("http-turn", &env).await,
     };
     let pid = function.pid().expect("the function's pid");
     turn(stack, &function, user, &session, false).await;
     let (cold_cpu, cold_wall) = (process_cpu(pid), started.elapsed());
+    let cold_requests = proxy.log().len();
     let (before, started) = (process_cpu(pid), Instant::now());
     for n in 0..WARM_TURNS {
         turn(stack, &function, user, &session, n + 1 == WARM_TURNS).await;
     }
     let turns = WARM_TURNS as u32;
-    Figures { cold_cpu, cold_wall, warm_cpu: (process_cpu(pid) - before) / turns, warm_wall: started.elapsed() / turns }
+    let (warm_cpu, warm_wall) = ((process_cpu(pid) - before) / turns, started.elapsed() / turns);
+    let storage = storage_requests(&proxy.log()[cold_requests..], WARM_TURNS);
+    Figures { cold_cpu, cold_wall, warm_cpu, warm_wall, storage }
+}
+
+/// A warm turn's storage requests, by operation, from what the proxy saw over `turns` turns.
+fn storage_requests(seen: &[Seen], turns: usize) -> String {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for request in seen {
+        *counts.entry(format!("{:?} {}", request.service, request.operation)).or_default() += 1;
+    }
+    let per_turn = |n: usize| format!("{:.1}", n as f64 / turns as f64).replace(".0", "");
+    let parts: Vec<String> = counts.iter().map(|(operation, n)| format!("{} {operation}", per_turn(*n))).collect();
+    format!("{} ({})", per_turn(seen.len()), parts.join(", "))
 }
 
 /// One turn of the workload; it must answer 200 having taken the 7 replies. With `check`, its
