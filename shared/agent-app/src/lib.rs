@@ -28,3 +28,9 @@ pub use jwt::{bearer_token, JwtConfig, JwtError, JwtVerifier, VerifiedClaims};
 pub use logs::{init_logging, with_request_log};
 pub use metrics::operations_since;
 pub use turn::{deadline_from_epoch_millis, tenant_tag};
+
+/// Every function links this crate, so this is their allocator: a turn allocates and frees many
+/// small strings and JSON values, where glibc's malloc took about an eighth of a warm turn's CPU
+/// (process-bench's profile in docs/performance-process.md).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -9,3 +9,26 @@ pub const BYTES_PER_TOKEN: usize = 3;
 pub fn estimate_text(text: &str) -> usize {
     text.len().div_ceil(BYTES_PER_TOKEN)
 }
+
+/// [`estimate_text`] of `value` as compact JSON, counted as it is written rather than built as a
+/// string: a turn estimates every tool call's arguments before each model call.
+pub fn estimate_json(value: &serde_json::Value) -> usize {
+    let mut length = JsonLength(0);
+    // Writing to a counter cannot fail, and a `Value` always serialises.
+    let _ = serde_json::to_writer(&mut length, value);
+    length.0.div_ceil(BYTES_PER_TOKEN)
+}
+
+/// Counts the bytes written to it.
+struct JsonLength(usize);
+
+impl std::io::Write for JsonLength {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0 += bytes.len();
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

@@ -55,7 +55,7 @@ pub fn estimate_message(message: &Message) -> usize {
             estimate_text(content)
                 + tool_calls
                     .iter()
-                    .map(|c| 8 + estimate_text(&c.name) + estimate_text(&c.arguments.to_string()))
+                    .map(|c| 8 + estimate_text(&c.name) + estimate::estimate_json(&c.arguments))
                     .sum::<usize>()
         }
         Message::Tool { content, name, files, .. } => {
@@ -76,7 +76,7 @@ pub fn estimate_file(file: &FileRef) -> usize {
 pub fn estimate_tools(tools: &[ToolSpec]) -> usize {
     tools
         .iter()
-        .map(|t| 8 + estimate_text(&t.name) + estimate_text(&t.description) + estimate_text(&t.parameters.to_string()))
+        .map(|t| 8 + estimate_text(&t.name) + estimate_text(&t.description) + estimate::estimate_json(&t.parameters))
         .sum()
 }
 

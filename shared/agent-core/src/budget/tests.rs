@@ -234,3 +234,15 @@ fn bedrock_ids_have_their_models_limits() {
         assert_eq!(default_context_tokens(model), limit, "{model}");
     }
 }
+
+#[test]
+fn json_is_estimated_as_its_compact_text() {
+    let values = [
+        serde_json::json!({}),
+        serde_json::json!({"file_path": "/workspace/notes.md", "content": "ñandú \"quoted\"\n", "n": [1, 2.5, null]}),
+        serde_json::json!("x".repeat(1_000)),
+    ];
+    for value in values {
+        assert_eq!(estimate::estimate_json(&value), estimate_text(&value.to_string()), "{value}");
+    }
+}
