@@ -4,7 +4,9 @@ use aws_lambda_events::sqs::SqsEvent;
 use lambda_runtime::{service_fn, Error, LambdaEvent};
 use queue_turn::{SqsTurnQueue, TurnQueue};
 
-#[tokio::main]
+// One thread, as in http-turn: an execution environment serves one event at a time, and tokio's
+// workers only add wake-ups between threads (docs/performance-process.md).
+#[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
     agent_app::init_logging();
     let app = agent_app::app_from_env().await?;
