@@ -23,6 +23,10 @@ use image::{Delay, DynamicImage, Frame, ImageFormat, Rgb, RgbImage, Rgba, RgbaIm
 use lopdf::{dictionary, Document, Object, Stream};
 use media::{prepare, Limits};
 
+// The functions' allocator is agent-app's (mimalloc): linking the crate makes it this binary's too,
+// so the peak RSS measured is what a function's decode takes.
+use agent_app as _;
+
 /// One case: its name, its file, and its bounds on the median CPU time and on the peak RSS above
 /// the process before the first call.
 struct Case {
@@ -73,6 +77,8 @@ fn main() {
         let output = Command::new(std::env::current_exe().expect("this binary"))
             .args(["--case", case.name])
             .arg(&path)
+            // As the template sets it for the functions.
+            .env("MIMALLOC_PURGE_DELAY", "0")
             .output()
             .expect("the child run");
         let report = String::from_utf8_lossy(&output.stdout);

@@ -11,7 +11,11 @@
 //! With `PROCESS_BENCH_MEMORY_MB` (comma-separated, such as `128,256,512,1024`) it also runs the
 //! function under Lambda's CPU share for each memory size: a cgroup (v1 `cpu` controller, as root)
 //! whose quota is memory ÷ 1,769 MB of one CPU, and reports the wall times there with the price of
-//! a million warm turns at Lambda's published x86 price.
+//! a million warm turns at Lambda's published Arm price (the template's functions are arm64).
+//!
+//! Every figure is the median over 3 new processes (`PROCESS_BENCH_PROCESSES`). After the table it
+//! says, for the whole machine, whether each figure is within issue 41's goals (2.5 ms of CPU per
+//! warm turn, 10 ms per cold start): on a quiet machine, a figure over them is a regression.
 //!
 //! Run with `cargo build --release -p http-turn && cargo run --release -p benches --bin
 //! process-bench` (moto_server on PATH). `PROCESS_BENCH_SIZES` (comma-separated) picks other sizes.
@@ -25,6 +29,7 @@ use benches::{process_cpu, tenant_skills, thousands};
 use local_stack::faults::{FaultProxy, Seen};
 use local_stack::lambda::Function;
 use local_stack::model_server::Reply;
+use local_stack::moto::{create_sessions_table, unique_name};
 use local_stack::stack::{status_and_body, tool_results, turn_event, Stack};
 use serde_json::json;
 
@@ -32,9 +37,14 @@ use serde_json::json;
 const WARM_TURNS: usize = 20;
 /// Memory at which Lambda gives a function one whole vCPU.
 const FULL_CPU_MB: u64 = 1_769;
-/// Lambda's published x86 prices (us-east-1): per GB-second of duration and per request.
-const PRICE_PER_GB_SECOND: f64 = 0.000_016_666_7;
+/// Lambda's published Arm prices (us-east-1, the first tier): per GB-second of duration and per
+/// request.
+const PRICE_PER_GB_SECOND: f64 = 0.000_013_333_4;
 const PRICE_PER_REQUEST: f64 = 0.000_000_2;
+/// Issue 41's goals for the function's own CPU, on the whole machine: a figure over them on a quiet
+/// run is a regression (docs/performance-process.md names the figures of the last one).
+const GOAL_WARM_CPU: Duration = Duration::from_micros(2_500);
+const GOAL_COLD_CPU: Duration = Duration::from_millis(10);
 /// The skill every turn loads and the file it reads.
 const SKILL: &str = "cat2/skill-0002";
 const SKILL_FILE: &str = "/skills/skill-0002/reference.md";
@@ -42,6 +52,7 @@ const SKILL_FILE: &str = "/skills/skill-0002/reference.md";
 fn main() {
     let sizes = list_env("PROCESS_BENCH_SIZES").unwrap_or_else(|| vec![10, 1_000, 10_000]);
     let memories = list_env("PROCESS_BENCH_MEMORY_MB").unwrap_or_default();
+    let processes = list_env("PROCESS_BENCH_PROCESSES").and_then(|n| n.first().copied()).unwrap_or(3).max(1) as usize;
     println!("process-bench: load average before: {}", load_average());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     runtime.block_on(async {
@@ -50,12 +61,12 @@ fn main() {
         for size in sizes {
             let user = UserId::parse(format!("proc-{size}")).expect("a user id");
             prepare(&stack, &user, size as usize).await;
-            let figures = measure(&stack, &user, None).await;
+            let figures = median_of(processes, || measure(&stack, &user, None)).await;
             eprintln!("  {size} skills: {}", figures.line());
             rows.push((size, None, figures));
             for &memory in &memories {
                 let group = CpuShare::create(memory);
-                let figures = measure(&stack, &user, Some(&group)).await;
+                let figures = median_of(processes, || measure(&stack, &user, Some(&group))).await;
                 eprintln!("  {size} skills at {memory} MB: {}", figures.line());
                 rows.push((size, Some(memory), figures));
             }
@@ -100,6 +111,31 @@ impl Figures {
     }
 }
 
+/// The median of each figure over `processes` new processes: a single cold start varies by a few
+/// milliseconds with what the machine is doing.
+async fn median_of<F, Fut>(processes: usize, mut measure: F) -> Figures
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Figures>,
+{
+    let mut runs = Vec::with_capacity(processes);
+    for _ in 0..processes {
+        runs.push(measure().await);
+    }
+    let median = |figure: fn(&Figures) -> Duration| {
+        let mut values: Vec<Duration> = runs.iter().map(figure).collect();
+        values.sort();
+        values[values.len() / 2]
+    };
+    Figures {
+        cold_cpu: median(|f| f.cold_cpu),
+        cold_wall: median(|f| f.cold_wall),
+        warm_cpu: median(|f| f.warm_cpu),
+        warm_wall: median(|f| f.warm_wall),
+        storage: runs.pop().map(|f| f.storage).unwrap_or_default(),
+    }
+}
+
 /// A new process (in `share`'s cgroup when given): its first turn, then [`WARM_TURNS`] more of the
 /// same session.
 async fn measure(stack: &Stack, user: &UserId, share: Option<&CpuShare>) -> Figures {
@@ -109,7 +145,11 @@ async fn measure(stack: &Stack, user: &UserId, share: Option<&CpuShare>) -> Figu
     // AWS keeps a client's connections open between requests and moto's server closes each one, so
     // the function reaches moto through a proxy that keeps them open (and counts the requests).
     let proxy = FaultProxy::start(&stack.endpoint).await;
-    let env = stack.env(&[("AWS_ENDPOINT_URL", proxy.endpoint.as_str())]);
+    // A table of its own: moto's queries slow down as a table fills, which would make the later
+    // rows' wall times longer than the earlier ones' for moto's sake alone.
+    let table = unique_name("process-bench");
+    create_sessions_table(&stack.dynamodb, &table).await;
+    let env = stack.env(&[("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("SESSIONS_TABLE", table.as_str())]);
     let started = Instant::now();
     let function = match share {
         Some(share) => Function::start_in_cgroup("http-turn", &env, &share.path).await,
@@ -214,6 +254,19 @@ fn report(rows: &[(u64, Option<u64>, Figures)]) {
             ms(figures.warm_wall),
             price
         );
+    }
+    for (size, _, figures) in rows.iter().filter(|(_, memory, _)| memory.is_none()) {
+        for (what, figure, goal) in
+            [("warm turn", figures.warm_cpu, GOAL_WARM_CPU), ("cold start", figures.cold_cpu, GOAL_COLD_CPU)]
+        {
+            let verdict = if figure <= goal { "within" } else { "OVER" };
+            println!(
+                "goal: {what} at {} skills: {} of CPU, {verdict} the goal of {} (on a quiet machine, over is a regression)",
+                thousands(*size),
+                ms(figure),
+                ms(goal)
+            );
+        }
     }
 }
 

@@ -167,6 +167,8 @@ impl Function {
             .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
             .env("AWS_LAMBDA_LOG_FORMAT", "JSON")
             .env("RUST_LOG", "info")
+            // As the template's Globals set it for every function.
+            .env("MIMALLOC_PURGE_DELAY", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
