@@ -97,12 +97,16 @@ pub fn subagent_span(id: &str, agent_type: &str) -> Span {
     )
 }
 
-/// Records `usage` on a span that declares the GenAI usage fields (`chat`, `invoke_agent`).
+/// Records `usage` on a span that declares the GenAI usage fields (`chat`, `invoke_agent`), in one
+/// record: the JSON log layer re-reads a span's fields at every record.
 pub fn record_usage(span: &Span, usage: &Usage) {
-    span.record(field::INPUT_TOKENS, usage.input_tokens);
-    span.record(field::OUTPUT_TOKENS, usage.output_tokens);
-    span.record(field::CACHE_READ_TOKENS, usage.cache_read_tokens);
-    span.record(field::CACHE_WRITE_TOKENS, usage.cache_write_tokens);
+    tracing::record_all!(
+        span,
+        gen_ai.usage.input_tokens = usage.input_tokens,
+        gen_ai.usage.output_tokens = usage.output_tokens,
+        gen_ai.usage.cache_read.input_tokens = usage.cache_read_tokens,
+        gen_ai.usage.cache_creation.input_tokens = usage.cache_write_tokens,
+    );
 }
 
 /// The `summarize` span of a history summary, its outcome to be recorded.
@@ -170,12 +174,23 @@ impl InstrumentedModel {
         Self { inner, provider, model }
     }
 
+    /// The call's span, with everything known before the call among its first fields, so that
+    /// nothing is recorded on it until the reply.
     fn span(&self, request: &ChatRequest) -> Span {
         let model = request.model.as_deref().or(self.model.as_deref()).unwrap_or("");
-        let span = tracing::info_span!(
+        let (mut images, mut documents) = (0u64, 0u64);
+        for file in request.messages.iter().flat_map(|message| message.files()) {
+            if request.files.contains_key(&file.sha256) {
+                match file.media_type.is_image() {
+                    true => images += 1,
+                    false => documents += 1,
+                }
+            }
+        }
+        tracing::info_span!(
             "chat",
             gen_ai.operation.name = "chat",
-            gen_ai.provider.name = Empty,
+            gen_ai.provider.name = self.provider.as_deref(),
             gen_ai.request.model = model,
             gen_ai.usage.input_tokens = Empty,
             gen_ai.usage.output_tokens = Empty,
@@ -184,36 +199,24 @@ impl InstrumentedModel {
             gen_ai.response.finish_reasons = Empty,
             time_to_first_token_ms = Empty,
             "error.type" = Empty,
-            request.images = Empty,
-            request.documents = Empty,
-        );
-        let shown = || {
-            request
-                .messages
-                .iter()
-                .flat_map(|message| message.files())
-                .filter(|file| request.files.contains_key(&file.sha256))
-        };
-        let images = shown().filter(|file| file.media_type.is_image()).count();
-        if images > 0 {
-            span.record(field::REQUEST_IMAGES, images as u64);
-        }
-        let documents = shown().filter(|file| !file.media_type.is_image()).count();
-        if documents > 0 {
-            span.record(field::REQUEST_DOCUMENTS, documents as u64);
-        }
-        if let Some(provider) = &self.provider {
-            span.record(field::PROVIDER_NAME, provider.as_str());
-        }
-        span
+            request.images = (images > 0).then_some(images),
+            request.documents = (documents > 0).then_some(documents),
+        )
     }
 }
 
 fn record_result(span: &Span, result: &Result<ChatResponse, ModelError>) {
     match result {
         Ok(response) => {
-            record_usage(span, &response.usage);
-            span.record(field::FINISH_REASONS, finish_reason(response.stop_reason));
+            let usage = &response.usage;
+            tracing::record_all!(
+                span,
+                gen_ai.usage.input_tokens = usage.input_tokens,
+                gen_ai.usage.output_tokens = usage.output_tokens,
+                gen_ai.usage.cache_read.input_tokens = usage.cache_read_tokens,
+                gen_ai.usage.cache_creation.input_tokens = usage.cache_write_tokens,
+                gen_ai.response.finish_reasons = finish_reason(response.stop_reason),
+            );
         }
         Err(err) => record_error(span, model_error_type(err)),
     }

@@ -70,12 +70,20 @@ pub(super) async fn drive(
         let how = |trim_system| Prepare { step: steps, tools_tokens, limit: limits.input_tokens, trim_system };
         // The system prompt is the prefix a provider caches: it is left whole while the turn's own
         // steps can make room.
-        let (mut system, mut messages, mut trims, mut transient) =
-            prepare(&*env, model.file_input(), &conversation, first_new, compacted.as_ref(), how(false));
+        // Most requests are the conversation as it stands: lent to the request, not copied.
+        let lent = match compacted {
+            None => lend(&*env, &mut conversation, how(false)),
+            Some(_) => None,
+        };
+        let is_lent = lent.is_some();
+        let (mut system, mut messages, mut trims, mut transient) = match lent {
+            Some((system, messages, transient)) => (system, messages, Vec::new(), transient),
+            None => prepare(&*env, model.file_input(), &conversation, first_new, compacted.as_ref(), how(false)),
+        };
         // The turn itself would be cut: condense its older steps first, as long as there are some
         // and what is never cut (the prompt, the request, the tools) leaves room for them.
-        let floor = budget::estimate_request(&system, std::slice::from_ref(&conversation[first_new]), tools_tokens);
-        if budget::cuts_the_turn(&trims) && floor < limits.input_tokens {
+        let floor = || budget::estimate_request(&system, std::slice::from_ref(&conversation[first_new]), tools_tokens);
+        if budget::cuts_the_turn(&trims) && floor() < limits.input_tokens {
             // The calls that returned skill instructions, asked of the environment before the call
             // to the model, since the environment is not shared across it.
             let skill_calls: std::collections::HashSet<&str> = conversation[first_new..]
@@ -145,12 +153,18 @@ pub(super) async fn drive(
                 model.complete(&request).await
             }
         };
-        let response = match call_deadline {
-            Some(at) => match tokio::time::timeout_at(at, call).await {
-                Ok(response) => response?,
-                Err(_) => break Ending::Deadline,
-            },
-            None => call.await?,
+        let answered = match call_deadline {
+            Some(at) => tokio::time::timeout_at(at, call).await.ok(),
+            None => Some(call.await),
+        };
+        if is_lent {
+            let mut messages = request.messages;
+            messages.truncate(messages.len() - transient);
+            conversation = messages;
+        }
+        let response = match answered {
+            Some(response) => response?,
+            None => break Ending::Deadline,
         };
         steps += 1;
         usage.add(response.usage);
@@ -166,7 +180,7 @@ pub(super) async fn drive(
                     call.id = format!("call_{steps}_{index}");
                 }
                 results::cut_text(&mut call.name, MAX_TOOL_NAME_BYTES, "");
-                let size = call.arguments.to_string().len();
+                let size = budget::json_len(&call.arguments);
                 let over = size > MAX_TOOL_ARGUMENT_BYTES || argument_bytes + size > MAX_TURN_ARGUMENT_BYTES;
                 if over {
                     call.arguments = serde_json::json!({ "_omitted_bytes": size });
@@ -301,6 +315,32 @@ async fn resume_calls(
         offload_bound,
     };
     calls::run_reply(env, reply, spent, events, conversation).await
+}
+
+/// The request's system prompt and messages when they are the conversation as it stands (nothing
+/// condensed, no file shown, within the budget with the reminder): the conversation is moved into
+/// the request, with the reminder after it, and the caller takes it back after the call, so that no
+/// model call copies the history. `None` leaves the conversation as it was, for [`prepare`].
+fn lend(
+    env: &dyn TurnEnv,
+    conversation: &mut Vec<Message>,
+    how: Prepare,
+) -> Option<(SystemPrompt, Vec<Message>, usize)> {
+    if conversation.iter().any(|message| !message.files().is_empty()) {
+        return None;
+    }
+    let system = env.system_prompt();
+    let reminder = env.reminder(how.step);
+    let transient = usize::from(reminder.is_some());
+    let mut messages = std::mem::take(conversation);
+    messages.extend(reminder.map(Message::user));
+    // What `budget::fit` would find first: within the limit, it trims nothing.
+    if budget::estimate_request(&system, &messages, how.tools_tokens) <= how.limit {
+        return Some((system, messages, transient));
+    }
+    messages.truncate(messages.len() - transient);
+    *conversation = messages;
+    None
 }
 
 /// How [`prepare`] fits a request: for model call `step` (from 0), with tools of `tools_tokens`,

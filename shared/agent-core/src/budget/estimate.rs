@@ -13,10 +13,15 @@ pub fn estimate_text(text: &str) -> usize {
 /// [`estimate_text`] of `value` as compact JSON, counted as it is written rather than built as a
 /// string: a turn estimates every tool call's arguments before each model call.
 pub fn estimate_json(value: &serde_json::Value) -> usize {
+    json_len(value).div_ceil(BYTES_PER_TOKEN)
+}
+
+/// The length in bytes of `value` as compact JSON (`value.to_string().len()`), without the string.
+pub fn json_len(value: &serde_json::Value) -> usize {
     let mut length = JsonLength(0);
     // Writing to a counter cannot fail, and a `Value` always serialises.
     let _ = serde_json::to_writer(&mut length, value);
-    length.0.div_ceil(BYTES_PER_TOKEN)
+    length.0
 }
 
 /// Counts the bytes written to it.

@@ -4,7 +4,7 @@
 pub mod cut;
 pub mod estimate;
 
-pub use estimate::estimate_text;
+pub use estimate::{estimate_text, json_len};
 
 use crate::message::{FileRef, Message, ToolSpec};
 use crate::model::{FileInput, ImageTokens};
@@ -142,7 +142,7 @@ pub fn fit(
         .enumerate()
         .flat_map(|(m, message)| match message {
             Message::Assistant { tool_calls, .. } => {
-                tool_calls.iter().enumerate().map(|(c, call)| (m, c, call.arguments.to_string().len())).collect()
+                tool_calls.iter().enumerate().map(|(c, call)| (m, c, json_len(&call.arguments))).collect()
             }
             _ => Vec::new(),
         })
@@ -231,7 +231,7 @@ pub fn fit(
             })
             .into_iter()
             .flat_map(|(m, calls)| {
-                calls.iter().enumerate().map(move |(c, call)| ((m, Some(c)), call.arguments.to_string().len()))
+                calls.iter().enumerate().map(move |(c, call)| ((m, Some(c)), json_len(&call.arguments)))
             })
             .filter(|(_, size)| *size > cut::MIN_CUT_ARGUMENT_BYTES);
         let Some((piece, _)) =
