@@ -17,8 +17,8 @@ pub mod testing;
 
 pub use ids::{AgentName, InvalidId, MemoryPath, SessionId, SkillPath, TicketId, UserId};
 pub use message::{
-    ChatRequest, ChatResponse, FileBytes, FileRef, JsonSchemaFormat, MediaType, Message, StopReason, ToolCall,
-    ToolSpec, Usage,
+    ChatRequest, ChatResponse, FileBytes, FileRef, JsonSchemaFormat, MediaType, Message, StablePrefix,
+    StablePrefixHint, StopReason, ToolCall, ToolSpec, Usage,
 };
 pub use model::{complete_as_one_delta, model_name, ChatModel, DeltaSink, FileInput, ImageTokens, ModelError};
 pub use store::{

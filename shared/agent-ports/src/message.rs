@@ -321,6 +321,71 @@ pub struct ChatRequest {
     /// sent as a short text note instead.
     #[serde(skip)]
     pub files: Arc<FileBytes>,
+    /// The start of the messages that every call of this turn's loop sends unchanged, which a
+    /// provider may encode once for all of them.
+    #[serde(skip)]
+    pub stable_prefix: StablePrefixHint,
+}
+
+/// The first `len` messages of a turn's requests (the history and the user's message), which the
+/// turn's loop sends unchanged in every call it makes: a provider may encode them at the first call
+/// and put that encoding in the later calls' bodies instead of encoding them again. The loop only
+/// attaches it to a request whose first `len` messages are exactly these, and a provider only uses
+/// it for a request that shows no file.
+pub struct StablePrefix {
+    len: usize,
+    /// Each provider's encoding, made at its first request: a turn may call more than one.
+    encoded: std::sync::Mutex<Vec<(&'static str, Arc<dyn std::any::Any + Send + Sync>)>>,
+}
+
+impl StablePrefix {
+    pub fn new(len: usize) -> Self {
+        Self { len, encoded: Default::default() }
+    }
+
+    /// How many messages at the start of a request it covers.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// `provider`'s encoding of the prefix: made by `encode` at the first call, shared after it.
+    pub fn encoded<T: Send + Sync + 'static>(&self, provider: &'static str, encode: impl FnOnce() -> T) -> Arc<T> {
+        let mut encoded = self.encoded.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(found) = encoded.iter().find(|(name, _)| *name == provider).and_then(|(_, any)| {
+            let any: Arc<dyn std::any::Any + Send + Sync> = any.clone();
+            any.downcast::<T>().ok()
+        }) {
+            return found;
+        }
+        let made = Arc::new(encode());
+        encoded.retain(|(name, _)| *name != provider);
+        encoded.push((provider, made.clone()));
+        made
+    }
+}
+
+/// A request's [`StablePrefix`], if any: a hint, not content, so two requests of the same content
+/// are equal whatever their hints.
+#[derive(Clone, Default)]
+pub struct StablePrefixHint(pub Option<Arc<StablePrefix>>);
+
+impl PartialEq for StablePrefixHint {
+    fn eq(&self, _other: &Self) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for StablePrefixHint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(prefix) => write!(f, "StablePrefix({})", prefix.len),
+            None => f.write_str("None"),
+        }
+    }
 }
 
 /// A structured-output request: the reply's content must be JSON valid against `schema`.

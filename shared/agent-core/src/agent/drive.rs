@@ -2,6 +2,8 @@
 //! the model, run the calls of its reply, and repeat until it answers, pauses or meets a bound;
 //! then the reply that says how it ended. Each request is prepared by `compact` and the budget.
 
+use std::sync::Arc;
+
 use tokio::time::Instant;
 
 use super::approval::{Decision, Decisions};
@@ -12,7 +14,7 @@ use super::{
 use crate::budget::{self, Trim};
 use crate::events::{DeltaEvents, TurnObserver};
 use crate::files;
-use crate::message::{ChatRequest, Message, ToolCall, Usage};
+use crate::message::{ChatRequest, Message, StablePrefix, StablePrefixHint, ToolCall, Usage};
 use crate::model::{ChatModel, FileInput, ModelError};
 use crate::prompt::SystemPrompt;
 
@@ -41,6 +43,8 @@ pub(super) async fn drive(
     let mut compacted: Option<compact::Compacted> = None;
     let offload_bound = results::offload_bound(limits.input_tokens);
     let mut pause = Pause::default();
+    // The history and the user's message: every lent request starts with them unchanged.
+    let prefix = Arc::new(StablePrefix::new(first_new + 1));
 
     let mut resumed = match decisions {
         Some(decisions) => {
@@ -143,6 +147,7 @@ pub(super) async fn drive(
             messages,
             tools,
             files,
+            stable_prefix: StablePrefixHint(is_lent.then(|| prefix.clone())),
             ..ChatRequest::default()
         };
         let deltas = DeltaEvents::new(events, MAX_REPLY_BYTES);

@@ -3,9 +3,12 @@
 //! PDFs as content parts of a user message.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use agent_ports::{ChatRequest, FileInput, JsonSchemaFormat, Message};
-use serde::Serialize;
+use serde::ser::SerializeSeq;
+use serde::{Serialize, Serializer};
+use serde_json::value::RawValue;
 use serde_json::Value;
 
 use crate::config::PromptCache;
@@ -17,7 +20,7 @@ const TOOL_FILES_HEADING: &str = "Files shown by the tool results above:";
 #[derive(Serialize)]
 pub(super) struct CompletionRequest<'a> {
     model: &'a str,
-    messages: Vec<WireMessage<'a>>,
+    messages: WireMessages<'a>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<WireTool<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -32,6 +35,36 @@ pub(super) struct CompletionRequest<'a> {
     /// `in_memory` or `24h`, only when configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_retention: Option<&'a str>,
+}
+
+/// The request's messages: the system message, the turn's stable prefix as encoded at the turn's
+/// first call (when the request has one), then the others.
+struct WireMessages<'a> {
+    system: Option<WireMessage<'a>>,
+    prefix: Option<Arc<EncodedPrefix>>,
+    rest: Vec<WireMessage<'a>>,
+}
+
+/// A stable prefix's messages, each encoded as the request's own would be; `None` when one could
+/// not be, so that every call encodes them itself.
+type EncodedPrefix = Option<Vec<Box<RawValue>>>;
+
+impl Serialize for WireMessages<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let prefix = self.prefix.as_deref().and_then(Option::as_deref).unwrap_or_default();
+        let mut seq =
+            serializer.serialize_seq(Some(usize::from(self.system.is_some()) + prefix.len() + self.rest.len()))?;
+        if let Some(system) = &self.system {
+            seq.serialize_element(system)?;
+        }
+        for message in prefix {
+            seq.serialize_element(message)?;
+        }
+        for message in &self.rest {
+            seq.serialize_element(message)?;
+        }
+        seq.end()
+    }
 }
 
 #[derive(Serialize)]
@@ -180,43 +213,34 @@ pub(super) fn to_wire<'a>(
     (max_tokens, max_completion_tokens): Limits,
     cache: &'a PromptCache,
 ) -> CompletionRequest<'a> {
-    let mut messages = Vec::with_capacity(request.messages.len() + 1);
-    if let Some(content) = system_text(&request.system, &request.system_tail) {
-        messages.push(WireMessage::System { content });
-    }
+    let system = system_text(&request.system, &request.system_tail).map(|content| WireMessage::System { content });
+    // A request that shows no file encodes each message alone, so a turn's stable prefix is
+    // encoded once, at its first call.
+    let prefix = request
+        .stable_prefix
+        .0
+        .as_ref()
+        .filter(|prefix| request.files.is_empty() && prefix.len() <= request.messages.len())
+        .map(|prefix| (prefix.len(), prefix.encoded(PROVIDER_KEY, || encode_prefix(request, prefix.len(), input))))
+        .filter(|(_, encoded)| encoded.is_some());
+    let (prefix, from) = match prefix {
+        Some((len, encoded)) => (Some(encoded), len),
+        None => (None, 0),
+    };
+    let mut rest = Vec::with_capacity(request.messages.len() - from);
     // The files of the current run of tool results, with the call each came from.
     let mut tool_files: Vec<(&'a str, Shown<'a>)> = Vec::new();
-    for message in &request.messages {
+    for message in &request.messages[from..] {
         if !matches!(message, Message::Tool { .. }) && !tool_files.is_empty() {
-            messages.push(tool_files_message(&tool_files));
+            rest.push(tool_files_message(&tool_files));
             tool_files.clear();
         }
-        messages.push(match message {
-            Message::User { content, files } => {
-                let split = split(content, files, &request.files, input);
-                user_message(split.text, &split.shown)
-            }
-            Message::Assistant { content, tool_calls } => WireMessage::Assistant {
-                content: if content.is_empty() && !tool_calls.is_empty() { None } else { Some(content) },
-                tool_calls: tool_calls
-                    .iter()
-                    .map(|call| WireToolCall {
-                        id: &call.id,
-                        kind: "function",
-                        function: WireFunctionCall { name: &call.name, arguments: encode_arguments(&call.arguments) },
-                    })
-                    .collect(),
-            },
-            Message::Tool { tool_call_id, content, files, .. } => {
-                let split = split(content, files, &request.files, input);
-                tool_files.extend(split.shown.into_iter().map(|shown| (tool_call_id.as_str(), shown)));
-                WireMessage::Tool { tool_call_id, content: split.text }
-            }
-        });
+        rest.push(wire_message(message, request, input, &mut tool_files));
     }
     if !tool_files.is_empty() {
-        messages.push(tool_files_message(&tool_files));
+        rest.push(tool_files_message(&tool_files));
     }
+    let messages = WireMessages { system, prefix, rest };
     let tools = request
         .tools
         .iter()
@@ -238,6 +262,52 @@ pub(super) fn to_wire<'a>(
         prompt_cache_key,
         prompt_cache_retention,
     }
+}
+
+/// The name a stable prefix keeps this provider's encoding under.
+const PROVIDER_KEY: &str = "openai-chat-completions";
+
+/// One message as the server wants it; the files a tool result shows are added to `tool_files`, to
+/// be shown by the user message after the run of tool results.
+fn wire_message<'a>(
+    message: &'a Message,
+    request: &'a ChatRequest,
+    input: FileInput,
+    tool_files: &mut Vec<(&'a str, Shown<'a>)>,
+) -> WireMessage<'a> {
+    match message {
+        Message::User { content, files } => {
+            let split = split(content, files, &request.files, input);
+            user_message(split.text, &split.shown)
+        }
+        Message::Assistant { content, tool_calls } => WireMessage::Assistant {
+            content: if content.is_empty() && !tool_calls.is_empty() { None } else { Some(content) },
+            tool_calls: tool_calls
+                .iter()
+                .map(|call| WireToolCall {
+                    id: &call.id,
+                    kind: "function",
+                    function: WireFunctionCall { name: &call.name, arguments: encode_arguments(&call.arguments) },
+                })
+                .collect(),
+        },
+        Message::Tool { tool_call_id, content, files, .. } => {
+            let split = split(content, files, &request.files, input);
+            tool_files.extend(split.shown.into_iter().map(|shown| (tool_call_id.as_str(), shown)));
+            WireMessage::Tool { tool_call_id, content: split.text }
+        }
+    }
+}
+
+/// The first `len` messages of a request that shows no file, each encoded alone: without files a
+/// message is one wire message, whatever comes around it.
+fn encode_prefix(request: &ChatRequest, len: usize, input: FileInput) -> EncodedPrefix {
+    let mut tool_files = Vec::new();
+    let encoded = request.messages[..len]
+        .iter()
+        .map(|message| serde_json::value::to_raw_value(&wire_message(message, request, input, &mut tool_files)).ok())
+        .collect::<Option<Vec<_>>>()?;
+    tool_files.is_empty().then_some(encoded)
 }
 
 /// One system message: the stable part first, so the cached prefix reaches into it, then the tail,
@@ -271,6 +341,64 @@ mod tests {
     fn preserved_raw_arguments_round_trip() {
         assert_eq!(encode_arguments(&json!("{oops")), "{oops");
         assert_eq!(encode_arguments(&json!({"a": [1, 2]})), r#"{"a":[1,2]}"#);
+    }
+
+    /// A turn's requests: the history and the user's message, then `steps` more messages.
+    fn turn_request(steps: usize, prefix: Option<&std::sync::Arc<agent_ports::StablePrefix>>) -> ChatRequest {
+        let mut messages = vec![
+            Message::user("earlier \"question\""),
+            Message::Assistant {
+                content: String::new(),
+                tool_calls: vec![agent_ports::ToolCall {
+                    id: "c1".into(),
+                    name: "ls".into(),
+                    arguments: json!({"path": "/workspace"}),
+                }],
+            },
+            Message::tool("c1", "ls", "notes.md\n"),
+            Message::assistant("earlier answer"),
+            Message::user("the new request"),
+        ];
+        for step in 0..steps {
+            messages.push(Message::assistant(format!("step {step}")));
+        }
+        ChatRequest {
+            system: "system".into(),
+            messages,
+            stable_prefix: agent_ports::StablePrefixHint(prefix.cloned()),
+            ..Default::default()
+        }
+    }
+
+    fn body(request: &ChatRequest) -> String {
+        let cache = PromptCache::default();
+        serde_json::to_string(&to_wire("m", request, FileInput::TEXT_ONLY, (Some(10), None), &cache)).unwrap()
+    }
+
+    #[test]
+    fn a_stable_prefix_is_encoded_once_and_sent_as_if_encoded_each_time() {
+        let prefix = std::sync::Arc::new(agent_ports::StablePrefix::new(5));
+        for steps in [0, 1, 3] {
+            assert_eq!(body(&turn_request(steps, Some(&prefix))), body(&turn_request(steps, None)), "{steps}");
+        }
+        // The later calls took the first call's encoding: one made, and the same one since.
+        let first = prefix.encoded::<EncodedPrefix>(PROVIDER_KEY, || panic!("encoded at the first call"));
+        assert_eq!(first.as_ref().as_ref().map(Vec::len), Some(5));
+        let parsed: Value = serde_json::from_str(&body(&turn_request(1, Some(&prefix)))).unwrap();
+        assert_eq!(parsed["messages"].as_array().unwrap().len(), 1 + 5 + 1);
+        assert_eq!(parsed["messages"][1]["content"], "earlier \"question\"");
+    }
+
+    #[test]
+    fn a_request_showing_files_encodes_every_message_itself() {
+        let prefix = std::sync::Arc::new(agent_ports::StablePrefix::new(5));
+        let mut request = turn_request(1, Some(&prefix));
+        let mut files = agent_ports::FileBytes::new();
+        files.insert("0".repeat(64), std::sync::Arc::from(vec![1u8, 2, 3]));
+        request.files = std::sync::Arc::new(files);
+        let _ = body(&request);
+        let untouched = prefix.encoded::<EncodedPrefix>(PROVIDER_KEY, || None);
+        assert!(untouched.is_none(), "a request with files made no encoding");
     }
 
     #[test]
