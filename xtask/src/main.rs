@@ -285,6 +285,7 @@ fn bench() -> Result<(), String> {
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "stream-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "protocol-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "process-bench"])?;
+    run("cargo", &["run", "--release", "--package", "benches", "--bin", "request-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "subagent-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "media-bench"])?;
     run("cargo", &["run", "--release", "--package", "benches", "--bin", "vision-bench"])?;

@@ -5,8 +5,8 @@
 //! answer), after the cold turn that started the process.
 //!
 //! It reports, per library size, the process's CPU (user and system, every thread's on-CPU time
-//! from `/proc/{pid}/task/*/schedstat`) up to the cold start's first reply, and per warm turn; with
-//! the wall time of each.
+//! from `/proc/{pid}/task/*/schedstat`) up to the cold start's first reply, and per warm turn (with
+//! the first and the last warm turn's, since each sends a longer history); with the wall time of each.
 //!
 //! With `PROCESS_BENCH_MEMORY_MB` (comma-separated, such as `128,256,512,1024`) it also runs the
 //! function under Lambda's CPU share for each memory size: a cgroup (v1 `cpu` controller, as root)
@@ -94,6 +94,9 @@ struct Figures {
     cold_wall: Duration,
     warm_cpu: Duration,
     warm_wall: Duration,
+    /// The CPU of the first and of the last warm turn: each turn sends and reads a longer history.
+    first_warm_cpu: Duration,
+    last_warm_cpu: Duration,
     /// A warm turn's storage requests, by operation.
     storage: String,
 }
@@ -101,11 +104,13 @@ struct Figures {
 impl Figures {
     fn line(&self) -> String {
         format!(
-            "cold start {} CPU ({} wall), warm turn {} CPU ({} wall), {} storage requests",
+            "cold start {} CPU ({} wall), warm turn {} CPU ({} wall; the first {}, the last {}), {} storage requests",
             ms(self.cold_cpu),
             ms(self.cold_wall),
             ms(self.warm_cpu),
             ms(self.warm_wall),
+            ms(self.first_warm_cpu),
+            ms(self.last_warm_cpu),
             self.storage
         )
     }
@@ -132,6 +137,8 @@ where
         cold_wall: median(|f| f.cold_wall),
         warm_cpu: median(|f| f.warm_cpu),
         warm_wall: median(|f| f.warm_wall),
+        first_warm_cpu: median(|f| f.first_warm_cpu),
+        last_warm_cpu: median(|f| f.last_warm_cpu),
         storage: runs.pop().map(|f| f.storage).unwrap_or_default(),
     }
 }
@@ -160,13 +167,17 @@ async fn measure(stack: &Stack, user: &UserId, share: Option<&CpuShare>) -> Figu
     let (cold_cpu, cold_wall) = (process_cpu(pid), started.elapsed());
     let cold_requests = proxy.log().len();
     let (before, started) = (process_cpu(pid), Instant::now());
+    let mut each = Vec::with_capacity(WARM_TURNS);
     for n in 0..WARM_TURNS {
+        let at = process_cpu(pid);
         turn(stack, &function, user, &session, n + 1 == WARM_TURNS).await;
+        each.push(process_cpu(pid) - at);
     }
     let turns = WARM_TURNS as u32;
     let (warm_cpu, warm_wall) = ((process_cpu(pid) - before) / turns, started.elapsed() / turns);
     let storage = storage_requests(&proxy.log()[cold_requests..], WARM_TURNS);
-    Figures { cold_cpu, cold_wall, warm_cpu, warm_wall, storage }
+    let (first_warm_cpu, last_warm_cpu) = (each[0], each[WARM_TURNS - 1]);
+    Figures { cold_cpu, cold_wall, warm_cpu, warm_wall, first_warm_cpu, last_warm_cpu, storage }
 }
 
 /// A warm turn's storage requests, by operation, from what the proxy saw over `turns` turns.
@@ -231,8 +242,8 @@ impl CpuShare {
 fn report(rows: &[(u64, Option<u64>, Figures)]) {
     println!("\nthe release http-turn, one session: a cold start, then {WARM_TURNS} warm turns of 7 model calls");
     println!(
-        "{:>8} {:>12} {:>14} {:>14} {:>14} {:>14} {:>16}",
-        "skills", "CPU share", "cold CPU", "cold wall", "warm CPU", "warm wall", "$ per 1M warm"
+        "{:>8} {:>12} {:>14} {:>14} {:>14} {:>22} {:>14} {:>16}",
+        "skills", "CPU share", "cold CPU", "cold wall", "warm CPU", "first / last warm", "warm wall", "$ per 1M warm"
     );
     for (size, memory, figures) in rows {
         let (share, price) = match memory {
@@ -245,12 +256,13 @@ fn report(rows: &[(u64, Option<u64>, Figures)]) {
             }
         };
         println!(
-            "{:>8} {:>12} {:>14} {:>14} {:>14} {:>14} {:>16}",
+            "{:>8} {:>12} {:>14} {:>14} {:>14} {:>22} {:>14} {:>16}",
             thousands(*size),
             share,
             ms(figures.cold_cpu),
             ms(figures.cold_wall),
             ms(figures.warm_cpu),
+            format!("{} / {}", ms(figures.first_warm_cpu), ms(figures.last_warm_cpu)),
             ms(figures.warm_wall),
             price
         );
