@@ -97,15 +97,21 @@ pub fn subagent_span(id: &str, agent_type: &str) -> Span {
     )
 }
 
-/// Records `usage` on a span that declares the GenAI usage fields (`chat`, `invoke_agent`), in one
-/// record: the JSON log layer re-reads a span's fields at every record.
+/// Records `usage` on a span that declares the GenAI usage fields (`chat`, `invoke_agent`).
 pub fn record_usage(span: &Span, usage: &Usage) {
+    record_reply(span, usage, None);
+}
+
+/// Records `usage` and, on a `chat` span, why the model stopped, in one record: the JSON log layer
+/// re-reads a span's fields at every record.
+fn record_reply(span: &Span, usage: &Usage, finish_reason: Option<&str>) {
     tracing::record_all!(
         span,
         gen_ai.usage.input_tokens = usage.input_tokens,
         gen_ai.usage.output_tokens = usage.output_tokens,
         gen_ai.usage.cache_read.input_tokens = usage.cache_read_tokens,
         gen_ai.usage.cache_creation.input_tokens = usage.cache_write_tokens,
+        gen_ai.response.finish_reasons = finish_reason,
     );
 }
 
@@ -207,17 +213,7 @@ impl InstrumentedModel {
 
 fn record_result(span: &Span, result: &Result<ChatResponse, ModelError>) {
     match result {
-        Ok(response) => {
-            let usage = &response.usage;
-            tracing::record_all!(
-                span,
-                gen_ai.usage.input_tokens = usage.input_tokens,
-                gen_ai.usage.output_tokens = usage.output_tokens,
-                gen_ai.usage.cache_read.input_tokens = usage.cache_read_tokens,
-                gen_ai.usage.cache_creation.input_tokens = usage.cache_write_tokens,
-                gen_ai.response.finish_reasons = finish_reason(response.stop_reason),
-            );
-        }
+        Ok(response) => record_reply(span, &response.usage, Some(finish_reason(response.stop_reason))),
         Err(err) => record_error(span, model_error_type(err)),
     }
 }
