@@ -10,7 +10,6 @@ mod streamed;
 
 use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, ModelError};
 use async_trait::async_trait;
-use serde_json::Value;
 
 use crate::config::{FileInputSetting, LlmConfig, PromptCache, ProviderKind};
 use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
@@ -108,11 +107,7 @@ impl ChatModel for OpenAiModel {
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ModelError> {
         let model = crate::effective_model(request, &self.model);
-        let mut body =
-            serde_json::to_value(to_wire(model, request, self.file_input_of(model), self.limits(), &self.cache))
-                .map_err(|e| ModelError::Config(format!("{PROVIDER}: could not encode the request: {e}")))?;
-        body["stream"] = Value::Bool(true);
-        body["stream_options"] = serde_json::json!({"include_usage": true});
+        let body = to_wire(model, request, self.file_input_of(model), self.limits(), &self.cache).streamed();
         tracing::debug!(provider = PROVIDER, model, "streamed model call");
         let make_request = || {
             let builder = self.streaming.post(&self.endpoint).json(&body);

@@ -35,6 +35,23 @@ pub(super) struct CompletionRequest<'a> {
     /// `in_memory` or `24h`, only when configured.
     #[serde(skip_serializing_if = "Option::is_none")]
     prompt_cache_retention: Option<&'a str>,
+    /// A streamed call's: the reply as server-sent events, the usage in the last one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+impl CompletionRequest<'_> {
+    /// The same request for a streamed reply, with its usage in the last event.
+    pub(super) fn streamed(self) -> Self {
+        Self { stream: Some(true), stream_options: Some(StreamOptions { include_usage: true }), ..self }
+    }
 }
 
 /// The request's messages: the system message, the turn's stable prefix as encoded at the turn's
@@ -261,6 +278,8 @@ pub(super) fn to_wire<'a>(
         response_format,
         prompt_cache_key,
         prompt_cache_retention,
+        stream: None,
+        stream_options: None,
     }
 }
 
@@ -399,6 +418,19 @@ mod tests {
         let _ = body(&request);
         let untouched = prefix.encoded::<EncodedPrefix>(PROVIDER_KEY, || None);
         assert!(untouched.is_none(), "a request with files made no encoding");
+    }
+
+    #[test]
+    fn a_streamed_request_asks_for_events_and_the_usage() {
+        let request = turn_request(0, None);
+        let cache = PromptCache::default();
+        let wire = to_wire("m", &request, FileInput::TEXT_ONLY, (Some(10), None), &cache).streamed();
+        let streamed = serde_json::to_value(&wire).unwrap();
+        assert_eq!(streamed["stream"], json!(true));
+        assert_eq!(streamed["stream_options"], json!({"include_usage": true}));
+        let buffered: Value = serde_json::from_str(&body(&request)).unwrap();
+        assert_eq!(streamed["messages"], buffered["messages"]);
+        assert!(buffered.get("stream").is_none(), "a buffered call asks for no stream");
     }
 
     #[test]
