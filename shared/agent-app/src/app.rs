@@ -73,7 +73,7 @@ pub async fn sandbox_from_env(
         }
         "lambda" => {
             // The SDK takes the endpoint from AWS_ENDPOINT_URL_LAMBDA or AWS_ENDPOINT_URL by itself.
-            let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let sdk = aws_http::load_config().await;
             let lambda = sandbox::LambdaSandbox::from_lookup(&sdk, &lookup)
                 .map_err(|reason| ConfigError::Invalid { name: sandbox::lambda::SANDBOX_FUNCTION_ENV, reason })?;
             tracing::info!(function = lambda.function(), "execute invokes the sandbox function");
@@ -82,7 +82,7 @@ pub async fn sandbox_from_env(
         }
         "agentcore" => {
             // The SDK takes the endpoint from AWS_ENDPOINT_URL_BEDROCK_AGENTCORE or AWS_ENDPOINT_URL.
-            let sdk = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+            let sdk = aws_http::load_config().await;
             let agentcore = sandbox::AgentCoreSandbox::from_lookup(&sdk, &lookup)
                 .map_err(|reason| ConfigError::Invalid { name: "SANDBOX", reason })?;
             tracing::info!(

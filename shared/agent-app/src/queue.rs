@@ -24,7 +24,7 @@ impl SqsTurnQueue {
     /// The queue named by `TURN_QUEUE_URL`, or `None` when it is unset or empty.
     pub async fn from_env() -> Option<Self> {
         let url = std::env::var("TURN_QUEUE_URL").ok().filter(|url| !url.is_empty())?;
-        let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+        let config = aws_http::load_config().await;
         Some(Self::new(aws_sdk_sqs::Client::new(&config), url))
     }
 }

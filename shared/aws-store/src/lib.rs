@@ -10,7 +10,7 @@ mod s3;
 
 use std::sync::Arc;
 
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::SdkConfig;
 use thiserror::Error;
 
 pub use counter::{CallCounter, CallCounts, CountingInterceptor, Service};
@@ -97,7 +97,7 @@ impl AwsStores {
     /// The settings are checked first so that a missing variable fails fast and clearly.
     pub async fn from_env(counter: Option<CallCounter>) -> Result<Self, ConfigError> {
         let settings = StoreSettings::from_env()?;
-        let config = aws_config::defaults(BehaviorVersion::latest()).load().await;
+        let config = aws_http::load_config().await;
         Ok(Self::from_sdk_config(&config, &settings, counter))
     }
 

@@ -34,7 +34,7 @@ impl S3ObjectStore {
         let get = |name: &str| std::env::var(name).ok().map(|v| v.trim().to_owned()).filter(|v| !v.is_empty());
         let bucket = get("SKILLS_BUCKET").ok_or(crate::ConfigError::Missing("SKILLS_BUCKET"))?;
         let path_style = crate::s3_path_style(&get);
-        let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+        let config = aws_http::load_config().await;
         let mut s3 = aws_sdk_s3::config::Builder::from(&config).force_path_style(path_style);
         if let Some(counter) = &counter {
             s3 = s3.interceptor(counter.interceptor(crate::Service::S3));

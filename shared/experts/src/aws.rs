@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::SdkConfig;
 use aws_sdk_secretsmanager::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use tokio::sync::OnceCell;
 
@@ -61,7 +61,7 @@ pub struct AwsSecretResolver {
 }
 
 impl AwsSecretResolver {
-    /// Uses the default AWS configuration chain (`aws_config::defaults(BehaviorVersion::latest())`),
+    /// Uses the default AWS configuration chain (`aws_http::load_config`),
     /// loaded once, on the first Secrets Manager or SSM reference; `env` references read the
     /// process environment.
     pub fn from_env() -> Self {
@@ -90,9 +90,7 @@ impl AwsSecretResolver {
     }
 
     async fn clients(&self) -> &Clients {
-        self.clients
-            .get_or_init(|| async { Clients::new(&aws_config::defaults(BehaviorVersion::latest()).load().await) })
-            .await
+        self.clients.get_or_init(|| async { Clients::new(&aws_http::load_config().await) }).await
     }
 
     fn cached(&self, key: &CacheKey) -> Option<String> {

@@ -78,7 +78,7 @@ impl Webhooks {
         let queue = match env_lookup(QUEUE_URL_ENV).filter(|url| !url.trim().is_empty()) {
             None => None,
             Some(url) => {
-                let config = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+                let config = aws_http::load_config().await;
                 Some(RetryQueue { client: aws_sdk_sqs::Client::new(&config), url })
             }
         };

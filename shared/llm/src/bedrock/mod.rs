@@ -7,7 +7,7 @@ use agent_ports::{
     ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, JsonSchemaFormat, Message, ModelError, ToolCall, Usage,
 };
 use async_trait::async_trait;
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::SdkConfig;
 use aws_sdk_bedrockruntime::config::retry::RetryConfig;
 use aws_sdk_bedrockruntime::config::timeout::TimeoutConfig;
 use aws_sdk_bedrockruntime::config::StalledStreamProtectionConfig;
@@ -80,7 +80,7 @@ impl BedrockModel {
     /// deliberately not followed: here it points the storage clients at an emulator, which does
     /// not speak Bedrock.
     pub async fn new(config: &LlmConfig) -> Result<Self, ModelError> {
-        let loaded = aws_config::defaults(BehaviorVersion::latest()).load().await;
+        let loaded = aws_http::load_config().await;
         let mut builder = loaded.into_builder();
         builder.set_endpoint_url(None);
         Self::from_sdk_config(&builder.build(), config)
