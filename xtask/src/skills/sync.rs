@@ -22,7 +22,7 @@ async fn connect(root: &Path, target: Target) -> Result<(S3ObjectStore, String),
         Target::Local(env_file) => return connect_local(root, env_file).await,
         Target::Bucket(bucket) => bucket,
     };
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let config = aws_http::load_config().await;
     if config.region().is_none() {
         return Err("no AWS region: set AWS_REGION (or a profile's region)".to_owned());
     }
@@ -71,7 +71,7 @@ async fn connect_local(root: &Path, env_file: &str) -> Result<(S3ObjectStore, St
         None,
         "xtask-local",
     );
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+    let config = aws_http::config_loader()
         .region(aws_config::Region::new(get("AWS_REGION")?))
         .credentials_provider(credentials)
         .endpoint_url(&endpoint)

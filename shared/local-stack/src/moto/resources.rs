@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use aws_config::{BehaviorVersion, SdkConfig};
+use aws_config::SdkConfig;
 use aws_sdk_dynamodb::config::{Credentials, Region};
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, BillingMode, GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType,
@@ -14,7 +14,7 @@ use serde_norway::Value;
 
 /// An SDK configuration for moto: static test credentials, us-east-1, the given endpoint.
 pub async fn sdk_config(endpoint: &str) -> SdkConfig {
-    aws_config::defaults(BehaviorVersion::latest())
+    aws_http::config_loader()
         .region(Region::new("us-east-1"))
         .credentials_provider(Credentials::new("testing", "testing", None, None, "moto-tests"))
         .endpoint_url(endpoint)

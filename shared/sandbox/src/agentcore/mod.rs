@@ -179,7 +179,10 @@ mod tests {
 
     #[test]
     fn the_environment_picks_the_interpreter_and_the_session_lifetime() {
-        let sdk = aws_config::SdkConfig::builder().behavior_version(aws_config::BehaviorVersion::latest()).build();
+        let sdk = aws_config::SdkConfig::builder()
+            .behavior_version(aws_config::BehaviorVersion::latest())
+            .http_client(aws_http::http_client())
+            .build();
         let env = |pairs: &'static [(&'static str, &'static str)]| {
             move |name: &str| pairs.iter().find(|(key, _)| *key == name).map(|(_, value)| (*value).to_owned())
         };

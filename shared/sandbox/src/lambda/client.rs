@@ -297,7 +297,11 @@ mod tests {
     use crate::wire::{INTERNAL, TOO_LARGE};
 
     fn sdk() -> SdkConfig {
-        SdkConfig::builder().behavior_version(BehaviorVersion::latest()).region(Region::new("us-east-1")).build()
+        SdkConfig::builder()
+            .behavior_version(BehaviorVersion::latest())
+            .region(Region::new("us-east-1"))
+            .http_client(aws_http::http_client())
+            .build()
     }
 
     #[test]

@@ -225,7 +225,8 @@ async fn malformed_replies_are_errors_not_panics() {
 
 #[tokio::test]
 async fn a_missing_region_is_a_config_error() {
-    let sdk = SdkConfig::builder().behavior_version(BehaviorVersion::latest()).build();
+    let sdk =
+        SdkConfig::builder().behavior_version(BehaviorVersion::latest()).http_client(aws_http::http_client()).build();
     let config = LlmConfig::new(ProviderKind::Bedrock, "", MODEL);
     match BedrockModel::from_sdk_config(&sdk, &config) {
         Err(ModelError::Config(message)) => assert!(message.contains("AWS_REGION"), "{message}"),

@@ -78,6 +78,7 @@ pub(crate) fn sdk_config() -> SdkConfig {
             "test",
         )))
         .behavior_version(BehaviorVersion::latest())
+        .http_client(aws_http::http_client())
         .build()
 }
 
