@@ -99,14 +99,17 @@ struct Figures {
     last_warm_cpu: Duration,
     /// A warm turn's storage requests, by operation.
     storage: String,
+    /// The cold turn's storage requests, by operation.
+    cold_storage: String,
 }
 
 impl Figures {
     fn line(&self) -> String {
         format!(
-            "cold start {} CPU ({} wall), warm turn {} CPU ({} wall; the first {}, the last {}), {} storage requests",
+            "cold start {} CPU ({} wall; {} storage requests), warm turn {} CPU ({} wall; the first {}, the last {}), {} storage requests",
             ms(self.cold_cpu),
             ms(self.cold_wall),
+            self.cold_storage,
             ms(self.warm_cpu),
             ms(self.warm_wall),
             ms(self.first_warm_cpu),
@@ -139,6 +142,7 @@ where
         warm_wall: median(|f| f.warm_wall),
         first_warm_cpu: median(|f| f.first_warm_cpu),
         last_warm_cpu: median(|f| f.last_warm_cpu),
+        cold_storage: runs.last().map(|f| f.cold_storage.clone()).unwrap_or_default(),
         storage: runs.pop().map(|f| f.storage).unwrap_or_default(),
     }
 }
@@ -175,12 +179,14 @@ async fn measure(stack: &Stack, user: &UserId, share: Option<&CpuShare>) -> Figu
     }
     let turns = WARM_TURNS as u32;
     let (warm_cpu, warm_wall) = ((process_cpu(pid) - before) / turns, started.elapsed() / turns);
-    let storage = storage_requests(&proxy.log()[cold_requests..], WARM_TURNS);
+    let log = proxy.log();
+    let (cold_storage, storage) =
+        (storage_requests(&log[..cold_requests], 1), storage_requests(&log[cold_requests..], WARM_TURNS));
     let (first_warm_cpu, last_warm_cpu) = (each[0], each[WARM_TURNS - 1]);
-    Figures { cold_cpu, cold_wall, warm_cpu, warm_wall, first_warm_cpu, last_warm_cpu, storage }
+    Figures { cold_cpu, cold_wall, warm_cpu, warm_wall, first_warm_cpu, last_warm_cpu, storage, cold_storage }
 }
 
-/// A warm turn's storage requests, by operation, from what the proxy saw over `turns` turns.
+/// A turn's storage requests, by operation, from what the proxy saw over `turns` turns.
 fn storage_requests(seen: &[Seen], turns: usize) -> String {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for request in seen {
