@@ -17,6 +17,11 @@
 //! says, for the whole machine, whether each figure is within issue 41's goals (2.5 ms of CPU per
 //! warm turn, 10 ms per cold start): on a quiet machine, a figure over them is a regression.
 //!
+//! To compare builds, `PROCESS_BENCH_BINARIES` names them (comma-separated paths, or names in
+//! `target/release`): each process slot starts every binary in turn (in reverse order every other
+//! slot), so that the machine's drift over a run falls on all of them alike, and the report adds
+//! each binary's difference to the first, the median of the slots' differences.
+//!
 //! Run with `cargo build --release -p http-turn && cargo run --release -p benches --bin
 //! process-bench` (moto_server on PATH). `PROCESS_BENCH_SIZES` (comma-separated) picks other sizes.
 
@@ -53,6 +58,7 @@ fn main() {
     let sizes = list_env("PROCESS_BENCH_SIZES").unwrap_or_else(|| vec![10, 1_000, 10_000]);
     let memories = list_env("PROCESS_BENCH_MEMORY_MB").unwrap_or_default();
     let processes = list_env("PROCESS_BENCH_PROCESSES").and_then(|n| n.first().copied()).unwrap_or(3).max(1) as usize;
+    let binaries = binaries_env();
     println!("process-bench: load average before: {}", load_average());
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
     runtime.block_on(async {
@@ -61,19 +67,50 @@ fn main() {
         for size in sizes {
             let user = UserId::parse(format!("proc-{size}")).expect("a user id");
             prepare(&stack, &user, size as usize).await;
-            let figures = median_of(processes, || measure(&stack, &user, None)).await;
-            eprintln!("  {size} skills: {}", figures.line());
-            rows.push((size, None, figures));
+            let runs = slots(processes, &binaries, |binary| measure(&stack, &user, None, binary)).await;
+            rows.push(Row::new(size, None, &binaries, runs));
             for &memory in &memories {
                 let group = CpuShare::create(memory);
-                let figures = median_of(processes, || measure(&stack, &user, Some(&group))).await;
-                eprintln!("  {size} skills at {memory} MB: {}", figures.line());
-                rows.push((size, Some(memory), figures));
+                let runs = slots(processes, &binaries, |binary| measure(&stack, &user, Some(&group), binary)).await;
+                rows.push(Row::new(size, Some(memory), &binaries, runs));
             }
         }
-        report(&rows);
+        report(&rows, &binaries);
     });
     println!("process-bench: load average after: {}", load_average());
+}
+
+/// The binaries to measure: `PROCESS_BENCH_BINARIES`, or the release `http-turn`.
+fn binaries_env() -> Vec<String> {
+    let named = std::env::var("PROCESS_BENCH_BINARIES").unwrap_or_default();
+    let binaries: Vec<String> =
+        named.split(',').map(str::trim).filter(|name| !name.is_empty()).map(str::to_owned).collect();
+    if binaries.is_empty() {
+        vec!["http-turn".to_owned()]
+    } else {
+        binaries
+    }
+}
+
+/// One size's (and CPU share's) figures: each binary's median, and each binary's median difference
+/// to the first over the slots.
+struct Row {
+    size: u64,
+    memory: Option<u64>,
+    figures: Vec<Figures>,
+    differences: Vec<(Duration, Duration, bool, bool)>,
+}
+
+impl Row {
+    fn new(size: u64, memory: Option<u64>, binaries: &[String], runs: Vec<Vec<Figures>>) -> Row {
+        let differences = (1..binaries.len()).map(|b| median_difference(&runs, b)).collect();
+        let figures: Vec<Figures> = runs.into_iter().map(median_of).collect();
+        for (binary, figures) in binaries.iter().zip(&figures) {
+            let at = memory.map(|memory| format!(" at {memory} MB")).unwrap_or_default();
+            eprintln!("  {size} skills{at}, {binary}: {}", figures.line());
+        }
+        Row { size, memory, figures, differences }
+    }
 }
 
 /// Uploads the tenant's skills and lets a throwaway process build its catalog index, so that the
@@ -119,17 +156,30 @@ impl Figures {
     }
 }
 
-/// The median of each figure over `processes` new processes: a single cold start varies by a few
-/// milliseconds with what the machine is doing.
-async fn median_of<F, Fut>(processes: usize, mut measure: F) -> Figures
+/// Runs `measure` for every binary in each of `processes` slots, every other slot in reverse order;
+/// the runs of each binary, in slot order.
+async fn slots<F, Fut>(processes: usize, binaries: &[String], mut measure: F) -> Vec<Vec<Figures>>
 where
-    F: FnMut() -> Fut,
+    F: FnMut(String) -> Fut,
     Fut: std::future::Future<Output = Figures>,
 {
-    let mut runs = Vec::with_capacity(processes);
-    for _ in 0..processes {
-        runs.push(measure().await);
+    let mut runs: Vec<Vec<Figures>> = binaries.iter().map(|_| Vec::with_capacity(processes)).collect();
+    for slot in 0..processes {
+        let mut order: Vec<usize> = (0..binaries.len()).collect();
+        if slot % 2 == 1 {
+            order.reverse();
+        }
+        for b in order {
+            let figures = measure(binaries[b].clone()).await;
+            runs[b].push(figures);
+        }
     }
+    runs
+}
+
+/// The median of each figure over a binary's new processes: a single cold start varies by a few
+/// milliseconds with what the machine is doing.
+fn median_of(mut runs: Vec<Figures>) -> Figures {
     let median = |figure: fn(&Figures) -> Duration| {
         let mut values: Vec<Duration> = runs.iter().map(figure).collect();
         values.sort();
@@ -147,9 +197,25 @@ where
     }
 }
 
+/// Binary `b`'s warm and cold CPU against the first binary's, slot by slot: the medians of the
+/// differences (their magnitudes, and whether each is a saving).
+fn median_difference(runs: &[Vec<Figures>], b: usize) -> (Duration, Duration, bool, bool) {
+    let median = |figure: fn(&Figures) -> Duration| {
+        let mut differences: Vec<f64> = runs[0]
+            .iter()
+            .zip(&runs[b])
+            .map(|(first, other)| figure(other).as_secs_f64() - figure(first).as_secs_f64())
+            .collect();
+        differences.sort_by(f64::total_cmp);
+        differences[differences.len() / 2]
+    };
+    let (warm, cold) = (median(|f| f.warm_cpu), median(|f| f.cold_cpu));
+    (Duration::from_secs_f64(warm.abs()), Duration::from_secs_f64(cold.abs()), warm < 0.0, cold < 0.0)
+}
+
 /// A new process (in `share`'s cgroup when given): its first turn, then [`WARM_TURNS`] more of the
 /// same session.
-async fn measure(stack: &Stack, user: &UserId, share: Option<&CpuShare>) -> Figures {
+async fn measure(stack: &Stack, user: &UserId, share: Option<&CpuShare>, binary: String) -> Figures {
     // A cold start is a new process on a quiet machine: let the previous phase's work settle.
     tokio::time::sleep(Duration::from_secs(1)).await;
     let session = format!("s{}", rand_suffix());
@@ -163,8 +229,8 @@ async fn measure(stack: &Stack, user: &UserId, share: Option<&CpuShare>) -> Figu
     let env = stack.env(&[("AWS_ENDPOINT_URL", proxy.endpoint.as_str()), ("SESSIONS_TABLE", table.as_str())]);
     let started = Instant::now();
     let function = match share {
-        Some(share) => Function::start_in_cgroup("http-turn", &env, &share.path).await,
-        None => Function::start("http-turn", &env).await,
+        Some(share) => Function::start_in_cgroup(&binary, &env, &share.path).await,
+        None => Function::start(&binary, &env).await,
     };
     let pid = function.pid().expect("the function's pid");
     turn(stack, &function, user, &session, false).await;
@@ -245,42 +311,68 @@ impl CpuShare {
     }
 }
 
-fn report(rows: &[(u64, Option<u64>, Figures)]) {
+fn report(rows: &[Row], binaries: &[String]) {
     println!("\nthe release http-turn, one session: a cold start, then {WARM_TURNS} warm turns of 7 model calls");
+    let several = binaries.len() > 1;
     println!(
-        "{:>8} {:>12} {:>14} {:>14} {:>14} {:>22} {:>14} {:>16}",
-        "skills", "CPU share", "cold CPU", "cold wall", "warm CPU", "first / last warm", "warm wall", "$ per 1M warm"
+        "{:>8} {:>12} {:>14} {:>14} {:>14} {:>22} {:>14} {:>16}{}",
+        "skills",
+        "CPU share",
+        "cold CPU",
+        "cold wall",
+        "warm CPU",
+        "first / last warm",
+        "warm wall",
+        "$ per 1M warm",
+        if several { "  binary" } else { "" }
     );
-    for (size, memory, figures) in rows {
-        let (share, price) = match memory {
-            None => ("whole".to_owned(), String::new()),
-            Some(memory) => {
-                let seconds = figures.warm_wall.as_secs_f64();
-                let gb = *memory as f64 / 1024.0;
-                let price = 1e6 * (seconds * gb * PRICE_PER_GB_SECOND + PRICE_PER_REQUEST);
-                (format!("{memory} MB"), format!("${price:.2}"))
-            }
-        };
-        println!(
-            "{:>8} {:>12} {:>14} {:>14} {:>14} {:>22} {:>14} {:>16}",
-            thousands(*size),
-            share,
-            ms(figures.cold_cpu),
-            ms(figures.cold_wall),
-            ms(figures.warm_cpu),
-            format!("{} / {}", ms(figures.first_warm_cpu), ms(figures.last_warm_cpu)),
-            ms(figures.warm_wall),
-            price
-        );
+    for row in rows {
+        for (binary, figures) in binaries.iter().zip(&row.figures) {
+            let (share, price) = match row.memory {
+                None => ("whole".to_owned(), String::new()),
+                Some(memory) => {
+                    let seconds = figures.warm_wall.as_secs_f64();
+                    let gb = memory as f64 / 1024.0;
+                    let price = 1e6 * (seconds * gb * PRICE_PER_GB_SECOND + PRICE_PER_REQUEST);
+                    (format!("{memory} MB"), format!("${price:.2}"))
+                }
+            };
+            println!(
+                "{:>8} {:>12} {:>14} {:>14} {:>14} {:>22} {:>14} {:>16}{}",
+                thousands(row.size),
+                share,
+                ms(figures.cold_cpu),
+                ms(figures.cold_wall),
+                ms(figures.warm_cpu),
+                format!("{} / {}", ms(figures.first_warm_cpu), ms(figures.last_warm_cpu)),
+                ms(figures.warm_wall),
+                price,
+                if several { format!("  {binary}") } else { String::new() }
+            );
+        }
     }
-    for (size, _, figures) in rows.iter().filter(|(_, memory, _)| memory.is_none()) {
+    let signed = |magnitude: Duration, saving: bool| format!("{}{}", if saving { "-" } else { "+" }, ms(magnitude));
+    for row in rows {
+        for (binary, (warm, cold, warm_saves, cold_saves)) in binaries.iter().skip(1).zip(&row.differences) {
+            let at = row.memory.map(|memory| format!(" at {memory} MB")).unwrap_or_default();
+            println!(
+                "compare: {binary} against {} at {} skills{at}: warm turn {}, cold start {} (medians of the slots' differences)",
+                binaries[0],
+                thousands(row.size),
+                signed(*warm, *warm_saves),
+                signed(*cold, *cold_saves)
+            );
+        }
+    }
+    for row in rows.iter().filter(|row| row.memory.is_none()) {
+        let Some(figures) = row.figures.first() else { continue };
         for (what, figure, goal) in
             [("warm turn", figures.warm_cpu, GOAL_WARM_CPU), ("cold start", figures.cold_cpu, GOAL_COLD_CPU)]
         {
             let verdict = if figure <= goal { "within" } else { "OVER" };
             println!(
                 "goal: {what} at {} skills: {} of CPU, {verdict} the goal of {} (on a quiet machine, over is a regression)",
-                thousands(*size),
+                thousands(row.size),
                 ms(figure),
                 ms(goal)
             );

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use crate::config::{FileInputSetting, LlmConfig, PromptCache, ProviderKind};
 use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
 use crate::stream::stream_with_retry;
-use request::to_wire;
+use request::{to_wire, ToolsCache};
 use response::{from_wire, CompletionResponse, PROVIDER};
 use streamed::StreamedReply;
 
@@ -31,6 +31,7 @@ pub struct OpenAiModel {
     official_api: bool,
     files: FileInputSetting,
     cache: PromptCache,
+    tools: ToolsCache,
     retry: RetryPolicy,
 }
 
@@ -47,6 +48,7 @@ impl OpenAiModel {
             official_api: base_url.starts_with("https://api.openai.com"),
             files: config.file_input,
             cache: config.prompt_cache.clone(),
+            tools: ToolsCache::default(),
             retry: RetryPolicy::from_config(config),
         })
     }
@@ -79,7 +81,7 @@ impl ChatModel for OpenAiModel {
 
     async fn complete(&self, request: &ChatRequest) -> Result<ChatResponse, ModelError> {
         let model = crate::effective_model(request, &self.model);
-        let body = to_wire(model, request, self.file_input_of(model), self.limits(), &self.cache);
+        let body = to_wire(model, request, self.file_input_of(model), self.limits(), &self.cache, &self.tools);
         tracing::debug!(
             provider = PROVIDER,
             model,
@@ -107,7 +109,8 @@ impl ChatModel for OpenAiModel {
         sink: &dyn DeltaSink,
     ) -> Result<ChatResponse, ModelError> {
         let model = crate::effective_model(request, &self.model);
-        let body = to_wire(model, request, self.file_input_of(model), self.limits(), &self.cache).streamed();
+        let body =
+            to_wire(model, request, self.file_input_of(model), self.limits(), &self.cache, &self.tools).streamed();
         tracing::debug!(provider = PROVIDER, model, "streamed model call");
         let make_request = || {
             let builder = self.streaming.post(&self.endpoint).json(&body);

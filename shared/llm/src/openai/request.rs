@@ -3,9 +3,9 @@
 //! PDFs as content parts of a user message.
 
 use std::borrow::Cow;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
-use agent_ports::{ChatRequest, FileInput, JsonSchemaFormat, Message};
+use agent_ports::{ChatRequest, FileInput, JsonSchemaFormat, Message, ToolSpec};
 use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
@@ -21,8 +21,8 @@ const TOOL_FILES_HEADING: &str = "Files shown by the tool results above:";
 pub(super) struct CompletionRequest<'a> {
     model: &'a str,
     messages: WireMessages<'a>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tools: Option<EncodedTools>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -204,6 +204,52 @@ struct WireFunctionCall<'a> {
     arguments: String,
 }
 
+/// A request's tools, encoded as the `tools` array.
+#[derive(Clone)]
+pub(super) struct EncodedTools(Arc<Box<RawValue>>);
+
+impl Serialize for EncodedTools {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// The last tool list a request carried and its encoding. A turn's model calls share one list
+/// (`ChatRequest::tools`), so its 12 or so schemas are encoded at the turn's first call only;
+/// holding the list keeps its address from being reused by another.
+#[derive(Default)]
+pub(super) struct ToolsCache(Mutex<Option<(Arc<[ToolSpec]>, EncodedTools)>>);
+
+impl ToolsCache {
+    /// `tools` encoded, or `None` for an empty list (the field is then left out).
+    fn encoded(&self, tools: &Arc<[ToolSpec]>) -> Option<EncodedTools> {
+        if tools.is_empty() {
+            return None;
+        }
+        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some((list, encoded)) = last.as_ref() {
+            if Arc::ptr_eq(list, tools) {
+                return Some(encoded.clone());
+            }
+        }
+        let wire: Vec<WireTool<'_>> = tools
+            .iter()
+            .map(|tool| WireTool {
+                kind: "function",
+                function: WireFunction {
+                    name: &tool.name,
+                    description: &tool.description,
+                    parameters: &tool.parameters,
+                },
+            })
+            .collect();
+        // A `ToolSpec` always encodes (names, texts and a JSON value).
+        let encoded = EncodedTools(Arc::new(serde_json::value::to_raw_value(&wire).ok()?));
+        *last = Some((tools.clone(), encoded.clone()));
+        Some(encoded)
+    }
+}
+
 #[derive(Serialize)]
 struct WireTool<'a> {
     #[serde(rename = "type")]
@@ -229,6 +275,7 @@ pub(super) fn to_wire<'a>(
     input: FileInput,
     (max_tokens, max_completion_tokens): Limits,
     cache: &'a PromptCache,
+    tools: &ToolsCache,
 ) -> CompletionRequest<'a> {
     let system = system_text(&request.system, &request.system_tail).map(|content| WireMessage::System { content });
     // A request that shows no file encodes each message alone, so a turn's stable prefix is
@@ -258,14 +305,7 @@ pub(super) fn to_wire<'a>(
         rest.push(tool_files_message(&tool_files));
     }
     let messages = WireMessages { system, prefix, rest };
-    let tools = request
-        .tools
-        .iter()
-        .map(|tool| WireTool {
-            kind: "function",
-            function: WireFunction { name: &tool.name, description: &tool.description, parameters: &tool.parameters },
-        })
-        .collect();
+    let tools = tools.encoded(&request.tools);
     let response_format = request.response_format.as_ref().map(response_format);
     let prompt_cache_key = request.cache_key.as_deref().filter(|_| cache.enabled());
     let prompt_cache_retention = cache.openai_retention.as_deref().filter(|_| cache.enabled());
@@ -391,7 +431,8 @@ mod tests {
 
     fn body(request: &ChatRequest) -> String {
         let cache = PromptCache::default();
-        serde_json::to_string(&to_wire("m", request, FileInput::TEXT_ONLY, (Some(10), None), &cache)).unwrap()
+        let tools = ToolsCache::default();
+        serde_json::to_string(&to_wire("m", request, FileInput::TEXT_ONLY, (Some(10), None), &cache, &tools)).unwrap()
     }
 
     #[test]
@@ -424,7 +465,8 @@ mod tests {
     fn a_streamed_request_asks_for_events_and_the_usage() {
         let request = turn_request(0, None);
         let cache = PromptCache::default();
-        let wire = to_wire("m", &request, FileInput::TEXT_ONLY, (Some(10), None), &cache).streamed();
+        let tools = ToolsCache::default();
+        let wire = to_wire("m", &request, FileInput::TEXT_ONLY, (Some(10), None), &cache, &tools).streamed();
         let streamed = serde_json::to_value(&wire).unwrap();
         assert_eq!(streamed["stream"], json!(true));
         assert_eq!(streamed["stream_options"], json!({"include_usage": true}));
@@ -447,11 +489,48 @@ mod tests {
             FileInput::TEXT_ONLY,
             (None, Some(10)),
             &PromptCache::default(),
+            &ToolsCache::default(),
         ))
         .unwrap();
         assert_eq!(
             body,
             json!({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 10})
         );
+    }
+
+    fn tool(name: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: format!("the \"{name}\" tool"),
+            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
+        }
+    }
+
+    #[test]
+    fn a_turns_tools_are_encoded_once_and_sent_as_if_encoded_each_time() {
+        let cache = PromptCache::default();
+        let shared = ToolsCache::default();
+        let list: Arc<[ToolSpec]> = Arc::from(vec![tool("ls"), tool("read_file")]);
+        let request = ChatRequest { messages: vec![Message::user("hi")], tools: list.clone(), ..Default::default() };
+        let encode = |request: &ChatRequest, tools: &ToolsCache| {
+            serde_json::to_value(to_wire("m", request, FileInput::TEXT_ONLY, (Some(10), None), &cache, tools)).unwrap()
+        };
+        let first = encode(&request, &shared);
+        assert_eq!(
+            first["tools"][1],
+            json!({"type": "function", "function": {"name": "read_file", "description": "the \"read_file\" tool",
+                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}})
+        );
+        // The second call of the turn takes the first one's encoding: the same bytes as a fresh one.
+        let kept = shared.encoded(&list).unwrap();
+        assert!(Arc::ptr_eq(&kept.0, &shared.encoded(&request.tools).unwrap().0));
+        assert_eq!(encode(&request, &shared), encode(&request, &ToolsCache::default()));
+        // Another list, even with the same names, is encoded for itself.
+        let other = ChatRequest { tools: Arc::from(vec![tool("ls")]), ..request.clone() };
+        assert_eq!(encode(&other, &shared)["tools"].as_array().unwrap().len(), 1);
+        assert!(!Arc::ptr_eq(&kept.0, &shared.encoded(&other.tools).unwrap().0));
+        // No tools: no `tools` field.
+        let bare = ChatRequest { tools: Arc::from(Vec::new()), ..request };
+        assert!(encode(&bare, &shared).get("tools").is_none());
     }
 }
