@@ -256,6 +256,14 @@ impl SystemPrompt {
     pub fn render_tail(&self) -> String {
         self.sections.iter().filter(|section| section.kind == SectionKind::Tail).map(|s| s.text.as_str()).collect()
     }
+
+    /// The length in bytes of [`Self::render`] and of [`Self::render_tail`], without rendering them.
+    pub fn rendered_lens(&self) -> (usize, usize) {
+        self.sections.iter().fold((0, 0), |(stable, tail), section| match section.kind {
+            SectionKind::Tail => (stable, tail + section.text.len()),
+            _ => (stable + section.text.len(), tail),
+        })
+    }
 }
 
 /// The per-turn values of the base template, apart from `{skill}`.

@@ -4,6 +4,7 @@
 
 pub mod anthropic;
 pub mod bedrock;
+mod body;
 pub mod config;
 mod files;
 pub mod openai;

@@ -45,6 +45,8 @@ pub(super) async fn drive(
     let mut pause = Pause::default();
     // The history and the user's message: every lent request starts with them unchanged.
     let prefix = Arc::new(StablePrefix::new(first_new + 1));
+    // Their tokens, counted at the first lent request and not again.
+    let mut prefix_tokens: Option<usize> = None;
 
     let mut resumed = match decisions {
         Some(decisions) => {
@@ -76,12 +78,16 @@ pub(super) async fn drive(
         // steps can make room.
         // Most requests are the conversation as it stands: lent to the request, not copied.
         let lent = match compacted {
-            None => lend(&*env, &mut conversation, how(false)),
+            None => lend(&*env, &mut conversation, how(false), (prefix.len(), &mut prefix_tokens)),
             Some(_) => None,
         };
         let is_lent = lent.is_some();
+        let mut lent_tokens = None;
         let (mut system, mut messages, mut trims, mut transient) = match lent {
-            Some((system, messages, transient)) => (system, messages, Vec::new(), transient),
+            Some(Lent { system, messages, transient, tokens }) => {
+                lent_tokens = Some(tokens);
+                (system, messages, Vec::new(), transient)
+            }
             None => prepare(&*env, model.file_input(), &conversation, first_new, compacted.as_ref(), how(false)),
         };
         // The turn itself would be cut: condense its older steps first, as long as there are some
@@ -134,7 +140,7 @@ pub(super) async fn drive(
         let state = env.prompt_state();
         let cache_key = env.cache_scope().map(|scope| cache_key(&scope, state.as_ref()));
         if let Some(state) = state {
-            let tokens = budget::estimate_request(&system, &messages, tools_tokens);
+            let tokens = lent_tokens.unwrap_or_else(|| budget::estimate_request(&system, &messages, tools_tokens));
             events.event(state.event(steps + 1, shrunk, &tools, tokens));
         }
         let shown: Vec<&crate::message::FileRef> = messages.iter().flat_map(Message::files).collect();
@@ -322,26 +328,46 @@ async fn resume_calls(
     calls::run_reply(env, reply, spent, events, conversation).await
 }
 
+/// A request lent the conversation: its system prompt, its messages, how many of the last are for
+/// this request only (the reminder), and its estimated tokens.
+struct Lent {
+    system: SystemPrompt,
+    messages: Vec<Message>,
+    transient: usize,
+    tokens: usize,
+}
+
 /// The request's system prompt and messages when they are the conversation as it stands (nothing
 /// condensed, no file shown, within the budget with the reminder): the conversation is moved into
 /// the request, with the reminder after it, and the caller takes it back after the call, so that no
 /// model call copies the history. `None` leaves the conversation as it was, for [`prepare`].
+/// `prefix` is the turn's stable prefix's length and its tokens once counted: the history's
+/// messages are estimated at the turn's first lent request only.
 fn lend(
     env: &dyn TurnEnv,
     conversation: &mut Vec<Message>,
     how: Prepare,
-) -> Option<(SystemPrompt, Vec<Message>, usize)> {
+    (prefix_len, prefix_tokens): (usize, &mut Option<usize>),
+) -> Option<Lent> {
     if conversation.iter().any(|message| !message.files().is_empty()) {
         return None;
     }
     let system = env.system_prompt();
     let reminder = env.reminder(how.step);
     let transient = usize::from(reminder.is_some());
+    let prefix_len = prefix_len.min(conversation.len());
+    let stable = *prefix_tokens
+        .get_or_insert_with(|| conversation[..prefix_len].iter().map(budget::estimate_message).sum::<usize>());
     let mut messages = std::mem::take(conversation);
     messages.extend(reminder.map(Message::user));
-    // What `budget::fit` would find first: within the limit, it trims nothing.
-    if budget::estimate_request(&system, &messages, how.tools_tokens) <= how.limit {
-        return Some((system, messages, transient));
+    // What `budget::estimate_request` would count, and what `budget::fit` would find first: within
+    // the limit, it trims nothing.
+    let tokens = budget::estimate_system(&system)
+        + stable
+        + messages[prefix_len..].iter().map(budget::estimate_message).sum::<usize>()
+        + how.tools_tokens;
+    if tokens <= how.limit {
+        return Some(Lent { system, messages, transient, tokens });
     }
     messages.truncate(messages.len() - transient);
     *conversation = messages;

@@ -82,10 +82,14 @@ pub fn estimate_tools(tools: &[ToolSpec]) -> usize {
 
 /// Tokens of a whole request whose tools come to `tools_tokens` ([`estimate_tools`]).
 pub fn estimate_request(system: &SystemPrompt, messages: &[Message], tools_tokens: usize) -> usize {
-    estimate_text(&system.render())
-        + estimate_text(&system.render_tail())
-        + messages.iter().map(estimate_message).sum::<usize>()
-        + tools_tokens
+    estimate_system(system) + messages.iter().map(estimate_message).sum::<usize>() + tools_tokens
+}
+
+/// Tokens of the system prompt as sent: its stable part and its tail, each estimated as the text it
+/// renders to.
+pub fn estimate_system(system: &SystemPrompt) -> usize {
+    let (stable, tail) = system.rendered_lens();
+    stable.div_ceil(estimate::BYTES_PER_TOKEN) + tail.div_ceil(estimate::BYTES_PER_TOKEN)
 }
 
 /// One trim, for the logs.

@@ -246,3 +246,16 @@ fn json_is_estimated_as_its_compact_text() {
         assert_eq!(estimate::estimate_json(&value), estimate_text(&value.to_string()), "{value}");
     }
 }
+
+#[test]
+fn the_system_prompt_is_estimated_as_the_text_it_renders_to() {
+    let mut system = prompt();
+    system.sections.insert(1, Section::new(SectionKind::Tail, "\n\nToday is 2026-11-30.\n"));
+    assert_eq!(system.rendered_lens(), (system.render().len(), system.render_tail().len()));
+    assert_eq!(estimate_system(&system), estimate_text(&system.render()) + estimate_text(&system.render_tail()));
+    let messages = history();
+    assert_eq!(
+        estimate_request(&system, &messages, 7),
+        estimate_system(&system) + messages.iter().map(estimate_message).sum::<usize>() + 7
+    );
+}

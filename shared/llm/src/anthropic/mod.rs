@@ -14,6 +14,7 @@ use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, Mo
 use async_trait::async_trait;
 use serde_json::Value;
 
+use crate::body::{with_json, JsonBodies};
 use crate::config::{FileInputSetting, LlmConfig, PromptCache, ProviderKind};
 use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
 use crate::stream::stream_with_retry;
@@ -33,6 +34,7 @@ pub struct AnthropicModel {
     max_tokens: u32,
     files: FileInputSetting,
     cache: PromptCache,
+    bodies: JsonBodies,
     retry: RetryPolicy,
 }
 
@@ -53,6 +55,7 @@ impl AnthropicModel {
             max_tokens: config.max_tokens,
             files: config.file_input,
             cache: config.prompt_cache.clone(),
+            bodies: JsonBodies::default(),
             retry: RetryPolicy::from_config(config),
         })
     }
@@ -79,12 +82,14 @@ impl ChatModel for AnthropicModel {
         let body = encode(model, self.max_tokens, request, self.file_input_of(model), &self.cache)?;
         let structured = request.response_format.as_ref().map(|format| format.name.as_str());
         tracing::debug!(provider = PROVIDER, model, response_format = structured, "model call");
+        let encoded = self.bodies.encode(&body);
         let bytes = send_with_retry(&self.retry, PROVIDER, Some(&self.api_key), || {
-            self.client
+            let builder = self
+                .client
                 .post(&self.endpoint)
                 .header("x-api-key", &self.api_key)
-                .header("anthropic-version", API_VERSION)
-                .json(&body)
+                .header("anthropic-version", API_VERSION);
+            with_json(builder, &encoded, &body)
         })
         .await?;
         let wire: MessagesResponse = serde_json::from_slice(&bytes)
@@ -107,12 +112,14 @@ impl ChatModel for AnthropicModel {
         let mut body = encode(model, self.max_tokens, request, self.file_input_of(model), &self.cache)?;
         body["stream"] = Value::Bool(true);
         tracing::debug!(provider = PROVIDER, model, "streamed model call");
+        let encoded = self.bodies.encode(&body);
         let make_request = || {
-            self.streaming
+            let builder = self
+                .streaming
                 .post(&self.endpoint)
                 .header("x-api-key", &self.api_key)
-                .header("anthropic-version", API_VERSION)
-                .json(&body)
+                .header("anthropic-version", API_VERSION);
+            with_json(builder, &encoded, &body)
         };
         let response =
             stream_with_retry(&self.retry, PROVIDER, Some(&self.api_key), make_request, StreamedMessage::default, sink)

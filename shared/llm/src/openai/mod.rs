@@ -11,6 +11,7 @@ mod streamed;
 use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, ModelError};
 use async_trait::async_trait;
 
+use crate::body::{with_json, JsonBodies};
 use crate::config::{FileInputSetting, LlmConfig, PromptCache, ProviderKind};
 use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
 use crate::stream::stream_with_retry;
@@ -32,6 +33,7 @@ pub struct OpenAiModel {
     files: FileInputSetting,
     cache: PromptCache,
     tools: ToolsCache,
+    bodies: JsonBodies,
     retry: RetryPolicy,
 }
 
@@ -49,6 +51,7 @@ impl OpenAiModel {
             files: config.file_input,
             cache: config.prompt_cache.clone(),
             tools: ToolsCache::default(),
+            bodies: JsonBodies::default(),
             retry: RetryPolicy::from_config(config),
         })
     }
@@ -88,8 +91,9 @@ impl ChatModel for OpenAiModel {
             response_format = request.response_format.as_ref().map(|f| f.name.as_str()),
             "model call"
         );
+        let encoded = self.bodies.encode(&body);
         let bytes = send_with_retry(&self.retry, PROVIDER, self.api_key.as_deref(), || {
-            let builder = self.client.post(&self.endpoint).json(&body);
+            let builder = with_json(self.client.post(&self.endpoint), &encoded, &body);
             match &self.api_key {
                 Some(key) => builder.bearer_auth(key),
                 None => builder,
@@ -112,8 +116,9 @@ impl ChatModel for OpenAiModel {
         let body =
             to_wire(model, request, self.file_input_of(model), self.limits(), &self.cache, &self.tools).streamed();
         tracing::debug!(provider = PROVIDER, model, "streamed model call");
+        let encoded = self.bodies.encode(&body);
         let make_request = || {
-            let builder = self.streaming.post(&self.endpoint).json(&body);
+            let builder = with_json(self.streaming.post(&self.endpoint), &encoded, &body);
             match &self.api_key {
                 Some(key) => builder.bearer_auth(key),
                 None => builder,
