@@ -79,6 +79,7 @@ fn main() {
             .arg(&path)
             // As the template sets it for the functions.
             .env("MIMALLOC_PURGE_DELAY", "0")
+            .env("MIMALLOC_ALLOW_THP", "0")
             .output()
             .expect("the child run");
         let report = String::from_utf8_lossy(&output.stdout);

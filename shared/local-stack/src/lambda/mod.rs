@@ -169,6 +169,7 @@ impl Function {
             .env("RUST_LOG", "info")
             // As the template's Globals set it for every function.
             .env("MIMALLOC_PURGE_DELAY", "0")
+            .env("MIMALLOC_ALLOW_THP", "0")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
