@@ -282,13 +282,14 @@ pub struct Paused<'a> {
 pub async fn run(
     model: &dyn ChatModel,
     env: &mut dyn TurnEnv,
-    history: &[Message],
+    history: Vec<Message>,
     user_message: Message,
     limits: &Limits,
     events: &dyn TurnObserver,
 ) -> Result<LoopOutcome, ModelError> {
-    let mut conversation = Vec::with_capacity(history.len() + 8);
-    conversation.extend_from_slice(history);
+    // The history becomes the conversation itself: a turn copies it once, out of the session.
+    let mut conversation = history;
+    conversation.reserve(8);
     let first_new = conversation.len();
     conversation.push(user_message);
     let start = Start { conversation, first_new, stored: first_new, steps: 0, decisions: None };

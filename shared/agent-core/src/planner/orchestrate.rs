@@ -115,7 +115,8 @@ impl Planner<'_> {
                 input_tokens: bounds.input_tokens,
             };
             let opening = Message::user(format!("Request: {}\nYour task: {}", state.request, task.task));
-            let outcome = agent::run(self.model, &mut env, &[], opening, &limits, &WithoutDeltas(self.events)).await?;
+            let outcome =
+                agent::run(self.model, &mut env, Vec::new(), opening, &limits, &WithoutDeltas(self.events)).await?;
             bounds.steps_left -= outcome.steps.min(bounds.steps_left);
             bounds.calls_made += outcome.steps;
             usage.add(outcome.usage);

@@ -92,7 +92,7 @@ async fn turn(
     }
     let limits = Limits { max_steps: 5, deadline: None, reserve: std::time::Duration::ZERO, input_tokens };
     let events = Collect::default();
-    agent::run(model, &mut env, &[], Message::user("Prepara una compraventa"), &limits, &events).await.unwrap();
+    agent::run(model, &mut env, Vec::new(), Message::user("Prepara una compraventa"), &limits, &events).await.unwrap();
     events
 }
 

@@ -213,7 +213,7 @@ impl TurnService {
             }
             None => {
                 let message = Message::User { content: user_message, files: attached_files };
-                agent::run(self.model.as_ref(), &mut env, &history, message, &limits, events).await?
+                agent::run(self.model.as_ref(), &mut env, history, message, &limits, events).await?
             }
         };
         // A turn that never reached the model has nothing to say: a canned "out of time" reply

@@ -117,7 +117,7 @@ fn long_turn(summary: Option<&str>) -> FnModel {
 
 async fn run(model: &FnModel, env: &mut Env, limit: usize) -> Result<agent::LoopOutcome, ModelError> {
     let request = Message::user("Revisa todo el espacio de trabajo y resume lo que hay.");
-    agent::run(model, env, &[], request, &limits(limit), &NoObserver).await
+    agent::run(model, env, Vec::new(), request, &limits(limit), &NoObserver).await
 }
 
 #[tokio::test]
@@ -212,7 +212,7 @@ async fn a_request_over_the_limit_before_any_call_is_still_an_error() {
     let model = long_turn_model(Some("unused"), &[], "Nunca.");
     let mut env = Env::new();
     let request = Message::user("x".repeat(30_000));
-    let result = agent::run(&model, &mut env, &[], request, &limits(6_000), &NoObserver).await;
+    let result = agent::run(&model, &mut env, Vec::new(), request, &limits(6_000), &NoObserver).await;
     assert!(matches!(result, Err(ModelError::ContextTooLarge { limit: 6_000, .. })), "{result:?}");
     assert!(model.requests().is_empty());
 }

@@ -344,7 +344,7 @@ async fn run_child(delegation: &Delegation<'_>, mut child: Child<'_>, events: &d
         }
         None => {
             let user = Message::user(std::mem::take(&mut child.description));
-            Box::pin(agent::run(delegation.model, &mut child.env, &[], user, &limits, &observer))
+            Box::pin(agent::run(delegation.model, &mut child.env, Vec::new(), user, &limits, &observer))
                 .instrument(span.clone())
                 .await
         }
