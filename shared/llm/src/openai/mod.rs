@@ -7,6 +7,7 @@
 mod request;
 mod response;
 mod streamed;
+mod tools;
 
 use agent_ports::{ChatModel, ChatRequest, ChatResponse, DeltaSink, FileInput, ModelError};
 use async_trait::async_trait;
@@ -15,9 +16,10 @@ use crate::body::{with_json, JsonBodies};
 use crate::config::{FileInputSetting, LlmConfig, PromptCache, ProviderKind};
 use crate::retry::{http_client, send_with_retry, streaming_client, RetryPolicy};
 use crate::stream::stream_with_retry;
-use request::{to_wire, ToolsCache};
+use request::to_wire;
 use response::{from_wire, CompletionResponse, PROVIDER};
 use streamed::StreamedReply;
+use tools::ToolsCache;
 
 /// A chat model reached through `POST {base_url}/chat/completions`.
 pub struct OpenAiModel {

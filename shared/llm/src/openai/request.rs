@@ -3,14 +3,15 @@
 //! PDFs as content parts of a user message.
 
 use std::borrow::Cow;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::Arc;
 
-use agent_ports::{ChatRequest, FileInput, JsonSchemaFormat, Message, ToolSpec};
+use agent_ports::{ChatRequest, FileInput, JsonSchemaFormat, Message};
 use serde::ser::SerializeSeq;
 use serde::{Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::Value;
 
+use super::tools::{EncodedTools, ToolsCache};
 use crate::config::PromptCache;
 use crate::files::{split, Shown};
 
@@ -202,66 +203,6 @@ struct WireFunctionCall<'a> {
     name: &'a str,
     /// A JSON document encoded as a string, as the API requires.
     arguments: String,
-}
-
-/// A request's tools, encoded as the `tools` array.
-#[derive(Clone)]
-pub(super) struct EncodedTools(Arc<Box<RawValue>>);
-
-impl Serialize for EncodedTools {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
-    }
-}
-
-/// The last tool list a request carried and its encoding. A turn's model calls share one list
-/// (`ChatRequest::tools`), so its 12 or so schemas are encoded at the turn's first call only;
-/// holding the list keeps its address from being reused by another.
-#[derive(Default)]
-pub(super) struct ToolsCache(Mutex<Option<(Arc<[ToolSpec]>, EncodedTools)>>);
-
-impl ToolsCache {
-    /// `tools` encoded, or `None` for an empty list (the field is then left out).
-    fn encoded(&self, tools: &Arc<[ToolSpec]>) -> Option<EncodedTools> {
-        if tools.is_empty() {
-            return None;
-        }
-        let mut last = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((list, encoded)) = last.as_ref() {
-            if Arc::ptr_eq(list, tools) {
-                return Some(encoded.clone());
-            }
-        }
-        let wire: Vec<WireTool<'_>> = tools
-            .iter()
-            .map(|tool| WireTool {
-                kind: "function",
-                function: WireFunction {
-                    name: &tool.name,
-                    description: &tool.description,
-                    parameters: &tool.parameters,
-                },
-            })
-            .collect();
-        // A `ToolSpec` always encodes (names, texts and a JSON value).
-        let encoded = EncodedTools(Arc::new(serde_json::value::to_raw_value(&wire).ok()?));
-        *last = Some((tools.clone(), encoded.clone()));
-        Some(encoded)
-    }
-}
-
-#[derive(Serialize)]
-struct WireTool<'a> {
-    #[serde(rename = "type")]
-    kind: &'static str,
-    function: WireFunction<'a>,
-}
-
-#[derive(Serialize)]
-struct WireFunction<'a> {
-    name: &'a str,
-    description: &'a str,
-    parameters: &'a Value,
 }
 
 /// The token limit: `(max_tokens, max_completion_tokens)`, one of them set.
@@ -498,39 +439,26 @@ mod tests {
         );
     }
 
-    fn tool(name: &str) -> ToolSpec {
-        ToolSpec {
-            name: name.into(),
-            description: format!("the \"{name}\" tool"),
-            parameters: json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}),
-        }
-    }
-
     #[test]
-    fn a_turns_tools_are_encoded_once_and_sent_as_if_encoded_each_time() {
+    fn a_turns_tools_are_sent_as_if_encoded_at_each_call() {
         let cache = PromptCache::default();
         let shared = ToolsCache::default();
-        let list: Arc<[ToolSpec]> = Arc::from(vec![tool("ls"), tool("read_file")]);
-        let request = ChatRequest { messages: vec![Message::user("hi")], tools: list.clone(), ..Default::default() };
-        let encode = |request: &ChatRequest, tools: &ToolsCache| {
-            serde_json::to_value(to_wire("m", request, FileInput::TEXT_ONLY, (Some(10), None), &cache, tools)).unwrap()
+        let tool = |name: &str| agent_ports::ToolSpec {
+            name: name.into(),
+            description: "a tool".into(),
+            parameters: json!({"type": "object"}),
         };
-        let first = encode(&request, &shared);
-        assert_eq!(
-            first["tools"][1],
-            json!({"type": "function", "function": {"name": "read_file", "description": "the \"read_file\" tool",
-                "parameters": {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}})
-        );
-        // The second call of the turn takes the first one's encoding: the same bytes as a fresh one.
-        let kept = shared.encoded(&list).unwrap();
-        assert!(Arc::ptr_eq(&kept.0, &shared.encoded(&request.tools).unwrap().0));
-        assert_eq!(encode(&request, &shared), encode(&request, &ToolsCache::default()));
-        // Another list, even with the same names, is encoded for itself.
-        let other = ChatRequest { tools: Arc::from(vec![tool("ls")]), ..request.clone() };
-        assert_eq!(encode(&other, &shared)["tools"].as_array().unwrap().len(), 1);
-        assert!(!Arc::ptr_eq(&kept.0, &shared.encoded(&other.tools).unwrap().0));
-        // No tools: no `tools` field.
-        let bare = ChatRequest { tools: Arc::from(Vec::new()), ..request };
-        assert!(encode(&bare, &shared).get("tools").is_none());
+        let request = ChatRequest {
+            messages: vec![Message::user("hi")],
+            tools: Arc::from(vec![tool("ls"), tool("read_file")]),
+            ..Default::default()
+        };
+        let encode = |tools: &ToolsCache| {
+            serde_json::to_value(to_wire("m", &request, FileInput::TEXT_ONLY, (Some(10), None), &cache, tools)).unwrap()
+        };
+        let first = encode(&shared);
+        assert_eq!(first["tools"][1]["function"]["name"], "read_file");
+        assert_eq!(encode(&shared), first, "the second call of the turn sends the same body");
+        assert_eq!(encode(&ToolsCache::default()), first, "as a fresh encoding would");
     }
 }
