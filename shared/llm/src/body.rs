@@ -9,6 +9,9 @@ use serde::Serialize;
 
 /// The smallest buffer a body starts in.
 const MIN_CAPACITY: usize = 4 * 1024;
+/// The largest: a body of files shown (megabytes of base64) must not make every later body, the
+/// small ones too, start in a buffer of its size; past this, growing costs little beside the body.
+const MAX_CAPACITY: usize = 1024 * 1024;
 
 /// Encodes a provider's request bodies; remembers the size of the last one.
 #[derive(Debug, Default)]
@@ -18,19 +21,19 @@ pub(crate) struct JsonBodies {
 
 impl JsonBodies {
     /// `value` as JSON. A turn's next request is its last one plus a step, so the buffer starts a
-    /// quarter larger than the last body. `None` if `value` cannot be encoded (a map with
+    /// quarter larger than the last body (within [`MIN_CAPACITY`] and [`MAX_CAPACITY`]). `None` if `value` cannot be encoded (a map with
     /// non-string keys): the caller then lets reqwest encode it and report the error as it does.
     pub(crate) fn encode(&self, value: &impl Serialize) -> Option<Bytes> {
         let last = self.last_len.load(Ordering::Relaxed);
-        let mut buffer = Vec::with_capacity((last + last / 4).max(MIN_CAPACITY));
+        let mut buffer = Vec::with_capacity((last + last / 4).clamp(MIN_CAPACITY, MAX_CAPACITY));
         serde_json::to_writer(&mut buffer, value).ok()?;
         self.last_len.store(buffer.len(), Ordering::Relaxed);
         Some(Bytes::from(buffer))
     }
 }
 
-/// `builder` with `body` as its JSON body: the encoded bytes when there are some, else reqwest's
-/// own encoding of `value` (which reports the error).
+/// `builder` with `value` as its JSON body: the `encoded` bytes when there are some, else
+/// reqwest's own encoding of `value` (which reports the error).
 pub(crate) fn with_json(
     builder: reqwest::RequestBuilder,
     encoded: &Option<Bytes>,
@@ -58,6 +61,10 @@ mod tests {
         let encoded = bodies.encode(&long).unwrap();
         assert_eq!(encoded.len(), 100_000 + r#"{"content":""}"#.len());
         assert_eq!(bodies.last_len.load(Ordering::Relaxed), encoded.len());
+        // After a body of megabytes, a small one is still whole, in a bounded buffer.
+        bodies.encode(&json!({"content": "x".repeat(3 * MAX_CAPACITY)})).unwrap();
+        let small = bodies.encode(&value).unwrap();
+        assert_eq!(serde_json::from_slice::<serde_json::Value>(&small).unwrap(), value);
     }
 
     #[test]
