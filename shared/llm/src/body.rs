@@ -25,11 +25,16 @@ impl JsonBodies {
     /// non-string keys): the caller then lets reqwest encode it and report the error as it does.
     pub(crate) fn encode(&self, value: &impl Serialize) -> Option<Bytes> {
         let last = self.last_len.load(Ordering::Relaxed);
-        let mut buffer = Vec::with_capacity((last + last / 4).clamp(MIN_CAPACITY, MAX_CAPACITY));
+        let mut buffer = Vec::with_capacity(start_capacity(last));
         serde_json::to_writer(&mut buffer, value).ok()?;
         self.last_len.store(buffer.len(), Ordering::Relaxed);
         Some(Bytes::from(buffer))
     }
+}
+
+/// The buffer a body starts in after a body of `last` bytes.
+fn start_capacity(last: usize) -> usize {
+    (last + last / 4).clamp(MIN_CAPACITY, MAX_CAPACITY)
 }
 
 /// `builder` with `value` as its JSON body: the `encoded` bytes when there are some, else
@@ -61,10 +66,13 @@ mod tests {
         let encoded = bodies.encode(&long).unwrap();
         assert_eq!(encoded.len(), 100_000 + r#"{"content":""}"#.len());
         assert_eq!(bodies.last_len.load(Ordering::Relaxed), encoded.len());
-        // After a body of megabytes, a small one is still whole, in a bounded buffer.
+        // After a body of megabytes, a small one is still whole, and starts in a bounded buffer.
         bodies.encode(&json!({"content": "x".repeat(3 * MAX_CAPACITY)})).unwrap();
         let small = bodies.encode(&value).unwrap();
         assert_eq!(serde_json::from_slice::<serde_json::Value>(&small).unwrap(), value);
+        assert_eq!(start_capacity(3 * MAX_CAPACITY), MAX_CAPACITY);
+        assert_eq!(start_capacity(0), MIN_CAPACITY);
+        assert_eq!(start_capacity(20_000), 25_000);
     }
 
     #[test]
