@@ -252,9 +252,10 @@ impl TurnService {
             subagents_started,
         });
         let loaded_skills = if awaiting { vfs.loaded_skills().to_vec() } else { Vec::new() };
-        // The turn's memory changes go to the store before the commit, so a committed turn has
-        // lost none of them (see `vfs::memories` for what this costs).
-        let saved = vfs.save_memories().await?;
+        // The turn's memory changes and the blobs its manifest names go to the store before the
+        // commit, so a committed turn has lost none of them and names no missing blob (see
+        // `vfs::memories` for what this costs).
+        let (_, saved) = tokio::try_join!(vfs.save_workspace(), vfs.save_memories())?;
         if saved != SavedMemories::default() {
             tracing::info!(written = saved.written, deleted = saved.deleted, "memories saved");
         }

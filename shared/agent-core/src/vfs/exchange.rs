@@ -141,7 +141,7 @@ impl Vfs<'_> {
             )));
         }
         for file in &written {
-            let stored = self.store_blob(&file.bytes).await?;
+            let stored = self.store_blob(&file.bytes);
             self.note_written(&file.path, stored.size);
         }
         self.workspace = manifest;

@@ -6,7 +6,9 @@
 //! - `/workspace` — read-write, private to (user, session). Content-addressed: a written file's
 //!   bytes go to [`keys::workspace_blob_key`] under their SHA-256 and the in-memory manifest
 //!   (path relative to `/workspace` → [`WorkspaceFile`]) is committed with the session by the
-//!   caller ([`Vfs::into_workspace`]). Directories are implied by file paths.
+//!   caller ([`Vfs::into_workspace`]). Directories are implied by file paths. A turn's blobs are
+//!   held until the caller saves them ([`Vfs::save_workspace`]) just before the commit, so a file
+//!   written then edited is put once, and a failed turn puts nothing.
 //! - `/ticket` — read-only, only when the turn has a ticket: the objects under
 //!   [`keys::ticket_prefix`], listed once per turn.
 //! - `/memories` — read-write, the user's long-term memory: kept across all of the user's sessions
@@ -279,8 +281,10 @@ pub struct Vfs<'a> {
     ticket: Option<TicketId>,
     workspace: BTreeMap<String, WorkspaceFile>,
     mounts: Vec<SkillPath>,
-    /// Hashes of the blobs put during this turn.
-    written: HashSet<String>,
+    /// Blobs written during this turn and not saved yet, by SHA-256 ([`Vfs::save_workspace`]).
+    unsaved: HashMap<String, Arc<Vec<u8>>>,
+    /// Bytes of `unsaved` together.
+    unsaved_bytes: u64,
     /// Workspace files written since the loop last asked ([`Vfs::take_written`]).
     pending_events: Vec<(String, u64)>,
     /// Workspace paths written during this turn.
@@ -314,7 +318,8 @@ impl<'a> Vfs<'a> {
             ticket,
             workspace,
             mounts: Vec::new(),
-            written: HashSet::new(),
+            unsaved: HashMap::new(),
+            unsaved_bytes: 0,
             pending_events: Vec::new(),
             turn_written: BTreeSet::new(),
             ticket_listing: Mutex::new(None),
@@ -388,7 +393,8 @@ impl<'a> Vfs<'a> {
         self.turn_written.insert(rel.to_owned());
     }
 
-    /// The manifest after the turn's writes, to be committed with the session.
+    /// The manifest after the turn's writes, to be committed with the session once its blobs are
+    /// saved ([`Vfs::save_workspace`]).
     pub fn into_workspace(self) -> BTreeMap<String, WorkspaceFile> {
         self.workspace
     }

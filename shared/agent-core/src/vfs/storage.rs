@@ -188,7 +188,12 @@ impl Vfs<'_> {
             Source::Object(key) => key.clone(),
             Source::Staged(bytes) => return Ok(bytes.clone()),
         };
-        let cached = lock(&self.contents).map.get(&key).cloned();
+        // A blob this turn wrote is held until the turn saves it.
+        let unsaved = match &entry.source {
+            Source::Blob(sha) => self.unsaved.get(sha).cloned(),
+            _ => None,
+        };
+        let cached = unsaved.or_else(|| lock(&self.contents).map.get(&key).cloned());
         if let Some(bytes) = cached {
             return Ok(bytes);
         }

@@ -1,17 +1,23 @@
 //! The writing tools: `write_file`, `edit_file` and `delete`, inside `/workspace` within its
 //! quotas, or handed to `memories` for a path inside `/memories`.
 
+use std::collections::HashSet;
 use std::sync::Arc;
+
+use futures::{stream, StreamExt, TryStreamExt};
 
 use super::read::as_text;
 use super::resolve::Writable;
 use super::storage::sha256_hex;
 use super::{
-    Entry, Source, Vfs, VfsError, MAX_FILE_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES, MAX_WORKSPACE_PATH_BYTES,
+    Entry, Source, Vfs, VfsError, LOAD_CONCURRENCY, MAX_FILE_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES, MAX_WORKSPACE_PATH_BYTES,
     SNIPPET_CHARS,
 };
 use crate::keys;
-use crate::store::WorkspaceFile;
+use crate::store::{StoreError, WorkspaceFile};
+
+/// Bytes of held blobs past which those no file names are dropped: twice the workspace's bound.
+const MAX_UNSAVED_BYTES: u64 = 2 * MAX_WORKSPACE_BYTES;
 
 impl Vfs<'_> {
     /// Writes a whole file under `/workspace` or `/memories` (parents are implied), creating it or
@@ -50,7 +56,7 @@ impl Vfs<'_> {
             }
         }
         self.check_bytes_quota(replaced.unwrap_or(0), content.len())?;
-        let file = self.store_blob(content.as_bytes()).await?;
+        let file = self.store_blob(content.as_bytes());
         self.note_written(&rel, file.size);
         self.workspace.insert(rel, file);
         Ok(format!("Updated file {shown}"))
@@ -82,7 +88,7 @@ impl Vfs<'_> {
             return Err(VfsError::ContentTooLarge { size: updated.len() });
         }
         self.check_bytes_quota(file.size, updated.len())?;
-        let file = self.store_blob(updated.as_bytes()).await?;
+        let file = self.store_blob(updated.as_bytes());
         self.note_written(&rel, file.size);
         self.workspace.insert(rel, file);
         Ok(format!("Successfully replaced {count} instance(s) of the string in '{shown}'"))
@@ -119,21 +125,54 @@ impl Vfs<'_> {
         Ok(())
     }
 
-    /// Puts a workspace blob unless a file of the manifest or of this turn already has its hash.
-    pub(super) async fn store_blob(&mut self, bytes: &[u8]) -> Result<WorkspaceFile, VfsError> {
+    /// Holds a workspace blob for [`Vfs::save_workspace`] unless the manifest or this turn already
+    /// has its hash. Blobs no file names any more are dropped once the held ones pass
+    /// [`MAX_UNSAVED_BYTES`], so a turn that rewrites a file many times holds little more than
+    /// the workspace's bound.
+    pub(super) fn store_blob(&mut self, bytes: &[u8]) -> WorkspaceFile {
         let sha = sha256_hex(bytes);
-        let known = self.written.contains(&sha) || self.workspace.values().any(|f| f.sha256 == sha);
+        let known = self.unsaved.contains_key(&sha) || self.workspace.values().any(|f| f.sha256 == sha);
         if !known {
-            let key = keys::workspace_blob_key(&self.user, &self.session, &sha);
-            self.objects.put(&key, bytes.to_vec()).await.map_err(VfsError::storage)?;
-            self.written.insert(sha.clone());
             let bytes = Arc::new(bytes.to_vec());
-            if let Some(blobs) = self.shared_blobs {
-                blobs.insert(key.clone(), bytes.clone());
+            self.unsaved_bytes += bytes.len() as u64;
+            self.remember(keys::workspace_blob_key(&self.user, &self.session, &sha), bytes.clone());
+            self.unsaved.insert(sha.clone(), bytes);
+            if self.unsaved_bytes > MAX_UNSAVED_BYTES {
+                self.drop_unnamed_blobs(Some(&sha));
             }
-            self.remember(key, bytes);
         }
-        Ok(WorkspaceFile { sha256: sha, size: bytes.len() as u64 })
+        WorkspaceFile { sha256: sha, size: bytes.len() as u64 }
+    }
+
+    /// Forgets the held blobs that no file of the manifest names (but `keep`, about to be named).
+    fn drop_unnamed_blobs(&mut self, keep: Option<&str>) {
+        let named: HashSet<&str> = self.workspace.values().map(|file| file.sha256.as_str()).chain(keep).collect();
+        self.unsaved.retain(|sha, _| named.contains(sha.as_str()));
+        self.unsaved_bytes = self.unsaved.values().map(|bytes| bytes.len() as u64).sum();
+    }
+
+    /// Puts the blobs this turn wrote that the manifest names, a few at a time; the caller commits
+    /// the manifest only after this succeeds. Returns how many were put.
+    pub async fn save_workspace(&self) -> Result<usize, StoreError> {
+        let named: HashSet<&str> = self.workspace.values().map(|file| file.sha256.as_str()).collect();
+        let objects = self.objects;
+        let blobs: Vec<(String, Arc<Vec<u8>>)> = self
+            .unsaved
+            .iter()
+            .filter(|(sha, _)| named.contains(sha.as_str()))
+            .map(|(sha, bytes)| (keys::workspace_blob_key(&self.user, &self.session, sha), bytes.clone()))
+            .collect();
+        let saved: Vec<(String, Arc<Vec<u8>>)> = stream::iter(blobs)
+            .map(|(key, bytes)| async move { objects.put(&key, bytes.to_vec()).await.map(|()| (key, bytes)) })
+            .buffer_unordered(LOAD_CONCURRENCY)
+            .try_collect()
+            .await?;
+        if let Some(cache) = self.shared_blobs {
+            for (key, bytes) in &saved {
+                cache.insert(key.clone(), bytes.clone());
+            }
+        }
+        Ok(saved.len())
     }
 }
 

@@ -193,6 +193,8 @@ async fn run_ours(calls: &[(&str, Value)]) -> Vec<Outcome> {
     for (name, args) in calls {
         let (name, args) = ours_call(name, args);
         let content = run_file_tool(&mut vfs, name, &args).await.expect("a file tool");
+        // A turn saves its blobs before it commits; each call here is looked at as if committed.
+        vfs.save_workspace().await.expect("the blobs saved");
         let mut files = BTreeMap::new();
         for (rel, file) in vfs.workspace() {
             let key = workspace_blob_key(&user, &session, &file.sha256);

@@ -77,15 +77,14 @@ async fn workspace_write_overwrite_read_edit_and_manifest() {
     let sha = sha256_hex(content.as_bytes());
     assert_eq!(vfs.workspace()["notes/a.md"], WorkspaceFile { sha256: sha.clone(), size: content.len() as u64 });
     let blob = format!("u1/workspaces/S1/blobs/{sha}");
-    assert_eq!(store.bytes(&blob).as_deref(), Some(content.as_bytes()));
+    assert_eq!(store.bytes(&blob), None, "a blob is held until the turn saves its workspace");
     assert_eq!(vfs.read_file("/workspace/notes/a.md", 0, 10).await.unwrap(), "@@ lines 1-3 of 3 @@\nuno\ndos\ndos");
     assert!(!store.recorded().contains(&format!("get {blob}")), "read of a blob written this turn hits the cache");
     assert_eq!(vfs.ls("/workspace").await.unwrap(), "['/workspace/notes/']");
     assert_eq!(vfs.ls("/workspace/notes").await.unwrap(), "['/workspace/notes/a.md']");
 
-    // Same content elsewhere: no second put.
+    // Same content elsewhere: one blob for both.
     vfs.write_file("/workspace/b.md", content).await.unwrap();
-    assert_eq!(store.recorded().iter().filter(|c| c.starts_with("put ")).count(), 1);
 
     // Writing over an existing file replaces it, as in deepagents 0.7.
     assert_eq!(
@@ -159,9 +158,19 @@ async fn workspace_write_overwrite_read_edit_and_manifest() {
         .contains("old_string would appear 2 times in the file"));
     vfs.delete("/workspace/sin_final.md").await.unwrap();
 
+    // Saving puts each blob the manifest names once, and none of the replaced or deleted files'.
+    assert!(!store.recorded().iter().any(|c| c.starts_with("put ")), "nothing is put before the save");
+    assert_eq!(vfs.save_workspace().await.unwrap(), 2);
+    let new_sha = sha256_hex(b"1\n2\n2\n");
+    let mut puts: Vec<String> = store.recorded().into_iter().filter(|c| c.starts_with("put ")).collect();
+    puts.sort();
+    let mut expected = vec![format!("put {blob}"), format!("put u1/workspaces/S1/blobs/{new_sha}")];
+    expected.sort();
+    assert_eq!(puts, expected);
+    assert_eq!(store.bytes(&blob).as_deref(), Some(content.as_bytes()));
+
     // The next turn sees the committed manifest, reading blobs from the store.
     let manifest = vfs.into_workspace();
-    let new_sha = sha256_hex(b"1\n2\n2\n");
     assert_eq!(manifest["notes/a.md"].sha256, new_sha);
     assert_eq!(manifest["b.md"].sha256, sha);
     let next = Vfs::new(&store, user(), session(), None, manifest);
@@ -176,6 +185,31 @@ async fn workspace_write_overwrite_read_edit_and_manifest() {
         text(next.read_file("/workspace/x.md", 0, 10).await),
         "Error: The content of /workspace/x.md could not be read from storage"
     );
+}
+
+#[tokio::test]
+async fn a_file_written_then_edited_is_put_once_and_rewrites_hold_bounded_bytes() {
+    let store = seeded();
+    let mut vfs = vfs(&store);
+    vfs.write_file("/workspace/report.md", "draft: total 10\n").await.unwrap();
+    vfs.edit_file("/workspace/report.md", "10", "12", false).await.unwrap();
+    assert_eq!(vfs.save_workspace().await.unwrap(), 1);
+    let puts: Vec<String> = store.recorded().into_iter().filter(|c| c.starts_with("put ")).collect();
+    let final_sha = sha256_hex(b"draft: total 12\n");
+    assert_eq!(puts, vec![format!("put u1/workspaces/S1/blobs/{final_sha}")]);
+
+    // A file rewritten many times: the held blobs no file names are dropped past the bound.
+    let mut vfs = vfs_empty(&store);
+    for round in 0..200 {
+        let content = format!("{round:08}").repeat(MAX_FILE_BYTES / 8);
+        vfs.write_file("/workspace/big.txt", &content).await.unwrap();
+        assert!(vfs.unsaved_bytes <= 2 * MAX_WORKSPACE_BYTES + MAX_FILE_BYTES as u64, "{}", vfs.unsaved_bytes);
+    }
+    let last = format!("{:08}", 199).repeat(MAX_FILE_BYTES / 8);
+    assert!(vfs.read_file("/workspace/big.txt", 0, 1).await.unwrap().contains("0000019900000199"));
+    assert_eq!(vfs.save_workspace().await.unwrap(), 1);
+    let last_sha = sha256_hex(last.as_bytes());
+    assert_eq!(store.bytes(&format!("u1/workspaces/S1/blobs/{last_sha}")).as_deref(), Some(last.as_bytes()));
 }
 
 #[tokio::test]
