@@ -1,7 +1,8 @@
 //! A turn's storage requests at their floor, through the compiled `http-turn` against moto: a warm
 //! turn reads its session once (the meta item and the recent turns in one Query), revalidates the
 //! catalog index once, commits once, and does the workload's own file operations; loading a skill
-//! lists nothing (its files come from the index entry). A session stored in the older layout (the
+//! lists nothing (its files come from the index entry), and a skill file a warm process has read is
+//! read again only when the index names another ETag for it. A session stored in the older layout (the
 //! meta item at `sk = META`) still loads and commits, and moves to the new layout on that commit.
 
 use std::collections::{BTreeMap, HashMap};
@@ -74,15 +75,48 @@ async fn a_warm_turn_reads_its_session_once_and_loading_a_skill_lists_nothing() 
         "a new session is one Query; the index, the SKILL.md and the file are one GET each; no listing"
     );
 
-    // The same session again in the warm process: one Query, one commit, the index's conditional
-    // GET (304) and the file's GET; the SKILL.md is cached and the skill's files come from the index.
+    // The same session again in the warm process: one Query, one commit and the index's conditional
+    // GET (304); the SKILL.md and the file are kept under the ETags the index names for them.
     stack.model.push(pdf_turn());
     let mark = http.log_mark();
     let (status, body) = turn(&http, "s1", "Fill another form").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["version"], 2, "{body}");
+    let requests = stack.model.requests();
+    assert!(tool_results(requests.last().unwrap()).last().unwrap().contains("The reference of the pdf skill."));
     let warm = http.storage_requests_since(mark).await;
-    assert_eq!(warm, ops(&[("DynamoDB.Query", 1), ("DynamoDB.TransactWriteItems", 1), ("S3.GetObject", 2)]));
+    assert_eq!(warm, ops(&[("DynamoDB.Query", 1), ("DynamoDB.TransactWriteItems", 1), ("S3.GetObject", 1)]));
+
+    // Another tenant's skill at the same path is its own file: the kept one is not served to it.
+    let other = "user-floor-other";
+    stack
+        .put(&format!("{other}/skills/pdf/SKILL.md"), "---\nname: pdf\ndescription: Other PDFs.\n---\n\n# pdf\n")
+        .await;
+    stack.put(&format!("{other}/skills/pdf/reference.md"), "The other tenant's reference.\n").await;
+    stack.model.push(pdf_turn());
+    let event = turn_event(Some(other), "s1", json!({ "message": "Fill the form" }));
+    let (status, body) = status_and_body(&http.call(event).await);
+    assert_eq!(status, 200, "{body}");
+    let result = tool_results(stack.model.requests().last().unwrap()).last().unwrap().clone();
+    assert!(result.contains("The other tenant's reference.") && !result.contains("pdf skill"), "{result}");
+
+    // A file written then edited in one turn is put once, when the turn commits, and reads back.
+    stack.model.push([
+        Reply::tool("write_file", json!({"file_path": "/workspace/form.md", "content": "total: 10\n"})),
+        Reply::tool("edit_file", json!({"file_path": "/workspace/form.md", "old_string": "10", "new_string": "12"})),
+        Reply::text("done"),
+    ]);
+    let mark = http.log_mark();
+    let (status, body) = turn(&http, "s1", "Write the form").await;
+    assert_eq!(status, 200, "{body}");
+    let requests = http.storage_requests_since(mark).await;
+    assert_eq!(requests.get("S3.PutObject"), Some(&1), "{requests:?}");
+    stack.model.push([Reply::tool("read_file", json!({"file_path": "/workspace/form.md"})), Reply::text("done")]);
+    let fresh = stack.http(&[]).await;
+    let (status, body) = turn(&fresh, "s1", "Read the form").await;
+    assert_eq!(status, 200, "{body}");
+    let result = tool_results(stack.model.requests().last().unwrap()).last().unwrap().clone();
+    assert!(result.contains("total: 12"), "a new process reads the committed blob: {result}");
 
     // A skill in a category, with its file one folder down: ls and read_file see it without a listing.
     stack.model.push([
@@ -205,11 +239,19 @@ async fn skills_index_keeps_each_skills_file_list_as_its_files_come_and_go() {
         }
     };
     run(json!({"rebuild": {"user_id": USER}})).await;
-    // The catalog is small enough to be held whole in the index's head.
-    let files = |index: &Value, skill: &str| index["inline"]["files"][skill].clone();
+    // The catalog is small enough to be held whole in the index's head; each file is kept with its
+    // size and its ETag.
+    let files = |index: &Value, skill: &str| {
+        let files = index["inline"]["files"][skill].as_array().cloned().unwrap_or_default();
+        Value::Array(files.iter().map(|file| json!([file[0], file[1]])).collect())
+    };
     let index = index_json(&stack).await;
     assert_eq!(files(&index, "pdf"), json!([["reference.md", 32]]), "{index}");
     assert_eq!(files(&index, "docs/memo"), json!([["examples/one.md", 17]]), "{index}");
+    let reference = format!("{USER}/skills/pdf/reference.md");
+    let head = stack.s3.head_object().bucket(&stack.bucket).key(&reference).send().await.unwrap();
+    let etag = head.e_tag().map(|etag| etag.trim_matches('"'));
+    assert_eq!(index["inline"]["files"]["pdf"][0][2].as_str(), etag, "{index}");
 
     // A file added to a skill, then one removed: each event updates that skill's list only.
     let added = format!("{USER}/skills/pdf/forms/guide.md");
@@ -243,6 +285,27 @@ async fn skills_index_keeps_each_skills_file_list_as_its_files_come_and_go() {
     assert!(results[2].contains("How to fill forms."), "{results:?}");
     let requests = http.storage_requests_since(mark).await;
     assert_eq!(requests.get("S3.ListObjectsV2"), None, "{requests:?}");
+
+    // The file changed: once the index names its new ETag, the warm process reads it again, once.
+    stack.put(&added, "How to fill forms, second edition.\n").await;
+    run(stack.bridge_event(&added, true)).await;
+    let read_guide = || {
+        [
+            Reply::tool("load_skill", json!({"skill_path": "pdf"})),
+            Reply::tool("read_file", json!({"file_path": "/skills/pdf/forms/guide.md"})),
+            Reply::text("done"),
+        ]
+    };
+    for (round, gets) in [(1, 2), (2, 1)] {
+        stack.model.push(read_guide());
+        let mark = http.log_mark();
+        let (status, body) = turn(&http, "s1", "forms again").await;
+        assert_eq!(status, 200, "{body}");
+        let result = tool_results(stack.model.requests().last().unwrap()).last().unwrap().clone();
+        assert!(result.contains("second edition"), "round {round}: {result}");
+        let requests = http.storage_requests_since(mark).await;
+        assert_eq!(requests.get("S3.GetObject"), Some(&gets), "round {round}: the index, then the file: {requests:?}");
+    }
 }
 
 async fn index_json(stack: &Stack) -> Value {

@@ -50,7 +50,7 @@ use crate::skills::{Catalog, CatalogView, SkillLibrary};
 use crate::store::{
     Accepted, Claim, HistoryPage, IdempotencyKey, ObjectStore, Session, SessionStore, StoreError, TurnStatus,
 };
-use crate::vfs::BlobCache;
+use crate::vfs::FileCache;
 
 /// How long a claim on an idempotency key outlives the invocation's deadline (or lasts, without
 /// one): a turn killed mid-run gives its key up after this, so a redelivery can run it.
@@ -63,7 +63,7 @@ pub struct TurnService {
     objects: Arc<dyn ObjectStore>,
     model: Arc<dyn ChatModel>,
     skills: SkillLibrary,
-    blobs: BlobCache,
+    files: FileCache,
     default_template: PromptTemplate,
     config: AgentConfig,
     experts: Option<Arc<dyn Experts>>,
@@ -98,7 +98,7 @@ impl TurnService {
             objects,
             model,
             skills: SkillLibrary::new().with_listing_budget(config.listing_tokens()),
-            blobs: BlobCache::default(),
+            files: FileCache::default(),
             default_template,
             config,
             experts: None,

@@ -154,7 +154,7 @@ impl TurnService {
         };
         let vfs =
             Vfs::new(self.objects.as_ref(), request.user.clone(), request.session.clone(), ticket.clone(), workspace)
-                .with_blob_cache(&self.blobs)
+                .with_file_cache(&self.files)
                 .with_catalog(&catalog);
         let listing = catalog.listing(self.objects.as_ref(), self.config.listing_tokens()).await?;
         let limits = Limits {

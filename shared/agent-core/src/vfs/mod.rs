@@ -85,7 +85,7 @@ pub use glob::{MAX_GLOB_EXPANSIONS, MAX_GLOB_NESTING, MAX_GLOB_PATTERN_BYTES};
 pub use memories::SavedMemories;
 pub use read::Read;
 pub use render::EMPTY_FILE_NOTE;
-pub use storage::BlobCache;
+pub use storage::FileCache;
 pub use tools::{file_tool_specs, read_file_or_bytes, run_file_tool};
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -267,8 +267,8 @@ struct Entry {
 enum Source {
     /// A workspace file, by SHA-256.
     Blob(String),
-    /// A listed object's key.
-    Object(String),
+    /// A listed object's key, and its ETag when the listing (or the index) gave one.
+    Object { key: String, etag: String },
     /// A `/memories` file written during this turn and not saved yet: its bytes.
     Staged(Arc<Vec<u8>>),
 }
@@ -296,7 +296,7 @@ pub struct Vfs<'a> {
     contents: Mutex<ContentCache>,
     /// The user's `/memories`: listed on first use, the turn's changes held until saved.
     memories: memories::Memories,
-    shared_blobs: Option<&'a BlobCache>,
+    shared_files: Option<&'a FileCache>,
     /// The turn's catalog, whose index keeps each skill's files: a mounted skill is listed only
     /// when it has none there.
     catalog: Option<&'a Catalog>,
@@ -327,7 +327,7 @@ impl<'a> Vfs<'a> {
             skill_bundles: Mutex::new(HashMap::new()),
             contents: Mutex::new(ContentCache::default()),
             memories: memories::Memories::default(),
-            shared_blobs: None,
+            shared_files: None,
             catalog: None,
         }
     }
@@ -338,9 +338,9 @@ impl<'a> Vfs<'a> {
         self
     }
 
-    /// Reads workspace blobs through `cache`, shared by the turns of the process.
-    pub fn with_blob_cache(mut self, cache: &'a BlobCache) -> Self {
-        self.shared_blobs = Some(cache);
+    /// Reads workspace blobs and listed objects through `cache`, shared by the turns of the process.
+    pub fn with_file_cache(mut self, cache: &'a FileCache) -> Self {
+        self.shared_files = Some(cache);
         self
     }
 

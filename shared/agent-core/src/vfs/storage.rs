@@ -13,9 +13,11 @@ use crate::keys;
 use crate::skills::bundle::{is_bundle_file, BundleRef, SkillBundle};
 use crate::store::ObjectMeta;
 
-/// Workspace blobs kept across the turns of a warm process. Blobs are content-addressed and never
-/// change, so a cached one is always right; keys include the tenant and the session.
-pub struct BlobCache {
+/// Files kept across the turns of a warm process: workspace blobs, which are content-addressed and
+/// never change, and listed objects (a skill's files, a ticket's) under the ETag they were read at,
+/// which the listing or the catalog index names. A kept file is therefore always the bytes its
+/// entry names; every key includes the tenant (and a blob's the session).
+pub struct FileCache {
     blobs: quick_cache::sync::Cache<String, Arc<Vec<u8>>, BlobWeight>,
 }
 
@@ -28,7 +30,7 @@ impl quick_cache::Weighter<String, Arc<Vec<u8>>> for BlobWeight {
     }
 }
 
-impl BlobCache {
+impl FileCache {
     /// A cache of at most `max_bytes` of blobs.
     pub fn new(max_bytes: u64) -> Self {
         Self { blobs: quick_cache::sync::Cache::with_weighter(256, max_bytes, BlobWeight) }
@@ -43,8 +45,8 @@ impl BlobCache {
     }
 }
 
-impl Default for BlobCache {
-    /// 8 MiB: a few sessions' worth of files, well inside a 128 MB function.
+impl Default for FileCache {
+    /// 8 MiB: a few sessions' and skills' worth of files, well inside a 128 MB function.
     fn default() -> Self {
         Self::new(8 << 20)
     }
@@ -110,12 +112,12 @@ impl Vfs<'_> {
                 let listing = match indexed {
                     // The index's file list and the SKILL.md it describes: nothing to list.
                     Some((entry, files)) => {
-                        let skill_md = std::iter::once(("SKILL.md", entry.size));
+                        let skill_md = std::iter::once(("SKILL.md", entry.size, entry.etag.as_str()));
                         let listed: Vec<ObjectMeta> = skill_md
-                            .chain(files.iter().map(|(rel, size)| (rel.as_str(), *size)))
-                            .map(|(rel, size)| ObjectMeta {
+                            .chain(files.iter().map(|file| (file.rel.as_str(), file.size, file.etag.as_str())))
+                            .map(|(rel, size, etag)| ObjectMeta {
                                 key: format!("{prefix}{rel}"),
-                                etag: String::new(),
+                                etag: etag.to_owned(),
                                 size,
                                 last_modified: None,
                             })
@@ -185,7 +187,7 @@ impl Vfs<'_> {
         }
         let key = match &entry.source {
             Source::Blob(sha) => keys::workspace_blob_key(&self.user, &self.session, sha),
-            Source::Object(key) => key.clone(),
+            Source::Object { key, .. } => key.clone(),
             Source::Staged(bytes) => return Ok(bytes.clone()),
         };
         // A blob this turn wrote is held until the turn saves it.
@@ -197,30 +199,36 @@ impl Vfs<'_> {
         if let Some(bytes) = cached {
             return Ok(bytes);
         }
-        let shared = match (&entry.source, self.shared_blobs) {
-            (Source::Blob(_), Some(blobs)) => blobs.get(&key),
-            _ => None,
+        let lasting = match &entry.source {
+            Source::Blob(_) => Some(key.clone()),
+            Source::Object { etag, .. } => lasting_object_key(&key, etag),
+            Source::Staged(_) => None,
         };
-        if let Some(bytes) = shared {
+        let kept = self.shared_files.zip(lasting.as_deref()).and_then(|(files, lasting)| files.get(lasting));
+        if let Some(bytes) = kept {
             self.remember(key, bytes.clone());
             return Ok(bytes);
         }
         let object = self.objects.get(&key).await.map_err(VfsError::storage)?;
-        let bytes = match (object, &entry.source) {
-            (Some(object), Source::Blob(sha)) if sha256_hex(&object.bytes) == *sha => object.bytes,
+        let (bytes, lasting) = match (object, &entry.source) {
+            (Some(object), Source::Blob(sha)) if sha256_hex(&object.bytes) == *sha => (object.bytes, lasting),
             (_, Source::Blob(_)) => {
                 tracing::warn!(path = shown, "virtual filesystem: workspace blob missing or corrupt");
                 return Err(VfsError::Unavailable(shown.to_owned()));
             }
-            (Some(object), _) => object.bytes,
+            // Kept under the ETag it was read at, which may be newer than the listing's.
+            (Some(object), _) => {
+                let lasting = lasting_object_key(&key, &object.etag);
+                (object.bytes, lasting)
+            }
             (None, _) => return Err(VfsError::NotFound(shown.to_owned())),
         };
         if bytes.len() as u64 > MAX_READ_BYTES {
             return Err(VfsError::FileTooLarge { path: shown.to_owned(), size: bytes.len() as u64 });
         }
         let bytes = Arc::new(bytes);
-        if let (Source::Blob(_), Some(blobs)) = (&entry.source, self.shared_blobs) {
-            blobs.insert(key.clone(), bytes.clone());
+        if let (Some(files), Some(lasting)) = (self.shared_files, lasting) {
+            files.insert(lasting, bytes.clone());
         }
         self.remember(key, bytes.clone());
         Ok(bytes)
@@ -235,6 +243,13 @@ impl Vfs<'_> {
     }
 }
 
+/// Where a listed object's bytes are kept across turns: under its key and ETag (an ETag names one
+/// content); not at all when the ETag is unknown.
+fn lasting_object_key(key: &str, etag: &str) -> Option<String> {
+    // Neither an object key (a clean path) nor an ETag holds a NUL.
+    (!etag.is_empty()).then(|| format!("{key}\0{etag}"))
+}
+
 /// The files of one root from a listing of objects: keys under `prefix` that are clean relative
 /// paths, sorted. Keys outside the prefix are ignored, so a wider listing can be passed.
 fn entries_from(prefix: &str, listed: &[ObjectMeta]) -> Arc<Vec<Entry>> {
@@ -245,7 +260,7 @@ fn entries_from(prefix: &str, listed: &[ObjectMeta]) -> Arc<Vec<Entry>> {
             path::is_clean_relative(rel).then(|| Entry {
                 rel: rel.to_owned(),
                 size: meta.size,
-                source: Source::Object(meta.key.clone()),
+                source: Source::Object { key: meta.key.clone(), etag: meta.etag.clone() },
             })
         })
         .collect();

@@ -167,7 +167,7 @@ impl Vfs<'_> {
             .buffer_unordered(LOAD_CONCURRENCY)
             .try_collect()
             .await?;
-        if let Some(cache) = self.shared_blobs {
+        if let Some(cache) = self.shared_files {
             for (key, bytes) in &saved {
                 cache.insert(key.clone(), bytes.clone());
             }

@@ -150,7 +150,7 @@ async fn a_pinned_version_is_loaded_and_listed_in_place_of_the_default() {
     // The catalog turns share is unchanged.
     assert!(catalog.listing(&store, 4000).await.unwrap().text.contains("Default one."));
     let (_, files) = pinned.skill_files(&store, &skill).await.unwrap().unwrap();
-    assert_eq!(files.iter().map(|(rel, _)| rel.as_str()).collect::<Vec<_>>(), ["scripts/run.py"]);
+    assert_eq!(files.iter().map(|file| file.rel.as_str()).collect::<Vec<_>>(), ["scripts/run.py"]);
 }
 
 #[tokio::test]

@@ -18,7 +18,7 @@ use super::agents::AgentEntry;
 use super::index::stored::{self, IndexHead, IndexPart, StoredListing, MAX_STORED_LISTINGS};
 #[cfg(doc)]
 use super::index::MAX_SKIPPED_AGENTS;
-use super::index::{hidden_skills, inside_a_skill, BasePromptEntry, CatalogIndex, SkillEntry, SkippedEntry};
+use super::index::{hidden_skills, inside_a_skill, BasePromptEntry, CatalogIndex, IndexedFile, SkillEntry, SkippedEntry};
 use super::listing::{self, Listing};
 use super::search::SkillSearch;
 use super::settings::SettingsEntry;
@@ -35,7 +35,7 @@ struct PartView {
     by_folder: HashMap<String, Vec<SkillPath>>,
     /// Lower-cased frontmatter names that differ from the folder's → skills (usable or not).
     by_name: HashMap<String, Vec<SkillPath>>,
-    files: HashMap<SkillPath, Arc<[(String, u64)]>>,
+    files: HashMap<SkillPath, Arc<[IndexedFile]>>,
     skipped: Vec<SkippedEntry>,
 }
 
@@ -117,7 +117,7 @@ pub struct Catalog {
 }
 
 /// A pinned version's entry and files ([`Catalog::with_pins`]).
-type Pinned = (Arc<SkillEntry>, Arc<[(String, u64)]>);
+type Pinned = (Arc<SkillEntry>, Arc<[IndexedFile]>);
 
 impl std::fmt::Debug for Catalog {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -307,13 +307,13 @@ impl Catalog {
     }
 
     /// A usable skill with the files the index keeps for it besides its SKILL.md (path inside its
-    /// folder, size), in path order; `None` when there is no such skill, or the index keeps no
+    /// folder, size, ETag), in path order; `None` when there is no such skill, or the index keeps no
     /// list for it (more files than it keeps) and its folder is to be listed.
     pub async fn skill_files(
         &self,
         objects: &dyn ObjectStore,
         path: &SkillPath,
-    ) -> Result<Option<(Arc<SkillEntry>, Arc<[(String, u64)]>)>, StoreError> {
+    ) -> Result<Option<(Arc<SkillEntry>, Arc<[IndexedFile]>)>, StoreError> {
         if let Some(pinned) = self.pins.get(path) {
             return Ok(Some(pinned.clone()));
         }

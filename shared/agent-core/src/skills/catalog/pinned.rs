@@ -8,13 +8,13 @@ use tokio::sync::OnceCell;
 
 use super::{Catalog, Pinned};
 use crate::ids::SkillPath;
-use crate::skills::index::SkillEntry;
+use crate::skills::index::{IndexedFile, SkillEntry};
 
 impl Catalog {
     /// This snapshot for one turn that pins `pinned` versions (each entry with its files besides
     /// SKILL.md): the parts already read are shared, and those skills resolve to the pinned
     /// versions, even a skill the index does not list.
-    pub fn with_pins(&self, pinned: impl IntoIterator<Item = (SkillEntry, Vec<(String, u64)>)>) -> Catalog {
+    pub fn with_pins(&self, pinned: impl IntoIterator<Item = (SkillEntry, Vec<IndexedFile>)>) -> Catalog {
         let pins: HashMap<SkillPath, Pinned> = pinned
             .into_iter()
             .map(|(entry, files)| (entry.path.clone(), (Arc::new(entry), Arc::from(files))))

@@ -3,7 +3,7 @@
 //! skill, a skipped file with its reason, or a base prompt or settings entry naming its problem.
 
 use super::layout::{classify, SkillFile};
-use super::{files_of, BasePromptEntry, SkillEntry, SkippedEntry, MAX_BASE_PROMPT_BYTES};
+use super::{files_of, BasePromptEntry, IndexedFile, SkillEntry, SkippedEntry, MAX_BASE_PROMPT_BYTES};
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::skills::frontmatter::{parse_skill_md, SkipReason, MAX_SKILL_MD_BYTES};
@@ -13,7 +13,7 @@ use crate::store::{ObjectStore, StoreError};
 /// What one file contributes to the index.
 pub(super) enum Outcome {
     /// A usable skill, with its files when its folder was listed (and they are within the bound).
-    Skill(Box<SkillEntry>, Option<Option<Vec<(String, u64)>>>),
+    Skill(Box<SkillEntry>, Option<Option<Vec<IndexedFile>>>),
     Skipped(SkippedEntry),
     BasePrompt(BasePromptEntry),
     Settings(SettingsEntry),
@@ -85,7 +85,7 @@ pub(super) async fn examine(
             let Some(size) = listed.iter().find(|meta| meta.key == key).map(|meta| meta.size) else {
                 return Ok(Outcome::Absent);
             };
-            let rels = listed.iter().filter_map(|meta| Some((meta.key.strip_prefix(&prefix)?, meta.size)));
+            let rels = listed.iter().filter_map(|meta| Some((meta.key.strip_prefix(&prefix)?, meta)));
             files = Some(files_of(|owner| owner == skill, rels).remove(&skill.to_string()).unwrap_or(Some(Vec::new())));
             size
         }

@@ -44,7 +44,8 @@ pub use versions::{
 /// files (`files`), and skills stored as arrays ([`SkillRow`]) rather than objects keyed by path.
 /// Format 4: a head and content-named parts ([`stored`]). Format 5: the tenant's agents, in the head.
 /// Format 6: the tenant's `settings.json`, in the head. Format 7: published skills' versions.
-pub const INDEX_FORMAT: u32 = 7;
+/// Format 8: each skill file's ETag, so a warm process reads a file again only when it changed.
+pub const INDEX_FORMAT: u32 = 8;
 /// Most files of one skill kept in the index; a skill with more is listed when it is first used.
 pub const MAX_INDEXED_FILES: usize = 256;
 /// Largest `BASE_PROMPT.md` kept in the index.
@@ -110,6 +111,35 @@ pub struct BasePromptEntry {
     pub problem: Option<String>,
 }
 
+/// One file of a skill besides its SKILL.md, as the index keeps it (stored as `[rel, size, etag]`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(from = "(String, u64, String)", into = "(String, u64, String)")]
+pub struct IndexedFile {
+    /// The path inside the skill's folder.
+    pub rel: String,
+    pub size: u64,
+    /// The object's ETag when it was listed: the bytes a turn reads for it are those of this ETag.
+    pub etag: String,
+}
+
+impl IndexedFile {
+    fn listed(rel: &str, meta: &ObjectMeta) -> Self {
+        Self { rel: rel.to_owned(), size: meta.size, etag: meta.etag.clone() }
+    }
+}
+
+impl From<(String, u64, String)> for IndexedFile {
+    fn from((rel, size, etag): (String, u64, String)) -> Self {
+        Self { rel, size, etag }
+    }
+}
+
+impl From<IndexedFile> for (String, u64, String) {
+    fn from(file: IndexedFile) -> Self {
+        (file.rel, file.size, file.etag)
+    }
+}
+
 /// The whole index in memory (stored as a head and parts: [`stored`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CatalogIndex {
@@ -118,8 +148,8 @@ pub struct CatalogIndex {
     /// skill's files ([`hidden_skills`]).
     pub skills: BTreeMap<String, SkillEntry>,
     /// The files of each usable skill besides its SKILL.md (path relative to the skill's folder,
-    /// size), in path order; a skill with more than [`MAX_INDEXED_FILES`] has no entry here.
-    pub files: BTreeMap<String, Vec<(String, u64)>>,
+    /// size, ETag), in path order; a skill with more than [`MAX_INDEXED_FILES`] has no entry here.
+    pub files: BTreeMap<String, Vec<IndexedFile>>,
     /// Unusable SKILL.md files by file.
     pub skipped: BTreeMap<String, SkippedEntry>,
     pub base_prompt: Option<BasePromptEntry>,
@@ -236,13 +266,13 @@ mod rows {
 /// no other file has no entry.
 fn files_of<'a>(
     skills: impl Fn(&SkillPath) -> bool,
-    listed: impl IntoIterator<Item = (&'a str, u64)>,
-) -> BTreeMap<String, Option<Vec<(String, u64)>>> {
-    let mut files: BTreeMap<String, Vec<(String, u64)>> = BTreeMap::new();
-    for (rel, size) in listed {
+    listed: impl IntoIterator<Item = (&'a str, &'a ObjectMeta)>,
+) -> BTreeMap<String, Option<Vec<IndexedFile>>> {
+    let mut files: BTreeMap<String, Vec<IndexedFile>> = BTreeMap::new();
+    for (rel, meta) in listed {
         for (skill, inside) in owners(rel) {
             if skills(&skill) {
-                files.entry(skill.to_string()).or_default().push((inside.to_owned(), size));
+                files.entry(skill.to_string()).or_default().push(IndexedFile::listed(inside, meta));
             }
         }
     }
@@ -317,7 +347,7 @@ impl CatalogIndex {
     fn refresh_unmet_needs(&mut self) {
         for (path, entry) in &mut self.skills {
             let files = self.files.get(path).map(Vec::as_slice).unwrap_or_default();
-            entry.unmet_needs = SkillBundle::from_files(files.iter().map(|(rel, size)| (rel.as_str(), *size))).unmet;
+            entry.unmet_needs = SkillBundle::from_files(files.iter().map(|file| (file.rel.as_str(), file.size))).unmet;
         }
     }
 
@@ -333,7 +363,7 @@ impl CatalogIndex {
         }
         let prefix = keys::skills_prefix(user);
         let listed = objects.list(&keys::skill_prefix(user, skill)).await?;
-        let rels = listed.iter().filter_map(|meta| Some((meta.key.strip_prefix(&prefix)?, meta.size)));
+        let rels = listed.iter().filter_map(|meta| Some((meta.key.strip_prefix(&prefix)?, meta)));
         match files_of(|owner| owner == skill, rels).remove(&skill.to_string()).unwrap_or(Some(Vec::new())) {
             Some(list) => self.files.insert(skill.to_string(), list),
             None => self.files.remove(&skill.to_string()),
@@ -369,7 +399,7 @@ pub async fn build_index(objects: &dyn ObjectStore, user: &UserId) -> Result<Cat
     for (rel, outcome) in outcomes {
         index.apply(&rel, outcome);
     }
-    let rels = listing.iter().filter_map(|meta| Some((meta.key.strip_prefix(&prefix)?, meta.size)));
+    let rels = listing.iter().filter_map(|meta| Some((meta.key.strip_prefix(&prefix)?, meta)));
     let mut files = files_of(|skill| index.skills.contains_key(&skill.to_string()), rels);
     for skill in index.skills.keys() {
         match files.remove(skill) {

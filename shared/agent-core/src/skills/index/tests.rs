@@ -49,11 +49,13 @@ fn files_belong_to_the_skills_of_their_folders() {
     assert_eq!(names("docs/memo/examples/one.md"), ["docs:memo/examples/one.md", "docs/memo:examples/one.md"]);
     assert_eq!(names("docs/memo/SKILL.md"), ["docs:memo/SKILL.md"], "a skill's own SKILL.md is not its file");
     assert!(names("pdf/SKILL.md").is_empty() && names("BASE_PROMPT.md").is_empty());
-    let listed = [("pdf/a.md", 1), ("pdf/b/c.md", 2), ("other/x.md", 3)];
-    let files = files_of(|skill| skill.to_string() == "pdf", listed);
-    assert_eq!(files["pdf"], Some(vec![("a.md".to_owned(), 1), ("b/c.md".to_owned(), 2)]));
-    let many: Vec<(String, u64)> = (0..=MAX_INDEXED_FILES).map(|i| (format!("big/{i}.md"), 1)).collect();
-    let files = files_of(|_| true, many.iter().map(|(rel, size)| (rel.as_str(), *size)));
+    let meta = |key: &str, size: u64| ObjectMeta { key: key.to_owned(), etag: format!("\"{size}\""), size, last_modified: None };
+    let listed = [meta("pdf/a.md", 1), meta("pdf/b/c.md", 2), meta("other/x.md", 3)];
+    let files = files_of(|skill| skill.to_string() == "pdf", listed.iter().map(|meta| (meta.key.as_str(), meta)));
+    let file = |rel: &str, size: u64| IndexedFile { rel: rel.to_owned(), size, etag: format!("\"{size}\"") };
+    assert_eq!(files["pdf"], Some(vec![file("a.md", 1), file("b/c.md", 2)]), "each file with its size and ETag");
+    let many: Vec<ObjectMeta> = (0..=MAX_INDEXED_FILES).map(|i| meta(&format!("big/{i}.md"), 1)).collect();
+    let files = files_of(|_| true, many.iter().map(|meta| (meta.key.as_str(), meta)));
     assert_eq!(files["big"], None, "more files than the index keeps");
 }
 

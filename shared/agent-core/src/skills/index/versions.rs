@@ -200,17 +200,17 @@ pub async fn version_files(
     objects: &dyn ObjectStore,
     user: &UserId,
     record: &VersionRecord,
-) -> Result<Vec<(String, u64)>, StoreError> {
+) -> Result<Vec<IndexedFile>, StoreError> {
     let prefix = keys::skill_version_files_prefix(user, &record.skill, &record.sha256);
     Ok(listed_files(&prefix, &objects.list(&prefix).await?))
 }
 
 /// The files under `prefix` besides SKILL.md, in path order, within the index's bound.
-pub(crate) fn listed_files(prefix: &str, listed: &[crate::store::ObjectMeta]) -> Vec<(String, u64)> {
-    let mut files: Vec<(String, u64)> = listed
+pub(crate) fn listed_files(prefix: &str, listed: &[crate::store::ObjectMeta]) -> Vec<IndexedFile> {
+    let mut files: Vec<IndexedFile> = listed
         .iter()
-        .filter_map(|meta| Some((meta.key.strip_prefix(prefix)?.to_owned(), meta.size)))
-        .filter(|(rel, _)| rel != "SKILL.md")
+        .filter_map(|meta| Some(IndexedFile::listed(meta.key.strip_prefix(prefix)?, meta)))
+        .filter(|file| file.rel != "SKILL.md")
         .collect();
     files.sort();
     // A version holds at most MAX_SKILL_FILES files; its bundle adds a few.

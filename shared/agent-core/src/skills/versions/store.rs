@@ -399,7 +399,7 @@ pub async fn pinned_entry(
     user: &UserId,
     skill: &SkillPath,
     number: u32,
-) -> Result<(crate::skills::index::SkillEntry, Vec<(String, u64)>), VersionError> {
+) -> Result<(crate::skills::index::SkillEntry, Vec<crate::skills::index::IndexedFile>), VersionError> {
     let record = get_version(objects, user, skill, number).await?;
     let files = version_files(objects, user, &record).await?;
     Ok((record.entry, files))

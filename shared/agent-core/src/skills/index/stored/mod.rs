@@ -17,7 +17,7 @@ use futures::stream::{self, StreamExt, TryStreamExt};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::{rows, BasePromptEntry, CatalogIndex, SkillEntry, SkippedEntry, INDEX_FORMAT};
+use super::{rows, BasePromptEntry, CatalogIndex, IndexedFile, SkillEntry, SkippedEntry, INDEX_FORMAT};
 use crate::ids::{SkillPath, UserId};
 use crate::keys;
 use crate::skills::agents::AgentEntry;
@@ -112,7 +112,7 @@ pub struct IndexPart {
     pub hidden: BTreeSet<String>,
     /// Each skill's other files (see [`CatalogIndex::files`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub files: BTreeMap<String, Vec<(String, u64)>>,
+    pub files: BTreeMap<String, Vec<IndexedFile>>,
     /// Unusable SKILL.md files by file; a file is in the part its path hashes to.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub skipped: BTreeMap<String, SkippedEntry>,
