@@ -43,9 +43,10 @@ pub use versions::{
 /// Format 2: `Bash` and `Bash(...)` in `allowed-tools` map to `execute`. Format 3: each skill's
 /// files (`files`), and skills stored as arrays ([`SkillRow`]) rather than objects keyed by path.
 /// Format 4: a head and content-named parts ([`stored`]). Format 5: the tenant's agents, in the head.
-/// Format 6: the tenant's `settings.json`, in the head. Format 7: published skills' versions.
-/// Format 8: each skill file's ETag, so a warm process reads a file again only when it changed.
-pub const INDEX_FORMAT: u32 = 8;
+/// Format 6: the tenant's `settings.json`, in the head. Format 7: published skills' versions; its
+/// parts may also keep each skill file's ETag, which older readers of format 7 ignore
+/// ([`stored::IndexPart`]).
+pub const INDEX_FORMAT: u32 = 7;
 /// Most files of one skill kept in the index; a skill with more is listed when it is first used.
 pub const MAX_INDEXED_FILES: usize = 256;
 /// Largest `BASE_PROMPT.md` kept in the index.
@@ -111,32 +112,20 @@ pub struct BasePromptEntry {
     pub problem: Option<String>,
 }
 
-/// One file of a skill besides its SKILL.md, as the index keeps it (stored as `[rel, size, etag]`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(from = "(String, u64, String)", into = "(String, u64, String)")]
+/// One file of a skill besides its SKILL.md, as the index keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct IndexedFile {
     /// The path inside the skill's folder.
     pub rel: String,
     pub size: u64,
-    /// The object's ETag when it was listed: the bytes a turn reads for it are those of this ETag.
+    /// The object's ETag when it was listed (empty in an index written before ETags were kept):
+    /// a warm process keeps the bytes it read for the file under it.
     pub etag: String,
 }
 
 impl IndexedFile {
     fn listed(rel: &str, meta: &ObjectMeta) -> Self {
         Self { rel: rel.to_owned(), size: meta.size, etag: meta.etag.clone() }
-    }
-}
-
-impl From<(String, u64, String)> for IndexedFile {
-    fn from((rel, size, etag): (String, u64, String)) -> Self {
-        Self { rel, size, etag }
-    }
-}
-
-impl From<IndexedFile> for (String, u64, String) {
-    fn from(file: IndexedFile) -> Self {
-        (file.rel, file.size, file.etag)
     }
 }
 

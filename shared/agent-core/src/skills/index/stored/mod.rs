@@ -100,8 +100,9 @@ pub struct StoredListing {
     pub listing: Listing,
 }
 
-/// Some of the skills (or all, inline), with what belongs to them.
+/// Some of the skills (or all, inline), with what belongs to them; stored as a [`StoredPart`].
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredPart", into = "StoredPart")]
 pub struct IndexPart {
     /// Skills by path, stored as rows.
     #[serde(with = "rows")]
@@ -111,15 +112,70 @@ pub struct IndexPart {
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub hidden: BTreeSet<String>,
     /// Each skill's other files (see [`CatalogIndex::files`]).
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub files: BTreeMap<String, Vec<IndexedFile>>,
     /// Unusable SKILL.md files by file; a file is in the part its path hashes to.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub skipped: BTreeMap<String, SkippedEntry>,
     /// Frontmatter names (lower-cased) that differ from their folder's, with the skills that have
     /// them; a name is in the part it hashes to, as folder names are.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub names: BTreeMap<String, Vec<String>>,
+}
+
+/// An [`IndexPart`] as stored: each skill's files as `[path, size]` pairs, and their ETags apart
+/// (`etags`, in the same order). A build that predates the ETags ignores them and reads the rest,
+/// and an index written by one reads here with no ETags (its skills' files are then read every
+/// turn, as that build did), so neither a deploy nor a rollback has to rebuild an index.
+#[derive(Serialize, Deserialize)]
+struct StoredPart {
+    #[serde(with = "rows")]
+    skills: BTreeMap<String, SkillEntry>,
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    hidden: BTreeSet<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    files: BTreeMap<String, Vec<(String, u64)>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    etags: BTreeMap<String, Vec<String>>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    skipped: BTreeMap<String, SkippedEntry>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    names: BTreeMap<String, Vec<String>>,
+}
+
+impl From<StoredPart> for IndexPart {
+    fn from(stored: StoredPart) -> Self {
+        let StoredPart { skills, hidden, files, mut etags, skipped, names } = stored;
+        let files = files
+            .into_iter()
+            .map(|(skill, pairs)| {
+                // ETags that do not match the list one for one are not trusted: none is used.
+                let tags = etags.remove(&skill).filter(|tags| tags.len() == pairs.len()).unwrap_or_default();
+                let tags = tags.into_iter().map(Some).chain(std::iter::repeat(None));
+                let list = pairs
+                    .into_iter()
+                    .zip(tags)
+                    .map(|((rel, size), etag)| IndexedFile { rel, size, etag: etag.unwrap_or_default() })
+                    .collect();
+                (skill, list)
+            })
+            .collect();
+        IndexPart { skills, hidden, files, skipped, names }
+    }
+}
+
+impl From<IndexPart> for StoredPart {
+    fn from(part: IndexPart) -> Self {
+        let IndexPart { skills, hidden, files, skipped, names } = part;
+        let mut etags = BTreeMap::new();
+        let files = files
+            .into_iter()
+            .map(|(skill, list)| {
+                if list.iter().any(|file| !file.etag.is_empty()) {
+                    etags.insert(skill.clone(), list.iter().map(|file| file.etag.clone()).collect());
+                }
+                (skill, list.into_iter().map(|file| (file.rel, file.size)).collect())
+            })
+            .collect();
+        StoredPart { skills, hidden, files, etags, skipped, names }
+    }
 }
 
 /// The part of `parts` a lower-cased folder name, frontmatter name or file belongs to: FNV-1a, so

@@ -90,3 +90,30 @@ fn part_of_is_stable_and_ignores_case() {
     assert_eq!(part_of("pdf", 1 << 20), (0x77c0_7019_566e_7455_u64 % (1 << 20)) as usize);
     assert_eq!(part_of("anything", 1), 0);
 }
+
+#[test]
+fn file_etags_are_kept_apart_so_builds_before_them_read_the_part_and_theirs_read_here() {
+    let file = |rel: &str, size: u64, etag: &str| IndexedFile { rel: rel.into(), size, etag: etag.into() };
+    let mut part = IndexPart::default();
+    part.files.insert("pdf".into(), vec![file("a.md", 1, "e1"), file("b/c.md", 2, "e2")]);
+    part.files.insert("memo".into(), vec![file("x.md", 3, "")]);
+    let bytes = serde_json::to_vec(&part).unwrap();
+    let stored: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(stored["files"]["pdf"], serde_json::json!([["a.md", 1], ["b/c.md", 2]]), "{stored}");
+    assert_eq!(stored["etags"], serde_json::json!({"pdf": ["e1", "e2"]}), "only lists with an ETag: {stored}");
+    assert_eq!(serde_json::from_slice::<IndexPart>(&bytes).unwrap(), part);
+
+    // A build before the ETags reads the same part (it ignores a field it does not know).
+    #[derive(Deserialize)]
+    struct EarlierPart {
+        #[serde(default)]
+        files: BTreeMap<String, Vec<(String, u64)>>,
+    }
+    let earlier: EarlierPart = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(earlier.files["pdf"], [("a.md".to_owned(), 1), ("b/c.md".to_owned(), 2)]);
+
+    // Its parts read here with no ETags, and so do ETags that do not match the list one for one.
+    let written_earlier = br#"{"skills":[],"files":{"pdf":[["a.md",1],["b/c.md",2]]},"etags":{"pdf":["e1"]}}"#;
+    let read: IndexPart = serde_json::from_slice(written_earlier).unwrap();
+    assert_eq!(read.files["pdf"], [file("a.md", 1, ""), file("b/c.md", 2, "")]);
+}
