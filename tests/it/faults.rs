@@ -218,40 +218,43 @@ async fn a_slow_commit_is_waited_for_and_stored_once() {
 }
 
 #[tokio::test]
-async fn a_failing_workspace_write_is_a_tool_error_and_leaves_no_dangling_manifest_entry() {
+async fn a_failing_workspace_save_fails_the_turn_and_leaves_no_dangling_manifest_entry() {
     let world = World::new().await;
     let http = world.http(&[]).await;
     let blobs = Match::s3("PUT", &format!("/{USER}/workspaces/{SESSION}/blobs/"));
     world.storage.add(Rule::always(blobs.clone(), Action::Status(500)));
     world.stack.model.push([
         Reply::tool("write_file", json!({"file_path": "/workspace/a.md", "content": "perdido"})),
-        Reply::text("No pude guardar."),
+        Reply::text("Guardado."),
     ]);
 
+    // A turn's blobs are put just before its commit: a save that fails fails the turn, which
+    // stores nothing, as a failed commit does.
     let (status, body) = turn(&http, "Escribe").await;
-    assert_eq!(status, 200, "{body}");
+    assert_error(status, &body, 503, "storage_unavailable");
     assert_eq!(world.storage.faulted(&blobs), 2, "the SDK retried the PUT once");
-    let results = tool_results(&world.stack.model.requests()[1]);
-    assert_eq!(results.len(), 1);
-    assert!(results[0].contains("temporarily unavailable"), "{}", results[0]);
-    assert_eq!(world.version().await, Some(1));
-    assert_manifest_blobs_exist(&world, 0).await;
+    assert_eq!(world.version().await, None);
+    // Only the tenant's usage is kept: the model calls were made, and the day counts a failed turn.
+    let items = world.stack.dynamodb.scan().table_name(&world.stack.table).send().await.unwrap();
+    let usage = format!("{USER}#@usage");
+    assert!(items.items().iter().all(|item| item["pk"].as_s().ok() == Some(&usage)), "{:?}", items.items());
+    let day = items.items().iter().find(|item| item.contains_key("failed_turns")).expect("the day's usage");
+    assert_eq!(day["failed_turns"].as_n().ok().map(String::as_str), Some("1"), "{day:?}");
 
-    // A PUT applied but unanswered is retried; content addressing makes the retry harmless.
+    // The client's retry runs the turn again; a PUT applied but unanswered is retried, and content
+    // addressing makes the retry harmless.
     world.storage.clear();
     world.storage.add(Rule::nth(blobs.clone(), 1, Action::DropAfterApplied));
     world.stack.model.push([
-        Reply::tool("write_file", json!({"file_path": "/workspace/b.md", "content": "guardado"})),
+        Reply::tool("write_file", json!({"file_path": "/workspace/a.md", "content": "guardado"})),
         Reply::text("Guardado."),
     ]);
-    let (status, body) = turn(&http, "Escribe otra vez").await;
+    let (status, body) = turn(&http, "Escribe").await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(world.storage.count(&blobs), 4, "two failed attempts, then a dropped one and its retry");
-    // The history carries the first turn's error too; this turn's result comes last.
-    let results = tool_results(&world.stack.model.requests()[3]);
-    let result = results.last().expect("a tool result");
-    assert!(!result.starts_with("Error"), "{result}");
-    assert_eq!(world.version().await, Some(2));
+    let results = tool_results(world.stack.model.requests().last().expect("a request"));
+    assert!(!results.last().expect("a tool result").starts_with("Error"), "{results:?}");
+    assert_eq!(world.version().await, Some(1));
     assert_manifest_blobs_exist(&world, 1).await;
 }
 
