@@ -10,8 +10,8 @@ use super::read::as_text;
 use super::resolve::Writable;
 use super::storage::sha256_hex;
 use super::{
-    Entry, Source, Vfs, VfsError, LOAD_CONCURRENCY, MAX_FILE_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES, MAX_WORKSPACE_PATH_BYTES,
-    SNIPPET_CHARS,
+    Entry, Source, Vfs, VfsError, LOAD_CONCURRENCY, MAX_FILE_BYTES, MAX_WORKSPACE_BYTES, MAX_WORKSPACE_FILES,
+    MAX_WORKSPACE_PATH_BYTES, SNIPPET_CHARS,
 };
 use crate::keys;
 use crate::store::{StoreError, WorkspaceFile};

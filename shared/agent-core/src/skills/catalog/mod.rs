@@ -18,7 +18,9 @@ use super::agents::AgentEntry;
 use super::index::stored::{self, IndexHead, IndexPart, StoredListing, MAX_STORED_LISTINGS};
 #[cfg(doc)]
 use super::index::MAX_SKIPPED_AGENTS;
-use super::index::{hidden_skills, inside_a_skill, BasePromptEntry, CatalogIndex, IndexedFile, SkillEntry, SkippedEntry};
+use super::index::{
+    hidden_skills, inside_a_skill, BasePromptEntry, CatalogIndex, IndexedFile, SkillEntry, SkippedEntry,
+};
 use super::listing::{self, Listing};
 use super::search::SkillSearch;
 use super::settings::SettingsEntry;

@@ -49,7 +49,12 @@ fn files_belong_to_the_skills_of_their_folders() {
     assert_eq!(names("docs/memo/examples/one.md"), ["docs:memo/examples/one.md", "docs/memo:examples/one.md"]);
     assert_eq!(names("docs/memo/SKILL.md"), ["docs:memo/SKILL.md"], "a skill's own SKILL.md is not its file");
     assert!(names("pdf/SKILL.md").is_empty() && names("BASE_PROMPT.md").is_empty());
-    let meta = |key: &str, size: u64| ObjectMeta { key: key.to_owned(), etag: format!("\"{size}\""), size, last_modified: None };
+    let meta = |key: &str, size: u64| ObjectMeta {
+        key: key.to_owned(),
+        etag: format!("\"{size}\""),
+        size,
+        last_modified: None,
+    };
     let listed = [meta("pdf/a.md", 1), meta("pdf/b/c.md", 2), meta("other/x.md", 3)];
     let files = files_of(|skill| skill.to_string() == "pdf", listed.iter().map(|meta| (meta.key.as_str(), meta)));
     let file = |rel: &str, size: u64| IndexedFile { rel: rel.to_owned(), size, etag: format!("\"{size}\"") };

@@ -25,7 +25,10 @@ fn catalog(skills: usize) -> CatalogIndex {
     let mut index = CatalogIndex::default();
     for i in 0..skills {
         let e = entry(&format!("cat{}/skill-{i}", i % 7), &format!("skill-{i}"), &"words ".repeat(40));
-        index.files.insert(e.path.to_string(), vec![IndexedFile { rel: "reference.md".to_owned(), size: 10, etag: format!("\"e{i}\"") }]);
+        index.files.insert(
+            e.path.to_string(),
+            vec![IndexedFile { rel: "reference.md".to_owned(), size: 10, etag: format!("\"e{i}\"") }],
+        );
         index.skills.insert(e.path.to_string(), e);
     }
     index
