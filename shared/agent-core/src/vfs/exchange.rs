@@ -145,6 +145,7 @@ impl Vfs<'_> {
             self.note_written(&file.path, stored.size);
         }
         self.workspace = manifest;
+        self.trim_unsaved();
         let mut summary = Vec::new();
         if !written.is_empty() {
             let shown: Vec<String> =

@@ -18,30 +18,30 @@ use crate::store::ObjectMeta;
 /// which the listing or the catalog index names. A kept file is therefore always the bytes its
 /// entry names; every key includes the tenant (and a blob's the session).
 pub struct FileCache {
-    blobs: quick_cache::sync::Cache<String, Arc<Vec<u8>>, BlobWeight>,
+    files: quick_cache::sync::Cache<String, Arc<Vec<u8>>, FileWeight>,
 }
 
 #[derive(Clone)]
-struct BlobWeight;
+struct FileWeight;
 
-impl quick_cache::Weighter<String, Arc<Vec<u8>>> for BlobWeight {
+impl quick_cache::Weighter<String, Arc<Vec<u8>>> for FileWeight {
     fn weight(&self, key: &String, bytes: &Arc<Vec<u8>>) -> u64 {
         (key.len() + bytes.len()) as u64 + 64
     }
 }
 
 impl FileCache {
-    /// A cache of at most `max_bytes` of blobs.
+    /// A cache of at most `max_bytes` of files.
     pub fn new(max_bytes: u64) -> Self {
-        Self { blobs: quick_cache::sync::Cache::with_weighter(256, max_bytes, BlobWeight) }
+        Self { files: quick_cache::sync::Cache::with_weighter(256, max_bytes, FileWeight) }
     }
 
     fn get(&self, key: &str) -> Option<Arc<Vec<u8>>> {
-        self.blobs.get(key)
+        self.files.get(key)
     }
 
     pub(super) fn insert(&self, key: String, bytes: Arc<Vec<u8>>) {
-        self.blobs.insert(key, bytes);
+        self.files.insert(key, bytes);
     }
 }
 

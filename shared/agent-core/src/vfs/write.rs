@@ -59,6 +59,7 @@ impl Vfs<'_> {
         let file = self.store_blob(content.as_bytes());
         self.note_written(&rel, file.size);
         self.workspace.insert(rel, file);
+        self.trim_unsaved();
         Ok(format!("Updated file {shown}"))
     }
 
@@ -91,6 +92,7 @@ impl Vfs<'_> {
         let file = self.store_blob(updated.as_bytes());
         self.note_written(&rel, file.size);
         self.workspace.insert(rel, file);
+        self.trim_unsaved();
         Ok(format!("Successfully replaced {count} instance(s) of the string in '{shown}'"))
     }
 
@@ -126,9 +128,7 @@ impl Vfs<'_> {
     }
 
     /// Holds a workspace blob for [`Vfs::save_workspace`] unless the manifest or this turn already
-    /// has its hash. Blobs no file names any more are dropped once the held ones pass
-    /// [`MAX_UNSAVED_BYTES`], so a turn that rewrites a file many times holds little more than
-    /// the workspace's bound.
+    /// has its hash. The caller names it in the manifest, then calls [`Vfs::trim_unsaved`].
     pub(super) fn store_blob(&mut self, bytes: &[u8]) -> WorkspaceFile {
         let sha = sha256_hex(bytes);
         let known = self.unsaved.contains_key(&sha) || self.workspace.values().any(|f| f.sha256 == sha);
@@ -137,16 +137,18 @@ impl Vfs<'_> {
             self.unsaved_bytes += bytes.len() as u64;
             self.remember(keys::workspace_blob_key(&self.user, &self.session, &sha), bytes.clone());
             self.unsaved.insert(sha.clone(), bytes);
-            if self.unsaved_bytes > MAX_UNSAVED_BYTES {
-                self.drop_unnamed_blobs(Some(&sha));
-            }
         }
         WorkspaceFile { sha256: sha, size: bytes.len() as u64 }
     }
 
-    /// Forgets the held blobs that no file of the manifest names (but `keep`, about to be named).
-    fn drop_unnamed_blobs(&mut self, keep: Option<&str>) {
-        let named: HashSet<&str> = self.workspace.values().map(|file| file.sha256.as_str()).chain(keep).collect();
+    /// Once the held blobs pass [`MAX_UNSAVED_BYTES`], forgets those no file of the manifest names
+    /// any more, so a turn that rewrites a file many times holds little more than the workspace's
+    /// bound. Called once a write has named its blobs in the manifest, never between the two.
+    pub(super) fn trim_unsaved(&mut self) {
+        if self.unsaved_bytes <= MAX_UNSAVED_BYTES {
+            return;
+        }
+        let named: HashSet<&str> = self.workspace.values().map(|file| file.sha256.as_str()).collect();
         self.unsaved.retain(|sha, _| named.contains(sha.as_str()));
         self.unsaved_bytes = self.unsaved.values().map(|bytes| bytes.len() as u64).sum();
     }

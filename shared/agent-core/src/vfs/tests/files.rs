@@ -2,6 +2,7 @@
 //! workspace's write, overwrite, edit and manifest, and its quota.
 
 use super::*;
+use crate::sandbox::{SandboxFile, WorkspaceChanges};
 use crate::vfs::storage::sha256_hex;
 
 #[tokio::test]
@@ -210,6 +211,28 @@ async fn a_file_written_then_edited_is_put_once_and_rewrites_hold_bounded_bytes(
     assert_eq!(vfs.save_workspace().await.unwrap(), 1);
     let last_sha = sha256_hex(last.as_bytes());
     assert_eq!(store.bytes(&format!("u1/workspaces/S1/blobs/{last_sha}")).as_deref(), Some(last.as_bytes()));
+}
+
+#[tokio::test]
+async fn files_a_command_brings_back_past_the_held_bytes_bound_are_all_saved() {
+    let store = seeded();
+    let mut vfs = vfs_empty(&store);
+    // Rewrites leave held blobs that no file names, just under the bound.
+    for round in 0..79 {
+        vfs.write_file("/workspace/big.txt", &format!("{round:08}").repeat(MAX_FILE_BYTES / 8)).await.unwrap();
+    }
+    // A command's files cross it while they are stored: none of them is dropped.
+    let written: Vec<SandboxFile> = (0..3)
+        .map(|i| SandboxFile { path: format!("out/{i}.bin"), bytes: Arc::new(vec![i as u8; 200 * 1024]) })
+        .collect();
+    let changes = WorkspaceChanges { written, deleted: Vec::new(), not_kept: Vec::new() };
+    vfs.apply_sandbox_changes(&changes).await.unwrap();
+    assert!(vfs.unsaved_bytes <= 2 * MAX_WORKSPACE_BYTES, "{}", vfs.unsaved_bytes);
+    assert_eq!(vfs.save_workspace().await.unwrap(), 4);
+    for (path, file) in vfs.workspace() {
+        let key = format!("u1/workspaces/S1/blobs/{}", file.sha256);
+        assert_eq!(store.bytes(&key).map(|bytes| bytes.len() as u64), Some(file.size), "{path}");
+    }
 }
 
 #[tokio::test]
