@@ -24,6 +24,7 @@
 //! `expires_at` (unix seconds) is the table's TTL attribute. DynamoDB deletes expired items
 //! only eventually (and moto never does), so expiry is also enforced on read.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -142,8 +143,9 @@ impl DynamoSessionStore {
     ) -> Result<Vec<Message>, StoreError> {
         let context = format!("session {} turn {turn}", partition_key(user, session));
         let reader = Reader { item, context: &context };
-        let bytes = match (reader.opt("messages"), reader.opt("messages_ref")) {
-            (Some(AttributeValue::S(json)), _) => json.clone().into_bytes(),
+        // Inline messages are decoded where the item holds them, not from a copy.
+        let bytes: Cow<'_, [u8]> = match (reader.opt("messages"), reader.opt("messages_ref")) {
+            (Some(AttributeValue::S(json)), _) => Cow::Borrowed(json.as_bytes()),
             (_, Some(AttributeValue::S(key))) => {
                 // The reference must stay inside this session's own prefix, whatever the item says.
                 let session_prefix = format!("{user}/sessions/{session}/");
@@ -164,7 +166,7 @@ impl DynamoSessionStore {
                         )));
                     }
                 }
-                object.bytes
+                Cow::Owned(object.bytes)
             }
             _ => return Err(StoreError::Corrupt(format!("{context}: neither messages nor messages_ref"))),
         };
