@@ -133,10 +133,9 @@ impl Vfs<'_> {
         let sha = sha256_hex(bytes);
         let known = self.unsaved.contains_key(&sha) || self.workspace.values().any(|f| f.sha256 == sha);
         if !known {
-            let bytes = Arc::new(bytes.to_vec());
+            // Reads of it this turn find it here ([`Vfs::load`]), not in the turn's read cache.
             self.unsaved_bytes += bytes.len() as u64;
-            self.remember(keys::workspace_blob_key(&self.user, &self.session, &sha), bytes.clone());
-            self.unsaved.insert(sha.clone(), bytes);
+            self.unsaved.insert(sha.clone(), Arc::new(bytes.to_vec()));
         }
         WorkspaceFile { sha256: sha, size: bytes.len() as u64 }
     }
