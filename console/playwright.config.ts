@@ -44,8 +44,9 @@ export default defineConfig({
     env: {
       // No model of the developer's: the console starts its demo model, as for a new user.
       LLM_PROVIDER: "",
-      // Slow enough that the page shows text before the turn ends.
-      MODEL_WORD_DELAY_MS: "120",
+      // Slow enough that the page shows text before the turn ends (the greeting's 98 words take about
+      // 4 s), and no slower: the turns' words are most of these tests' time.
+      MODEL_WORD_DELAY_MS: "40",
       // The demo's note edit waits for a person, as a deployment's policy would make it.
       APPROVAL_REQUIRED: "edit_file",
     },
