@@ -156,6 +156,25 @@ impl Stack {
             .await;
     }
 
+    /// Puts `objects` (key, bytes) into the bucket in one request to the test moto's seed path
+    /// (`moto_serial.py`), which stores them through moto's S3 backend as `PutObject` would: for a
+    /// test's thousands of objects, whose uploading is not what it checks.
+    pub async fn seed_objects(&self, objects: Vec<(String, Vec<u8>)>) {
+        use base64::Engine;
+        let objects: Vec<(String, String)> = objects
+            .into_iter()
+            .map(|(key, bytes)| (key, base64::engine::general_purpose::STANDARD.encode(bytes)))
+            .collect();
+        let response = reqwest::Client::new()
+            .post(format!("{}/_local_stack/seed-s3-objects", self.endpoint))
+            .json(&json!({"bucket": self.bucket, "objects": objects}))
+            .send()
+            .await
+            .expect("moto answers the seed");
+        let status = response.status();
+        assert_eq!(status, reqwest::StatusCode::NO_CONTENT, "seed: {}", response.text().await.unwrap_or_default());
+    }
+
     pub async fn put(&self, key: &str, bytes: impl Into<Vec<u8>>) {
         self.s3.put_object().bucket(&self.bucket).key(key).body(bytes.into().into()).send().await.expect("put object");
     }

@@ -24,7 +24,8 @@ async fn ten_thousand_skills_fit_the_listing_budget_and_find_skills_finds_any_of
     // The one the model must find, by words only its description has.
     objects[4242].1 =
         skill_md("skill-04242", "Reconcile quarterly VAT returns against the bank ledger.", "").into_bytes();
-    stack.put_many(objects).await;
+    // Seeded in one request: the rebuild below reads each of them through S3's API.
+    stack.seed_objects(objects).await;
     let indexer = stack.skills_index(&[]).await;
     let summary = run_index(&indexer, json!({"rebuild": {"user_id": USER}})).await;
     assert_eq!(summary["skills"], SKILLS as u64, "{summary}");
