@@ -295,15 +295,8 @@ fn bench() -> Result<(), String> {
 }
 
 fn lint() -> Result<(), String> {
-    // A first install of `.venv` is a minute of pip's downloads and unpacking; only cfn-lint, last,
-    // needs it, so it runs on a thread while clippy compiles.
-    let venv = std::thread::spawn(|| python::install(&root(), python::Progress::Hidden));
-    let checked = run("cargo", &["fmt", "--all", "--check"])
-        .and_then(|()| run("cargo", &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"]));
-    // Waited for even when a check failed: a run of xtask must not end with pip writing to `.venv`.
-    let installed = venv.join().unwrap_or_else(|_| Err("the .venv install panicked".into()));
-    checked?;
-    installed?;
     python::activate(&root())?;
+    run("cargo", &["fmt", "--all", "--check"])?;
+    run("cargo", &["clippy", "--workspace", "--all-targets", "--locked", "--", "-D", "warnings"])?;
     run("cfn-lint", &["template.yaml"])
 }

@@ -19,40 +19,19 @@ const LOCAL_STAMP: &str = "installed-requirements-local.txt";
 /// Makes sure `.venv` holds the pinned requirements, then puts its `bin` first on this process's
 /// `PATH`, so every command xtask starts (and the tests they start) finds them.
 pub fn activate(root: &Path) -> Result<(), String> {
-    install(root, Progress::Shown)?;
-    put_first_on_path(root)
-}
-
-/// Makes sure `.venv` holds the pinned requirements, without touching this process's environment:
-/// safe on a thread of its own while other work runs (`cargo xtask lint` installs during clippy).
-pub fn install(root: &Path, progress: Progress) -> Result<(), String> {
-    install_set(root, REQUIREMENTS, STAMP, None, progress)
+    venv(root, REQUIREMENTS, STAMP, None)
 }
 
 /// What `cargo xtask local` needs: `.venv` with moto only, first on `PATH`.
 pub fn activate_local(root: &Path) -> Result<(), String> {
     // The full set holds the same moto with every server extra, so its install does too.
-    install_set(root, LOCAL_REQUIREMENTS, LOCAL_STAMP, Some((REQUIREMENTS, STAMP)), Progress::Shown)?;
-    put_first_on_path(root)
-}
-
-/// Whether pip shows its progress: not while other output (clippy's) shares the terminal, where
-/// only its warnings and errors are printed.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    Shown,
-    Hidden,
+    venv(root, LOCAL_REQUIREMENTS, LOCAL_STAMP, Some((REQUIREMENTS, STAMP)))
 }
 
 /// Installs `requirements_file` into `.venv` unless `stamp` says it was installed as it is now (or
-/// `or_else`'s stamp says that larger set was).
-fn install_set(
-    root: &Path,
-    requirements_file: &str,
-    stamp: &str,
-    or_else: Option<(&str, &str)>,
-    progress: Progress,
-) -> Result<(), String> {
+/// `or_else`'s stamp says that larger set was), with pip's progress shown; then puts `.venv/bin`
+/// first on `PATH`.
+fn venv(root: &Path, requirements_file: &str, stamp: &str, or_else: Option<(&str, &str)>) -> Result<(), String> {
     let venv = root.join(".venv");
     let bin = venv.join("bin");
     let requirements = std::fs::read_to_string(root.join(requirements_file))
@@ -61,41 +40,28 @@ fn install_set(
         std::fs::read_to_string(root.join(file)).is_ok_and(|wanted| installed(&venv, stamp, &wanted))
     };
     let done = current(requirements_file, stamp) || or_else.is_some_and(|(file, stamp)| current(file, stamp));
-    if done && bin.join("python3").exists() {
-        return Ok(());
+    if !done || !bin.join("python3").exists() {
+        eprintln!(
+            "xtask: setting up .venv from {requirements_file} (first use, or the pins changed); pip's progress follows"
+        );
+        create(&venv)?;
+        let python = bin.join("python3");
+        let status = Command::new(&python)
+            .args(["-m", "pip", "install", "--progress-bar", "on", "--disable-pip-version-check", "-r"])
+            .arg(root.join(requirements_file))
+            .status()
+            .map_err(|err| format!("could not start {}: {err}", python.display()))?;
+        if !status.success() {
+            return Err(format!("installing {requirements_file} into .venv failed ({status})"));
+        }
+        std::fs::write(venv.join(stamp), &requirements).map_err(|err| format!("could not write the stamp: {err}"))?;
+        eprintln!("xtask: .venv ready");
     }
-    let shown = progress == Progress::Shown;
-    let follows = if shown { "pip's progress follows" } else { "pip quietly, beside other work" };
-    eprintln!("xtask: setting up .venv from {requirements_file} (first use, or the pins changed); {follows}");
-    create(&venv)?;
-    let python = bin.join("python3");
-    let mut pip = Command::new(&python);
-    pip.args(["-m", "pip", "install", "--disable-pip-version-check"]);
-    pip.args(if shown { ["--progress-bar", "on"] } else { ["--progress-bar", "off"] });
-    if !shown {
-        pip.arg("--quiet");
-    }
-    let status = pip
-        .arg("-r")
-        .arg(root.join(requirements_file))
-        .status()
-        .map_err(|err| format!("could not start {}: {err}", python.display()))?;
-    if !status.success() {
-        return Err(format!("installing {requirements_file} into .venv failed ({status})"));
-    }
-    std::fs::write(venv.join(stamp), &requirements).map_err(|err| format!("could not write the stamp: {err}"))?;
-    eprintln!("xtask: .venv ready");
-    Ok(())
-}
-
-/// Puts `.venv/bin` first on this process's `PATH` and names the venv, for every command xtask
-/// starts after this. Call it while xtask has no other thread.
-fn put_first_on_path(root: &Path) -> Result<(), String> {
-    let venv = root.join(".venv");
     let path = std::env::var_os("PATH").unwrap_or_default();
-    let mut paths: Vec<PathBuf> = vec![venv.join("bin")];
+    let mut paths: Vec<PathBuf> = vec![bin.clone()];
     paths.extend(std::env::split_paths(&path));
     let joined = std::env::join_paths(paths).map_err(|err| format!("PATH: {err}"))?;
+    // xtask is single-threaded here, before any child process starts.
     std::env::set_var("PATH", joined);
     std::env::set_var("VIRTUAL_ENV", &venv);
     Ok(())
