@@ -36,8 +36,15 @@ pub fn built(workspace: &Path) -> Result<(Rootfs, bool), String> {
     current(workspace).map(|(_, rootfs, finished)| (rootfs, finished))
 }
 
-/// The root filesystem for the current list: the one already built, or a new one (minutes).
+/// The root filesystem for the current list: the one already built, or a new one (minutes). Builds
+/// of one image take turns: a second `ensure` (CI's background build and `cargo xtask test`'s)
+/// waits for the first, then finds the image finished, instead of removing its half-built tree.
 pub fn ensure(workspace: &Path) -> Result<Rootfs, String> {
+    let (_, rootfs, finished) = current(workspace)?;
+    if finished {
+        return Ok(rootfs);
+    }
+    let _turn = take_turn(&rootfs)?;
     let (list, rootfs, finished) = current(workspace)?;
     if finished {
         return Ok(rootfs);
@@ -73,6 +80,29 @@ pub fn ensure(workspace: &Path) -> Result<Rootfs, String> {
         rootfs.root.display()
     );
     Ok(rootfs)
+}
+
+/// An exclusive lock on `<hash>.lock` beside the image's folder, held until the returned file is
+/// dropped (or the process ends); waits, saying so, while another build holds it.
+fn take_turn(rootfs: &Rootfs) -> Result<std::fs::File, String> {
+    let parent = rootfs.dir.parent().ok_or("the image folder has no parent")?;
+    std::fs::create_dir_all(parent).map_err(|err| format!("could not create {}: {err}", parent.display()))?;
+    let path = parent.join(format!("{}.lock", rootfs.hash));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|err| format!("could not open {}: {err}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => return Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => {
+            eprintln!("xtask: waiting for another build of the sandbox image {} to finish", rootfs.hash)
+        }
+        Err(std::fs::TryLockError::Error(err)) => return Err(format!("could not lock {}: {err}", path.display())),
+    }
+    file.lock().map_err(|err| format!("could not lock {}: {err}", path.display()))?;
+    Ok(file)
 }
 
 fn require_tool(tool: &str, install: &str) -> Result<(), String> {
@@ -233,5 +263,28 @@ mod tests {
         assert_eq!(unescape_mount_point("/work/a\\040b/rootfs.partial/dev/pts"), "/work/a b/rootfs.partial/dev/pts");
         assert_eq!(unescape_mount_point("/plain"), "/plain");
         assert_eq!(unescape_mount_point("/trailing\\04"), "/trailing\\04");
+    }
+
+    #[test]
+    fn a_second_build_of_one_image_waits_for_the_first() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::Arc;
+        let dir = std::env::temp_dir().join(format!("xtask-image-turn-{}", std::process::id()));
+        let rootfs = || Rootfs { hash: "h".into(), dir: dir.join("h"), root: dir.join("h/rootfs") };
+        let first = take_turn(&rootfs()).expect("the first build's turn");
+        let released = Arc::new(AtomicBool::new(false));
+        let second = {
+            let (released, rootfs) = (released.clone(), rootfs());
+            std::thread::spawn(move || {
+                let _turn = take_turn(&rootfs).expect("the second build's turn");
+                released.load(Ordering::SeqCst)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!second.is_finished(), "the second build went ahead while the first held its turn");
+        released.store(true, Ordering::SeqCst);
+        drop(first);
+        assert!(second.join().unwrap(), "the second build's turn came before the first let go");
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
