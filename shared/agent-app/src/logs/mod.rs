@@ -8,6 +8,8 @@ use aws_store::CallCounter;
 use crate::metrics::operations_since;
 use crate::{metrics, traces};
 
+mod json;
+
 /// Awaits `fut` (one invocation's handler), then logs one info event `storage requests` with
 /// `storage_requests` (the number of requests `counter` saw meanwhile) and `storage_operations`
 /// (those requests per operation, as a compact JSON object such as
@@ -35,8 +37,14 @@ pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let json = std::env::var("AWS_LAMBDA_LOG_FORMAT").is_ok_and(|format| format.eq_ignore_ascii_case("json"));
-    let fmt = tracing_subscriber::fmt::layer().with_target(false).without_time();
-    let fmt = if json { fmt.json().with_current_span(false).boxed() } else { fmt.boxed() };
+    let fmt = tracing_subscriber::fmt::layer();
+    let fmt = if json {
+        // The lines of `.json().with_current_span(false)` without time and target, written without
+        // parsing each span's fields again at every line (`json::LambdaJson`).
+        fmt.fmt_fields(tracing_subscriber::fmt::format::JsonFields::new()).event_format(json::LambdaJson).boxed()
+    } else {
+        fmt.with_target(false).without_time().boxed()
+    };
     // A configuration the traces cannot follow leaves them off; it is logged once the logs work.
     let (traces, traces_error) = match traces::layer() {
         Ok(layer) => (layer, None),
